@@ -1,0 +1,211 @@
+"""tracehouse: a SQL warehouse for GPU profiler (Kineto / PyTorch profiler) traces.
+
+Thin on purpose: each command parses its options, calls one function, and prints the result.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from errors import TracehouseError
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def _warehouse(ctx: click.Context):
+    from warehouse.store import Warehouse
+
+    return Warehouse(ctx.obj["warehouse"])
+
+
+def _progress_enabled() -> bool:
+    return sys.stderr.isatty()
+
+
+def _to_text(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, default=str)
+    return str(value)
+
+
+def print_rows(columns: list[str], rows: list[tuple], fmt: str) -> None:
+    """One output path for every tabular command: an aligned table, CSV, or JSON records."""
+    if fmt == "json":
+        records = [dict(zip(columns, row)) for row in rows]
+        click.echo(json.dumps(records, default=str, indent=1))
+        return
+    if fmt == "csv":
+        buffer = io.StringIO()
+        writer = csv.writer(buffer)
+        writer.writerow(columns)
+        writer.writerows([[_to_text(v) for v in row] for row in rows])
+        click.echo(buffer.getvalue(), nl=False)
+        return
+    cells = [[_to_text(v).replace("\n", " ") for v in row] for row in rows]
+    widths = [min(60, max([len(c)] + [len(r[i]) for r in cells])) for i, c in enumerate(columns)]
+    line = "  ".join(c.ljust(w)[:w] for c, w in zip(columns, widths))
+    click.echo(line)
+    click.echo("  ".join("-" * w for w in widths))
+    for row in cells:
+        click.echo("  ".join(v.ljust(w)[:w] if len(v) <= w else v[: w - 1] + "…" for v, w in zip(row, widths)))
+    click.echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+
+
+def format_option(choices=("table", "csv", "json"), default="table"):
+    return click.option("--format", "fmt", type=click.Choice(choices), default=default, show_default=True,
+                        help="Output format: an aligned table for people, csv or json for scripts.")
+
+
+class TracehouseGroup(click.Group):
+    """Turns expected failures into one line on stderr and exit code 1; tracebacks only with --debug."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except TracehouseError as exc:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            hint = f" ({exc.hint})" if exc.hint else ""
+            click.echo(f"error: {exc}{hint}", err=True)
+            ctx.exit(1)
+
+
+@click.group(cls=TracehouseGroup, context_settings=CONTEXT_SETTINGS)
+@click.option("--warehouse", envvar="TRACEHOUSE_WAREHOUSE", default="./tracehouse-data", show_default=True,
+              help="Warehouse folder (env TRACEHOUSE_WAREHOUSE).")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.pass_context
+def main(ctx: click.Context, warehouse: str, debug: bool) -> None:
+    """A SQL warehouse for GPU profiler traces.
+
+    Ingest PyTorch-profiler (Kineto) traces once, then ask questions in SQL.
+
+    \b
+    Example:
+      tracehouse ingest ./profiles/run-42 --label model=llama-8b --commit abc123
+      tracehouse runs
+      tracehouse sql "select name, sum(dur_ns)/1e6 as ms from kernels group by 1 order by 2 desc limit 10"
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["warehouse"] = warehouse
+    ctx.obj["debug"] = debug
+
+
+def _parse_labels(items: tuple[str, ...]) -> dict[str, str]:
+    labels = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--label")
+        labels[key.strip()] = value
+    return labels
+
+
+@main.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--label", "labels", multiple=True, metavar="K=V", help="A label for the run (repeatable).")
+@click.option("--commit", help="The commit the run was taken at (same as --label commit=SHA).")
+@click.option("--capture", type=click.Path(path_type=Path, file_okay=False),
+              help="Folder of capture traces (default: capture_traces/ beside the traces).")
+@click.pass_context
+def ingest(ctx, paths, labels, commit, capture):
+    """Ingest trace files or profile directories into the warehouse.
+
+    A directory is one run (its files are the ranks); files named together are one run.
+    The same files ingested twice give the same run id and store nothing new. Prints the run ids.
+
+    \b
+    Example:
+      tracehouse ingest ./sglang-profile/ --label model=DeepSeek-R1 --label config=tp8-ep8 --commit 1a2b3c
+    """
+    from warehouse.load import ingest_paths
+
+    label_map = _parse_labels(labels)
+    if commit:
+        label_map["commit"] = commit
+
+    def progress(path: str) -> None:
+        if _progress_enabled():
+            click.echo(f"  ingested {path}", err=True)
+
+    outcomes = ingest_paths(_warehouse(ctx), list(paths), label_map, capture, progress)
+    failed = 0
+    for outcome in outcomes:
+        for problem in outcome.problems:
+            click.echo(f"error: {problem.message}", err=True)
+            failed += 1
+        if outcome.run_id is None:
+            continue
+        state = "stored" if outcome.stored else "already in the warehouse"
+        click.echo(f"{outcome.run_id}\t{state}\t{len(outcome.files) - len(outcome.problems)} file(s)")
+        for key, count in sorted(outcome.warnings.items()):
+            click.echo(f"  warning: {key}: {count}", err=True)
+    if failed:
+        ctx.exit(1)
+
+
+def _connect(ctx):
+    from warehouse.catalog import connect
+
+    return connect(_warehouse(ctx))
+
+
+@main.command(context_settings=CONTEXT_SETTINGS)
+@click.option("--where", "where", multiple=True, metavar="K=V", help="Only runs with this label (repeatable).")
+@format_option()
+@click.pass_context
+def runs(ctx, where, fmt):
+    """List runs with their labels and headline figures.
+
+    \b
+    Example:
+      tracehouse runs --where model=llama-8b --format json
+    """
+    con = _connect(ctx)
+    filters = _parse_labels(where)
+    clauses = " AND ".join("labels[?] = ?" for _ in filters)
+    params = [x for kv in filters.items() for x in kv]
+    rows = con.execute(
+        "SELECT run_id, ingested_at, framework, model, hardware, world_size, n_ranks, phase, capture_mode, "
+        "n_kernels, commit, labels FROM runs" + (f" WHERE {clauses}" if clauses else "") + " ORDER BY ingested_at",
+        params,
+    )
+    columns = [d[0] for d in rows.description]
+    print_rows(columns, rows.fetchall(), fmt)
+
+
+@main.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("query")
+@format_option()
+@click.option("--engine", type=click.Choice(["duckdb"]), default="duckdb", show_default=True,
+              help="Query engine.")
+@click.pass_context
+def sql(ctx, query, fmt, engine):
+    """Run one read-only SQL query over the warehouse's tables and views.
+
+    Statements that write, attach, copy, install, change settings or read files are refused.
+
+    \b
+    Example:
+      tracehouse sql "select kind, count(*), sum(dur_ns) from kernels group by kind"
+      tracehouse sql "show tables" --format csv
+    """
+    from warehouse.query import run_query
+
+    columns, rows = run_query(_connect(ctx), query)
+    print_rows(columns, rows, fmt)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""Ingest of one trace file (one rank): the stages, in order, from bytes to Parquet files.
+
+    1. source.read_trace     inflate, split metadata from the event array (streaming)
+    2. decode.load_raw_events   the array -> typed columns (DuckDB's JSON reader)
+    3. sql/NN_*.sql           type, nest, link and step the events (set-based SQL, in file order)
+    4. write_tables           one Parquet file per table, for this rank
+
+Everything runs in a DuckDB database of its own, on disk in the staging folder, with a memory limit,
+so that a trace larger than memory spills instead of failing.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from errors import TraceFormatError
+from ingest.decode import load_raw_events
+from ingest.source import read_trace
+
+SQL_DIR = Path(__file__).parent / "sql"
+TRANSFORMS = sorted(SQL_DIR.glob("[0-9][0-9]_*.sql"))
+
+# table name in the warehouse -> the staging table it is written from, and its sort order
+TABLES = {
+    "kernels": ("kernels", "start_ns, kernel_id"),
+    "cpu_ops": ("cpu_ops", "pid, tid, start_ns, op_id"),
+    "python_frames": ("python_frames", "pid, tid, start_ns, frame_id"),
+    "flows": ("flows", "kind, flow_id"),
+    "streams": ("streams", "device, stream"),
+    "step_spans": ("steps", "step"),
+}
+
+MEMORY_LIMIT = os.environ.get("TRACEHOUSE_MEMORY_LIMIT", "1GB")
+
+
+@dataclass
+class RankResult:
+    """What one rank contributed, for the runs row."""
+
+    path: str
+    rank: int
+    size: int
+    sha256: str
+    json_bytes: int
+    metadata: dict
+    events: dict[str, int] = field(default_factory=dict)
+    warnings: dict[str, int] = field(default_factory=dict)
+    hints: dict[str, int] = field(default_factory=dict)
+    span: dict[str, int | None] = field(default_factory=dict)
+    rows: dict[str, int] = field(default_factory=dict)
+
+
+def _connect(work_dir: Path) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect(str(work_dir / "rank.duckdb"))
+    con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+    con.execute(f"SET temp_directory = '{work_dir / 'spill'}'")
+    con.execute("SET preserve_insertion_order = true")
+    return con
+
+
+def _run_transforms(con: duckdb.DuckDBPyConnection, stage_phase: str | None, label_phase: str | None) -> None:
+    con.execute(
+        "CREATE OR REPLACE TABLE rank_context AS SELECT ?::VARCHAR AS stage_phase, ?::VARCHAR AS label_phase",
+        [stage_phase, label_phase],
+    )
+    con.execute(f"SET threads = {max(1, min(2, os.cpu_count() or 1))}")
+    for sql_file in TRANSFORMS:
+        con.execute(sql_file.read_text())
+
+
+def write_tables(con: duckdb.DuckDBPyConnection, out_dir: Path, rank: int) -> dict[str, int]:
+    rows = {}
+    for table, (source, order) in TABLES.items():
+        target = out_dir / table
+        target.mkdir(parents=True, exist_ok=True)
+        path = target / f"rank-{rank:05d}.parquet"
+        con.execute(
+            f"COPY (SELECT {int(rank)}::INTEGER AS rank, * FROM {source} ORDER BY {order}) "
+            f"TO '{path}' (FORMAT parquet, COMPRESSION zstd)"
+        )
+        rows[table] = con.execute(f"SELECT count(*) FROM {source}").fetchone()[0]
+    return rows
+
+
+def ingest_rank(path: Path, rank: int, stage_phase: str | None, out_dir: Path, work_dir: Path,
+                label_phase: str | None = None) -> RankResult:
+    """Run every stage for one file; Parquet goes to out_dir/<table>/rank-<rank>.parquet."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    events_file = work_dir / "events.json"
+    try:
+        source = read_trace(path, events_file)
+        con = _connect(work_dir)
+        try:
+            try:
+                load_raw_events(con, events_file)
+            except duckdb.Error as exc:
+                raise TraceFormatError(str(path), f"invalid trace JSON ({_first_line(exc)})", "event array")
+            events_file.unlink(missing_ok=True)
+            _run_transforms(con, stage_phase, label_phase)
+            rows = write_tables(con, out_dir, rank)
+            summary = con.execute("SELECT kind, key, value FROM rank_summary").fetchall()
+        finally:
+            con.close()
+    finally:
+        events_file.unlink(missing_ok=True)
+    result = RankResult(
+        path=str(path), rank=rank, size=source.size, sha256=source.sha256,
+        json_bytes=source.json_bytes, metadata=source.metadata, rows=rows,
+    )
+    for kind, key, value in summary:
+        if kind == "events":
+            result.events[key] = int(value)
+        elif kind == "warning" and value:
+            result.warnings[key] = int(value)
+        elif kind == "hint":
+            result.hints[key] = int(value)
+        elif kind == "span":
+            result.span[key] = None if value is None else int(value)
+    return result
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__

@@ -1,0 +1,291 @@
+"""Ingest of a run: which files belong together, their ranks, and the runs row.
+
+A directory is one run (its trace files are the ranks; a `capture_traces/` folder inside it holds
+capture traces); files named together on the command line are one run. Files are hashed first, so
+the run id (derived from the content) is known before any work, and a run already in the warehouse
+costs nothing. Ranks are ingested in parallel processes; a file that cannot be read is reported and
+left out while the others still land.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from multiprocessing import get_context
+from pathlib import Path
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from errors import TraceFormatError, TracehouseError
+from ingest.naming import parse_trace_name
+from ingest.rank import RankResult, ingest_rank
+from ingest.source import _inflater
+
+SCHEMA_VERSION = 1
+TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
+NOT_TRACES = {"execution_details.json", "ground_truth.json"}
+
+
+@dataclass
+class RunPlan:
+    """The files of one run, before any of them is read."""
+
+    files: list[Path]
+    capture_dir: Path | None = None
+    skipped: list[str] = field(default_factory=list)  # non-trace files beside the traces
+
+
+@dataclass
+class FileProblem:
+    path: str
+    message: str
+
+
+def is_trace_file(path: Path) -> bool:
+    return path.is_file() and path.name.endswith(TRACE_SUFFIXES) and path.name not in NOT_TRACES
+
+
+def plan_runs(paths: list[Path], capture: Path | None = None) -> list[RunPlan]:
+    """Group the command's paths into runs: each directory is one, loose files together are one."""
+    loose: list[Path] = []
+    plans = []
+    for path in paths:
+        if path.is_dir():
+            entries = sorted(p for p in path.iterdir() if p.is_file())
+            traces = [p for p in entries if is_trace_file(p)]
+            skipped = [str(p) for p in entries if not is_trace_file(p) and p.name not in NOT_TRACES]
+            cap = capture or (path / "capture_traces" if (path / "capture_traces").is_dir() else None)
+            if not traces:
+                raise TracehouseError(f"{path}: no trace files (*.json, *.json.gz) in this directory")
+            plans.append(RunPlan(files=traces, capture_dir=cap, skipped=skipped))
+        elif path.is_file():
+            loose.append(path)
+        else:
+            raise TracehouseError(f"{path}: no such file or directory")
+    if loose:
+        plans.append(RunPlan(files=loose, capture_dir=capture))
+    return plans
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(8 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def run_id_for(hashes: list[str]) -> str:
+    """Content-derived: the same set of files is the same run, whatever their names or order."""
+    joined = "\n".join(sorted(hashes)).encode()
+    return hashlib.sha256(joined).hexdigest()[:16]
+
+
+def peek_distributed_info(path: Path, limit: int = 4 << 20) -> dict:
+    """distributedInfo from the head of a file, without reading the rest (empty when not there)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(limit)
+        inflater = _inflater(raw)
+        text = raw if inflater is None else inflater.decompress(raw, limit)
+    except Exception:  # a broken file is reported by the real read, with its position
+        return {}
+    key = text.find(b'"distributedInfo"')
+    if key < 0:
+        return {}
+    start = text.find(b"{", key)
+    depth = 0
+    for i in range(start, len(text)):
+        c = text[i : i + 1]
+        if c == b"{":
+            depth += 1
+        elif c == b"}":
+            depth -= 1
+            if depth == 0:
+                try:
+                    info = orjson.loads(text[start : i + 1])
+                except orjson.JSONDecodeError:
+                    return {}
+                return info if isinstance(info, dict) else {}
+    return {}
+
+
+def assign_ranks(files: list[Path]) -> tuple[list[int], list[str]]:
+    """Rank per file: distributedInfo.rank, else the file name, else file order; must be unique."""
+    notes = []
+    candidates = []
+    for order, path in enumerate(files):
+        info = peek_distributed_info(path)
+        named = parse_trace_name(path.name)
+        rank = info.get("rank") if isinstance(info.get("rank"), int) else None
+        if rank is None:
+            rank = named.rank
+        if rank is None and named.tp is not None and named.pp is None and named.dp is None:
+            rank = named.tp
+        candidates.append(rank)
+    if None in candidates or len(set(candidates)) != len(candidates):
+        if len(files) > 1 and None not in candidates:
+            notes.append("ranks in the files repeat; ranks were numbered by file order")
+        if None in candidates and len(files) > 1:
+            notes.append("some files name no rank; ranks were numbered by file order")
+        return list(range(len(files))), notes
+    return [int(r) for r in candidates], notes
+
+
+def _ingest_one(args: tuple) -> RankResult | FileProblem:
+    path, rank, stage_phase, label_phase, out_dir, work_dir = args
+    try:
+        return ingest_rank(Path(path), rank, stage_phase, Path(out_dir), Path(work_dir), label_phase)
+    except TracehouseError as exc:
+        return FileProblem(str(path), str(exc))
+    except MemoryError:
+        return FileProblem(str(path), f"{path}: out of memory while reading; raise TRACEHOUSE_MEMORY_LIMIT")
+
+
+def ingest_files(files: list[Path], ranks: list[int], label_phase: str | None, out_dir: Path,
+                 work_dir: Path, progress=None) -> list[RankResult | FileProblem]:
+    jobs = [
+        (str(f), r, parse_trace_name(f.name).phase, label_phase, str(out_dir), str(work_dir / f"rank-{r}"))
+        for f, r in zip(files, ranks)
+    ]
+    workers = min(len(jobs), os.cpu_count() or 1)
+    results: list[RankResult | FileProblem] = []
+    if workers <= 1:
+        for job in jobs:
+            results.append(_ingest_one(job))
+            if progress:
+                progress(job[0])
+        return results
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        for job, result in zip(jobs, pool.map(_ingest_one, jobs)):
+            results.append(result)
+            if progress:
+                progress(job[0])
+    return results
+
+
+def detect_framework(results: list[RankResult], files: list[Path]) -> str:
+    hints: dict[str, int] = {}
+    for r in results:
+        for k, v in r.hints.items():
+            hints[k] = hints.get(k, 0) + v
+    names = " ".join(f.name for f in files)
+    if hints.get("trtllm_frames") or hints.get("trtllm_kernels", 0) > 0 and not hints.get("sglang_frames"):
+        if hints.get("trtllm_frames"):
+            return "tensorrt-llm"
+    if hints.get("sglang_frames") or hints.get("sglang_steps") or parse_trace_name(names).stage in ("DECODE", "EXTEND"):
+        return "sglang"
+    if hints.get("vllm_frames") or hints.get("vllm_steps"):
+        return "vllm"
+    if hints.get("trtllm_kernels"):
+        return "tensorrt-llm"
+    return "pytorch"
+
+
+def hardware_name(results: list[RankResult]) -> str | None:
+    for r in results:
+        props = r.metadata.get("deviceProperties")
+        if isinstance(props, list) and props:
+            device = r.hints.get("main_device", -1)
+            chosen = next((p for p in props if isinstance(p, dict) and p.get("id") == device), props[0])
+            if isinstance(chosen, dict) and chosen.get("name"):
+                return str(chosen["name"])
+    return None
+
+
+def build_runs_row(run_id: str, results: list[RankResult], files: list[Path], labels: dict[str, str],
+                   notes: list[str], skipped: list[str], rules_version: str) -> pa.Table:
+    """The one row of `runs` for this run (see PRODUCT.md, Tables)."""
+    results = sorted(results, key=lambda r: r.rank)
+    first = results[0]
+    dist = first.metadata.get("distributedInfo") if isinstance(first.metadata.get("distributedInfo"), dict) else {}
+    named = [parse_trace_name(Path(r.path).name) for r in results]
+    warnings: dict[str, int] = {}
+    events: dict[str, int] = {}
+    for r in results:
+        for k, v in r.warnings.items():
+            warnings[k] = warnings.get(k, 0) + v
+        for k, v in r.events.items():
+            events[k] = events.get(k, 0) + v
+    for note in notes:
+        warnings[note] = warnings.get(note, 0) + 1
+    if skipped:
+        warnings["non-trace files skipped"] = len(skipped)
+    phases = {n.phase for n in named if n.phase}
+    graph = sum(r.hints.get("graph_launched", 0) for r in results)
+    eager = sum(r.hints.get("eager_launched", 0) for r in results)
+    capture_mode = "graph" if graph and not eager else "mixed" if graph else "eager" if eager else "none"
+    framework = labels.get("framework") or detect_framework(results, files)
+    hardware = labels.get("hardware") or hardware_name(results)
+    starts = [r.span.get("trace_start_ns") for r in results if r.span.get("trace_start_ns") is not None]
+    ends = [r.span.get("trace_end_ns") for r in results if r.span.get("trace_end_ns") is not None]
+    base_times = [r.metadata.get("baseTimeNanoseconds") for r in results if isinstance(r.metadata.get("baseTimeNanoseconds"), int)]
+
+    def index(dim: str) -> int | None:
+        values = {getattr(n, dim) for n in named if getattr(n, dim) is not None}
+        return max(values) + 1 if values else None
+
+    world_size = dist.get("world_size") if isinstance(dist.get("world_size"), int) else len(results)
+    row = {
+        "run_id": run_id,
+        "ingested_at": datetime.now(timezone.utc),
+        "files": [
+            {"name": Path(r.path).name, "path": str(Path(r.path).resolve()), "size": r.size, "sha256": r.sha256,
+             "rank": r.rank, "json_bytes": r.json_bytes}
+            for r in results
+        ],
+        "labels": sorted(labels.items()),
+        "framework": framework,
+        "model": labels.get("model"),
+        "hardware": hardware,
+        "world_size": world_size,
+        "n_ranks": len(results),
+        "tp": index("tp"), "pp": index("pp"), "dp": index("dp"), "ep": index("ep"),
+        "phase": labels.get("phase") or (phases.pop() if len(phases) == 1 else "mixed" if phases else None),
+        "capture_mode": capture_mode,
+        "commit": labels.get("commit"),
+        "commit_time": labels.get("commit_time"),
+        "series": labels.get("series"),
+        "base_time_ns": min(base_times) if base_times else None,
+        "trace_start_ns": min(starts) if starts else None,
+        "trace_end_ns": max(ends) if ends else None,
+        "n_kernels": sum(r.rows.get("kernels", 0) for r in results),
+        "event_counts": sorted(events.items()),
+        "warnings": sorted(warnings.items()),
+        "metadata": json.dumps({Path(r.path).name: {k: v for k, v in r.metadata.items() if k != "deviceProperties"}
+                                for r in results}, default=str),
+        "device_properties": json.dumps(first.metadata.get("deviceProperties")),
+        "schema_version": SCHEMA_VERSION,
+        "rules_version": rules_version,
+    }
+    schema = pa.schema([
+        ("run_id", pa.string()), ("ingested_at", pa.timestamp("us", tz="UTC")),
+        ("files", pa.list_(pa.struct([("name", pa.string()), ("path", pa.string()), ("size", pa.int64()),
+                                      ("sha256", pa.string()), ("rank", pa.int32()), ("json_bytes", pa.int64())]))),
+        ("labels", pa.map_(pa.string(), pa.string())), ("framework", pa.string()), ("model", pa.string()),
+        ("hardware", pa.string()), ("world_size", pa.int32()), ("n_ranks", pa.int32()),
+        ("tp", pa.int32()), ("pp", pa.int32()), ("dp", pa.int32()), ("ep", pa.int32()),
+        ("phase", pa.string()), ("capture_mode", pa.string()), ("commit", pa.string()),
+        ("commit_time", pa.string()), ("series", pa.string()), ("base_time_ns", pa.int64()),
+        ("trace_start_ns", pa.int64()), ("trace_end_ns", pa.int64()), ("n_kernels", pa.int64()),
+        ("event_counts", pa.map_(pa.string(), pa.int64())), ("warnings", pa.map_(pa.string(), pa.int64())),
+        ("metadata", pa.string()), ("device_properties", pa.string()),
+        ("schema_version", pa.int32()), ("rules_version", pa.string()),
+    ])
+    return pa.Table.from_pylist([row], schema=schema)
+
+
+def write_runs_row(table: pa.Table, out_dir: Path) -> None:
+    (out_dir / "runs").mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, out_dir / "runs" / "run.parquet", compression="zstd")
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr)

@@ -1,0 +1,208 @@
+"""Stage 1 of ingest: bytes of one trace file -> its metadata and its event array on disk.
+
+A Kineto trace is one JSON object whose `traceEvents` array holds nearly all of its bytes, with a few
+small metadata keys before it (`schemaVersion`, `deviceProperties`, `distributedInfo`) and after it
+(`traceName`, `baseTimeNanoseconds`). We inflate the file in fixed-size pieces, parse the small
+metadata parts with orjson, and copy the bytes of the array verbatim into a file that DuckDB's JSON
+reader then decodes into typed columns. Nothing here holds more than one piece (plus a bounded tail)
+in memory, whatever the size of the trace.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+import orjson
+
+from errors import TraceFormatError
+
+try:  # ISA-L inflates about 1.4x faster than zlib (measured in bench/); optional.
+    from isal import isal_zlib as _zlib
+except ImportError:  # pragma: no cover - depends on the environment
+    _zlib = zlib
+
+PIECE_BYTES = 8 << 20  # compressed bytes read at a time
+HEAD_LIMIT = 64 << 20  # metadata before `traceEvents` larger than this is not a Kineto trace
+TAIL_KEEP = 1 << 20  # bytes kept from the end of the array to find where it closes
+
+_TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+
+
+@dataclass
+class TraceSource:
+    """What stage 1 learned about one file."""
+
+    path: Path
+    size: int  # bytes on disk
+    sha256: str
+    json_bytes: int = 0  # uncompressed JSON bytes
+    metadata: dict = field(default_factory=dict)  # every top-level key but traceEvents
+    events_file: Path | None = None  # the `[...]` array, verbatim
+    bare_array: bool = False  # the file was a bare event array without `traceEvents`
+
+
+def _inflater(first: bytes):
+    """A decompressor for gzip/zlib data, or None when the bytes are plain text."""
+    if first[:2] == b"\x1f\x8b":
+        return _zlib.decompressobj(16 + _zlib.MAX_WBITS)
+    if first[:1] == b"\x78":  # a zlib header (rare, but seen from some exporters)
+        return _zlib.decompressobj()
+    return None
+
+
+def _pieces(stream: BinaryIO, label: str, digest):
+    """Yield the uncompressed content of `stream` in pieces, hashing the raw bytes as we go."""
+    first = stream.read(PIECE_BYTES)
+    digest.update(first)
+    inflater = _inflater(first)
+    offset = 0
+    chunk = first
+    while chunk:
+        if inflater is None:
+            yield chunk
+        else:
+            try:
+                out = inflater.decompress(chunk)
+                # A gzip member can be followed by another one (concatenated gzip): keep going.
+                while inflater.eof and inflater.unused_data:
+                    rest = inflater.unused_data
+                    inflater = _zlib.decompressobj(16 + _zlib.MAX_WBITS)
+                    out += inflater.decompress(rest)
+            except (zlib.error, OSError, EOFError) as exc:
+                raise TraceFormatError(label, f"corrupt compressed data ({exc})", f"compressed byte {offset}")
+            if out:
+                yield out
+        offset += len(chunk)
+        chunk = stream.read(PIECE_BYTES)
+        digest.update(chunk)
+    if inflater is not None and not inflater.eof:
+        raise TraceFormatError(label, "truncated compressed file (the gzip stream ends early)", f"compressed byte {offset}")
+
+
+def _parse_object_text(text: bytes, label: str, where: str) -> dict:
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise TraceFormatError(label, f"invalid JSON in the trace metadata ({exc})", where)
+    if not isinstance(value, dict):
+        raise TraceFormatError(label, "the top-level JSON value is not an object", where)
+    return value
+
+
+_STRING = re.compile(rb'"(?:[^"\\\n]|\\.)*"')
+_BRACKET = re.compile(rb"[\[\]{}]")
+_KEY_BEFORE = re.compile(rb'"((?:[^"\\]|\\.)*)"\s*:\s*$')
+
+
+def _blank_strings(text: bytes) -> bytes:
+    """The same bytes with every string's content replaced by `x`, so brackets in names don't count."""
+    return _STRING.sub(lambda m: b'"' + b"x" * (len(m.group(0)) - 2) + b'"', text)
+
+
+def _close_array(tail: bytes, aligned: bool, label: str) -> tuple[int, dict]:
+    """Find where the event array ends in the last bytes of the file.
+
+    Returns (number of bytes of `tail` that belong to the array, the metadata that follows it).
+    Walking back from the end with a bracket stack, the array's closing `]` is the top-level `]`
+    whose opening `[` is either before the tail or right after the key `"traceEvents"`; other
+    top-level arrays after it (e.g. `deviceProperties`) open and close inside the tail.
+    JSON strings cannot hold a raw newline, so a tail cut right after a newline starts outside any
+    string (`aligned` says the tail starts at the array itself).
+    """
+    start = 0
+    if not aligned:
+        newline = tail.find(b"\n")
+        start = newline + 1 if newline >= 0 else 0
+    text = _blank_strings(tail[start:])
+    end = len(text.rstrip())
+    if not text[:end].endswith(b"}"):
+        raise TraceFormatError(label, "truncated JSON: the file ends inside the event array", "end of file")
+    stack: list[bytes] = []
+    candidate = None  # position (in text) of a top-level `]` whose `[` is not yet seen
+    for match in reversed(list(_BRACKET.finditer(text, 0, end))):
+        char, pos = match.group(0), match.start()
+        if char in (b"]", b"}"):
+            if char == b"]" and len(stack) == 1:
+                candidate = pos
+            stack.append(char)
+        else:
+            if not stack or stack[-1] != (b"]" if char == b"[" else b"}"):
+                raise TraceFormatError(label, "malformed JSON around the end of the event array", "end of file")
+            stack.pop()
+            if char == b"[" and len(stack) == 1 and candidate is not None:
+                before = tail[start : start + pos]
+                key = _KEY_BEFORE.search(before)
+                if (key and key.group(1) == b"traceEvents") or not before.strip():
+                    break
+                candidate = None
+    if candidate is None:
+        raise TraceFormatError(label, "truncated JSON: the event array is never closed", "end of file")
+    close = start + candidate + 1
+    rest = tail[close:].strip()
+    meta = {}
+    if rest.startswith(b","):
+        try:
+            meta = orjson.loads(b"{" + rest[1:])
+        except orjson.JSONDecodeError as exc:
+            raise TraceFormatError(label, f"invalid JSON in the metadata after the events ({exc})", "end of file")
+    return close, meta if isinstance(meta, dict) else {}
+
+
+def read_trace(path: Path, events_file: Path) -> TraceSource:
+    """Inflate `path`, write its event array to `events_file`, and return what was found."""
+    label = str(path)
+    digest = hashlib.sha256()
+    source = TraceSource(path=path, size=path.stat().st_size, sha256="")
+    head = b""
+    found = False
+    tail = b""
+    aligned = True  # the tail still starts at the array's `[`
+    with open(path, "rb") as stream, open(events_file, "wb") as out:
+        for piece in _pieces(stream, label, digest):
+            source.json_bytes += len(piece)
+            if not found:
+                head += piece
+                stripped = head.lstrip()
+                if stripped[:1] == b"[":  # a bare array of events
+                    source.bare_array = found = True
+                    piece = stripped
+                else:
+                    match = _TRACE_EVENTS_KEY.search(head)
+                    if match is None:
+                        if len(head) > HEAD_LIMIT or (stripped and stripped[:1] != b"{"):
+                            raise TraceFormatError(label, "not a Kineto trace: no `traceEvents` array", "start of file")
+                        continue
+                    found = True
+                    before = head[: match.start()].rstrip()
+                    if before.endswith(b","):
+                        before = before[:-1]
+                    source.metadata = _parse_object_text(before + b"}", label, "metadata before traceEvents")
+                    piece = head[match.end() - 1 :]
+                head = b""
+            # Keep a bounded tail in memory; everything before it is certainly inside the array.
+            tail += piece
+            if len(tail) > 2 * TAIL_KEEP:
+                out.write(tail[:-TAIL_KEEP])
+                tail = tail[-TAIL_KEEP:]
+                aligned = False
+        if not found:
+            if not head.strip():
+                raise TraceFormatError(label, "empty file", "byte 0")
+            raise TraceFormatError(label, "not a Kineto trace: no `traceEvents` array", "start of file")
+        if source.bare_array:
+            end = len(tail.rstrip())
+            if not tail[:end].endswith(b"]"):
+                raise TraceFormatError(label, "truncated JSON: the event array is never closed", "end of file")
+            keep, after = end, {}
+        else:
+            keep, after = _close_array(tail, aligned, label)
+        out.write(tail[:keep])
+    source.metadata.update(after)
+    source.sha256 = digest.hexdigest()
+    source.events_file = events_file
+    return source

@@ -1,0 +1,58 @@
+-- Stage 3a: type every decoded event of one rank.
+-- events: one row per event of the file (ev_id = its position in the file), times in integer ns.
+-- start_ns/dur_ns come from the exact decimal µs text (DECIMAL(38,3) * 1000), never from a float;
+-- a negative duration is clamped to 0 and flagged (dur_clamped) so that ingest can count it.
+CREATE OR REPLACE TABLE events AS
+SELECT
+    ev_id,
+    ph,
+    cat,
+    lower(coalesce(cat, '')) AS cat_lc,
+    coalesce(name, '') AS name,
+    pid,
+    tid,
+    CAST(ts * 1000 AS BIGINT) AS start_ns,
+    greatest(coalesce(CAST(dur * 1000 AS BIGINT), 0), 0) AS dur_ns,
+    coalesce(dur < 0, false) AS dur_clamped,
+    id AS flow_id,
+    bp,
+    CASE
+        WHEN ph <> 'X' THEN NULL
+        WHEN lower(cat) = 'kernel' THEN 'kernel'
+        WHEN lower(cat) IN ('gpu_memcpy', 'memcpy') THEN 'memcpy'
+        WHEN lower(cat) IN ('gpu_memset', 'memset') THEN 'memset'
+    END AS gpu_kind,
+    TRY_CAST(external_id AS BIGINT) AS external_id,
+    TRY_CAST(correlation AS BIGINT) AS correlation,
+    TRY_CAST(stream AS BIGINT) AS stream,
+    TRY_CAST(device AS INTEGER) AS device,
+    grid,
+    block,
+    TRY_CAST(registers AS INTEGER) AS registers,
+    TRY_CAST(shared_memory AS BIGINT) AS shared_memory,
+    TRY_CAST(occupancy AS DOUBLE) AS occupancy,
+    TRY_CAST(bytes AS BIGINT) AS bytes,
+    TRY_CAST(python_id AS BIGINT) AS python_id,
+    TRY_CAST(python_parent_id AS BIGINT) AS python_parent_id,
+    input_dims,
+    input_types,
+    collective_name,
+    TRY_CAST(in_msg_nelems AS BIGINT) AS in_msg_nelems,
+    TRY_CAST(out_msg_nelems AS BIGINT) AS out_msg_nelems,
+    TRY_CAST(group_size AS INTEGER) AS group_size,
+    dtype,
+    process_group,
+    process_group_desc,
+    meta_name,
+    TRY_CAST(sequence_number AS BIGINT) AS sequence_number,
+    TRY_CAST(fwd_thread_id AS BIGINT) AS fwd_thread_id,
+    TRY_CAST(wait_on_stream AS BIGINT) AS wait_on_stream,
+    TRY_CAST(wait_on_event_corr AS BIGINT) AS wait_on_event_corr,
+    sync_kind
+FROM raw_events;
+
+-- Runtime and driver calls: the host side of a launch, a copy, a sync or an event record/wait.
+CREATE OR REPLACE TABLE host_api AS
+SELECT ev_id, pid, tid, name, start_ns, dur_ns, correlation
+FROM events
+WHERE ph = 'X' AND cat_lc IN ('cuda_runtime', 'cuda_driver', 'runtime', 'driver', 'hip_runtime');

@@ -1,0 +1,38 @@
+-- Stage 3b: flows (`s`/`f` pairs) bound to the slices they start and end in.
+-- A flow endpoint binds to the slice on its (pid, tid) that starts last at or before it and still
+-- covers it. CPU->GPU flows (`ac2g`, `async_gpu`, `async_cpu_to_gpu`) start on a runtime/driver call
+-- and end on a GPU activity; other flows (`fwdbwd`, ...) bind to any host slice.
+CREATE OR REPLACE TABLE flow_points AS
+SELECT
+    ev_id, flow_id, cat, ph, pid, tid, start_ns AS at_ns,
+    cat_lc IN ('ac2g', 'async_gpu', 'async_cpu_to_gpu') AS cpu_to_gpu
+FROM events
+WHERE ph IN ('s', 'f') AND flow_id IS NOT NULL AND start_ns IS NOT NULL;
+
+CREATE OR REPLACE TABLE flow_targets AS
+SELECT ev_id, pid, tid, start_ns, start_ns + dur_ns AS end_ns,
+       CASE WHEN gpu_kind IS NOT NULL THEN 'gpu'
+            WHEN cat_lc IN ('cuda_runtime', 'cuda_driver', 'runtime', 'driver', 'hip_runtime') THEN 'api'
+            ELSE 'host' END AS target
+FROM events
+WHERE ph = 'X' AND start_ns IS NOT NULL AND cat_lc <> 'python_function';
+
+CREATE OR REPLACE TABLE flow_bound AS
+SELECT p.flow_id, p.cat, p.ph, p.at_ns,
+       CASE WHEN t.end_ns >= p.at_ns THEN t.ev_id END AS event_id
+FROM flow_points p
+ASOF LEFT JOIN flow_targets t
+  ON p.pid = t.pid AND p.tid = t.tid
+ AND t.target = CASE WHEN NOT p.cpu_to_gpu THEN 'host' WHEN p.ph = 's' THEN 'api' ELSE 'gpu' END
+ AND p.at_ns >= t.start_ns;
+
+CREATE OR REPLACE TABLE flows AS
+SELECT
+    flow_id,
+    cat AS kind,
+    max(event_id) FILTER (WHERE ph = 's') AS src_event_id,
+    max(event_id) FILTER (WHERE ph = 'f') AS dst_event_id,
+    min(at_ns) FILTER (WHERE ph = 's') AS src_ns,
+    min(at_ns) FILTER (WHERE ph = 'f') AS dst_ns
+FROM flow_bound
+GROUP BY flow_id, cat;

@@ -1,0 +1,46 @@
+-- Stage 3h: what ingest reports about one rank: counts, repairs and hints for detection.
+-- One row per (kind, key): kind 'events' counts events by phase/category, 'warning' counts what was
+-- repaired or skipped, 'hint' holds evidence used to detect the framework and the capture mode.
+CREATE OR REPLACE TABLE rank_summary AS
+SELECT 'events' AS kind, coalesce(ph, '?') || ':' || coalesce(cat, '') AS key, count(*) AS value
+FROM events GROUP BY ALL
+UNION ALL
+SELECT 'warning', 'negative durations clamped to 0', count(*) FROM events WHERE dur_clamped
+UNION ALL
+SELECT 'warning', 'events without a timestamp skipped', count(*)
+FROM events WHERE start_ns IS NULL AND ph NOT IN ('M')
+UNION ALL
+SELECT 'warning', 'events without a phase (ph) skipped', count(*) FROM events WHERE ph IS NULL
+UNION ALL
+SELECT 'warning', 'duplicate GPU activities dropped', (SELECT count(*) FROM events WHERE gpu_kind IS NOT NULL AND start_ns IS NOT NULL) - (SELECT count(*) FROM kernels)
+UNION ALL
+SELECT 'warning', 'flows without a partner', count(*) FROM flows WHERE src_ns IS NULL OR dst_ns IS NULL
+UNION ALL
+SELECT 'warning', 'events of unknown category', count(*)
+FROM events
+WHERE ph = 'X' AND gpu_kind IS NULL
+  AND cat_lc NOT IN ('cpu_op', 'user_annotation', 'gpu_user_annotation', 'cuda_runtime', 'cuda_driver',
+                     'runtime', 'driver', 'python_function', 'cuda_sync', 'trace', 'overhead', 'fwdbwd',
+                     'hip_runtime', 'mtia_runtime', 'mtia_ccp_events', 'cpu_instant_event', 'gpu_op')
+UNION ALL
+SELECT 'hint', 'sglang_frames', count(*) FROM python_frames WHERE file LIKE '%sglang%'
+UNION ALL
+SELECT 'hint', 'vllm_frames', count(*) FROM python_frames WHERE file LIKE '%vllm%'
+UNION ALL
+SELECT 'hint', 'trtllm_frames', count(*) FROM python_frames WHERE file LIKE '%tensorrt_llm%'
+UNION ALL
+SELECT 'hint', 'trtllm_kernels', count(*) FROM kernels WHERE name LIKE '%tensorrt_llm%'
+UNION ALL
+SELECT 'hint', 'sglang_steps', count(*) FROM steps WHERE source = 'sglang_step'
+UNION ALL
+SELECT 'hint', 'vllm_steps', count(*) FROM steps WHERE source = 'vllm_execute'
+UNION ALL
+SELECT 'hint', 'graph_launched', count(*) FROM kernels WHERE launch_call LIKE '%GraphLaunch%'
+UNION ALL
+SELECT 'hint', 'eager_launched', count(*) FROM kernels WHERE linked AND launch_call NOT LIKE '%GraphLaunch%'
+UNION ALL
+SELECT 'hint', 'main_device', coalesce((SELECT device FROM kernels GROUP BY device ORDER BY count(*) DESC, device LIMIT 1), -1)
+UNION ALL
+SELECT 'span', 'trace_start_ns', (SELECT min(start_ns) FROM events WHERE ph = 'X')
+UNION ALL
+SELECT 'span', 'trace_end_ns', (SELECT max(start_ns + dur_ns) FROM events WHERE ph = 'X');

@@ -1,0 +1,59 @@
+-- kernel_category: one row per distinct (name, kind) of GPU activity in `kernels`, with the category
+-- that the ordered rule table `category_rules` gives it (warehouse/rules.py loads that table from
+-- sql/rules/kernel_categories.csv, user rules first). Memcpy and memset activities are `memory` by their
+-- kind, before any name rule; every other activity takes the category of the first rule (lowest
+-- rule_order) whose pattern (RE2 / Java regex, searched anywhere in the name) matches its name; a name
+-- that no rule matches is `other`.
+-- Columns:
+--   name           VARCHAR  the activity name exactly as in `kernels` (kernel symbol, `Memcpy HtoD (...)`)
+--   kind           VARCHAR  `kernel`, `memcpy` or `memset`, as in `kernels`
+--   category       VARCHAR  one of gemm, attention, moe, communication, norm, activation, rope, quantize,
+--                           sampling, elementwise, reduction, memory, convolution, embedding, other
+--   rule_name      VARCHAR  the rule that decided: a rule_name of `category_rules` (user rules start with
+--                           `user:`), `kind_memcpy` / `kind_memset` for copy and fill activities, or
+--                           `unmatched` when no rule matched (category `other`)
+--   rules_version  VARCHAR  version of the rule table that was applied (same on every row)
+CREATE OR REPLACE VIEW kernel_category AS
+WITH names AS (
+    SELECT DISTINCT name, kind FROM kernels
+),
+version AS (
+    SELECT max(rules_version) AS rules_version FROM category_rules
+),
+candidates AS (
+    -- every rule that matches each name; a name without any match keeps one row with NULL rule columns
+    SELECT
+        n.name,
+        n.kind,
+        r.rule_order,
+        r.rule_name,
+        r.category
+    FROM names AS n
+    LEFT JOIN category_rules AS r
+        ON n.kind NOT IN ('memcpy', 'memset')
+        AND regexp_matches(n.name, r.pattern)
+),
+ranked AS (
+    SELECT
+        name,
+        kind,
+        rule_name,
+        category,
+        row_number() OVER (PARTITION BY name, kind ORDER BY rule_order) AS rn
+    FROM candidates
+)
+SELECT
+    ranked.name,
+    ranked.kind,
+    CASE
+        WHEN ranked.kind IN ('memcpy', 'memset') THEN 'memory'
+        ELSE coalesce(ranked.category, 'other')
+    END AS category,
+    CASE
+        WHEN ranked.kind IN ('memcpy', 'memset') THEN 'kind_' || ranked.kind
+        ELSE coalesce(ranked.rule_name, 'unmatched')
+    END AS rule_name,
+    version.rules_version
+FROM ranked
+CROSS JOIN version
+WHERE ranked.rn = 1;

@@ -1,0 +1,90 @@
+"""Ingest into the warehouse: plan runs, skip what is already there, ingest ranks, publish.
+
+This is the one function the CLI's `ingest` calls; it reports, per run, what landed and what was
+skipped, and it never raises for a bad file (those are returned as problems).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ingest.run import (
+    FileProblem,
+    assign_ranks,
+    build_runs_row,
+    file_sha256,
+    ingest_files,
+    plan_runs,
+    run_id_for,
+    write_runs_row,
+)
+from warehouse.catalog import ensure_schema_files
+from warehouse.store import Warehouse
+
+try:
+    from warehouse.rules import RULES_VERSION
+except ImportError:  # pragma: no cover
+    RULES_VERSION = ""
+
+
+@dataclass
+class RunOutcome:
+    run_id: str | None
+    files: list[str]
+    stored: bool  # False: the same files were already ingested, nothing new stored
+    problems: list[FileProblem] = field(default_factory=list)
+    warnings: dict[str, int] = field(default_factory=dict)
+    n_kernels: int = 0
+
+
+def ingest_paths(warehouse: Warehouse, paths: list[Path], labels: dict[str, str] | None = None,
+                 capture: Path | None = None, progress=None) -> list[RunOutcome]:
+    labels = dict(labels or {})
+    ensure_schema_files(warehouse)
+    outcomes = []
+    for plan in plan_runs(paths, capture):
+        outcomes.append(_ingest_plan(warehouse, plan.files, plan.skipped, labels, progress))
+    return outcomes
+
+
+def _ingest_plan(warehouse: Warehouse, files: list[Path], skipped: list[str], labels: dict[str, str],
+                 progress) -> RunOutcome:
+    hashes = [file_sha256(f) for f in files]
+    run_id = run_id_for(hashes)
+    names = [str(f) for f in files]
+    if warehouse.has_run(run_id):
+        return RunOutcome(run_id, names, stored=False)
+    ranks, notes = assign_ranks(files)
+    staging = warehouse.new_staging()
+    try:
+        results = ingest_files(files, ranks, labels.get("phase"), staging / "out", staging / "work", progress)
+        good = [r for r in results if not isinstance(r, FileProblem)]
+        problems = [r for r in results if isinstance(r, FileProblem)]
+        if not good:
+            return RunOutcome(None, names, stored=False, problems=problems)
+        if problems:  # the run is what could be read; its id says so
+            run_id = run_id_for([r.sha256 for r in good])
+            if warehouse.has_run(run_id):
+                return RunOutcome(run_id, names, stored=False, problems=problems)
+        good_files = [Path(r.path) for r in good]
+        table = build_runs_row(run_id, good, good_files, labels, notes, skipped, RULES_VERSION)
+        if problems:
+            warnings = dict(table.column("warnings")[0].as_py())
+            warnings["files that could not be read"] = len(problems)
+            table = table.set_column(table.schema.get_field_index("warnings"), "warnings",
+                                     [[sorted(warnings.items())]])
+        write_runs_row(table, staging / "out")
+        shutil.rmtree(staging / "work", ignore_errors=True)
+        stored = warehouse.publish(staging, run_id)
+        return RunOutcome(run_id, names, stored=stored, problems=problems,
+                          warnings=dict(table.column("warnings")[0].as_py()),
+                          n_kernels=table.column("n_kernels")[0].as_py())
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def eprint(*args) -> None:
+    print(*args, file=sys.stderr)

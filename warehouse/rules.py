@@ -1,0 +1,184 @@
+"""The kernel category rule table: shipped data, versioned, extendable by the user.
+
+The rules live in ``sql/rules/kernel_categories.csv`` (columns ``rule_order, rule_name, category, pattern,
+note``): an ordered list of regular expressions matched against a GPU activity's name; the first match by
+``rule_order`` decides the activity's category (``sql/kernel_category.sql`` applies them). Patterns are
+RE2 (DuckDB's ``regexp_matches``) and must also mean the same in Java regex (Spark's ``RLIKE``): no
+lookarounds, no backreferences, ``(?i)`` for case-insensitive matching. A match is a search, not a full
+match: anchor with ``^``/``$`` where needed.
+
+The version of the shipped table is in ``sql/rules/kernel_categories.version.json``
+(``{"rules_version": ..., "sha256": ...}``); ``sha256`` is the hash of the CSV file so a test can tell
+when the rules changed without a version bump. A user file in the same CSV format (``note`` optional) is
+placed before the shipped rules, so user rules win; the loaded table then reports the version
+``<shipped>+user.<first 12 hex of the user file's sha256>`` and prefixes user rule names with ``user:``.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import re
+from pathlib import Path
+
+import pyarrow as pa
+
+from errors import TracehouseError
+
+RULES_DIR = Path(__file__).resolve().parents[1] / "sql" / "rules"
+SHIPPED_RULES = RULES_DIR / "kernel_categories.csv"
+VERSION_FILE = RULES_DIR / "kernel_categories.version.json"
+
+#: The shipped vocabulary of categories (PRODUCT.md, "category").
+CATEGORIES: tuple[str, ...] = (
+    "gemm", "attention", "moe", "communication", "norm", "activation", "rope", "quantize", "sampling",
+    "elementwise", "reduction", "memory", "convolution", "embedding", "other",
+)
+
+REQUIRED_COLUMNS: tuple[str, ...] = ("rule_order", "rule_name", "category", "pattern")
+
+# Constructs that RE2 or Java regex lack, or that mean different things in the two.
+_NOT_PORTABLE: tuple[tuple[str, str], ...] = (
+    (r"\(\?<?[=!]", "lookaround (?=, (?!, (?<=, (?<!) is not supported by RE2"),
+    (r"\\[1-9]", "backreference (\\1..\\9) is not supported by RE2"),
+    (r"\(\?P?<[A-Za-z]", "named groups are spelled differently in RE2 and Java; use a plain group"),
+    (r"[*+?}]\+", "possessive quantifiers are not supported by RE2"),
+    (r"\(\?>", "atomic groups are not supported by RE2"),
+    (r"\\[AZzGQE]", "\\A, \\Z, \\z, \\G, \\Q..\\E differ between RE2 and Java; use ^ and $"),
+    (r"\[\[:", "POSIX classes ([[:alpha:]]) are not supported by Java regex"),
+    (r"\\p\{", "Unicode classes differ between RE2 and Java"),
+)
+
+
+class RulesError(TracehouseError, ValueError):
+    """A category rule file that cannot be used: names the file, the line and what is wrong."""
+
+    hint = "fix the rule file (columns rule_order,rule_name,category,pattern[,note]) and run again"
+
+
+def _read_version() -> tuple[str, str]:
+    meta = json.loads(VERSION_FILE.read_text(encoding="utf-8"))
+    return str(meta["rules_version"]), str(meta.get("sha256", ""))
+
+
+RULES_VERSION: str = _read_version()[0]
+
+
+def shipped_rules_sha256() -> str:
+    """sha256 of the shipped CSV as it is on disk (compare with the one recorded beside the version)."""
+    return hashlib.sha256(SHIPPED_RULES.read_bytes()).hexdigest()
+
+
+def _check_pattern(pattern: str, where: str) -> None:
+    for construct, why in _NOT_PORTABLE:
+        if re.search(construct, pattern):
+            raise RulesError(f"{where}: pattern {pattern!r} is not portable: {why}")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise RulesError(f"{where}: invalid regular expression {pattern!r}: {exc}") from None
+    try:  # the engine the view runs on is the judge: RE2 as DuckDB compiles it
+        import duckdb
+    except ImportError:  # pragma: no cover - duckdb is a dependency
+        return
+    try:
+        duckdb.execute("SELECT regexp_matches('', ?)", [pattern]).fetchall()
+    except duckdb.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise RulesError(f"{where}: invalid RE2 regular expression {pattern!r}: {first}") from None
+
+
+def _parse(text: str, source: str) -> list[dict[str, object]]:
+    """Parse and validate one rule file; rows in file order with their line number."""
+    reader = csv.reader(io.StringIO(text))
+    header: list[str] | None = None
+    rows: list[dict[str, object]] = []
+    seen_names: dict[str, int] = {}
+    seen_orders: dict[int, int] = {}
+    for record in reader:
+        line = reader.line_num
+        if not record or all(not cell.strip() for cell in record):
+            continue
+        if header is None:
+            header = [cell.strip().lstrip("\ufeff") for cell in record]
+            missing = [c for c in REQUIRED_COLUMNS if c not in header]
+            if missing:
+                raise RulesError(
+                    f"{source}:{line}: header lacks column(s) {', '.join(missing)}; "
+                    f"expected {','.join(REQUIRED_COLUMNS)}[,note]"
+                )
+            continue
+        if len(record) > len(header):
+            raise RulesError(
+                f"{source}:{line}: {len(record)} fields but the header has {len(header)} "
+                "(quote patterns that contain commas)"
+            )
+        row = dict(zip(header, (cell.strip() for cell in record)))
+        where = f"{source}:{line}"
+        name = row.get("rule_name", "")
+        if not name:
+            raise RulesError(f"{where}: empty rule_name")
+        where = f"{source}:{line} (rule {name!r})"
+        try:
+            order = int(row.get("rule_order", ""))
+        except ValueError:
+            raise RulesError(f"{where}: rule_order {row.get('rule_order')!r} is not an integer") from None
+        category = row.get("category", "")
+        if category not in CATEGORIES:
+            raise RulesError(
+                f"{where}: unknown category {category!r}; expected one of: {', '.join(CATEGORIES)}"
+            )
+        pattern = row.get("pattern", "")
+        if not pattern:
+            raise RulesError(f"{where}: empty pattern")
+        _check_pattern(pattern, where)
+        if name in seen_names:
+            raise RulesError(f"{where}: rule_name repeats the one on line {seen_names[name]}")
+        if order in seen_orders:
+            raise RulesError(f"{where}: rule_order {order} repeats the one on line {seen_orders[order]}")
+        seen_names[name], seen_orders[order] = line, line
+        rows.append({"rule_order": order, "rule_name": name, "category": category, "pattern": pattern})
+    if header is None:
+        raise RulesError(f"{source}: empty rule file; expected a header {','.join(REQUIRED_COLUMNS)}[,note]")
+    rows.sort(key=lambda r: r["rule_order"])  # type: ignore[arg-type, return-value]
+    return rows
+
+
+def load_category_rules(user_file: str | Path | None = None) -> pa.Table:
+    """The effective rule table: user rules (if any) first, then the shipped ones.
+
+    Columns: ``rule_order`` (int32, 1-based position in the effective order: the lowest wins),
+    ``rule_name`` (user rules prefixed ``user:``), ``category``, ``pattern`` (RE2/Java regex searched in
+    the activity name) and ``rules_version`` (the same on every row: the version of the whole table).
+    Raises RulesError (a ValueError) naming the file and line of a bad rule.
+    """
+    shipped = _parse(SHIPPED_RULES.read_text(encoding="utf-8"), str(SHIPPED_RULES))
+    version = RULES_VERSION
+    user: list[dict[str, object]] = []
+    if user_file is not None:
+        path = Path(user_file)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise RulesError(f"{path}: cannot read the category rule file: {exc.strerror or exc}") from None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise RulesError(f"{path}: the category rule file is not UTF-8 text") from None
+        user = _parse(text, str(path))
+        for row in user:
+            if not str(row["rule_name"]).startswith("user:"):
+                row["rule_name"] = f"user:{row['rule_name']}"
+        version = f"{RULES_VERSION}+user.{hashlib.sha256(data).hexdigest()[:12]}"
+    rules = user + shipped
+    return pa.table(
+        {
+            "rule_order": pa.array(range(1, len(rules) + 1), type=pa.int32()),
+            "rule_name": pa.array([r["rule_name"] for r in rules], type=pa.string()),
+            "category": pa.array([r["category"] for r in rules], type=pa.string()),
+            "pattern": pa.array([r["pattern"] for r in rules], type=pa.string()),
+            "rules_version": pa.array([version] * len(rules), type=pa.string()),
+        }
+    )
