@@ -95,6 +95,7 @@ def _parse_object_text(text: bytes, label: str, where: str) -> dict:
 
 
 _STRING = re.compile(rb'"(?:[^"\\\n]|\\.)*"')
+_EVENT_BOUNDARY = re.compile(rb'\}\s*,\s*(?=\{\s*")')
 _BRACKET = re.compile(rb"[\[\]{}]")
 _KEY_BEFORE = re.compile(rb'"((?:[^"\\]|\\.)*)"\s*:\s*$')
 
@@ -112,12 +113,15 @@ def _close_array(tail: bytes, aligned: bool, label: str) -> tuple[int, dict]:
     whose opening `[` is either before the tail or right after the key `"traceEvents"`; other
     top-level arrays after it (e.g. `deviceProperties`) open and close inside the tail.
     JSON strings cannot hold a raw newline, so a tail cut right after a newline starts outside any
-    string (`aligned` says the tail starts at the array itself).
+    string; minified JSON is cut at an event boundary instead (`aligned`: the tail starts at the
+    array itself).
     """
     start = 0
     if not aligned:
         newline = tail.find(b"\n")
-        start = newline + 1 if newline >= 0 else 0
+        # minified JSON has no newlines: start at the next `}, {"` (the boundary between two events)
+        boundary = _EVENT_BOUNDARY.search(tail) if newline < 0 else None
+        start = newline + 1 if newline >= 0 else boundary.end() if boundary else 0
     text = _blank_strings(tail[start:])
     end = len(text.rstrip())
     if not text[:end].endswith(b"}"):

@@ -1,0 +1,78 @@
+"""Shared test fixtures: the real traces beside the checkout, and warehouses built from them."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SHARED = ROOT.parent / "shared"
+TRACES = SHARED / "traces"
+ORACLES = SHARED / "oracles"
+
+GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
+            "memcpy": "memcpy", "memset": "memset"}
+
+
+def pytest_report_header(config):
+    import duckdb
+    import pyarrow
+    import sqlglot
+
+    return f"duckdb {duckdb.__version__}, pyarrow {pyarrow.__version__}, sqlglot {sqlglot.__version__}"
+
+
+def require_shared() -> Path:
+    if not TRACES.is_dir():
+        pytest.skip(f"../shared/traces not found at {TRACES}: the real-trace tests need the shared folder "
+                    "beside the checkout")
+    return TRACES
+
+
+def real_trace_files() -> list[str]:
+    """Every trace file under ../shared/traces, relative to it (empty when the folder is missing)."""
+    if not TRACES.is_dir():
+        return []
+    files = []
+    for p in sorted(TRACES.rglob("*")):
+        if p.is_file() and p.name.endswith((".json", ".json.gz")) and p.name != "execution_details.json":
+            files.append(str(p.relative_to(TRACES)))
+    return files
+
+
+def load_json(path: Path):
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        return json.load(f, parse_float=Decimal)
+
+
+def independent_gpu_summary(path: Path) -> dict:
+    """Count GPU activities and sum their durations (exact ns) with a plain JSON pass, no tracehouse code."""
+    doc = load_json(path)
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    runtime_corr = {e.get("args", {}).get("correlation") for e in events
+                    if e.get("ph") == "X" and str(e.get("cat", "")).lower() in ("cuda_runtime", "cuda_driver", "runtime")}
+    count = linked = 0
+    total_ns = 0
+    for e in events:
+        if e.get("ph") != "X" or str(e.get("cat", "")).lower() not in GPU_CATS:
+            continue
+        count += 1
+        total_ns += max(0, int((Decimal(e.get("dur", 0)) * 1000).to_integral_value()))
+        if e.get("args", {}).get("correlation") in runtime_corr:
+            linked += 1
+    return {"count": count, "dur_ns": total_ns, "linked": linked}
+
+
+@pytest.fixture(scope="session")
+def cli_runner():
+    from click.testing import CliRunner
+
+    return CliRunner()
