@@ -147,6 +147,9 @@ def _ingest_one(args: tuple) -> RankResult | FileProblem:
         return FileProblem(str(path), str(exc))
     except MemoryError:
         return FileProblem(str(path), f"{path}: out of memory while reading; raise TRACEHOUSE_MEMORY_LIMIT")
+    except Exception as exc:  # a bug must not cost the other files of the command
+        return FileProblem(str(path), f"{path}: could not be ingested ({type(exc).__name__}: {exc}); "
+                                      "this is a tracehouse bug, please report it")
 
 
 def ingest_files(files: list[Path], ranks: list[int], label_phase: str | None, out_dir: Path,

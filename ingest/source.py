@@ -73,7 +73,7 @@ def _pieces(stream: BinaryIO, label: str, digest):
                     rest = inflater.unused_data
                     inflater = _zlib.decompressobj(16 + _zlib.MAX_WBITS)
                     out += inflater.decompress(rest)
-            except (zlib.error, OSError, EOFError) as exc:
+            except Exception as exc:  # zlib.error, isal's IsalError, ...
                 raise TraceFormatError(label, f"corrupt compressed data ({exc})", f"compressed byte {offset}")
             if out:
                 yield out

@@ -71,27 +71,35 @@ def shipped_rules_sha256() -> str:
     return hashlib.sha256(SHIPPED_RULES.read_bytes()).hexdigest()
 
 
-def _check_pattern(pattern: str, where: str) -> None:
+def _check_pattern(pattern: str, where: str, con: object | None) -> None:
     for construct, why in _NOT_PORTABLE:
         if re.search(construct, pattern):
             raise RulesError(f"{where}: pattern {pattern!r} is not portable: {why}")
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise RulesError(f"{where}: invalid regular expression {pattern!r}: {exc}") from None
-    try:  # the engine the view runs on is the judge: RE2 as DuckDB compiles it
-        import duckdb
-    except ImportError:  # pragma: no cover - duckdb is a dependency
+    if con is None:  # pragma: no cover - duckdb is a dependency; Python's re is the nearest stand-in
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise RulesError(f"{where}: invalid regular expression {pattern!r}: {exc}") from None
         return
+    import duckdb  # the engine the view runs on is the judge: RE2 as DuckDB compiles it
+
     try:
-        duckdb.execute("SELECT regexp_matches('', ?)", [pattern]).fetchall()
+        con.execute("SELECT regexp_matches('', ?)", [pattern]).fetchall()  # type: ignore[attr-defined]
     except duckdb.Error as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise RulesError(f"{where}: invalid RE2 regular expression {pattern!r}: {first}") from None
 
 
-def _parse(text: str, source: str) -> list[dict[str, object]]:
-    """Parse and validate one rule file; rows in file order with their line number."""
+def _regex_judge() -> object | None:
+    try:
+        import duckdb
+    except ImportError:  # pragma: no cover
+        return None
+    return duckdb.connect()
+
+
+def _parse(text: str, source: str, con: object | None) -> list[dict[str, object]]:
+    """Parse and validate one rule file; its rules sorted by rule_order."""
     reader = csv.reader(io.StringIO(text))
     header: list[str] | None = None
     rows: list[dict[str, object]] = []
@@ -133,7 +141,7 @@ def _parse(text: str, source: str) -> list[dict[str, object]]:
         pattern = row.get("pattern", "")
         if not pattern:
             raise RulesError(f"{where}: empty pattern")
-        _check_pattern(pattern, where)
+        _check_pattern(pattern, where, con)
         if name in seen_names:
             raise RulesError(f"{where}: rule_name repeats the one on line {seen_names[name]}")
         if order in seen_orders:
@@ -154,24 +162,29 @@ def load_category_rules(user_file: str | Path | None = None) -> pa.Table:
     the activity name) and ``rules_version`` (the same on every row: the version of the whole table).
     Raises RulesError (a ValueError) naming the file and line of a bad rule.
     """
-    shipped = _parse(SHIPPED_RULES.read_text(encoding="utf-8"), str(SHIPPED_RULES))
-    version = RULES_VERSION
-    user: list[dict[str, object]] = []
-    if user_file is not None:
-        path = Path(user_file)
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise RulesError(f"{path}: cannot read the category rule file: {exc.strerror or exc}") from None
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise RulesError(f"{path}: the category rule file is not UTF-8 text") from None
-        user = _parse(text, str(path))
-        for row in user:
-            if not str(row["rule_name"]).startswith("user:"):
-                row["rule_name"] = f"user:{row['rule_name']}"
-        version = f"{RULES_VERSION}+user.{hashlib.sha256(data).hexdigest()[:12]}"
+    con = _regex_judge()
+    try:
+        shipped = _parse(SHIPPED_RULES.read_text(encoding="utf-8"), str(SHIPPED_RULES), con)
+        version = RULES_VERSION
+        user: list[dict[str, object]] = []
+        if user_file is not None:
+            path = Path(user_file)
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                raise RulesError(f"{path}: cannot read the category rule file: {exc.strerror or exc}") from None
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise RulesError(f"{path}: the category rule file is not UTF-8 text") from None
+            user = _parse(text, str(path), con)
+            for row in user:
+                if not str(row["rule_name"]).startswith("user:"):
+                    row["rule_name"] = f"user:{row['rule_name']}"
+            version = f"{RULES_VERSION}+user.{hashlib.sha256(data).hexdigest()[:12]}"
+    finally:
+        if con is not None:
+            con.close()  # type: ignore[attr-defined]
     rules = user + shipped
     return pa.table(
         {
