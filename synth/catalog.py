@@ -227,7 +227,7 @@ def _amd_from(nv: dict[str, Kernel]) -> dict[str, Kernel]:
         # AMD GEMMs and ck/aiter kernels go through hipExtModuleLaunchKernel, the rest hipLaunchKernel.
         api = "drv" if (name.startswith(("Cijk_", "_ZN5aiter", "_ZN7ck_tile")) and op != "norm_fused") else "rt"
         out[op] = Kernel(name, k.category, int(k.base_ns * 1.13), k.grid, (min(k.block[0], 1024), 1, 1), 0,
-                         k.smem if k.smem <= 65536 else 65536, k.file, k.line, k.func, k.cpu_op, api,
+                         min(k.smem, 65536), k.file, k.line, k.func, k.cpu_op, api,
                          k.collective, k.scales)
     return out
 

@@ -33,7 +33,7 @@ class TraceWriter:
     def __init__(self, path: Path, head: dict[str, Any]):
         self.path = path
         # mtime=0 and a fixed level keep the gzip bytes identical for identical content (determinism test).
-        self._raw = open(path, "wb")
+        self._raw = open(path, "wb")  # noqa: SIM115 - lives until close(), across many steps
         self._gz = gzip.GzipFile(filename="", mode="wb", fileobj=self._raw, compresslevel=1, mtime=0)
         self.bytes = 0
         self._first = True

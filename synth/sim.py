@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass, field
-from typing import Any, Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
+from dataclasses import dataclass
+from typing import Any
 
 from .catalog import Kernel
 from .kineto import TraceWriter
@@ -116,6 +117,7 @@ class RankSim:
         self.replay: tuple[int, int] | None = None   # (graph corr, earliest GPU start) during graph replay
         self.collectives: list[Act] = []
         self.gpu_annotations: list[tuple] = []
+        self.used_streams: set[int] = set()
 
     # ---- ids and random draws -------------------------------------------------------------
     def _corr(self) -> int:

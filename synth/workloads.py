@@ -1,7 +1,7 @@
 """The three workloads as per-rank step programs (generators driven by sim.run_lockstep)."""
 from __future__ import annotations
 
-from typing import Generator
+from collections.abc import Generator
 
 from .catalog import SGL, serving_kernels, training_kernels
 from .sim import RankSim
@@ -79,7 +79,7 @@ def serving_step(sim: RankSim, step: int, layers: int, prefill: bool, stall_ns: 
     sim.scale = PREFILL_SCALE if prefill else DECODE_SCALE * (0.75 + 0.25 * bs / 32)
     stage = "EXTEND" if prefill else "DECODE"
     sim.py(SCHED, 1049, "event_loop_normal")
-    ann = sim.enter("user_annotation", f"step[{stage} bs={bs}]")
+    sim.enter("user_annotation", f"step[{stage} bs={bs}]")
     sim.py(SCHED, 1871, "run_batch")
     sim.py(WORKER, 244, "forward_batch_generation")
     yield from sim.op(K["gather"], m)
@@ -142,7 +142,6 @@ def training_step(sim: RankSim, step: int, layers: int, stall_ns: int) -> Genera
     sim.scale = 0.9 + 0.1 * sim.cfg.batch_size / 32
     sim.py(TRAIN, 140, "main")
     ann = sim.enter("user_annotation", f"ProfilerStep#{step + 1}")
-    ann_start = sim.h
     sim.py(TRAIN, 61, "train_step")
     if stall_ns and step % 2 == 1:
         sim.host_stall("/workspace/train/data.py", 42, "__next__", stall_ns)

@@ -1,0 +1,187 @@
+"""write_scenario: one synthetic run (trace files per rank, capture traces, ground_truth.json)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .catalog import device_properties
+from .kineto import TraceWriter
+from .sim import Cfg, RankSim, run_lockstep
+from .truth import Truth
+from .workloads import STREAMS, capture_program, serving_step, training_step
+
+SCENARIOS = ("serving-decode", "serving-prefill", "training")
+PHASE = {"serving-decode": "decode", "serving-prefill": "prefill", "training": "unknown"}
+
+
+def _file_name(cfg: Cfg, rank: int) -> str:
+    run_id = 1_765_000_000 + (cfg.seed * 7_919) % 900_000      # SGLang uses int(time.time())
+    if cfg.scenario == "serving-decode":
+        return f"{run_id}-TP-{rank}-DECODE.trace.json.gz"
+    if cfg.scenario == "serving-prefill":
+        return f"{run_id}-TP-{rank}-EXTEND.trace.json.gz"
+    host = f"node{cfg.seed % 8:02d}"
+    return f"rank-{rank}.{host}_{20_000 + (cfg.seed * 37 + rank * 101) % 40_000}.{run_id}123.pt.trace.json.gz"
+
+
+def _head(cfg: Cfg, rank: int) -> dict[str, Any]:
+    n = cfg.ranks
+    head: dict[str, Any] = {"schemaVersion": 1, "deviceProperties": device_properties(cfg.vendor, n)}
+    if cfg.vendor == "amd":
+        head.update({"roctracer_version": 4.1, "hip_runtime_version": 60443483, "hip_driver_version": 60443483})
+    else:
+        head.update({"cupti_version": 26, "cuda_runtime_version": 12080, "cuda_driver_version": 12080})
+    head["distributedInfo"] = {
+        "backend": "nccl", "rank": rank, "world_size": n, "pg_count": 1,
+        "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "pg_size": n,
+                       "ranks": list(range(n))}],
+        "nccl_version": "2.27.3" if cfg.vendor == "nvidia" else "2.22.3"}
+    head.update({"record_shapes": 1, "with_stack": 1,
+                 "trace_id": f"{(cfg.seed * 1_000_003 + rank * 65_537 + 0xC3AB6FAA) & (2**64 - 1):032X}"})
+    return head
+
+
+def _close(w: TraceWriter, sim: RankSim, t_start: int, t_end: int, thread_name: str) -> None:
+    """Kineto's trailer: process/thread metadata, the profiler span and the two global instants."""
+    pid, dev = sim.pid, sim.device
+    w.meta("process_name", pid, 0, t_start, {"name": "python3"})
+    w.meta("process_labels", pid, 0, t_start, {"labels": "CPU"})
+    w.meta("process_sort_index", pid, 0, t_start, {"sort_index": pid})
+    for d in range(sim.cfg.ranks):
+        w.meta("process_name", d, 0, t_start, {"name": "python3"})
+        w.meta("process_labels", d, 0, t_start, {"labels": f"GPU {d}"})
+        w.meta("process_sort_index", d, 0, t_start, {"sort_index": 5_000_000 + d if sim.vendor == "amd"
+                                                      else 16_777_216 + d})
+    # a thread_name per stream that ran work (capture traces ran none and name no stream)
+    for s in sorted(sim.used_streams):
+        w.meta("thread_name", dev, s, t_start, {"name": f"stream {s} "})
+        w.meta("thread_sort_index", dev, s, t_start, {"sort_index": s})
+    w.meta("thread_name", pid, sim.tid, t_start, {"name": f"thread {sim.tid} ({thread_name})"})
+    w.meta("thread_sort_index", pid, sim.tid, t_start, {"sort_index": sim.tid})
+    w.x("Trace", "PyTorch Profiler (0)", "Spans", "PyTorch Profiler", t_start, t_end - t_start, {"Op count": 0})
+    w.instant("Iteration Start: PyTorch Profiler", "Traces", "Trace PyTorch Profiler", t_start)
+    w.instant("Record Window End", "", "", t_end)
+    w.close({"traceName": f"/tmp/tracehouse_synth_rank{sim.rank}.json", "displayTimeUnit": "ms",
+             "baseTimeNanoseconds": 0})
+
+
+def _annotation_window(sim: RankSim) -> tuple[int, int]:
+    for e in sim.host:
+        if e[0] == "X" and e[1] == "user_annotation" and (e[2].startswith("step[") or e[2].startswith("ProfilerStep#")):
+            return e[3], e[3] + e[4]
+    return 0, 0
+
+
+def write_scenario(scenario: str, out_dir: str | Path, *, ranks: int = 2, steps: int = 4, layers: int = 4,
+                   vendor: str = "nvidia", seed: int = 0, target_size: int | None = None,
+                   straggler: tuple[int, float] | None = None, host_stall_us: float = 0.0,
+                   slow_kernel: tuple[str, float] | None = None, run_label: str = "",
+                   batch_size: int = 32) -> Path:
+    """Write the trace files of one synthetic run (plus ground_truth.json) into out_dir; return out_dir.
+
+    target_size (bytes, uncompressed, summed over the run's rank traces) keeps adding steps until the
+    traces reach it, streaming each step to the gzip files; `steps` is then ignored.
+    """
+    if scenario not in SCENARIOS:
+        raise ValueError(f"unknown scenario {scenario!r}; choose one of {', '.join(SCENARIOS)}")
+    if vendor not in ("nvidia", "amd"):
+        raise ValueError(f"unknown vendor {vendor!r}; choose nvidia or amd")
+    if ranks < 1 or layers < 1 or (steps < 1 and not target_size):
+        raise ValueError("ranks, layers and steps must be >= 1")
+    if straggler is not None and not 0 <= straggler[0] < ranks:
+        raise ValueError(f"straggler rank {straggler[0]} is not in 0..{ranks - 1}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = Cfg(scenario, vendor, ranks, layers, batch_size, seed, straggler, host_stall_us, slow_kernel)
+    streams = STREAMS[vendor]
+    sims = [RankSim(cfg, r, streams) for r in range(ranks)]
+    names = [_file_name(cfg, r) for r in range(ranks)]
+    writers = [TraceWriter(out / names[r], _head(cfg, r)) for r in range(ranks)]
+    header = {"schema": "tracehouse-synth-truth/1", "scenario": scenario, "vendor": vendor, "seed": seed,
+              "ranks": ranks, "layers": layers, "batch_size": batch_size, "run_label": run_label,
+              "phase": PHASE[scenario],
+              "anomalies": {"straggler": list(straggler) if straggler else None, "host_stall_us": host_stall_us,
+                            "slow_kernel": list(slow_kernel) if slow_kernel else None},
+              "time_unit": "ns", "files": {str(r): names[r] for r in range(ranks)},
+              "streams": streams, "device": {str(r): r for r in range(ranks)}}
+    truth = Truth(out, header)
+    stall_ns = int(host_stall_us * 1000)
+    t_start = [s.h for s in sims]
+    step = 0
+    per_layer: dict[int, int] = {}
+    layer_seq: list[str] = []
+    while True:
+        for s in sims:
+            s.new_step(step)
+        if scenario == "training":
+            gens = [training_step(s, step, layers, stall_ns) for s in sims]
+        else:
+            gens = [serving_step(s, step, layers, scenario == "serving-prefill", stall_ns) for s in sims]
+        run_lockstep(sims, gens, truth.on_collective)
+        if any(s.stack for s in sims):
+            raise AssertionError("unbalanced host frames in the step program")
+        for r, s in enumerate(sims):
+            graphs = sum(1 for e in s.host if e[0] == "X" and e[2].endswith("GraphLaunch"))
+            truth.add_step(r, step, s, PHASE[scenario], graphs, _annotation_window(s))
+            s.used_streams.update(a.stream for a in s.gpu)
+            if step == 0 and r == 0:
+                per_layer, layer_seq = _layer_shape(s, layers)
+            s.flush(writers[r])
+            s.h += s.jit(25_000, 60_000)              # scheduler / dataloader work between steps
+        step += 1
+        if target_size:
+            if sum(w.bytes for w in writers) >= target_size:
+                break
+        elif step >= steps:
+            break
+    for r, s in enumerate(sims):
+        _close(writers[r], s, t_start[r], s.h, "sglang::scheduler" if scenario != "training" else "pt_main_thread")
+    capture_files: list[str] = []
+    if scenario == "serving-decode":
+        capture_files = _write_captures(cfg, out, layers)
+    truth.write({"capture_files": capture_files, "n_steps": step,
+                 "layer_period": sum(per_layer.values()),
+                 "layer_period_by_stream": {str(k): v for k, v in sorted(per_layer.items())},
+                 "layer_sequence": layer_seq})
+    return out
+
+
+def _layer_shape(sim: RankSim, layers: int) -> tuple[dict[int, int], list[str]]:
+    """Activities per layer, from the first step: the repeating block's kernels (by launch order)."""
+    if sim.cfg.scenario == "training":
+        fwd = 11   # forward kernels per block; backward adds 12 on the compute stream + 1 bucket all-reduce
+        return {sim.S["main"]: fwd + 12, sim.S["comm"]: 1}, [
+            a.name for a in sorted(sim.gpu, key=lambda a: a.seq)][1:1 + fwd]
+    acts = sorted(sim.gpu, key=lambda a: a.seq)
+    # serving: the layer starts at the first norm kernel after the eager setup (gather, copy)
+    body = acts[2:2 + 20 if sim.cfg.scenario == "serving-decode" else 2 + 22]
+    per: dict[int, int] = {}
+    for a in body:
+        per[a.stream] = per.get(a.stream, 0) + 1
+    return per, [a.name for a in body]
+
+
+def _write_captures(cfg: Cfg, out: Path, layers: int) -> list[str]:
+    """capture_traces/: one capture trace per (batch size, rank) and execution_details.json."""
+    cap = out / "capture_traces"
+    cap.mkdir(exist_ok=True)
+    details = []
+    files = []
+    for bs in sorted({max(1, cfg.batch_size // 2), cfg.batch_size}):
+        for r in range(cfg.ranks):
+            c2 = Cfg(cfg.scenario, cfg.vendor, cfg.ranks, layers, bs, cfg.seed)
+            sim = RankSim(c2, r, STREAMS[cfg.vendor])
+            sim.capture = True
+            sim.h -= 3_600_000_000_000                  # captured an hour before the profiled replay
+            t0 = sim.h
+            name = f"bs_{bs}_rank{r}.json.gz"
+            w = TraceWriter(cap / name, _head(c2, r))
+            for _ in capture_program(sim, layers):
+                pass
+            sim.flush(w)
+            _close(w, sim, t0, sim.h, "sglang::scheduler")
+            details.append({"file": name, "batch_size": bs, "mode": "FULL"})
+            files.append(f"capture_traces/{name}")
+    (cap / "execution_details.json").write_text(json.dumps(details, indent=2) + "\n")
+    return files
