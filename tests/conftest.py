@@ -76,3 +76,19 @@ def cli_runner():
     from click.testing import CliRunner
 
     return CliRunner()
+
+
+@pytest.fixture(scope="session")
+def real_warehouse(tmp_path_factory):
+    """One warehouse holding every real trace as its own run; returns (Warehouse, {relative path: run id})."""
+    require_shared()
+    from warehouse.load import ingest_paths
+    from warehouse.store import Warehouse
+
+    wh = Warehouse(tmp_path_factory.mktemp("real") / "wh")
+    run_of = {}
+    for rel in real_trace_files():
+        outcomes = ingest_paths(wh, [TRACES / rel])
+        assert not outcomes[0].problems, outcomes[0].problems
+        run_of[rel] = outcomes[0].run_id
+    return wh, run_of

@@ -12,19 +12,6 @@ from warehouse.load import ingest_paths
 from warehouse.store import Warehouse
 
 
-@pytest.fixture(scope="module")
-def real_warehouse(tmp_path_factory):
-    """One warehouse holding every real trace as its own run (capture traces included)."""
-    require_shared()
-    wh = Warehouse(tmp_path_factory.mktemp("real") / "wh")
-    run_of = {}
-    for rel in real_trace_files():
-        outcomes = ingest_paths(wh, [TRACES / rel])
-        assert not outcomes[0].problems, outcomes[0].problems
-        run_of[rel] = outcomes[0].run_id
-    return wh, run_of
-
-
 @pytest.mark.parametrize("rel", real_trace_files() or ["<no shared traces>"])
 def test_gpu_activities_match_plain_json(real_warehouse, rel):
     wh, run_of = real_warehouse

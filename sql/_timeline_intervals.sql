@@ -1,0 +1,96 @@
+-- _timeline_intervals: helper of gpu_timeline. One row per (variant, GPU interval): the intervals that
+-- each variant of the timeline sweeps, with the class that decides where their time goes.
+-- Columns:
+--   run_id, rank, device  where the interval ran
+--   step                  the step it belongs to (kernels.step; NULL when outside every step)
+--   variant               `exact`: every GPU activity (kernel, memcpy, memset) at its exact ns times,
+--                                   classified by tracehouse's categories;
+--                         `linked`: the same, for linked activities only (TraceLens' default view);
+--                         `hta_names`: every activity at exact times, classified by HTA's name rule
+--                                   (communication = name starts with `nccl`): isolates the category
+--                                   difference from HTA's other rules;
+--                         `hta`: HTA 0.5.0's rules (../shared/oracles/README.md): times rounded to whole µs
+--                                   (start = ceil(ts), end = floor(ts + dur), in float64
+--                                   as HTA parses them), any event with a stream other than -1
+--                                   counts (cuda_sync and stream-carrying host ops too), HTA's name classes,
+--                                   and with two or more ProfilerStep#N the last step is dropped; HTA's
+--                                   OTHER class (cuda_sync events) is counted as `memory` (non-compute)
+--   start_ns, end_ns      the interval (end_ns >= start_ns)
+--   cls                   `compute`, `comm` or `memory`
+CREATE OR REPLACE VIEW _timeline_intervals AS
+WITH activities AS (
+    SELECT k.run_id, k.rank, k.device, k.step, k.start_ns, k.end_ns, k.linked, k.kind, k.name, k.correlation,
+           k.launch_start_ns,
+           CASE WHEN k.kind IN ('memcpy', 'memset') THEN 'memory'
+                WHEN c.category = 'communication' THEN 'comm'
+                ELSE 'compute' END AS cls,
+           CASE WHEN k.kind IN ('memcpy', 'memset') OR k.name LIKE 'Memcpy%' OR k.name LIKE 'Memset%' THEN 'memory'
+                WHEN lower(k.name) LIKE 'nccl%' THEN 'comm'
+                ELSE 'compute' END AS hta_cls
+    FROM kernels AS k
+    LEFT JOIN kernel_category AS c ON c.name = k.name AND c.kind = k.kind
+),
+main_device AS (
+    SELECT run_id, rank, min(device) AS device FROM kernels GROUP BY run_id, rank
+),
+-- HTA rule 3: with two or more ProfilerStep#N on a rank, everything from the last one's start is dropped
+last_profiler_step AS (
+    SELECT run_id, rank, max(start_ns) AS cut_ns
+    FROM cpu_ops
+    WHERE cat = 'user_annotation' AND name LIKE 'ProfilerStep#%'
+    GROUP BY run_id, rank
+    HAVING count(*) >= 2
+),
+kept_correlations AS (
+    SELECT o.run_id, o.rank, o.correlation
+    FROM cpu_ops AS o
+    LEFT JOIN last_profiler_step AS l ON l.run_id = o.run_id AND l.rank = o.rank
+    WHERE o.correlation IS NOT NULL AND (l.cut_ns IS NULL OR o.start_ns < l.cut_ns)
+),
+hta_events AS (
+    SELECT a.run_id, a.rank, a.device, a.step, a.start_ns, a.end_ns, a.hta_cls AS cls, a.correlation
+    FROM activities AS a
+    UNION ALL
+    -- HTA takes any event with a stream as a GPU event: cuda_sync, Triton host ops with stream 0, ...
+    -- HTA's timeline is per rank, so these join the rank's main GPU
+    SELECT o.run_id, o.rank, d.device, NULL AS step, o.start_ns,
+           o.start_ns + o.dur_ns AS end_ns,
+           -- HTA files cuda_sync events as OTHER (non-compute); here they join the memory class
+           CASE WHEN o.cat = 'cuda_sync' THEN 'memory'
+                WHEN lower(o.name) LIKE 'nccl%' THEN 'comm' ELSE 'compute' END AS cls, o.correlation
+    FROM cpu_ops AS o
+    JOIN main_device AS d ON d.run_id = o.run_id AND d.rank = o.rank
+    WHERE o.stream IS NOT NULL AND o.stream <> -1
+      -- ROCm runtime calls carry `stream: "0x0"` as text, which HTA's numeric column does not keep
+      AND o.cat NOT IN ('cuda_runtime', 'cuda_driver')
+),
+hta_kept AS (
+    SELECT e.*
+    FROM hta_events AS e
+    LEFT JOIN last_profiler_step AS l ON l.run_id = e.run_id AND l.rank = e.rank
+    WHERE l.cut_ns IS NULL
+       OR EXISTS (SELECT 1 FROM kept_correlations AS k
+                  WHERE k.run_id = e.run_id AND k.rank = e.rank AND k.correlation = e.correlation)
+),
+hta_float AS (
+    -- HTA works in float64 µs as parsed from the JSON text: the nearest double to ts (the integer part
+    -- is exact in a double; adding the fraction rounds once, like the parser), and ts + dur in double
+    SELECT run_id, rank, device, step, cls,
+           CAST(start_ns // 1000 AS DOUBLE) + CAST(start_ns % 1000 AS DOUBLE) / 1000.0 AS ts_us,
+           CAST(end_ns - start_ns AS DOUBLE) / 1000.0 AS dur_us
+    FROM hta_kept
+),
+hta_rounded AS (
+    -- rule 1: start = ceil(ts), end = floor(ts + dur), whole µs
+    SELECT run_id, rank, device, step, cls,
+           CAST(ceil(ts_us) AS BIGINT) * 1000 AS start_ns,
+           CAST(floor(ts_us + dur_us) AS BIGINT) * 1000 AS end_ns
+    FROM hta_float
+)
+SELECT run_id, rank, device, step, 'exact' AS variant, start_ns, end_ns, cls FROM activities
+UNION ALL
+SELECT run_id, rank, device, step, 'linked', start_ns, end_ns, cls FROM activities WHERE linked
+UNION ALL
+SELECT run_id, rank, device, step, 'hta_names', start_ns, end_ns, hta_cls FROM activities
+UNION ALL
+SELECT run_id, rank, device, NULL, 'hta', start_ns, greatest(end_ns, start_ns), cls FROM hta_rounded;
