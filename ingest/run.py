@@ -204,8 +204,12 @@ def hardware_name(results: list[RankResult]) -> str | None:
 
 
 def build_runs_row(run_id: str, results: list[RankResult], files: list[Path], labels: dict[str, str],
-                   notes: list[str], skipped: list[str], rules_version: str) -> pa.Table:
-    """The one row of `runs` for this run (see PRODUCT.md, Tables)."""
+                   notes: list[str], skipped: list[str], rules_version: str,
+                   attributed: tuple[int, int] | None = None) -> pa.Table:
+    """The one row of `runs` for this run (see PRODUCT.md, Tables).
+
+    attributed: (activities, GPU ns) that have a Python launch site, from the trace or from capture
+    traces (ingest/capture.py coverage); stored as attributed_activities / attributed_gpu_ns."""
     results = sorted(results, key=lambda r: r.rank)
     first = results[0]
     dist = first.metadata.get("distributedInfo") if isinstance(first.metadata.get("distributedInfo"), dict) else {}
@@ -267,6 +271,8 @@ def build_runs_row(run_id: str, results: list[RankResult], files: list[Path], la
         "device_properties": json.dumps(first.metadata.get("deviceProperties")),
         "schema_version": SCHEMA_VERSION,
         "rules_version": rules_version,
+        "attributed_activities": attributed[0] if attributed else None,
+        "attributed_gpu_ns": attributed[1] if attributed else None,
     }
     schema = pa.schema([
         ("run_id", pa.string()), ("ingested_at", pa.timestamp("us", tz="UTC")),
@@ -281,11 +287,16 @@ def build_runs_row(run_id: str, results: list[RankResult], files: list[Path], la
         ("event_counts", pa.map_(pa.string(), pa.int64())), ("warnings", pa.map_(pa.string(), pa.int64())),
         ("metadata", pa.string()), ("device_properties", pa.string()),
         ("schema_version", pa.int32()), ("rules_version", pa.string()),
+        ("attributed_activities", pa.int64()), ("attributed_gpu_ns", pa.int64()),
     ])
     return pa.Table.from_pylist([row], schema=schema)
 
 
 def write_runs_row(table: pa.Table, out_dir: Path) -> None:
+    """The runs row, written last; a run without capture rows gets its zero-row kernel_sites file here."""
+    from ingest.capture import write_empty
+
+    write_empty(out_dir)
     (out_dir / "runs").mkdir(parents=True, exist_ok=True)
     pq.write_table(table, out_dir / "runs" / "run.parquet", compression="zstd")
 

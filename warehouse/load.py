@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ingest.capture import attribute_run, capture_files, coverage
 from ingest.run import (
     FileProblem,
     assign_ranks,
@@ -46,14 +47,16 @@ def ingest_paths(warehouse: Warehouse, paths: list[Path], labels: dict[str, str]
     ensure_schema_files(warehouse)
     outcomes = []
     for plan in plan_runs(paths, capture):
-        outcomes.append(_ingest_plan(warehouse, plan.files, plan.skipped, labels, progress))
+        outcomes.append(_ingest_plan(warehouse, plan.files, plan.skipped, labels, progress, plan.capture_dir))
     return outcomes
 
 
 def _ingest_plan(warehouse: Warehouse, files: list[Path], skipped: list[str], labels: dict[str, str],
-                 progress) -> RunOutcome:
+                 progress, capture: Path | None = None) -> RunOutcome:
+    captures = capture_files(capture)  # capture traces are part of the run, and of its id
+    capture_hashes = [file_sha256(f) for f in captures]
     hashes = [file_sha256(f) for f in files]
-    run_id = run_id_for(hashes)
+    run_id = run_id_for(hashes + capture_hashes)
     names = [str(f) for f in files]
     if warehouse.has_run(run_id):
         return RunOutcome(run_id, names, stored=False)
@@ -66,14 +69,18 @@ def _ingest_plan(warehouse: Warehouse, files: list[Path], skipped: list[str], la
         if not good:
             return RunOutcome(None, names, stored=False, problems=problems)
         if problems:  # the run is what could be read; its id says so
-            run_id = run_id_for([r.sha256 for r in good])
+            run_id = run_id_for([r.sha256 for r in good] + capture_hashes)
             if warehouse.has_run(run_id):
                 return RunOutcome(run_id, names, stored=False, problems=problems)
         good_files = [Path(r.path) for r in good]
-        table = build_runs_row(run_id, good, good_files, labels, notes, skipped, RULES_VERSION)
-        if problems:
+        extra_warnings = {"files that could not be read": len(problems)} if problems else {}
+        if captures:  # graph attribution: kernel_sites per rank, from the capture traces
+            extra_warnings.update(attribute_run(capture, [r.rank for r in good], staging / "out", staging / "work"))
+        attributed = coverage(staging / "out")
+        table = build_runs_row(run_id, good, good_files, labels, notes, skipped, RULES_VERSION, attributed)
+        if extra_warnings:
             warnings = dict(table.column("warnings")[0].as_py())
-            warnings["files that could not be read"] = len(problems)
+            warnings.update(extra_warnings)
             table = table.set_column(table.schema.get_field_index("warnings"), "warnings",
                                      [[sorted(warnings.items())]])
         write_runs_row(table, staging / "out")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from errors import TracehouseError
 
-TABLES = ("kernels", "cpu_ops", "python_frames", "flows", "streams", "step_spans")
+TABLES = ("kernels", "cpu_ops", "python_frames", "flows", "streams", "step_spans", "kernel_sites")
 ALL_TABLES = ("runs",) + TABLES
 DEFAULT_WAREHOUSE = "./tracehouse-data"
 
