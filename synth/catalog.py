@@ -176,7 +176,7 @@ NV_SERVING = {
                "elementwise", 742, (1, 1, 1), (128, 1, 1), 24, 0, S["copy"], "aten::copy_", scales=False),
     "sample": _k("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::ArgMaxOps<float>, "
                  "unsigned int, long, 4, 4> >(at::native::ReduceOp<float, at::native::ArgMaxOps<float>, unsigned int, "
-                 "long, 4, 4>)", "sampling", 3_641, (32, 1, 1), (32, 16, 1), 40, 4096, S["sample"], "aten::argmax"),
+                 "long, 4, 4>)", "reduction", 3_641, (32, 1, 1), (32, 16, 1), 40, 4096, S["sample"], "aten::argmax"),
 }
 
 _CIJK = ("Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT{t}_MI16x16x1_SN_LDSB1_AFC1_AFEM1_AFEM1_ASEM1_CLR1_CADS0_"
@@ -226,7 +226,9 @@ def _amd_from(nv: dict[str, Kernel]) -> dict[str, Kernel]:
         name = names.get(op, k.name)
         # AMD GEMMs and ck/aiter kernels go through hipExtModuleLaunchKernel, the rest hipLaunchKernel.
         api = "drv" if (name.startswith(("Cijk_", "_ZN5aiter", "_ZN7ck_tile")) and op != "norm_fused") else "rt"
-        out[op] = Kernel(name, k.category, int(k.base_ns * 1.13), k.grid, (min(k.block[0], 1024), 1, 1), 0,
+        # a hipBLASLt GEMM name cannot say it is the MoE router: by its name it is a GEMM
+        category = "gemm" if name.startswith("Cijk_") else k.category
+        out[op] = Kernel(name, category, int(k.base_ns * 1.13), k.grid, (min(k.block[0], 1024), 1, 1), 0,
                          min(k.smem, 65536), k.file, k.line, k.func, k.cpu_op, api,
                          k.collective, k.scales)
     return out
@@ -280,7 +282,7 @@ NV_TRAIN = {
     "down": _k(_SM90.format(l="tn", t="128x256x64"), "gemm", 88_215, (132, 1, 1), (384, 1, 1), 168, 213_000, T["down"],
                "aten::mm"),
     "loss": _k("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, at::native::"
-               "(anonymous namespace)::LogSoftMaxForwardEpilogue>(float*, float const*, int)", "reduction", 64_109,
+               "(anonymous namespace)::LogSoftMaxForwardEpilogue>(float*, float const*, int)", "activation", 64_109,
                (4096, 1, 1), (512, 1, 1), 32, 0, T["loss"], "aten::_log_softmax"),
     # backward kernels (launched from the autograd thread's engine; site = the backward call)
     "b_gemm_dgrad": _k(_SM90.format(l="nn", t="128x256x64"), "gemm", 101_482, (132, 1, 1), (384, 1, 1), 168, 213_000,
