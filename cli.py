@@ -207,5 +207,120 @@ def sql(ctx, query, fmt, engine):
     print_rows(columns, rows, fmt)
 
 
+
+@main.command(context_settings=CONTEXT_SETTINGS)
+@format_option()
+@click.pass_context
+def check(ctx, fmt):
+    """Check the warehouse's invariants; exit 1 when one is broken.
+
+    Unique keys, non-negative durations, flow endpoints that exist, category shares that sum to 1 per
+    run and phase, and the timeline identity compute + exposed comm + exposed memory + idle = span.
+
+    \b
+    Example:
+      tracehouse check --format json
+    """
+    con = _connect(ctx)
+    cursor = con.execute("SELECT check_name, run_id, detail FROM invariant_violations ORDER BY ALL")
+    rows = cursor.fetchall()
+    if rows or fmt != "table":
+        print_rows(["check_name", "run_id", "detail"], rows, fmt)
+    else:
+        click.echo("all invariants hold")
+    if rows:
+        ctx.exit(1)
+
+
+def _pair(text: str | None, what: str, cast=float):
+    """'A:B' -> (A, cast(B)), for --straggler-rank and --slow-kernel."""
+    if text is None:
+        return None
+    head, sep, tail = text.rpartition(":")
+    try:
+        if not sep:
+            raise ValueError
+        return head, cast(tail)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not {what}")
+
+
+@main.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("scenario", type=click.Choice(["serving-decode", "serving-prefill", "training"]))
+@click.option("-o", "--out", "out", required=True, type=click.Path(path_type=Path, file_okay=False),
+              help="Folder to write the run into (trace files, capture_traces/, ground_truth.json).")
+@click.option("--ranks", default=2, show_default=True, help="Ranks (one trace file each).")
+@click.option("--steps", default=4, show_default=True, help="Steps (decode iterations / training steps).")
+@click.option("--layers", default=4, show_default=True, help="Transformer layers per step.")
+@click.option("--vendor", type=click.Choice(["nvidia", "amd"]), default="nvidia", show_default=True)
+@click.option("--seed", default=0, show_default=True, help="Same seed, same bytes.")
+@click.option("--target-size", help="Grow the run to about this much uncompressed JSON (e.g. 2GB), streaming.")
+@click.option("--straggler-rank", help="R:US - rank R arrives US µs late at every collective.")
+@click.option("--host-stall-us", default=0.0, help="A host stall of this many µs before some steps.")
+@click.option("--slow-kernel", help="REGEX:FACTOR - kernels matching REGEX run FACTOR times longer.")
+def synth(scenario, out, ranks, steps, layers, vendor, seed, target_size, straggler_rank, host_stall_us,
+          slow_kernel):
+    """Write a realistic synthetic run, plus ground_truth.json with every figure it should give.
+
+    \b
+    Example:
+      tracehouse synth serving-decode --ranks 4 --slow-kernel 'nvjet:1.08' -o /tmp/decode-run
+      tracehouse ingest /tmp/decode-run
+    """
+    from synth import write_scenario
+
+    straggler = _pair(straggler_rank, "R:US")
+    slow = _pair(slow_kernel, "REGEX:FACTOR")
+    try:
+        path = write_scenario(scenario, out, ranks=ranks, steps=steps, layers=layers, vendor=vendor, seed=seed,
+                              target_size=_size(target_size) if target_size else None,
+                              straggler=(int(straggler[0]), straggler[1]) if straggler else None,
+                              host_stall_us=host_stall_us, slow_kernel=slow)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc))
+    click.echo(str(path))
+
+
+def _size(text: str) -> int:
+    units = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "K": 10**3, "M": 10**6, "G": 10**9}
+    number = text.strip().upper().rstrip()
+    for unit in sorted(units, key=len, reverse=True):
+        if unit and number.endswith(unit):
+            return int(float(number[: -len(unit)]) * units[unit])
+    try:
+        return int(float(number))
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a size like 500MB or 2GB", param_hint="--target-size")
+
+
+@main.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("folder", default="tracehouse-demo", type=click.Path(path_type=Path, file_okay=False))
+def demo(folder):
+    """Synthesize a history of runs, ingest it, and write a run report and a trend report.
+
+    Two series of DeepSeek-style decode runs (2 and 4 ranks) over 12 commits, with an injected 8 %
+    GEMM slowdown from one commit on. Prints where everything is and a three-line summary.
+
+    \b
+    Example:
+      tracehouse demo              # into ./tracehouse-demo
+      tracehouse --warehouse tracehouse-demo/warehouse runs
+    """
+    from demo import run_demo
+
+    def progress(message: str) -> None:
+        if _progress_enabled():
+            click.echo(f"  {message}", err=True)
+
+    result = run_demo(folder, progress)
+    click.echo(f"traces:    {result.folder / 'traces'}")
+    click.echo(f"warehouse: {result.warehouse}   (query it: tracehouse --warehouse {result.warehouse} sql ...)")
+    for report in result.reports:
+        click.echo(f"report:    {report}")
+    click.echo("")
+    for line in result.summary:
+        click.echo(line)
+    click.echo(f"({result.runs} runs in {result.seconds:.0f} s)")
+
 if __name__ == "__main__":
     main()

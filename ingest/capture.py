@@ -519,19 +519,33 @@ def write_kernel_sites(table: pa.Table, out_dir: Path, rank: int) -> None:
     pq.write_table(table, target / f"rank-{rank:05d}.parquet", compression="zstd")
 
 
-def attribute_run(capture: Path | None, ranks: list[int], out_dir: Path, work_dir: Path) -> dict[str, int]:
-    """Read the capture traces once and write kernel_sites for every rank; returns warnings for the run."""
+def _read_capture_job(job: tuple) -> list[CaptureWindow] | None:
+    """One capture trace's windows (run in a worker process); None when the file cannot be read."""
+    path, work_dir, details, label = job
+    try:
+        return read_capture_windows(Path(path), Path(work_dir), details, label)
+    except (TracehouseError, duckdb.Error, OSError):
+        return None
+
+
+def attribute_run(capture: Path | None, ranks: list[int], out_dir: Path, work_dir: Path,
+                  pool=None) -> dict[str, int]:
+    """Read the capture traces once and write kernel_sites for every rank; returns warnings for the run.
+
+    pool: an ingest.run.RankPool, to read the capture traces side by side (default: one by one)."""
     warnings: dict[str, int] = {}
     windows: list[CaptureWindow] = []
     files = capture_files(capture)
     details = execution_details(capture) if capture is not None and files else {}
     root = capture if capture is not None and capture.is_dir() else None
-    for i, path in enumerate(files):
-        label = str(path.relative_to(root)) if root is not None else path.name
-        try:
-            windows.extend(read_capture_windows(path, work_dir / f"capture-{i}", details, label))
-        except (TracehouseError, duckdb.Error, OSError):
+    jobs = [(str(path), str(work_dir / f"capture-{i}"), details,
+             str(path.relative_to(root)) if root is not None else path.name) for i, path in enumerate(files)]
+    results = pool.map(jobs, _read_capture_job) if pool is not None else [_read_capture_job(j) for j in jobs]
+    for found in results:
+        if found is None:
             warnings["capture traces that could not be read"] = warnings.get("capture traces that could not be read", 0) + 1
+        else:
+            windows.extend(found)
     if files and not windows:
         warnings["capture traces without a capture window"] = len(files)
     missed = 0

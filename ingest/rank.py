@@ -5,8 +5,8 @@
     3. sql/NN_*.sql           type, nest, link and step the events (set-based SQL, in file order)
     4. write_tables           one Parquet file per table, for this rank
 
-Everything runs in a DuckDB database of its own, on disk in the staging folder, with a memory limit,
-so that a trace larger than memory spills instead of failing.
+Everything runs in a DuckDB database of its own, in memory with a memory limit and a spill folder in
+the staging area, so that a trace larger than memory spills to disk instead of failing.
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ class RankResult:
 
 
 def _connect(work_dir: Path) -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect(str(work_dir / "rank.duckdb"))
+    # In memory, with a limit and a spill folder: small traces never touch the disk, large ones spill.
+    con = duckdb.connect(":memory:")
     con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
     con.execute(f"SET temp_directory = '{work_dir / 'spill'}'")
     con.execute("SET preserve_insertion_order = true")

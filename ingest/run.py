@@ -152,26 +152,63 @@ def _ingest_one(args: tuple) -> RankResult | FileProblem:
                                       "this is a tracehouse bug, please report it")
 
 
+class RankPool:
+    """Worker processes for rank files, shared by every run of one command (started on first use).
+
+    Ranks of a run, and runs of a command, are independent files, so they are ingested side by side;
+    one pool for the whole command pays the process start-up once.
+    """
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = workers or os.cpu_count() or 1
+        self._pool: ProcessPoolExecutor | None = None
+
+    def map(self, jobs: list[tuple], fn=None) -> list:
+        """fn(job) for every job (default: ingest one rank file), in worker processes when it pays."""
+        fn = fn or _ingest_one
+        if self.workers <= 1 or len(jobs) <= 1:
+            return [fn(job) for job in jobs]
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=get_context("spawn"))
+        return list(self._pool.map(fn, jobs))
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def __enter__(self) -> RankPool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def ingest_files(files: list[Path], ranks: list[int], label_phase: str | None, out_dir: Path,
-                 work_dir: Path, progress=None) -> list[RankResult | FileProblem]:
+                 work_dir: Path, progress=None, pool: RankPool | None = None) -> list[RankResult | FileProblem]:
     jobs = [
         (str(f), r, parse_trace_name(f.name).phase, label_phase, str(out_dir), str(work_dir / f"rank-{r}"))
         for f, r in zip(files, ranks)
     ]
-    workers = min(len(jobs), os.cpu_count() or 1)
-    results: list[RankResult | FileProblem] = []
-    if workers <= 1:
+    with (RankPool() if pool is None else _borrowed(pool)) as workers:
+        results = workers.map(jobs)
+    if progress:
         for job in jobs:
-            results.append(_ingest_one(job))
-            if progress:
-                progress(job[0])
-        return results
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        for job, result in zip(jobs, pool.map(_ingest_one, jobs)):
-            results.append(result)
-            if progress:
-                progress(job[0])
+            progress(job[0])
     return results
+
+
+class _borrowed:
+    """A pool owned by the caller: used, not closed."""
+
+    def __init__(self, pool: RankPool) -> None:
+        self.pool = pool
+
+    def __enter__(self) -> RankPool:
+        return self.pool
+
+    def __exit__(self, *exc) -> None:
+        pass
 
 
 def detect_framework(results: list[RankResult], files: list[Path]) -> str:

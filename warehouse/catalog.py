@@ -53,26 +53,34 @@ def ordered_views() -> list[tuple[str, Path]]:
 
 def ensure_schema_files(warehouse: Warehouse) -> None:
     """Write the zero-row files once, by ingesting an empty trace through the real pipeline."""
-    if all((warehouse.table_dir(t) / SCHEMA_PARTITION).is_dir() for t in ALL_TABLES):
+    if _has_schema_files(warehouse):
         return
+    import shutil
+
     from ingest.rank import ingest_rank  # the one place that knows the tables' columns
     from ingest.run import build_runs_row, write_runs_row
 
     warehouse.init()
-    staging = warehouse.new_staging()
-    empty = staging / "empty.json"
-    empty.write_text('{"traceEvents": []}')
-    result = ingest_rank(empty, 0, None, staging / "out", staging / "work")
-    runs = build_runs_row("_schema", [result], [empty], {}, [], [], "").slice(0, 0)
-    write_runs_row(runs, staging / "out")
-    with warehouse.lock():
-        for table in ALL_TABLES:
-            target = warehouse.table_dir(table) / SCHEMA_PARTITION
-            if not target.exists():
-                (staging / "out" / table).rename(target)
-    import shutil
+    with warehouse.lock():  # two first ingests at once: one writes, the other finds the files
+        if _has_schema_files(warehouse):
+            return
+        staging = warehouse.new_staging()
+        try:
+            empty = staging / "empty.json"
+            empty.write_text('{"traceEvents": []}')
+            result = ingest_rank(empty, 0, None, staging / "out", staging / "work")
+            runs = build_runs_row("_schema", [result], [empty], {}, [], [], "").slice(0, 0)
+            write_runs_row(runs, staging / "out")
+            for table in ALL_TABLES:
+                target = warehouse.table_dir(table) / SCHEMA_PARTITION
+                if not target.exists():
+                    (staging / "out" / table).rename(target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
-    shutil.rmtree(staging, ignore_errors=True)
+
+def _has_schema_files(warehouse: Warehouse) -> bool:
+    return all((warehouse.table_dir(t) / SCHEMA_PARTITION).is_dir() for t in ALL_TABLES)
 
 
 def base_view_sql(warehouse: Warehouse, table: str) -> str:
@@ -97,6 +105,9 @@ def register_rules(con: duckdb.DuckDBPyConnection, rules_file: str | None = None
         return
     rules = load_category_rules(rules_file)  # noqa: F841 - read by name below
     con.execute("CREATE OR REPLACE TABLE category_rules AS SELECT * FROM rules")
+    from warehouse.fusion import register_fusion_patterns  # the fusion catalogue (sql/fusion_match.sql)
+
+    register_fusion_patterns(con)
 
 
 def connect(warehouse: Warehouse, rules_file: str | None = None, lockdown: bool = True) -> duckdb.DuckDBPyConnection:

@@ -14,6 +14,7 @@ from pathlib import Path
 from ingest.capture import attribute_run, capture_files, coverage
 from ingest.run import (
     FileProblem,
+    RankPool,
     assign_ranks,
     build_runs_row,
     file_sha256,
@@ -43,16 +44,39 @@ class RunOutcome:
 
 def ingest_paths(warehouse: Warehouse, paths: list[Path], labels: dict[str, str] | None = None,
                  capture: Path | None = None, progress=None) -> list[RunOutcome]:
-    labels = dict(labels or {})
-    ensure_schema_files(warehouse)
-    outcomes = []
-    for plan in plan_runs(paths, capture):
-        outcomes.append(_ingest_plan(warehouse, plan.files, plan.skipped, labels, progress, plan.capture_dir))
-    return outcomes
+    with Ingestor(warehouse, progress) as ingestor:
+        return ingestor.ingest(paths, labels, capture)
+
+
+class Ingestor:
+    """Ingests many commands' worth of paths with one pool of worker processes (see RankPool)."""
+
+    def __init__(self, warehouse: Warehouse, progress=None) -> None:
+        self.warehouse = warehouse
+        self.progress = progress
+        self.pool = RankPool()
+        ensure_schema_files(warehouse)
+
+    def ingest(self, paths: list[Path], labels: dict[str, str] | None = None,
+               capture: Path | None = None) -> list[RunOutcome]:
+        labels = dict(labels or {})
+        return [
+            _ingest_plan(self.warehouse, plan.files, plan.skipped, labels, self.progress, plan.capture_dir, self.pool)
+            for plan in plan_runs(paths, capture)
+        ]
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def __enter__(self) -> Ingestor:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def _ingest_plan(warehouse: Warehouse, files: list[Path], skipped: list[str], labels: dict[str, str],
-                 progress, capture: Path | None = None) -> RunOutcome:
+                 progress, capture: Path | None = None, pool: RankPool | None = None) -> RunOutcome:
     captures = capture_files(capture)  # capture traces are part of the run, and of its id
     capture_hashes = [file_sha256(f) for f in captures]
     hashes = [file_sha256(f) for f in files]
@@ -63,7 +87,7 @@ def _ingest_plan(warehouse: Warehouse, files: list[Path], skipped: list[str], la
     ranks, notes = assign_ranks(files)
     staging = warehouse.new_staging()
     try:
-        results = ingest_files(files, ranks, labels.get("phase"), staging / "out", staging / "work", progress)
+        results = ingest_files(files, ranks, labels.get("phase"), staging / "out", staging / "work", progress, pool)
         good = [r for r in results if not isinstance(r, FileProblem)]
         problems = [r for r in results if isinstance(r, FileProblem)]
         if not good:
@@ -75,7 +99,8 @@ def _ingest_plan(warehouse: Warehouse, files: list[Path], skipped: list[str], la
         good_files = [Path(r.path) for r in good]
         extra_warnings = {"files that could not be read": len(problems)} if problems else {}
         if captures:  # graph attribution: kernel_sites per rank, from the capture traces
-            extra_warnings.update(attribute_run(capture, [r.rank for r in good], staging / "out", staging / "work"))
+            extra_warnings.update(attribute_run(capture, [r.rank for r in good], staging / "out",
+                                                staging / "work", pool))
         attributed = coverage(staging / "out")
         table = build_runs_row(run_id, good, good_files, labels, notes, skipped, RULES_VERSION, attributed)
         if extra_warnings:
