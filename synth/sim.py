@@ -42,6 +42,9 @@ class Act:
     copy_kind: str = ""
     coll: str = ""          # collective instance key ("" when not a collective)
     coll_meta: dict | None = None
+    # critical-path ground truth: activities on other streams this one waits for through a traced
+    # cudaEventRecord -> cudaStreamWaitEvent (the first activity launched on the stream after the wait)
+    event_deps: list | None = None
 
     @property
     def end(self) -> int:
@@ -118,6 +121,10 @@ class RankSim:
         self.collectives: list[Act] = []
         self.gpu_annotations: list[tuple] = []
         self.used_streams: set[int] = set()
+        # critical-path ground truth (truth.critical_path_truth): dependencies the trace records
+        self.pending_waits: dict[int, list[Act]] = {}   # stream -> event sources for its next activity
+        self.host_syncs: list[tuple] = []                # (correlation, [streams] | None = all streams)
+        self.carry_last: dict[int, Act] = {}             # last activity per stream before this step
 
     # ---- ids and random draws -------------------------------------------------------------
     def _corr(self) -> int:
@@ -244,6 +251,7 @@ class RankSim:
         self.seq += 1
         act = Act("kernel", k.name, k.category, stream, start, self.kdur(k), corr, ext,
                   (k.file, k.line, k.func), self.seq, k, replay)
+        act.event_deps = self.pending_waits.pop(stream, None)
         if k.collective:
             self.ncoll += 1
             act.coll = f"{self.step}:{self.ncoll}"
@@ -288,6 +296,7 @@ class RankSim:
                  "DtoD": "Memcpy DtoD (Device -> Device)"}[kind]
         act = Act("gpu_memcpy", label, "memory", stream, start, dur, corr, ext, self._site(), self.seq,
                   nbytes=nbytes, copy_kind=kind)
+        act.event_deps = self.pending_waits.pop(stream, None)
         self.gpu.append(act)
         self.ready[stream] = act.end
         self.last[stream] = act
@@ -304,6 +313,7 @@ class RankSim:
         self.seq += 1
         act = Act("gpu_memset", "Memset (Device)", "memory", stream, start, 900 + nbytes // 1_000, corr, ext,
                   self._site(), self.seq, nbytes=nbytes, copy_kind="memset")
+        act.event_deps = self.pending_waits.pop(stream, None)
         self.gpu.append(act)
         self.ready[stream] = act.end
         self.last[stream] = act
@@ -317,20 +327,25 @@ class RankSim:
                 return (file, int(line), func)
         return None
 
-    def record(self, stream: int) -> tuple[int, int]:
-        """cudaEventRecord on `stream`; the event fires when the stream reaches this point."""
+    def record(self, stream: int) -> tuple[int, int, Act | None]:
+        """cudaEventRecord on `stream`; the event fires when the stream reaches this point (the end of
+        the last activity launched on it, returned third for the critical-path truth)."""
         t = self.ready[stream]
+        src = self.last.get(stream)
         if self.replay is not None:
-            return t, 0
+            return t, 0, src
         corr, _ = self.runtime(self.api["record"], self.jit(1_200, 3_500))
-        return t, corr
+        return t, corr, src
 
     def wait(self, stream: int, ev: tuple[int, int], src_stream: int) -> None:
         """cudaStreamWaitEvent: later work on `stream` starts after the event."""
-        t, rec_corr = ev
+        t, rec_corr, src = ev
         if self.replay is None:
             flow = "s" if (self.vendor == "nvidia" and not self.capture) else None
             corr, rt = self.runtime(self.api["wait"], self.jit(1_500, 4_000), flow=flow)
+            if flow and src is not None:
+                # the trace shows this wait (a cuda_sync record naming the source stream and the record)
+                self.pending_waits.setdefault(stream, []).append(src)
             if flow:
                 # CUPTI's synchronization record: a short GPU-side marker on the waiting stream.
                 self.gsync.append(("Stream Wait Event", stream, rt + 800, 1_200, corr, self._ext_now(),
@@ -344,6 +359,8 @@ class RankSim:
         done = max(start + self.jit(1_800, 3_000), self.ready[stream] + self.jit(1_200, 2_500))
         flow = "s" if self.vendor == "nvidia" else None
         corr, _ = self.runtime(self.api["sync"], done - start, flow=flow)
+        # the trace names the synced stream only through the NVIDIA "Stream Sync" record
+        self.host_syncs.append((corr, [stream] if flow else None))
         if flow:
             self.gsync.append(("Stream Sync", stream, start + 700, done - start - 700, corr, self._ext_now(), {}))
         self.h = done + self.jit(300, 900)
@@ -423,6 +440,8 @@ class RankSim:
 
     def new_step(self, step: int) -> None:
         self.step = step
+        self.carry_last = dict(self.last)
+        self.host_syncs = []
         self.gpu = []
         self.collectives = []
         self.seq = 0

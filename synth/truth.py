@@ -33,6 +33,28 @@ Layout (keys of the top-level object):
   `python_function` frame around the launch call; for graph replays it is the site of the same launch in
   the capture trace (capture_traces/), since the replay itself has no Python stack. Memcpy/memset
   entries carry the innermost frame at their copy call.
+- `steps[i].critical_path`: the step's critical path (PRODUCT.md, view `critical_path`), walked over the
+  dependencies the simulator created *and the trace records*: stream order; each activity's launch call
+  (cudaGraphLaunch for a replayed kernel); a traced cudaEventRecord -> cudaStreamWaitEvent (NVIDIA, eager:
+  the first activity launched on the waiting stream after the wait depends on the last activity launched
+  on the recorded stream before the record; inside a graph replay the event waits are not traced, so they
+  are not edges); cudaStreamSynchronize (the host call waits for the last activity launched on the stream
+  before it: the synced stream on NVIDIA, whose "Stream Sync" record names it, every stream on AMD, where
+  nothing names it); host program order of the CUDA calls. The rule is the product's: start at the
+  activity that ends last; at each node take the dependency satisfied last (ready times: an activity's
+  end; a launch call's end, or a graph launch's start, both clamped to the activity's start; ties go to
+  stream order, then the event wait, then the launch); a sync call is a `sync_wait` on its awaited activity
+  when that ended after the call began, otherwise host program order. The walk stops at a dependency
+  outside the step (an activity of another step, a host call outside the step's annotation window; a
+  launch call always counts as the step's); a host call where it stops is preceded by a `cpu` segment from
+  the annotation's start. Segments tile [start_ns, end_ns] exactly (boundaries clamped by a running
+  minimum walking back). Keys: {start_ns, end_ns, span_ns, critical_stream (most gpu time on the path;
+  ties: lower id), kind_ns {gpu, launch_delay, kernel_gap, cpu, sync_wait: ns} (kinds absent: 0),
+  gpu_category_ns {category: ns}, stream_gpu_ns {stream: ns}, segments [[kind, name, start_ns, dur_ns,
+  edge], ...] in time order}. Segment names: gpu -> activity name; a host call -> its name; launch_delay
+  -> the launch call; sync_wait -> the sync call or "cudaStreamWaitEvent"; kernel gaps and host gaps ->
+  null. `edge` is null for a node, else stream_order / event_wait / launch / host_sync / program_order /
+  step_start. Zero-length segments are left out, except activities and sync_wait edges.
 - `collectives`: list, one per collective instance: {key "step:n", step, name, category, start_ns
   [per rank], end_ns [per rank], start_skew_ns [per rank: start − min start], end_skew_ns [per rank],
   last_rank (arrived last), max_start_skew_ns}.
@@ -123,6 +145,132 @@ def step_metrics(acts: list[Act]) -> dict[str, Any]:
     return res
 
 
+KINDS = ("gpu", "launch_delay", "kernel_gap", "cpu", "sync_wait")
+RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
+
+
+def critical_path_truth(sim: RankSim, window: tuple[int, int]) -> dict[str, Any] | None:
+    """The step's critical path from the simulator's own records (see the module docstring)."""
+    acts = sim.gpu
+    if not acts:
+        return None
+    calls = sorted((e for e in sim.host if e[0] == "X" and e[1] in RUNTIME_CATS), key=lambda e: e[3])
+    # host call: (start, end, name, corr); program order = start order on the one host thread
+    hc = [(e[3], e[3] + e[4], e[2], e[5]["correlation"]) for e in calls]
+    by_corr = {c[3]: i for i, c in enumerate(hc)}
+    in_step_acts = {id(a) for a in acts}
+    # same-stream predecessor: previous activity by start on the stream, else the one before the step
+    prev: dict[int, Act | None] = {}
+    by_stream: dict[int, list[Act]] = {}
+    for a in sorted(acts, key=lambda a: (a.start, a.seq)):
+        lst = by_stream.setdefault(a.stream, [])
+        prev[id(a)] = lst[-1] if lst else sim.carry_last.get(a.stream)
+        lst.append(a)
+    # host syncs: the awaited activity = latest end among the last activity launched on each synced
+    # stream before the call (sim.last at call time is not kept, so rebuild it from launch order)
+    all_acts = list(sim.carry_last.values()) + acts
+
+    def issue(a: Act) -> int:
+        return hc[by_corr[a.corr]][0] if a.corr in by_corr else a.start
+
+    sync_target: dict[int, Act] = {}
+    for corr, streams in sim.host_syncs:
+        i = by_corr[corr]
+        cs, ce = hc[i][0], hc[i][1]
+        best: Act | None = None
+        for st in (streams if streams is not None else sorted({a.stream for a in all_acts})):
+            cand = [a for a in all_acts if a.stream == st and (id(a) not in in_step_acts or issue(a) < cs)]
+            if not cand:
+                continue
+            last = max(cand, key=lambda a: (issue(a) if id(a) in in_step_acts else -1, a.start, a.seq))
+            if last.end <= ce and (best is None or last.end > best.end):
+                best = last
+        if best is not None:
+            sync_target[i] = best
+
+    def in_window(i: int) -> bool:
+        return window[0] <= hc[i][0] < window[1]
+
+    # walk: node = ("g", act) | ("c", call index); each element: (node, b, a, pred, r, edge, kind, name)
+    start = max(acts, key=lambda a: (a.end, a.start, a.seq))
+    chain: list[dict[str, Any]] = []
+    node: tuple = ("g", start)
+    while True:
+        if node[0] == "g":
+            a = node[1]
+            cands = []
+            p = prev[id(a)]
+            if p is not None:
+                cands.append((min(p.end, a.start), 1, ("g", p), "stream_order", "kernel_gap", None))
+            for src in a.event_deps or ():
+                cands.append((min(src.end, a.start), 2, ("g", src), "event_wait", "sync_wait",
+                              "cudaStreamWaitEvent"))
+            if a.corr in by_corr:
+                i = by_corr[a.corr]
+                ls, le, lname, _ = hc[i]
+                ready = ls if lname.endswith("GraphLaunch") else le
+                cands.append((min(ready, a.start), 3, ("c", i), "launch", "launch_delay", lname))
+            el = {"node": node, "b": a.end, "a": a.start, "kind": "gpu", "name": a.name, "stream": a.stream,
+                  "category": a.category}
+        else:
+            i = node[1]
+            cs, ce, cname, _ = hc[i]
+            t = sync_target.get(i)
+            if t is not None and t.end > cs:
+                cands = [(t.end, 0, ("g", t), "host_sync", "sync_wait", cname)]
+                lo = ce
+            else:
+                cands = [(min(hc[i - 1][1], cs), 0, ("c", i - 1), "program_order", "cpu", None)] if i > 0 else []
+                lo = cs
+            el = {"node": node, "b": ce, "a": lo, "kind": "cpu", "name": cname, "stream": None, "category": None}
+        chain.append(el)
+        if not cands:
+            best = None
+        else:
+            best = min(cands, key=lambda c: (-c[0], c[1]))
+        ok = False
+        if best is not None:
+            pn = best[2]
+            ok = best[3] == "launch" or (id(pn[1]) in in_step_acts if pn[0] == "g" else in_window(pn[1]))
+        if not ok:
+            if node[0] == "c" and window[0] < el["a"]:
+                el.update(r=window[0], edge="step_start", ekind="cpu", ename=None)
+            else:
+                el.update(r=el["a"], edge=None, ekind=None, ename=None)
+            break
+        el.update(r=best[0], edge=best[3], ekind=best[4], ename=best[5])
+        node = best[2]
+    # tile: running minimum over (b, a, r) of each element, walking back
+    segs: list[list[Any]] = []
+    m: int | None = None
+    for el in chain:
+        xb = el["b"] if m is None else min(m, el["b"])
+        xa = min(xb, el["a"])
+        xr = min(xa, el["r"])
+        m = xr
+        if el["kind"] == "gpu" or xb > xa:
+            segs.append([el["kind"], el["name"], xa, xb - xa, None, el["stream"], el["category"]])
+        if xa > xr or el["edge"] in ("event_wait", "host_sync"):
+            segs.append([el["ekind"], el["ename"], xr, xa - xr, el["edge"], None, None])
+    segs.reverse()
+    end = chain[0]["b"]
+    begin = m if m is not None else end
+    kind_ns = dict.fromkeys(KINDS, 0)
+    cat_ns: dict[str, int] = {}
+    stream_ns: dict[str, int] = {}
+    for kind, _, _, dur, _, stream, cat in segs:
+        kind_ns[kind] += dur
+        if kind == "gpu":
+            cat_ns[cat] = cat_ns.get(cat, 0) + dur
+            stream_ns[str(stream)] = stream_ns.get(str(stream), 0) + dur
+    assert sum(kind_ns.values()) == end - begin
+    crit = min(stream_ns, key=lambda s: (-stream_ns[s], int(s))) if stream_ns else None
+    return {"start_ns": begin, "end_ns": end, "span_ns": end - begin,
+            "critical_stream": int(crit) if crit is not None else None, "kind_ns": kind_ns,
+            "gpu_category_ns": dict(sorted(cat_ns.items())), "stream_gpu_ns": stream_ns,
+            "segments": [s[:5] for s in segs]}
+
+
 class Truth:
     """Accumulates per-step rows on disk (bounded memory for --target-size) and writes the JSON at the end."""
 
@@ -166,7 +314,8 @@ class Truth:
         if key is None:
             key = self.templates[sites] = f"t{len(self.templates)}"
         row = {"rank": rank, "step": step, "phase": phase, "host_start_ns": host[0], "host_end_ns": host[1],
-               **m, "graph_launches": graph_launches, "launch_sites": key}
+               **m, "graph_launches": graph_launches, "launch_sites": key,
+               "critical_path": critical_path_truth(sim, host)}
         self._steps.write((b",\n" if self._nsteps else b"") + orjson.dumps(row))
         self._nsteps += 1
         r = self.ranks.setdefault(rank, {"rank": rank, "device": sim.device, "n_steps": 0,

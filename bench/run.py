@@ -1,0 +1,704 @@
+"""Every tracehouse benchmark in one command; prints a table of ratios and writes bench/results.md.
+
+    python bench/run.py [--size BYTES] [--only NAME[,NAME...]] [--quick] [--reps N] [--out FILE]
+
+Benchmarks (NAME): real, synth, rss, ranks, reports.  See bench/README.md for what each ratio means
+and its target.  Everything that is compared is measured in this one process, interleaved (A, B, C,
+A, B, C, ...), and each figure is the best of its repetitions, so that a noisy machine moves both
+sides of a ratio together; read the ratios, not the bare times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import types
+import zlib
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import orjson
+
+import ingest.run as ingest_run
+from ingest.decode import load_raw_events
+from ingest.naming import parse_trace_name
+from ingest.rank import TRANSFORMS, _connect, _run_transforms, write_tables
+from ingest.source import read_trace
+from warehouse.load import ingest_paths
+from warehouse.store import Warehouse
+
+try:
+    from isal import isal_zlib
+except ImportError:  # pragma: no cover
+    isal_zlib = None
+
+try:
+    import msgspec
+except ImportError:  # pragma: no cover - msgspec is a bench-only extra
+    msgspec = None
+
+REAL_TRACE = ROOT.parent / "shared" / "traces" / "nvidia" / "trace_diff" / "control.json.gz"
+DEFAULT_SIZE = 300_000_000
+QUICK_SIZE = 50_000_000
+MB = 1e6
+ALL = ("real", "synth", "rss", "ranks", "tuning", "reports")
+
+# Targets (issue 2 and issue 8); see bench/README.md.
+TARGET_FLOOR = 0.6  # issue 8 (issue 2 asked for 0.5)
+TARGET_FLOOR_ISSUE2 = 0.5
+TARGET_PER_CORE = 100.0  # MB of JSON per CPU-second, end to end
+TARGET_RSS_4GB = 1024.0  # MB of peak RSS for a 4 GB trace
+TARGET_RANKS = 1.7  # speed-up of 4 ranks in parallel on 2 cores
+
+
+# --------------------------------------------------------------------------------------------------
+# measuring
+
+
+def cpu_seconds() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+@dataclass
+class Timing:
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+
+    @property
+    def best(self) -> float:
+        return min(self.wall)
+
+    @property
+    def best_cpu(self) -> float:
+        return min(self.cpu)
+
+
+def measure(timings: dict[str, Timing], name: str, fn, *args):
+    """Run fn(*args) once, add its wall and CPU time to timings[name], and return its result."""
+    gc.collect()
+    c0, t0 = cpu_seconds(), time.perf_counter()
+    result = fn(*args)
+    t1, c1 = time.perf_counter(), cpu_seconds()
+    timing = timings.setdefault(name, Timing())
+    timing.wall.append(t1 - t0)
+    timing.cpu.append(c1 - c0)
+    return result
+
+
+def mbps(nbytes: int, seconds: float) -> float:
+    return nbytes / MB / seconds if seconds > 0 else float("inf")
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# the floor and the other parsers
+
+
+def inflate(path: Path, module, keep: bool) -> tuple[int, bytes | None]:
+    """Inflate a .gz (or read a plain file) in 8 MB pieces, as ingest does; keep the bytes if asked."""
+    pieces: list[bytes] = []
+    total = 0
+    with open(path, "rb") as f:
+        first = f.read(8 << 20)
+        d = module.decompressobj(16 + module.MAX_WBITS) if first[:2] == b"\x1f\x8b" else None
+        chunk = first
+        while chunk:
+            out = chunk if d is None else d.decompress(chunk)
+            while d is not None and d.eof and d.unused_data:  # concatenated gzip members
+                rest = d.unused_data
+                d = module.decompressobj(16 + module.MAX_WBITS)
+                out += d.decompress(rest)
+            total += len(out)
+            if keep:
+                pieces.append(out)
+            chunk = f.read(8 << 20)
+    return total, (b"".join(pieces) if keep else None)
+
+
+if msgspec is not None:
+
+    class Event(msgspec.Struct):
+        """The typed decoder of the floor: the keys ingest reads, `args` left as raw JSON bytes."""
+
+        ph: str = ""
+        cat: str = ""
+        name: str = ""
+        pid: int | str = 0
+        tid: int | str = 0
+        ts: float = 0.0
+        dur: float | None = None
+        id: int | str | None = None
+        args: msgspec.Raw = msgspec.Raw(b"null")
+
+    class Trace(msgspec.Struct):
+        traceEvents: list[Event] = msgspec.field(default_factory=list)
+
+    _MSGSPEC_DECODER = msgspec.json.Decoder(Trace)
+
+
+def parse_msgspec(data: bytes) -> int:
+    return len(_MSGSPEC_DECODER.decode(data).traceEvents)
+
+
+def parse_orjson(data: bytes) -> int:
+    return len(orjson.loads(data)["traceEvents"])
+
+
+def parse_json(data: bytes) -> int:
+    return len(json.loads(data)["traceEvents"])
+
+
+def hta_loader():
+    """HTA's trace load (parse + its DataFrame build; 0.5.0 is the reference), or None with the reason."""
+    try:
+        from hta.common.trace_parser import parse_trace_dataframe
+    except Exception as exc:  # noqa: BLE001 - any failure means: skip
+        return None, (f"HTA is not importable ({type(exc).__name__}): its row is skipped; install "
+                      "HolisticTraceAnalysis==0.5.0 (with pandas<3) into the venv to compare.")
+    try:
+        from hta.configs.parser_config import ParserConfig
+
+        cfg = ParserConfig()
+    except Exception:  # noqa: BLE001 - older HTA: the config argument is optional
+        cfg = None
+
+    def load(path: Path) -> int:
+        _meta, df, _symbols = parse_trace_dataframe(str(path), cfg)
+        return len(df)
+
+    return load, None
+
+
+# --------------------------------------------------------------------------------------------------
+# our ingest, end to end and by stage
+
+
+def ingest_end_to_end(path: Path, tmp: Path) -> None:
+    wh = Path(tempfile.mkdtemp(prefix="wh-", dir=tmp))
+    try:
+        outcomes = ingest_paths(Warehouse(wh), [path])
+        bad = [p for o in outcomes for p in o.problems]
+        if bad or not outcomes or not outcomes[0].stored:
+            raise RuntimeError(f"ingest of {path} failed: {bad or outcomes}")
+    finally:
+        shutil.rmtree(wh, ignore_errors=True)
+
+
+class TimedConnection:
+    """Wraps a DuckDB connection so that each statement that a stage function runs is timed."""
+
+    def __init__(self, con):
+        self.con = con
+        self.log: list[tuple[str, float]] = []
+
+    def execute(self, sql, *args):
+        t0 = time.perf_counter()
+        result = self.con.execute(sql, *args)
+        self.log.append((sql, time.perf_counter() - t0))
+        return result
+
+
+def ingest_by_stage(path: Path, tmp: Path, connect=_connect, before_transforms=None) -> dict[str, float]:
+    """The stages of ingest.rank.ingest_rank, called one by one; seconds per stage (and per SQL file).
+
+    `connect` and `before_transforms` let the tuning benchmark try a setting without editing ingest."""
+    work = Path(tempfile.mkdtemp(prefix="stages-", dir=tmp))
+    times: dict[str, float] = {}
+    try:
+        events_file = work / "events.json"
+        t0 = time.perf_counter()
+        read_trace(path, events_file)
+        t1 = time.perf_counter()
+        con = connect(work)
+        load_raw_events(con, events_file)
+        t2 = time.perf_counter()
+        events_file.unlink()
+        if before_transforms is not None:
+            before_transforms(con)
+        timed = TimedConnection(con)
+        _run_transforms(timed, parse_trace_name(path.name).phase, None)
+        t3 = time.perf_counter()
+        sql_names = {f.read_text(): f.name for f in TRANSFORMS}
+        for sql, seconds in timed.log:
+            if sql in sql_names:
+                times[f"  sql/{sql_names[sql]}"] = seconds
+        timed.log.clear()
+        write_tables(timed, work / "out", 0)
+        t4 = time.perf_counter()
+        for sql, seconds in timed.log:
+            if sql.startswith("COPY"):
+                table = sql.split(" TO ", 1)[1].split("/")[-2]
+                times[f"  parquet/{table}"] = seconds
+        con.execute("SELECT kind, key, value FROM rank_summary").fetchall()
+        con.close()
+        t5 = time.perf_counter()
+        times.update({
+            "1 inflate + copy (source.read_trace)": t1 - t0,
+            "2 DuckDB decode (decode.load_raw_events)": t2 - t1,
+            "3 transforms (sql/NN_*.sql)": t3 - t2,
+            "4 Parquet write (rank.write_tables)": t4 - t3,
+            "5 summary + close/checkpoint": t5 - t4,
+        })
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return times
+
+
+# --------------------------------------------------------------------------------------------------
+# results
+
+
+@dataclass
+class Row:
+    bench: str
+    what: str
+    value: str
+    target: str = ""
+    verdict: str = ""
+
+
+def verdict(ok: bool | None) -> str:
+    return "" if ok is None else ("ok" if ok else "BELOW")
+
+
+@dataclass
+class Report:
+    rows: list[Row] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, *args, **kw) -> None:
+        self.rows.append(Row(*args, **kw))
+
+
+def md_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------
+# benchmark: one trace against the floor and the parsers
+
+
+def bench_trace(label: str, path: Path, reps: int, tmp: Path, report: Report) -> None:
+    say(f"[{label}] {path}")
+    json_bytes, _ = inflate(path, zlib, keep=False)
+    gb = json_bytes / 1e9
+    say(f"[{label}] {json_bytes / MB:.1f} MB of JSON, {path.stat().st_size / MB:.1f} MB on disk; {reps} rounds")
+    hta_load, hta_note = hta_loader()
+    t: dict[str, Timing] = {}
+    stages: list[dict[str, float]] = []
+    counts: dict[str, int] = {}
+    for rnd in range(reps):
+        say(f"[{label}] round {rnd + 1}/{reps}")
+        measure(t, "ingest", lambda: ingest_end_to_end(path, tmp))
+        stages.append(ingest_by_stage(path, tmp))
+        measure(t, "inflate zlib", lambda: inflate(path, zlib, keep=False))
+        if isal_zlib is not None:
+            measure(t, "inflate isal", lambda: inflate(path, isal_zlib, keep=False))
+        _, data = inflate(path, isal_zlib or zlib, keep=True)
+        if msgspec is not None:
+            counts["msgspec"] = measure(t, "msgspec", parse_msgspec, data)
+        counts["orjson"] = measure(t, "orjson", parse_orjson, data)
+        counts["json"] = measure(t, "json", parse_json, data)
+        del data
+        if hta_load is not None:
+            measure(t, "hta", lambda: hta_load(path))
+        gc.collect()
+
+    inflate_best = min(t[k].best for k in ("inflate zlib", "inflate isal") if k in t)
+    ingest_s = t["ingest"].best
+    ingest_cpu = t["ingest"].best_cpu
+    ingest_rate = mbps(json_bytes, ingest_s)
+    per_core = mbps(json_bytes, ingest_cpu)
+
+    def vs(name: str) -> float | None:
+        """ingest throughput / (inflate + parser) throughput, both from the file."""
+        return (inflate_best + t[name].best) / ingest_s if name in t else None
+
+    report.add(label, "ingest end to end (file -> published Parquet)", f"{ingest_rate:.1f} MB/s")
+    report.add(label, "ingest per CPU-second (per core)", f"{per_core:.1f} MB/s",
+               f">= {TARGET_PER_CORE:.0f} MB/s", verdict(per_core >= TARGET_PER_CORE))
+    if "msgspec" in t:
+        floor_s = inflate_best + t["msgspec"].best
+        ratio = floor_s / ingest_s
+        report.add(label, "floor: inflate (best) + msgspec typed decode", f"{mbps(json_bytes, floor_s):.1f} MB/s")
+        report.add(label, "**ingest / floor**", f"**{ratio:.3f}**",
+                   f">= {TARGET_FLOOR} (issue 2: >= {TARGET_FLOOR_ISSUE2})", verdict(ratio >= TARGET_FLOOR))
+        floor_cpu = min(t[k].best_cpu for k in ("inflate zlib", "inflate isal") if k in t) + t["msgspec"].best_cpu
+        report.add(label, "ingest / floor, by CPU time (less sensitive to other load)", f"{floor_cpu / ingest_cpu:.3f}",
+                   f">= {TARGET_FLOOR}", verdict(floor_cpu / ingest_cpu >= TARGET_FLOOR))
+    else:
+        report.add(label, "ingest / floor", "skipped", "", "")
+        report.notes.append("msgspec is not installed: the floor was not measured (`pip install msgspec`).")
+    for name, text in (("orjson", "ingest / (inflate + orjson.loads)"), ("json", "ingest / (inflate + json.load)")):
+        report.add(label, text, f"{vs(name):.2f}")
+    if hta_load is not None:
+        report.add(label, "ingest / HTA 0.5.0 trace load", f"{t['hta'].best / ingest_s:.2f}")
+    else:
+        report.add(label, "ingest / HTA 0.5.0 trace load", "skipped", "", "")
+        if hta_note not in report.notes:
+            report.notes.append(hta_note)
+
+    # detail: every measured thing as MB/s and as a share of ingest
+    rows = [["ingest end to end", f"{ingest_s:.3f}", f"{ingest_cpu:.3f}", f"{ingest_rate:.1f}", "1.00"]]
+    for name in ("inflate zlib", "inflate isal", "msgspec", "orjson", "json", "hta"):
+        if name in t:
+            what = name if name.startswith("inflate") else f"{name} (parse only, in memory)"
+            rows.append([what, f"{t[name].best:.3f}", f"{t[name].best_cpu:.3f}",
+                         f"{mbps(json_bytes, t[name].best):.1f}", f"{t[name].best / ingest_s:.2f}"])
+    if isal_zlib is not None and "inflate isal" in t:
+        report.details.append(f"{label}: isal inflates {t['inflate zlib'].best / t['inflate isal'].best:.2f}x "
+                              f"as fast as zlib.")
+    best_stages = {k: min(s[k] for s in stages) for k in stages[0]}
+    stage_total = sum(v for k, v in best_stages.items() if not k.startswith(" "))
+    srows = []
+    for k in sorted(k for k in best_stages if not k.startswith(" ")):
+        srows.append([k, f"{best_stages[k]:.3f}", f"{100 * best_stages[k] / stage_total:.0f}%",
+                      f"{mbps(json_bytes, best_stages[k]):.0f}"])
+        prefix = {"3": "  sql/", "4": "  parquet/"}.get(k[0])
+        if prefix:
+            subs = sorted(((s, v) for s, v in best_stages.items() if s.startswith(prefix)), key=lambda x: -x[1])
+            for s, v in subs:
+                srows.append([s.replace("  ", "&nbsp;&nbsp;"), f"{v:.3f}", f"{100 * v / stage_total:.0f}%", ""])
+    srows.append(["sum of stages", f"{stage_total:.3f}", "100%", f"{mbps(json_bytes, stage_total):.0f}"])
+    srows.append(["end to end minus stages (hash, rank peek, runs row, publish)",
+                  f"{ingest_s - stage_total:.3f}", "", ""])
+    events = counts.get("msgspec") or counts.get("orjson")
+    report.details.append(
+        f"### {label}: `{path.name}`: {json_bytes / MB:.1f} MB JSON ({gb:.3f} GB), "
+        f"{path.stat().st_size / MB:.1f} MB gz, {events:,} events, best of {reps}\n\n"
+        + md_table(["measured", "wall s", "CPU s", "MB/s (wall)", "time / ingest time"], rows)
+        + "\n\nStages of ingest (each stage function called directly, best of the rounds):\n\n"
+        + md_table(["stage", "wall s", "share", "MB/s"], srows)
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# benchmark: peak RSS
+
+
+RSS_CHILD = r"""
+import json, sys, tempfile, shutil
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+def hwm():
+    for line in open('/proc/self/status'):
+        if line.startswith('VmHWM:'):
+            return int(line.split()[1]) / 1024
+from warehouse.load import ingest_paths
+from warehouse.store import Warehouse
+base = hwm()
+wh = tempfile.mkdtemp(dir=sys.argv[3])
+try:
+    out = ingest_paths(Warehouse(wh), [Path(sys.argv[2])])
+    ok = bool(out) and out[0].stored and not out[0].problems
+finally:
+    shutil.rmtree(wh, ignore_errors=True)
+print(json.dumps({"baseline_mb": base, "peak_mb": hwm(), "ok": ok}))
+"""
+
+
+def peak_rss(path: Path, tmp: Path) -> dict:
+    """Ingest in a fresh process; VmHWM from its own /proc/<pid>/status (one file: ingest is in-process)."""
+    proc = subprocess.run([sys.executable, "-c", RSS_CHILD, str(ROOT), str(path), str(tmp)],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"RSS child failed: {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def bench_rss(traces: list[tuple[str, Path]], tmp: Path, report: Report) -> None:
+    points = []
+    for label, path in traces:
+        say(f"[rss] {label}: {path}")
+        json_bytes, _ = inflate(path, isal_zlib or zlib, keep=False)
+        r = peak_rss(path, tmp)
+        gb = json_bytes / 1e9
+        points.append((gb, r["peak_mb"]))
+        report.add("rss", f"peak RSS, {label} ({json_bytes / MB:.0f} MB JSON)",
+                   f"{r['peak_mb']:.0f} MB ({r['peak_mb'] / gb:.0f} MB/GB; imports alone {r['baseline_mb']:.0f} MB)")
+    if len(points) >= 2:
+        (g1, p1), (g2, p2) = min(points), max(points)
+        slope = (p2 - p1) / (g2 - g1) if g2 > g1 else 0.0
+        at4 = max(p1, p2) + max(slope, 0.0) * (4.0 - g2)
+        report.add("rss", "growth of peak RSS with trace size (between the two)", f"{slope:.0f} MB per GB")
+        report.add("rss", "peak RSS for a 4 GB trace, extrapolated linearly", f"{at4:.0f} MB",
+                   f"< {TARGET_RSS_4GB:.0f} MB", verdict(at4 < TARGET_RSS_4GB))
+        from ingest.rank import MEMORY_LIMIT
+
+        report.notes.append(
+            f"rss: DuckDB's memory_limit (TRACEHOUSE_MEMORY_LIMIT, here {MEMORY_LIMIT}) caps most of the peak; if "
+            "the cap holds, the linear 4 GB extrapolation overstates it. Measure it: "
+            "`python bench/run.py --size 4000000000 --only rss` (needs ~12 GB free in --tmp).")
+        report.details.append(
+            "Peak RSS: each ingest runs in a fresh Python process that reads VmHWM from its own "
+            "/proc/self/status when done (a single file is ingested in-process, DuckDB included). The 4 GB "
+            "figure extrapolates the line through the two points (flat when it falls); it is an estimate, not a measurement.")
+
+
+# --------------------------------------------------------------------------------------------------
+# benchmark: ranks in parallel
+
+
+class _OneCPU(types.ModuleType):
+    """Stands in for `os` inside ingest.run so that ingest_files sees one CPU and runs ranks in turn.
+    Only ingest/run.py sees it; DuckDB's thread count (set in ingest/rank.py) is unchanged."""
+
+    def __init__(self):
+        super().__init__("os_one_cpu")
+
+    def __getattr__(self, name):
+        return getattr(os, name)
+
+    @staticmethod
+    def cpu_count():
+        return 1
+
+
+def ingest_run_dir(run_dir: Path, tmp: Path, sequential: bool) -> None:
+    saved = ingest_run.os
+    if sequential:
+        ingest_run.os = _OneCPU()
+    try:
+        ingest_end_to_end(run_dir, tmp)
+    finally:
+        ingest_run.os = saved
+
+
+def bench_ranks(run_dir: Path, reps: int, tmp: Path, report: Report) -> None:
+    files = sorted(p for p in run_dir.iterdir() if ingest_run.is_trace_file(p))
+    json_bytes = sum(inflate(p, isal_zlib or zlib, keep=False)[0] for p in files)
+    t: dict[str, Timing] = {}
+    for rnd in range(reps):
+        say(f"[ranks] round {rnd + 1}/{reps}: {len(files)} files, {json_bytes / MB:.0f} MB JSON")
+        measure(t, "sequential", lambda: ingest_run_dir(run_dir, tmp, sequential=True))
+        measure(t, "parallel", lambda: ingest_run_dir(run_dir, tmp, sequential=False))
+    speedup = t["sequential"].best / t["parallel"].best
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    report.add("ranks", f"{len(files)} ranks ({json_bytes / MB:.0f} MB JSON): sequential",
+               f"{mbps(json_bytes, t['sequential'].best):.1f} MB/s")
+    report.add("ranks", f"{len(files)} ranks: parallel ({min(len(files), os.cpu_count() or 1)} processes)",
+               f"{mbps(json_bytes, t['parallel'].best):.1f} MB/s")
+    report.add("ranks", f"**parallel / sequential speed-up on {os.cpu_count()} cores**", f"**{speedup:.2f}x**",
+               f">= {TARGET_RANKS}x", verdict(speedup >= TARGET_RANKS))
+    if load > 1.5:
+        report.notes.append(f"ranks: the 1-minute load average was {load:.1f} when the ranks benchmark ended; with "
+                            "other processes on the 2 cores, a parallel speed-up cannot show; rerun it "
+                            "(`--only ranks`) on an idle machine.")
+
+
+# --------------------------------------------------------------------------------------------------
+# benchmark: candidate settings, measured against ingest as shipped (nothing in ingest/ is edited)
+
+
+def _connect_in_memory(work: Path):
+    """ingest.rank._connect, but an in-memory database: same memory_limit, same spill folder."""
+    import duckdb
+
+    from ingest.rank import MEMORY_LIMIT
+
+    con = duckdb.connect()
+    con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+    con.execute(f"SET temp_directory = '{work / 'spill'}'")
+    con.execute("SET preserve_insertion_order = true")
+    return con
+
+
+def _no_insertion_order(con) -> None:
+    con.execute("SET preserve_insertion_order = false")
+
+
+TUNING = {
+    "as shipped (on-disk rank.duckdb)": {},
+    "in-memory DuckDB (same memory_limit and spill folder)": {"connect": _connect_in_memory},
+    "preserve_insertion_order = false for the transforms": {"before_transforms": _no_insertion_order},
+    "both": {"connect": _connect_in_memory, "before_transforms": _no_insertion_order},
+}
+STAGE_KEYS = {"decode": "2 ", "transforms": "3 ", "parquet": "4 ", "close": "5 "}
+
+
+def bench_tuning(label: str, path: Path, reps: int, tmp: Path, report: Report) -> None:
+    runs: dict[str, list[dict[str, float]]] = {k: [] for k in TUNING}
+    for rnd in range(reps):
+        say(f"[tuning] {label} round {rnd + 1}/{reps}")
+        for name, kw in TUNING.items():
+            runs[name].append(ingest_by_stage(path, tmp, **kw))
+
+    def total(s: dict[str, float]) -> float:
+        return sum(v for k, v in s.items() if not k.startswith(" "))
+
+    base = min(total(s) for s in runs[next(iter(TUNING))])
+    rows = []
+    for name, got in runs.items():
+        best = min(total(s) for s in got)
+        cells = [name] + [f"{min(next(v for k, v in s.items() if k.startswith(p)) for s in got):.3f}"
+                          for p in STAGE_KEYS.values()]
+        rows.append(cells + [f"{best:.3f}", f"{base / best:.2f}x"])
+        if name != next(iter(TUNING)):
+            report.add("tuning", f"{label}: stages with {name}", f"{base / best:.2f}x as fast")
+    report.details.append(
+        f"### tuning on {label} (`{path.name}`), best of {reps}\n\n"
+        + md_table(["variant", "decode s", "transforms s", "parquet s", "close s", "all stages s", "speed-up"], rows))
+
+
+# --------------------------------------------------------------------------------------------------
+# the machine, the synthesized traces, main
+
+
+def machine() -> list[tuple[str, str]]:
+    import duckdb
+    import pyarrow
+
+    cpu = _proc_field("/proc/cpuinfo", "model name", lambda v: v) or platform.processor() or "unknown"
+    mem = _proc_field("/proc/meminfo", "MemTotal", lambda v: f"{int(v.split()[0]) / 1024 / 1024:.1f} GiB") or "unknown"
+    load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",)
+    rows = [
+        ("date (UTC)", datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M")),
+        ("nproc", str(os.cpu_count())),
+        ("memory", mem),
+        ("CPU", cpu),
+        ("load average at start (1, 5, 15 min)", ", ".join(f"{x:.2f}" for x in load)),
+        ("OS", platform.platform()),
+        ("python", platform.python_version()),
+        ("duckdb", duckdb.__version__),
+        ("pyarrow", pyarrow.__version__),
+        ("orjson", orjson.__version__),
+        ("msgspec", getattr(msgspec, "__version__", "not installed")),
+        ("isal", _version("isal") or "not installed (zlib inflates)"),
+        ("HTA", _version("HolisticTraceAnalysis") or "not installed"),
+    ]
+    return rows
+
+
+def _proc_field(path: str, key: str, fmt) -> str | None:
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(key):
+                    return fmt(line.split(":", 1)[1].strip())
+    except OSError:
+        pass
+    return None
+
+
+def _version(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def synthesize(out: Path, ranks: int, size: int) -> Path:
+    from synth import write_scenario
+
+    t0 = time.perf_counter()
+    write_scenario("serving-prefill", out, ranks=ranks, target_size=size)
+    say(f"[synth] wrote {ranks} rank(s), {size / MB:.0f} MB target, in {time.perf_counter() - t0:.1f} s: {out}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--size", type=int, default=None,
+                    help=f"bytes of uncompressed JSON of the synthesized trace (default {DEFAULT_SIZE:,}; "
+                         f"--quick {QUICK_SIZE:,})")
+    ap.add_argument("--ranks-size", type=int, default=None,
+                    help="bytes of JSON over the 4 ranks of the parallel benchmark (default: half of --size)")
+    ap.add_argument("--only", default=None, help=f"comma-separated subset of: {', '.join(ALL)}")
+    ap.add_argument("--quick", action="store_true", help="small synthesized traces, one round each")
+    ap.add_argument("--reps", type=int, default=None, help="rounds per comparison (default 3 real, 2 synth; quick 1)")
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results.md"), help="the markdown file to write")
+    ap.add_argument("--tmp", default=None, help="scratch folder (default: a new temp folder)")
+    args = ap.parse_args(argv)
+
+    only = set(ALL) if not args.only else {n.strip() for n in args.only.split(",")}
+    unknown = only - set(ALL)
+    if unknown:
+        ap.error(f"unknown benchmark(s) {', '.join(sorted(unknown))}; choose from {', '.join(ALL)}")
+    size = args.size or (QUICK_SIZE if args.quick else DEFAULT_SIZE)
+    ranks_size = args.ranks_size or size // 2
+    reps_real = args.reps or (1 if args.quick else 3)
+    reps_big = args.reps or (1 if args.quick else 2)
+
+    started = time.perf_counter()
+    described = machine()
+    report = Report()
+    tmp = Path(tempfile.mkdtemp(prefix="tracehouse-bench-", dir=args.tmp))
+    try:
+        real = REAL_TRACE if REAL_TRACE.is_file() else None
+        if real is None and (only & {"real", "rss"}):
+            report.notes.append(f"{REAL_TRACE} is missing (no ../shared checkout): real-trace rows skipped.")
+        synth_file = None
+        if only & {"synth", "rss", "tuning"}:
+            d = synthesize(tmp / "synth-1rank", 1, size)
+            synth_file = next(p for p in d.iterdir() if ingest_run.is_trace_file(p))
+        if "real" in only and real is not None:
+            bench_trace("real", real, reps_real, tmp, report)
+        if "synth" in only:
+            bench_trace("synth", synth_file, reps_big, tmp, report)
+        if "rss" in only:
+            traces = ([("real", real)] if real is not None else []) + [("synth", synth_file)]
+            bench_rss(traces, tmp, report)
+        if "tuning" in only:
+            if real is not None:
+                bench_tuning("real", real, reps_real, tmp, report)
+            if synth_file is not None:
+                bench_tuning("synth", synth_file, 1, tmp, report)
+        if synth_file is not None:
+            shutil.rmtree(synth_file.parent, ignore_errors=True)
+        if "ranks" in only:
+            bench_ranks(synthesize(tmp / "synth-4ranks", 4, ranks_size), reps_big, tmp, report)
+        if "reports" in only:
+            report.add("reports", "report and trend latency (1M activities; 1,000 runs)", "skipped")
+            report.notes.append("reports: the `report` and `trend` commands do not exist yet (reports/ is empty); "
+                                "their latency benchmark is to be added with them.")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    elapsed = time.perf_counter() - started
+
+    table = md_table(["bench", "measured", "value", "target", ""],
+                     [[r.bench, r.what, r.value, r.target, r.verdict] for r in report.rows])
+    print(table)
+    for note in report.notes:
+        print(f"note: {note}")
+    cmd = "python bench/run.py" + ("" if argv is None and len(sys.argv) == 1 else " " + " ".join(sys.argv[1:]))
+    text = "\n\n".join([
+        "# tracehouse benchmarks",
+        (f"Written by `{cmd}` in {elapsed:.0f} s. Every ratio compares figures measured side by side in this "
+         "run (interleaved rounds, best of each); see bench/README.md for what they mean."),
+        "## Machine",
+        md_table(["", ""], [[k, v] for k, v in described]),
+        "## Ratios",
+        table,
+        *(["Notes:\n\n" + "\n".join(f"- {n}" for n in report.notes)] if report.notes else []),
+        "## Details",
+        *report.details,
+    ]) + "\n"
+    Path(args.out).write_text(text)
+    say(f"wrote {args.out} ({elapsed:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

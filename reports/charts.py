@@ -1,0 +1,158 @@
+"""Small chart helpers shared by the reports: text sparklines for Markdown, inline SVG for HTML.
+
+Every SVG is built here from numbers and escaped text only, so a report stays self-contained (no network,
+no script) and no trace-derived string reaches the markup unescaped.
+"""
+
+from __future__ import annotations
+
+import math
+from html import escape
+from pathlib import Path
+
+from markupsafe import Markup
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: list[float | None]) -> str:
+    """One block character per value, scaled between the series' min and max; a gap for None."""
+    present = [v for v in values if v is not None and math.isfinite(v)]
+    if not present:
+        return ""
+    lo, hi = min(present), max(present)
+    out = []
+    for v in values:
+        if v is None or not math.isfinite(v):
+            out.append(" ")
+        elif hi == lo:
+            out.append(SPARK[3])
+        else:
+            out.append(SPARK[min(len(SPARK) - 1, int((v - lo) / (hi - lo) * len(SPARK)))])
+    return "".join(out)
+
+
+def md_cell(value) -> str:
+    """Text safe inside a Markdown table cell: no pipes, backticks or line breaks from a trace."""
+    text = "" if value is None else str(value)
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("`", "'").replace("\n", " ").replace("\r", " ")
+
+
+def fmt_ns(ns: float | None) -> str:
+    if ns is None:
+        return "–"
+    a = abs(ns)
+    if a >= 1e9:
+        return f"{ns / 1e9:.3g} s"
+    if a >= 1e6:
+        return f"{ns / 1e6:.4g} ms"
+    if a >= 1e3:
+        return f"{ns / 1e3:.4g} µs"
+    return f"{ns:.4g} ns"
+
+
+def fmt_value(value: float | None, metric: str = "") -> str:
+    if value is None:
+        return "–"
+    if metric.endswith("_ns") or metric.endswith("_ns_per_step"):
+        return fmt_ns(value)
+    if metric.endswith("_share"):
+        return f"{100 * value:.1f} %"
+    if metric.endswith("_pct"):
+        return f"{value:.2f} %"
+    return f"{value:.4g}"
+
+
+def line_chart(points: list[dict], *, width: int = 560, height: int = 140, title: str = "") -> Markup:
+    """An SVG line chart of points [{x_label, value, baseline, noise, flagged}], with the noise band
+    (baseline ± 3 × noise) shaded and flagged points drawn in red. x is the point's position."""
+    pad_l, pad_r, pad_t, pad_b = 56, 8, 16, 18
+    values = [p["value"] for p in points if p.get("value") is not None]
+    band = []
+    for p in points:
+        if p.get("baseline") is not None and p.get("noise") is not None:
+            band += [p["baseline"] - 3 * p["noise"], p["baseline"] + 3 * p["noise"]]
+    allv = values + band
+    if not allv:
+        return Markup("")
+    lo, hi = min(allv), max(allv)
+    if hi == lo:
+        lo, hi = lo - 1, hi + 1
+    span = hi - lo
+    lo, hi = lo - 0.05 * span, hi + 0.05 * span
+    n = max(1, len(points) - 1)
+    iw, ih = width - pad_l - pad_r, height - pad_t - pad_b
+
+    def x(i: int) -> float:
+        return pad_l + iw * i / n
+
+    def y(v: float) -> float:
+        return pad_t + ih * (1 - (v - lo) / (hi - lo))
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img"><title>{escape(title)}</title>',
+             f'<rect x="{pad_l}" y="{pad_t}" width="{iw}" height="{ih}" fill="#fafafa" stroke="#ddd"/>']
+    upper = [(x(i), y(p["baseline"] + 3 * p["noise"])) for i, p in enumerate(points)
+             if p.get("baseline") is not None and p.get("noise") is not None]
+    lower = [(x(i), y(p["baseline"] - 3 * p["noise"])) for i, p in enumerate(points)
+             if p.get("baseline") is not None and p.get("noise") is not None]
+    if len(upper) >= 2:
+        poly = " ".join(f"{a:.1f},{b:.1f}" for a, b in upper + lower[::-1])
+        parts.append(f'<polygon points="{poly}" fill="#9ecae1" fill-opacity="0.45" stroke="none">'
+                     f'<title>baseline ± 3 × noise</title></polygon>')
+        base = " ".join(f"{x(i):.1f},{y(p['baseline']):.1f}" for i, p in enumerate(points)
+                        if p.get("baseline") is not None)
+        parts.append(f'<polyline points="{base}" fill="none" stroke="#6baed6" stroke-dasharray="4 3"/>')
+    line = " ".join(f"{x(i):.1f},{y(p['value']):.1f}" for i, p in enumerate(points) if p.get("value") is not None)
+    parts.append(f'<polyline points="{line}" fill="none" stroke="#333" stroke-width="1.5"/>')
+    for i, p in enumerate(points):
+        if p.get("value") is None:
+            continue
+        color = "#d62728" if p.get("flagged") else "#333"
+        r = 4 if p.get("flagged") else 2
+        label = f"{p.get('x_label', '')}: {p['value']:.6g}"
+        parts.append(f'<circle cx="{x(i):.1f}" cy="{y(p["value"]):.1f}" r="{r}" fill="{color}">'
+                     f'<title>{escape(label)}</title></circle>')
+    parts.append(f'<text x="{pad_l - 4}" y="{pad_t + 4}" font-size="10" text-anchor="end">{escape(f"{hi:.4g}")}</text>')
+    parts.append(f'<text x="{pad_l - 4}" y="{pad_t + ih}" font-size="10" text-anchor="end">{escape(f"{lo:.4g}")}</text>')
+    if points:
+        parts.append(f'<text x="{pad_l}" y="{height - 4}" font-size="10">{escape(str(points[0].get("x_label", "")))}</text>')
+        parts.append(f'<text x="{pad_l + iw}" y="{height - 4}" font-size="10" text-anchor="end">'
+                     f'{escape(str(points[-1].get("x_label", "")))}</text>')
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def bar_pair(base: float, target: float, scale: float, *, width: int = 160) -> Markup:
+    """Two horizontal bars (base grey, target blue) scaled to `scale`, for a diff table row."""
+    if scale <= 0:
+        return Markup("")
+    wb = max(0.0, width * base / scale)
+    wt = max(0.0, width * target / scale)
+    return Markup(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="14">'
+                  f'<rect x="0" y="1" width="{wb:.1f}" height="5" fill="#999"/>'
+                  f'<rect x="0" y="8" width="{wt:.1f}" height="5" fill="#3182bd"/></svg>')
+
+
+def _point_dict(point) -> dict:
+    """A trend point (dataclass) as the dict line_chart reads."""
+    return {"x_label": point.commit or point.run_id, "value": point.value, "baseline": point.baseline,
+            "noise": point.noise, "flagged": point.flagged}
+
+
+def render(template: str, context, html: bool) -> str:
+    """Render reports/templates/<template> with autoescape for HTML and StrictUndefined."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        autoescape=html,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(md=md_cell, ns=fmt_ns, value=fmt_value, spark=sparkline, attr_dict=_point_dict)
+    env.globals.update(line_chart=line_chart, bar_pair=bar_pair)
+    return env.get_template(template).render(r=context)

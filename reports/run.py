@@ -1,0 +1,378 @@
+"""The run report: one run's triage view and step breakdown, from the views in sql/.
+
+`build_run_report` reads every figure from the catalogue into a typed context (RunReport); the
+templates (reports/templates/run.*.j2) only lay it out, and JSON is the same context as data. Sections
+whose views a warehouse lacks are left out rather than failing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from reports.render import render_template
+from reports.takeaways import takeaways
+from warehouse.catalog import connect
+from warehouse.runs import resolve_run
+from warehouse.store import Warehouse
+
+REPORT_BAR = 0.01  # rows under 1.0 % of the phase's GPU time stay out of the report's tables
+TOP_KERNELS = 25
+
+
+@dataclass
+class KernelRow:
+    name: str
+    category: str
+    gpu_time_ns: int
+    share: float
+    launches: int
+    median_ns: float
+    python_site: str | None
+    python_site_share: float | None
+    launch_call: str | None
+
+
+@dataclass
+class CategoryRow:
+    category: str
+    gpu_time_ns: int
+    share: float
+
+
+@dataclass
+class PhaseSection:
+    phase: str
+    gpu_time_ns: int
+    activities: int
+    kernels: list[KernelRow]
+    categories: list[CategoryRow]
+
+
+@dataclass
+class OverlapRow:
+    phase: str
+    name: str
+    category: str
+    share: float
+    exclusive_ratio: float | None
+    hidden_ratio: float | None
+    verdict: str
+    priority: str
+    dependency_risk: str
+    recommendation: str
+    python_site: str | None
+
+
+@dataclass
+class FusionRow:
+    phase: str
+    pattern_name: str
+    framework: str
+    status: str
+    share: float | None
+    occurrences: int
+    evidence: str | None
+    fused_kernel: str | None
+    source_path: str | None
+    python_site: str | None
+
+
+@dataclass
+class StreamRow:
+    device: int | None
+    stream: int | None
+    name: str | None
+    activities: int
+    busy_ns: int
+    exclusive_ns: int
+    share_of_span: float | None
+    critical: bool
+
+
+@dataclass
+class LayerPosition:
+    position: int
+    name: str
+    category: str
+    median_ns: float | None
+
+
+@dataclass
+class PathRow:
+    kind: str
+    category: str | None
+    time_ns: int
+    share: float
+
+
+@dataclass
+class SkewRow:
+    rank: int
+    instances: int
+    times_last: int
+    mean_start_lateness_ns: float | None
+    wait_ns: int | None
+
+
+@dataclass
+class TimelineActivity:
+    name: str
+    category: str
+    start_ns: int
+    end_ns: int
+    critical: bool
+
+
+@dataclass
+class TimelineLane:
+    label: str
+    critical: bool
+    activities: list[TimelineActivity]
+
+
+@dataclass
+class StepSection:
+    rank: int
+    step: int
+    name: str
+    phase: str
+    steps_in_run: int
+    wall_ns: int
+    host_setup_ns: int
+    compute_ns: int
+    exposed_comm_ns: int
+    exposed_memory_ns: int
+    gpu_idle_ns: int
+    host_tail_ns: int
+    gpu_utilization: float | None
+    activities: int
+    components: list[CategoryRow]  # GPU time per component as a share of the wall
+    streams: list[StreamRow]
+    critical_stream: int | None
+    layer_period: int | None
+    layer_repeats: int | None
+    layer: list[LayerPosition]
+    gaps: list[dict]  # per class: gaps, total_ns, share of wall
+    critical_path: list[PathRow]
+    timeline: list[TimelineLane]
+
+
+@dataclass
+class RunReport:
+    """Everything the run report shows; rendered as Markdown, HTML or JSON."""
+
+    run_id: str
+    mode: str  # single-trace | mapping/formal
+    framework: str | None
+    model: str | None
+    hardware: str | None
+    world_size: int | None
+    n_ranks: int
+    parallelism: str
+    phase_filter: str | None
+    capture_mode: str | None
+    commit: str | None
+    labels: dict[str, str]
+    files: list[dict]
+    warnings: dict[str, int]
+    gpu_time_ns: int
+    attributed_share: float | None  # GPU time with a Python launch site
+    other_share: float | None
+    phases: list[PhaseSection]
+    overlap: list[OverlapRow]
+    fusion: list[FusionRow]
+    step: StepSection | None
+    rank_skew: list[SkewRow]
+    takeaways: list[str] = field(default_factory=list)
+
+
+def _has(con: duckdb.DuckDBPyConnection, view: str) -> bool:
+    return bool(con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = ?", [view]).fetchone()[0])
+
+
+def _rows(con, sql: str, params: list) -> list[dict]:
+    cursor = con.execute(sql, params)
+    columns = [d[0] for d in cursor.description]
+    return [dict(zip(columns, row)) for row in cursor.fetchall()]
+
+
+def build_run_report(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | None = None,
+                     mapping_run: str | None = None) -> RunReport:
+    run = _rows(con, "SELECT * FROM runs WHERE run_id = ?", [run_id])[0]
+    phase_clause, phase_params = ("AND phase = ?", [phase]) if phase else ("", [])
+    phases = []
+    for (ph,) in con.execute(f"SELECT DISTINCT phase FROM category_summary WHERE run_id = ? {phase_clause} ORDER BY 1",
+                             [run_id] + phase_params).fetchall():
+        kernels = [KernelRow(**r) for r in _rows(con, f"""
+            SELECT name, category, gpu_time_ns, share, launches, median_ns, python_site, python_site_share, launch_call
+            FROM kernel_summary WHERE run_id = ? AND phase = ? AND (share >= ? OR rank_in_phase <= 10)
+            ORDER BY gpu_time_ns DESC, name LIMIT {TOP_KERNELS}""".replace(
+            "FROM kernel_summary", "FROM (SELECT *, row_number() OVER (ORDER BY gpu_time_ns DESC) AS rank_in_phase "
+            "FROM kernel_summary WHERE run_id = ? AND phase = ?)"), [run_id, ph, run_id, ph, REPORT_BAR])]
+        categories = [CategoryRow(**r) for r in _rows(con, """
+            SELECT category, gpu_time_ns, share FROM category_summary WHERE run_id = ? AND phase = ?
+            ORDER BY gpu_time_ns DESC, category""", [run_id, ph])]
+        total, n = con.execute("SELECT sum(gpu_time_ns), sum(activities) FROM category_summary "
+                               "WHERE run_id = ? AND phase = ?", [run_id, ph]).fetchone()
+        phases.append(PhaseSection(ph, int(total or 0), int(n or 0), kernels, categories))
+    gpu_total = sum(p.gpu_time_ns for p in phases)
+    other = sum(c.gpu_time_ns for p in phases for c in p.categories if c.category == "other")
+    report = RunReport(
+        run_id=run_id,
+        mode="mapping/formal" if mapping_run else "single-trace",
+        framework=run.get("framework"), model=run.get("model"), hardware=run.get("hardware"),
+        world_size=run.get("world_size"), n_ranks=run.get("n_ranks") or 1,
+        parallelism=", ".join(f"{k.upper()}={run[k]}" for k in ("tp", "pp", "dp", "ep") if run.get(k)) or "-",
+        phase_filter=phase, capture_mode=run.get("capture_mode"), commit=run.get("commit"),
+        labels=dict(run.get("labels") or {}),
+        files=[{"name": f["name"], "rank": f["rank"], "size": f["size"]} for f in (run.get("files") or [])],
+        warnings=dict(run.get("warnings") or {}),
+        gpu_time_ns=gpu_total,
+        attributed_share=(run.get("attributed_gpu_ns") / gpu_total) if run.get("attributed_gpu_ns") is not None
+        and gpu_total else None,
+        other_share=other / gpu_total if gpu_total else None,
+        phases=phases,
+        overlap=_overlap(con, run_id, phase_clause, phase_params),
+        fusion=_fusion(con, run_id, phase_clause, phase_params),
+        step=_step(con, run_id, phase),
+        rank_skew=_skew(con, run_id) if (run.get("n_ranks") or 1) > 1 else [],
+    )
+    report.takeaways = takeaways(report)
+    return report
+
+
+def _overlap(con, run_id: str, phase_clause: str, params: list) -> list[OverlapRow]:
+    if not _has(con, "overlap_opportunity"):
+        return []
+    return [OverlapRow(**r) for r in _rows(con, f"""
+        SELECT phase, name, category, share, exclusive_ratio, hidden_ratio, verdict, priority, dependency_risk,
+               recommendation, python_site
+        FROM overlap_opportunity WHERE run_id = ? AND reportable {phase_clause}
+        ORDER BY phase, share DESC, name""", [run_id] + params)]
+
+
+def _fusion(con, run_id: str, phase_clause: str, params: list) -> list[FusionRow]:
+    if not _has(con, "fusion_match"):
+        return []
+    return [FusionRow(**r) for r in _rows(con, f"""
+        SELECT phase, pattern_name, pattern_framework AS framework, status, share, occurrences, evidence,
+               fused_kernel, source_path, python_site
+        FROM fusion_match WHERE run_id = ? AND coalesce(framework_match, true) {phase_clause}
+        ORDER BY phase, CASE status WHEN 'Confirmed' THEN 0 WHEN 'Likely' THEN 1 ELSE 2 END, share DESC NULLS LAST""",
+        [run_id] + params)]
+
+
+def _skew(con, run_id: str) -> list[SkewRow]:
+    if not _has(con, "rank_skew_summary"):
+        return []
+    return [SkewRow(**r) for r in _rows(con, """
+        SELECT rank, instances, times_last, mean_start_lateness_ns, wait_ns
+        FROM rank_skew_summary WHERE run_id = ? ORDER BY rank""", [run_id])]
+
+
+def _representative_step(con, run_id: str, phase: str | None) -> dict | None:
+    """The step with the median wall time among the steps with GPU work (of the phase, if given;
+    decode before other phases), on the lowest rank."""
+    phase_clause, params = ("AND phase = ?", [phase]) if phase else ("", [])
+    rows = _rows(con, f"""
+        SELECT * FROM step_breakdown
+        WHERE run_id = ? AND activities > 0 {phase_clause}
+          AND rank = (SELECT min(rank) FROM step_breakdown WHERE run_id = ?)
+        ORDER BY CASE phase WHEN 'decode' THEN 0 WHEN 'prefill' THEN 1 ELSE 2 END, wall_ns, step""",
+                  [run_id] + params + [run_id])
+    if not rows:
+        return None
+    same_phase = [r for r in rows if r["phase"] == rows[0]["phase"]]
+    chosen = same_phase[len(same_phase) // 2]
+    chosen["steps_in_run"] = len(same_phase)
+    return chosen
+
+
+def _step(con, run_id: str, phase: str | None) -> StepSection | None:
+    s = _representative_step(con, run_id, phase)
+    if s is None:
+        return None
+    key = [run_id, s["rank"], s["step"]]
+    wall = s["wall_ns"] or 1
+    components = [CategoryRow(r["component"], int(r["ns"]), r["ns"] / wall) for r in _rows(con, """
+        SELECT CASE WHEN category IN ('attention', 'moe', 'gemm', 'communication', 'norm') THEN category
+                    ELSE 'other' END AS component, sum(dur_ns) AS ns
+        FROM _kernel_facts WHERE run_id = ? AND rank = ? AND step = ? GROUP BY 1 ORDER BY 2 DESC""", key)]
+    critical_stream = None
+    if _has(con, "critical_stream"):
+        found = con.execute("SELECT critical_stream FROM critical_stream WHERE run_id = ? AND rank = ? AND step = ?",
+                            key).fetchone()
+        critical_stream = found[0] if found else None
+    streams = [StreamRow(**r, critical=(r["stream"] == critical_stream)) for r in _rows(con, """
+        SELECT device, stream, stream_name AS name, activities, busy_ns, exclusive_ns, share_of_span
+        FROM stream_summary WHERE run_id = ? AND rank = ? AND step = ? ORDER BY busy_ns DESC""", key)]
+    period = repeats = None
+    layer: list[LayerPosition] = []
+    if _has(con, "layer_pattern_summary") and _has(con, "layer_pattern"):
+        found = _rows(con, "SELECT period, repeats FROM layer_pattern_summary WHERE run_id = ? AND rank = ? "
+                           "AND step = ? AND is_main_stream", key)
+        if found and found[0]["period"]:
+            period, repeats = found[0]["period"], found[0]["repeats"]
+            layer = [LayerPosition(**r) for r in _rows(con, """
+                SELECT position, name, category, median_ns FROM layer_pattern
+                WHERE run_id = ? AND rank = ? AND step = ? AND is_main_stream ORDER BY position""", key)]
+    gaps = _rows(con, """
+        SELECT class, count(*) AS gaps, sum(gap_ns) AS total_ns
+        FROM idle_gaps WHERE run_id = ? AND rank = ? AND step = ? AND scope = 'device'
+        GROUP BY class ORDER BY total_ns DESC""", key)
+    for g in gaps:
+        g["share_of_wall"] = g["total_ns"] / wall
+    path: list[PathRow] = []
+    critical_ids: set[int] = set()
+    if _has(con, "critical_path_summary"):
+        path = [PathRow(**r) for r in _rows(con, """
+            SELECT kind, category, time_ns, share FROM critical_path_summary
+            WHERE run_id = ? AND rank = ? AND step = ? ORDER BY time_ns DESC""", key)]
+        critical_ids = {r[0] for r in con.execute(
+            "SELECT kernel_id FROM critical_path WHERE run_id = ? AND rank = ? AND step = ? AND kind = 'gpu'",
+            key).fetchall()}
+    lanes = []
+    for stream in streams:
+        acts = [TimelineActivity(r["name"], r["category"], r["start_ns"], r["end_ns"], r["kernel_id"] in critical_ids)
+                for r in _rows(con, """
+            SELECT kernel_id, name, category, start_ns, end_ns FROM _kernel_facts
+            WHERE run_id = ? AND rank = ? AND step = ? AND stream IS NOT DISTINCT FROM ? ORDER BY start_ns LIMIT 4000""",
+            key + [stream.stream])]
+        lanes.append(TimelineLane(stream.name or f"stream {stream.stream}", stream.critical, acts))
+    return StepSection(
+        rank=s["rank"], step=s["step"], name=s["name"], phase=s["phase"], steps_in_run=s["steps_in_run"],
+        wall_ns=s["wall_ns"], host_setup_ns=s["host_setup_ns"], compute_ns=s["compute_ns"],
+        exposed_comm_ns=s["exposed_comm_ns"], exposed_memory_ns=s["exposed_memory_ns"],
+        gpu_idle_ns=s["gpu_idle_ns"], host_tail_ns=s["host_tail_ns"], gpu_utilization=s["gpu_utilization"],
+        activities=s["activities"], components=components, streams=streams, critical_stream=critical_stream,
+        layer_period=period, layer_repeats=repeats, layer=layer, gaps=gaps, critical_path=path, timeline=lanes)
+
+
+def render_run_report(report: RunReport, fmt: str, template_dir: str | Path | None = None) -> str:
+    if fmt == "json":
+        return json.dumps(report_json(report), indent=1, default=str) + "\n"
+    return render_template(f"run.{fmt}.j2", report, html=(fmt == "html"), template_dir=template_dir)
+
+
+def report_json(report: RunReport) -> dict:
+    """The JSON form: the same content as the Markdown and HTML (reports/run_report.schema.json)."""
+    data = asdict(report)
+    if data.get("step"):
+        data["step"].pop("timeline", None)  # drawing data, not a figure
+    return data
+
+
+def write_run_report(warehouse: Warehouse, run: str, fmt: str, path: str | Path | None = None,
+                     phase: str | None = None, mapping_run: str | None = None,
+                     template_dir: str | Path | None = None) -> str:
+    con = connect(warehouse)
+    run_id = resolve_run(con, run)
+    mapping_id = resolve_run(con, mapping_run) if mapping_run else None
+    text = render_run_report(build_run_report(con, run_id, phase, mapping_id), fmt, template_dir)
+    if path is not None:
+        Path(path).write_text(text)
+    return text

@@ -1,0 +1,274 @@
+-- _critical_path_pred (helper of critical_path): one row per node of the dependency graph, with the one
+-- dependency that was satisfied last (its predecessor on a critical path through it). Nodes are GPU
+-- activities (`kernels`) and host CUDA calls (`cpu_ops` of cat cuda_runtime / cuda_driver). Candidates:
+--   GPU activity  - the previous activity on its stream (ready at its end; edge `stream_order`, kind
+--                   kernel_gap);
+--                 - a cross-stream event wait: for the first activity on stream B launched after a
+--                   cudaStreamWaitEvent (a `cuda_sync` "Stream Wait Event" record: wait_on_stream A,
+--                   wait_on_event_corr = the cudaEventRecord's correlation), the last activity on A
+--                   launched before that cudaEventRecord (ready at its end; edge `event_wait`, kind
+--                   sync_wait). Without the record's correlation (older Kineto) the wait call itself
+--                   bounds the record: the last activity on A launched before the wait;
+--                 - its launch call (edge `launch`, kind launch_delay): ready at the call's end, or at
+--                   its start for a graph launch (cudaGraphLaunch / hipGraphLaunch), which precedes every
+--                   activity it replays and usually ends after the first of them started.
+--                 Ready times are clamped to the activity's start. The latest ready time wins; ties go
+--                 to stream_order, then event_wait, then launch.
+--   host call     - a blocking sync (cudaStreamSynchronize: the stream from its "Stream Sync" record,
+--                   cudaDeviceSynchronize: every stream, cudaEventSynchronize: the recorded stream up to
+--                   the cudaEventRecord, blocking memcpy: cudaMemcpy / hipMemcpy or a copy to or from
+--                   pageable memory: its own copy) whose awaited GPU activity (the last one launched
+--                   before the call on those streams and ending by the call's end) ended after the call
+--                   began: that activity (edge `host_sync`, kind sync_wait, ready at its end);
+--                 - otherwise the previous host CUDA call on the same thread (edge `program_order`,
+--                   kind cpu, ready at its end, clamped to this call's start).
+-- Every edge goes strictly back in issue order (GPU activity: its launch call's start, else its own
+-- start; host call: its start), so the graph has no cycles even on traces with skewed clocks.
+-- Columns:
+--   run_id, rank    the rank
+--   node_type       `gpu` (a GPU activity), `cpu` (a host CUDA call, entered at its end) or `cpu_issue`
+--                   (a blocking copy call entered through the launch of its own copy: only its issuing
+--                   part, before the copy, which follows program order)
+--   node_id         kernel_id (gpu) or op_id (cpu, cpu_issue)
+--   step            the node's step: kernels.step for an activity; for a host call the step_spans
+--                   window (start_ns <= call start < end_ns) that holds it; NULL outside every step
+--   name            activity or call name
+--   kind            activity kind (kernel / memcpy / memset); NULL for host calls
+--   stream          the activity's stream; NULL for host calls
+--   node_start_ns   the node's start
+--   node_end_ns     the node's end
+--   node_lo_ns      where the walk leaves the node: its start, except a blocking sync call, which is
+--                   left at its end (the time inside it is the sync_wait edge)
+--   pred_type, pred_id  the chosen predecessor (NULL when the node has none)
+--   ready_ns        when that dependency was satisfied (clamped as above)
+--   edge            stream_order / event_wait / launch / host_sync / program_order
+--   edge_kind       the path segment kind of the edge: kernel_gap / sync_wait / launch_delay / cpu
+--   edge_name       what the edge segment is named on the path: the launch call, the sync call or
+--                   cudaStreamWaitEvent, the host op around a program-order gap; NULL for kernel gaps
+--   edge_op_id      the cpu_ops op_id behind that name (NULL for kernel gaps)
+CREATE OR REPLACE VIEW _critical_path_pred AS
+WITH act AS (
+    SELECT run_id, rank, device, stream, kernel_id, name, kind, step, start_ns, end_ns, launch_op_id,
+           launch_call, launch_start_ns, launch_dur_ns,
+           COALESCE(launch_start_ns, start_ns) AS issue_ns
+    FROM kernels
+),
+calls AS (
+    SELECT run_id, rank, pid, tid, op_id, name, start_ns, start_ns + dur_ns AS end_ns, correlation,
+           parent_op_id
+    FROM cpu_ops
+    WHERE cat IN ('cuda_runtime', 'cuda_driver')
+),
+call_step AS (
+    SELECT c.run_id, c.rank, c.op_id, MAX(s.step) AS step
+    FROM calls c
+    JOIN step_spans s
+      ON s.run_id = c.run_id AND s.rank = c.rank AND c.start_ns >= s.start_ns AND c.start_ns < s.end_ns
+    GROUP BY c.run_id, c.rank, c.op_id
+),
+blocking_copy AS (
+    -- host calls that return only when their copy is done: cudaMemcpy and the like, or any copy from or
+    -- to pageable host memory
+    SELECT DISTINCT a.run_id, a.rank, a.launch_op_id AS op_id
+    FROM act a
+    WHERE a.kind = 'memcpy' AND a.launch_op_id IS NOT NULL
+      AND (a.launch_call IN ('cudaMemcpy', 'hipMemcpy', 'cudaMemcpy2D', 'hipMemcpy2D', 'cuMemcpyDtoH_v2',
+                             'cuMemcpyHtoD_v2', 'cudaMemcpyToSymbol', 'cudaMemcpyFromSymbol')
+           OR a.name LIKE '%Pageable%')
+),
+sync_rec AS (
+    -- Kineto's GPU-side synchronization records, keyed by the correlation of the host call
+    SELECT run_id, rank, correlation, sync_kind,
+           MAX(stream) AS stream, MAX(wait_on_stream) AS wait_on_stream,
+           MAX(wait_on_event_corr) AS wait_on_event_corr, MIN(op_id) AS rec_op_id, MIN(start_ns) AS rec_start_ns
+    FROM cpu_ops
+    WHERE cat = 'cuda_sync'
+    GROUP BY run_id, rank, correlation, sync_kind
+),
+rank_streams AS (
+    SELECT DISTINCT run_id, rank, stream FROM kernels
+),
+sync_calls AS (
+    SELECT c.run_id, c.rank, c.op_id, c.start_ns, c.end_ns,
+           CASE WHEN c.name IN ('cudaStreamSynchronize', 'hipStreamSynchronize') THEN 'stream'
+                WHEN c.name IN ('cudaDeviceSynchronize', 'hipDeviceSynchronize', 'cuCtxSynchronize')
+                    THEN 'device'
+                ELSE 'event' END AS sync_type
+    FROM calls c
+    WHERE c.name IN ('cudaStreamSynchronize', 'hipStreamSynchronize', 'cudaDeviceSynchronize',
+                     'hipDeviceSynchronize', 'cuCtxSynchronize', 'cudaEventSynchronize', 'hipEventSynchronize')
+),
+sync_probe AS (
+    -- (sync call, stream, time): the call waits for the work launched on that stream before that time
+    SELECT sc.run_id, sc.rank, sc.op_id AS probe_id,
+           CASE WHEN sc.sync_type = 'event' AND r.wait_on_stream IS NOT NULL AND r.wait_on_stream >= 0
+                    THEN r.wait_on_stream
+                WHEN sc.sync_type = 'stream' AND r.stream IS NOT NULL AND r.stream >= 0 THEN r.stream END
+                AS known_stream,
+           CASE WHEN sc.sync_type = 'event' AND rec.start_ns IS NOT NULL THEN rec.start_ns
+                ELSE sc.start_ns END AS probe_ns
+    FROM sync_calls sc
+    JOIN calls c0 ON c0.run_id = sc.run_id AND c0.rank = sc.rank AND c0.op_id = sc.op_id
+    LEFT JOIN sync_rec r
+      ON r.run_id = sc.run_id AND r.rank = sc.rank AND r.correlation = c0.correlation
+     AND r.sync_kind = CASE sc.sync_type WHEN 'stream' THEN 'Stream Sync' WHEN 'event' THEN 'Event Sync'
+                                         ELSE 'Context Sync' END
+    LEFT JOIN calls rec
+      ON rec.run_id = sc.run_id AND rec.rank = sc.rank AND rec.correlation = r.wait_on_event_corr
+     AND r.wait_on_event_corr > 0
+),
+wait_probe AS (
+    -- cudaStreamWaitEvent: record time on the source stream, wait time on the waiting stream
+    SELECT r.run_id, r.rank, r.rec_op_id AS probe_id, r.stream AS dst_stream, r.wait_on_stream AS src_stream,
+           COALESCE(w.op_id, r.rec_op_id) AS wait_op_id,
+           COALESCE(w.start_ns, r.rec_start_ns) AS wait_ns,
+           COALESCE(rec.start_ns, w.start_ns, r.rec_start_ns) AS record_ns
+    FROM sync_rec r
+    LEFT JOIN calls w ON w.run_id = r.run_id AND w.rank = r.rank AND w.correlation = r.correlation
+    LEFT JOIN calls rec
+      ON rec.run_id = r.run_id AND rec.rank = r.rank AND rec.correlation = r.wait_on_event_corr
+     AND r.wait_on_event_corr > 0
+    WHERE r.sync_kind = 'Stream Wait Event' AND r.stream >= 0 AND r.wait_on_stream >= 0
+),
+probes AS (
+    -- cls 0: "last activity launched before"; cls 2: "first activity launched after"
+    SELECT p.run_id, p.rank, s.stream, p.probe_ns AS t, 0 AS cls, 'sync' AS probe_kind, p.probe_id
+    FROM sync_probe p
+    JOIN rank_streams s
+      ON s.run_id = p.run_id AND s.rank = p.rank AND (p.known_stream IS NULL OR s.stream = p.known_stream)
+    UNION ALL
+    SELECT run_id, rank, src_stream, record_ns, 0, 'wait_src', probe_id FROM wait_probe
+    UNION ALL
+    SELECT run_id, rank, dst_stream, wait_ns, 2, 'wait_dst', probe_id FROM wait_probe
+),
+ordered AS (
+    SELECT run_id, rank, stream, issue_ns AS t, 1 AS cls, start_ns, kernel_id,
+           CAST(NULL AS VARCHAR) AS probe_kind, CAST(NULL AS BIGINT) AS probe_id
+    FROM act
+    UNION ALL
+    SELECT run_id, rank, stream, t, cls, CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), probe_kind, probe_id
+    FROM probes
+),
+probed AS (
+    SELECT run_id, rank, stream, probe_kind, probe_id, cls,
+           LAST_VALUE(kernel_id IGNORE NULLS) OVER (
+               PARTITION BY run_id, rank, stream ORDER BY t, cls, start_ns, kernel_id
+               ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS last_before,
+           FIRST_VALUE(kernel_id IGNORE NULLS) OVER (
+               PARTITION BY run_id, rank, stream ORDER BY t, cls, start_ns, kernel_id
+               ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS first_after
+    FROM ordered
+),
+probe_hits AS (
+    SELECT run_id, rank, stream, probe_kind, probe_id,
+           CASE WHEN cls = 0 THEN last_before ELSE first_after END AS kernel_id
+    FROM probed
+    WHERE probe_kind IS NOT NULL
+),
+sync_target AS (
+    -- the awaited activity: latest end among the probed streams' last launched work, ending by the call's end
+    SELECT run_id, rank, op_id, kernel_id, end_ns
+    FROM (
+        SELECT sc.run_id, sc.rank, sc.op_id, a.kernel_id, a.end_ns,
+               ROW_NUMBER() OVER (PARTITION BY sc.run_id, sc.rank, sc.op_id
+                                  ORDER BY a.end_ns DESC, a.kernel_id DESC) AS rn
+        FROM sync_calls sc
+        JOIN probe_hits h
+          ON h.run_id = sc.run_id AND h.rank = sc.rank AND h.probe_kind = 'sync' AND h.probe_id = sc.op_id
+        JOIN act a ON a.run_id = h.run_id AND a.rank = h.rank AND a.kernel_id = h.kernel_id
+        WHERE a.end_ns <= sc.end_ns
+        UNION ALL
+        -- blocking copies: the call returns when its own copy is done
+        SELECT b.run_id, b.rank, b.op_id, a.kernel_id, a.end_ns,
+               ROW_NUMBER() OVER (PARTITION BY b.run_id, b.rank, b.op_id
+                                  ORDER BY a.end_ns DESC, a.kernel_id DESC) AS rn
+        FROM blocking_copy b
+        JOIN act a ON a.run_id = b.run_id AND a.rank = b.rank AND a.launch_op_id = b.op_id
+        JOIN calls c ON c.run_id = b.run_id AND c.rank = b.rank AND c.op_id = b.op_id
+        WHERE a.kind = 'memcpy' AND a.end_ns <= c.end_ns
+    ) t
+    WHERE rn = 1
+),
+event_dep AS (
+    -- the first activity on B after each wait depends on the last activity on A before the record
+    SELECT d.run_id, d.rank, d.kernel_id, s.kernel_id AS src_id, w.wait_op_id
+    FROM probe_hits d
+    JOIN probe_hits s
+      ON s.run_id = d.run_id AND s.rank = d.rank AND s.probe_id = d.probe_id AND s.probe_kind = 'wait_src'
+    JOIN wait_probe w ON w.run_id = d.run_id AND w.rank = d.rank AND w.probe_id = d.probe_id
+    WHERE d.probe_kind = 'wait_dst' AND d.kernel_id IS NOT NULL AND s.kernel_id IS NOT NULL
+),
+stream_prev AS (
+    SELECT run_id, rank, kernel_id, start_ns, issue_ns,
+           LAG(kernel_id) OVER w AS prev_id, LAG(end_ns) OVER w AS prev_end, LAG(issue_ns) OVER w AS prev_issue
+    FROM act
+    WINDOW w AS (PARTITION BY run_id, rank, device, stream ORDER BY start_ns, kernel_id)
+),
+gpu_cand AS (
+    SELECT p.run_id, p.rank, p.kernel_id, 'gpu' AS pred_type, p.prev_id AS pred_id,
+           LEAST(p.prev_end, p.start_ns) AS ready_ns, 1 AS prio, 'stream_order' AS edge,
+           'kernel_gap' AS edge_kind, CAST(NULL AS VARCHAR) AS edge_name, CAST(NULL AS BIGINT) AS edge_op_id
+    FROM stream_prev p
+    WHERE p.prev_id IS NOT NULL AND p.prev_issue <= p.issue_ns
+    UNION ALL
+    SELECT e.run_id, e.rank, e.kernel_id, 'gpu', e.src_id, LEAST(s.end_ns, a.start_ns), 2, 'event_wait',
+           'sync_wait', 'cudaStreamWaitEvent', e.wait_op_id
+    FROM event_dep e
+    JOIN act a ON a.run_id = e.run_id AND a.rank = e.rank AND a.kernel_id = e.kernel_id
+    JOIN act s ON s.run_id = e.run_id AND s.rank = e.rank AND s.kernel_id = e.src_id
+    WHERE s.issue_ns < a.issue_ns
+    UNION ALL
+    SELECT a.run_id, a.rank, a.kernel_id, CASE WHEN b.op_id IS NULL THEN 'cpu' ELSE 'cpu_issue' END,
+           a.launch_op_id,
+           LEAST(CASE WHEN a.launch_call LIKE '%GraphLaunch%' THEN a.launch_start_ns
+                      ELSE a.launch_start_ns + a.launch_dur_ns END, a.start_ns),
+           3, 'launch', 'launch_delay', a.launch_call, a.launch_op_id
+    FROM act a
+    LEFT JOIN blocking_copy b ON b.run_id = a.run_id AND b.rank = a.rank AND b.op_id = a.launch_op_id
+    WHERE a.launch_op_id IS NOT NULL
+),
+gpu_pred AS (
+    SELECT * FROM (
+        SELECT c.*, ROW_NUMBER() OVER (PARTITION BY run_id, rank, kernel_id ORDER BY ready_ns DESC, prio)
+                    AS rn
+        FROM gpu_cand c
+    ) t
+    WHERE rn = 1
+),
+call_prev AS (
+    SELECT c.run_id, c.rank, c.op_id, c.name, c.start_ns, c.end_ns, c.parent_op_id,
+           LAG(c.op_id) OVER w AS prev_id, LAG(c.end_ns) OVER w AS prev_end
+    FROM calls c
+    WINDOW w AS (PARTITION BY run_id, rank, pid, tid ORDER BY start_ns, op_id)
+)
+SELECT a.run_id, a.rank, 'gpu' AS node_type, a.kernel_id AS node_id, a.step, a.name, a.kind, a.stream,
+       a.start_ns AS node_start_ns, a.end_ns AS node_end_ns, a.start_ns AS node_lo_ns,
+       g.pred_type, g.pred_id, g.ready_ns, g.edge, g.edge_kind, g.edge_name, g.edge_op_id
+FROM act a
+LEFT JOIN gpu_pred g ON g.run_id = a.run_id AND g.rank = a.rank AND g.kernel_id = a.kernel_id
+UNION ALL
+SELECT c.run_id, c.rank, 'cpu', c.op_id, cs.step, c.name, CAST(NULL AS VARCHAR), CAST(NULL AS BIGINT),
+       c.start_ns, c.end_ns,
+       CASE WHEN st.end_ns > c.start_ns THEN c.end_ns ELSE c.start_ns END,
+       CASE WHEN st.end_ns > c.start_ns THEN 'gpu' WHEN c.prev_id IS NOT NULL THEN 'cpu' END,
+       CASE WHEN st.end_ns > c.start_ns THEN st.kernel_id ELSE c.prev_id END,
+       CASE WHEN st.end_ns > c.start_ns THEN st.end_ns ELSE LEAST(c.prev_end, c.start_ns) END,
+       CASE WHEN st.end_ns > c.start_ns THEN 'host_sync' WHEN c.prev_id IS NOT NULL THEN 'program_order' END,
+       CASE WHEN st.end_ns > c.start_ns THEN 'sync_wait' WHEN c.prev_id IS NOT NULL THEN 'cpu' END,
+       CASE WHEN st.end_ns > c.start_ns THEN c.name ELSE par.name END,
+       CASE WHEN st.end_ns > c.start_ns THEN c.op_id ELSE c.parent_op_id END
+FROM call_prev c
+LEFT JOIN call_step cs ON cs.run_id = c.run_id AND cs.rank = c.rank AND cs.op_id = c.op_id
+LEFT JOIN sync_target st ON st.run_id = c.run_id AND st.rank = c.rank AND st.op_id = c.op_id
+LEFT JOIN cpu_ops par ON par.run_id = c.run_id AND par.rank = c.rank AND par.op_id = c.parent_op_id
+UNION ALL
+-- a blocking copy call entered through the launch of its own copy: the issuing part, in program order
+SELECT c.run_id, c.rank, 'cpu_issue', c.op_id, cs.step, c.name, CAST(NULL AS VARCHAR), CAST(NULL AS BIGINT),
+       c.start_ns, c.end_ns, c.start_ns,
+       CASE WHEN c.prev_id IS NOT NULL THEN 'cpu' END, c.prev_id, LEAST(c.prev_end, c.start_ns),
+       CASE WHEN c.prev_id IS NOT NULL THEN 'program_order' END,
+       CASE WHEN c.prev_id IS NOT NULL THEN 'cpu' END, par.name, c.parent_op_id
+FROM call_prev c
+JOIN blocking_copy b ON b.run_id = c.run_id AND b.rank = c.rank AND b.op_id = c.op_id
+LEFT JOIN call_step cs ON cs.run_id = c.run_id AND cs.rank = c.rank AND cs.op_id = c.op_id
+LEFT JOIN cpu_ops par ON par.run_id = c.run_id AND par.rank = c.rank AND par.op_id = c.parent_op_id

@@ -1,0 +1,133 @@
+-- critical_path: one row per segment of the critical path of a step, per (run_id, rank, step): the chain
+-- of dependencies that determined when the step's GPU work ended. The walk starts at the GPU activity
+-- of the step that ends last (ties: later start, higher kernel_id) and, at each node, follows the
+-- dependency that was satisfied last (see _critical_path_pred: previous activity on the stream, the
+-- launch call (1:N for graph launches), a cudaEventRecord -> cudaStreamWaitEvent wait, a blocking host
+-- sync or copy, host program order on the thread). It stops where that dependency lies outside the
+-- step (an activity of another step, a host call outside the step's window) or where there is none;
+-- when it stops at a host call, the host time from the step's start (step_spans.start_ns) to that call
+-- is the path's first segment (kind cpu, edge `step_start`). A launch call always belongs to the step
+-- of the activity it launched.
+-- Segments tile the path: each node contributes its interval and each edge the time between the
+-- dependency being satisfied and the node starting, every boundary clamped to the boundaries already
+-- placed (a running minimum walking back in time), so that consecutive segments touch, never overlap,
+-- and sum(dur_ns) = span = end of the last activity - start of the first segment, exactly.
+-- Zero-length segments are left out, except GPU activities (every activity on the chain is listed) and
+-- sync_wait edges (every synchronization the path crosses is listed).
+-- Columns:
+--   run_id, rank, step  the step (kernels.step)
+--   seq         1.. in time order along the path, from its start
+--   kind        gpu           a GPU activity running
+--               launch_delay  from the launch call (its end; a graph launch: its start) to the activity's
+--                             start, when the launch was the last dependency satisfied
+--               kernel_gap    from the end of the previous activity on the same stream to the start
+--               cpu           a host CUDA call, or host time between two calls of a thread (program order)
+--               sync_wait     a wait on other GPU work: from the end of the awaited activity to the start
+--                             of the activity that waited on the event, or to the end of the blocking
+--                             host sync call / copy
+--   category    kernel_category of the activity (gpu rows only)
+--   name        activity name (gpu), host call name (cpu node), the op around a host gap (cpu edge),
+--               the launch call (launch_delay), the sync call or cudaStreamWaitEvent (sync_wait);
+--               NULL for kernel gaps
+--   start_ns, dur_ns  the segment
+--   kernel_id   the activity (gpu rows); NULL otherwise
+--   op_id       cpu_ops op_id of the host call or op named (cpu, launch_delay, sync_wait rows)
+--   stream      the activity's stream (gpu rows)
+--   edge        NULL for a node (gpu activity or host call); for the time between nodes the dependency:
+--               stream_order, event_wait, launch, host_sync, program_order, step_start
+CREATE OR REPLACE VIEW critical_path AS
+WITH RECURSIVE pred AS (
+    -- a dense integer key per node keeps the recursive join cheap (one BIGINT probe per step of the walk)
+    SELECT p.*, ROW_NUMBER() OVER (ORDER BY p.run_id, p.rank, p.node_type, p.node_id) AS nkey
+    FROM _critical_path_pred p
+),
+links AS (
+    SELECT p.nkey, q.nkey AS pkey, p.step, p.edge = 'launch' AS via_launch
+    FROM pred p
+    LEFT JOIN pred q
+      ON q.run_id = p.run_id AND q.rank = p.rank AND q.node_type = p.pred_type AND q.node_id = p.pred_id
+),
+starts AS (
+    SELECT run_id, rank, step, kernel_id
+    FROM (
+        SELECT run_id, rank, step, kernel_id,
+               ROW_NUMBER() OVER (PARTITION BY run_id, rank, step
+                                  ORDER BY end_ns DESC, start_ns DESC, kernel_id DESC) AS rn
+        FROM kernels
+        WHERE step IS NOT NULL
+    ) t
+    WHERE rn = 1
+),
+walk AS (
+    SELECT p.step, 0 AS pos, l.nkey, l.pkey, l.via_launch
+    FROM starts s
+    JOIN pred p ON p.run_id = s.run_id AND p.rank = s.rank AND p.node_type = 'gpu' AND p.node_id = s.kernel_id
+    JOIN links l ON l.nkey = p.nkey
+    UNION ALL
+    -- follow the chosen dependency while it stays in the step (a launch call always does)
+    SELECT w.step, w.pos + 1, l.nkey, l.pkey, l.via_launch
+    FROM walk w
+    JOIN links l ON l.nkey = w.pkey
+    WHERE l.step = w.step OR w.via_launch
+),
+step_start AS (
+    SELECT run_id, rank, step, MIN(start_ns) AS start_ns FROM step_spans GROUP BY run_id, rank, step
+),
+linked AS (
+    SELECT p.run_id, p.rank, w.step, w.pos, p.node_type, p.node_id, p.name, p.kind, p.stream,
+           p.node_end_ns AS b, p.node_lo_ns AS a, p.ready_ns, p.edge, p.edge_kind, p.edge_name, p.edge_op_id,
+           LEAD(w.pos) OVER (PARTITION BY p.run_id, p.rank, w.step ORDER BY w.pos) IS NULL AS is_last
+    FROM walk w
+    JOIN pred p ON p.nkey = w.nkey
+),
+chain AS (
+    -- the last node has no dependency inside the step; a host call there is preceded by the host work
+    -- of the step from its start (edge `step_start`); a GPU activity there starts the path
+    SELECT l.run_id, l.rank, l.step, l.pos, l.node_type, l.node_id, l.name, l.kind, l.stream, l.b, l.a,
+           CASE WHEN NOT l.is_last THEN l.ready_ns
+                WHEN l.node_type <> 'gpu' AND ss.start_ns < l.a THEN ss.start_ns
+                ELSE l.a END AS r,
+           CASE WHEN NOT l.is_last THEN l.edge WHEN l.node_type <> 'gpu' THEN 'step_start' END AS edge,
+           CASE WHEN NOT l.is_last THEN l.edge_kind WHEN l.node_type <> 'gpu' THEN 'cpu' END AS edge_kind,
+           CASE WHEN NOT l.is_last OR l.edge = 'program_order' THEN l.edge_name END AS edge_name,
+           CASE WHEN NOT l.is_last OR l.edge = 'program_order' THEN l.edge_op_id END AS edge_op_id
+    FROM linked l
+    LEFT JOIN step_start ss ON ss.run_id = l.run_id AND ss.rank = l.rank AND ss.step = l.step
+),
+clamped AS (
+    SELECT c.*,
+           MIN(LEAST(b, a, r)) OVER (PARTITION BY run_id, rank, step ORDER BY pos
+                                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS m
+    FROM chain c
+),
+bounds AS (
+    SELECT c.*,
+           CASE WHEN m IS NULL THEN b ELSE LEAST(m, b) END AS xb,
+           CASE WHEN m IS NULL THEN LEAST(b, a) ELSE LEAST(m, b, a) END AS xa,
+           CASE WHEN m IS NULL THEN LEAST(b, a, r) ELSE LEAST(m, b, a, r) END AS xr
+    FROM clamped c
+),
+segments AS (
+    -- the node itself
+    SELECT run_id, rank, step, pos, 1 AS part,
+           CASE WHEN node_type = 'gpu' THEN 'gpu' ELSE 'cpu' END AS kind,
+           name, xa AS start_ns, xb - xa AS dur_ns,
+           CASE WHEN node_type = 'gpu' THEN node_id END AS kernel_id,
+           CASE WHEN node_type <> 'gpu' THEN node_id END AS op_id,
+           stream, kind AS activity_kind, CAST(NULL AS VARCHAR) AS edge
+    FROM bounds
+    WHERE node_type = 'gpu' OR xb > xa
+    UNION ALL
+    -- the time between the node's dependency being satisfied and the node
+    SELECT run_id, rank, step, pos, 0, edge_kind, edge_name, xr, xa - xr, CAST(NULL AS BIGINT), edge_op_id,
+           CAST(NULL AS BIGINT), CAST(NULL AS VARCHAR), edge
+    FROM bounds
+    WHERE xa > xr OR edge IN ('event_wait', 'host_sync')
+)
+SELECT s.run_id, s.rank, s.step,
+       ROW_NUMBER() OVER (PARTITION BY s.run_id, s.rank, s.step ORDER BY s.pos DESC, s.part) AS seq,
+       s.kind,
+       CASE WHEN s.kind = 'gpu' THEN COALESCE(kc.category, 'other') END AS category,
+       s.name, s.start_ns, s.dur_ns, s.kernel_id, s.op_id, s.stream, s.edge
+FROM segments s
+LEFT JOIN kernel_category kc ON s.kind = 'gpu' AND kc.name = s.name AND kc.kind = s.activity_kind
