@@ -188,13 +188,14 @@ class RunReport:
     step: StepSection | None
     rank_skew: list[SkewRow]
     takeaways: list[str] = field(default_factory=list)
+    mapping_run: str | None = None  # mapping/formal mode: Python locations come from this graph-off run
 
 
 def _has(con: duckdb.DuckDBPyConnection, view: str) -> bool:
     return bool(con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = ?", [view]).fetchone()[0])
 
 
-def _rows(con, sql: str, params: list) -> list[dict]:
+def _rows(con, sql: str, params: list | dict) -> list[dict]:
     cursor = con.execute(sql, params)
     columns = [d[0] for d in cursor.description]
     return [dict(zip(columns, row)) for row in cursor.fetchall()]
@@ -241,8 +242,29 @@ def build_run_report(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | N
         step=_step(con, run_id, phase),
         rank_skew=_skew(con, run_id) if (run.get("n_ranks") or 1) > 1 else [],
     )
+    if mapping_run:
+        _apply_mapping(con, report, mapping_run)
     report.takeaways = takeaways(report)
     return report
+
+
+MAPPING_SQL = (Path(__file__).parent / "queries" / "mapping_sites.sql").read_text()
+
+
+def _apply_mapping(con, report: RunReport, mapping_run: str) -> None:
+    """Mapping/formal mode: Python locations from a graph-off run (reports/queries/mapping_sites.sql)."""
+    sites = {(r["phase"], r["name"]): r for r in _rows(con, MAPPING_SQL, {"target": report.run_id,
+                                                                          "mapping": mapping_run})}
+    for phase in report.phases:
+        for k in phase.kernels:
+            found = sites.get((phase.phase, k.name))
+            if found and found["site"]:
+                k.python_site, k.python_site_share = found["site"], found["site_share"]
+    for o in report.overlap:
+        found = sites.get((o.phase, o.name))
+        if found and found["site"]:
+            o.python_site = found["site"]
+    report.mapping_run = mapping_run
 
 
 def _overlap(con, run_id: str, phase_clause: str, params: list) -> list[OverlapRow]:
@@ -302,14 +324,11 @@ def _step(con, run_id: str, phase: str | None) -> StepSection | None:
         SELECT CASE WHEN category IN ('attention', 'moe', 'gemm', 'communication', 'norm') THEN category
                     ELSE 'other' END AS component, sum(dur_ns) AS ns
         FROM _kernel_facts WHERE run_id = ? AND rank = ? AND step = ? GROUP BY 1 ORDER BY 2 DESC""", key)]
-    critical_stream = None
-    if _has(con, "critical_stream"):
-        found = con.execute("SELECT critical_stream FROM critical_stream WHERE run_id = ? AND rank = ? AND step = ?",
-                            key).fetchone()
-        critical_stream = found[0] if found else None
-    streams = [StreamRow(**r, critical=(r["stream"] == critical_stream)) for r in _rows(con, """
-        SELECT device, stream, stream_name AS name, activities, busy_ns, exclusive_ns, share_of_span
+    streams = [StreamRow(**r) for r in _rows(con, """
+        SELECT device, stream, stream_name AS name, activities, busy_ns, exclusive_ns, share_of_span,
+               coalesce(is_critical, false) AS critical
         FROM stream_summary WHERE run_id = ? AND rank = ? AND step = ? ORDER BY busy_ns DESC""", key)]
+    critical_stream = next((st.stream for st in streams if st.critical), None)
     period = repeats = None
     layer: list[LayerPosition] = []
     if _has(con, "layer_pattern_summary") and _has(con, "layer_pattern"):

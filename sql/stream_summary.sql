@@ -8,6 +8,8 @@
 --   share_of_span             busy_ns / the span of the device's GPU work in the step (gpu_timeline exact)
 --   exclusive_ns              time while no other stream of the device was busy (kernel_overlap)
 --   gpu_time_ns               sum of its activities' durations
+--   is_critical               the stream with the most gpu time on the step's critical path
+--                             (critical_stream); NULL on whole-rank rows and steps without a path
 CREATE OR REPLACE VIEW stream_summary AS
 WITH per_step AS (
     SELECT run_id, rank, device, stream, step, count(*) AS activities, sum(dur_ns) AS gpu_time_ns,
@@ -47,10 +49,12 @@ names AS (
 )
 SELECT p.run_id, p.rank, p.device, p.stream, p.step, n.stream_name, p.activities, b.busy_ns,
        CASE WHEN t.span_ns > 0 THEN b.busy_ns / t.span_ns END AS share_of_span,
-       p.exclusive_ns, p.gpu_time_ns
+       p.exclusive_ns, p.gpu_time_ns,
+       CASE WHEN p.step IS NOT NULL AND c.critical_stream IS NOT NULL THEN c.critical_stream = p.stream END AS is_critical
 FROM per_step AS p
 JOIN busy AS b ON b.run_id = p.run_id AND b.rank = p.rank AND b.device = p.device AND b.stream = p.stream
               AND b.step IS NOT DISTINCT FROM p.step
 LEFT JOIN gpu_timeline AS t ON t.run_id = p.run_id AND t.rank = p.rank AND t.device = p.device
               AND t.step IS NOT DISTINCT FROM p.step AND t.variant = 'exact'
-LEFT JOIN names AS n ON n.run_id = p.run_id AND n.rank = p.rank AND n.device = p.device AND n.stream = p.stream;
+LEFT JOIN names AS n ON n.run_id = p.run_id AND n.rank = p.rank AND n.device = p.device AND n.stream = p.stream
+LEFT JOIN critical_stream AS c ON c.run_id = p.run_id AND c.rank = p.rank AND c.step = p.step;
