@@ -21,9 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from synth import write_scenario
-from warehouse.catalog import base_view_sql, ensure_schema_files, register_rules
+from warehouse.catalog import connect_base
 from warehouse.load import ingest_paths
-from warehouse.store import ALL_TABLES, Warehouse
+from warehouse.store import Warehouse
 
 VIEWS = ["kernel_category", "_critical_path_pred", "critical_path", "critical_stream", "critical_path_summary"]
 TARGET_S = 2.0
@@ -31,11 +31,7 @@ TARGET_S = 2.0
 
 def connect(wh: Warehouse) -> duckdb.DuckDBPyConnection:
     """Only the tables and views the critical path reads (the rest of the catalogue is not timed)."""
-    ensure_schema_files(wh)
-    con = duckdb.connect()
-    for table in ALL_TABLES:
-        con.execute(base_view_sql(wh, table))
-    register_rules(con)
+    con = connect_base(wh)
     for name in VIEWS:
         con.execute((ROOT / "sql" / f"{name}.sql").read_text(encoding="utf-8"))
     return con

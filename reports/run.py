@@ -15,7 +15,7 @@ import duckdb
 
 from reports.render import render_template
 from reports.takeaways import takeaways
-from warehouse.catalog import connect
+from warehouse.catalog import connect, materialize
 from warehouse.runs import resolve_run
 from warehouse.store import Warehouse
 
@@ -385,12 +385,25 @@ def report_json(report: RunReport) -> dict:
     return data
 
 
+# Views the report reads several times: computed once for the report's runs (warehouse.catalog.materialize)
+SHARED_VIEWS = ["_kernel_facts", "gpu_timeline", "kernel_overlap", "critical_path", "kernel_summary",
+                "category_summary", "steps", "stream_summary"]
+
+
+def report_connection(warehouse: Warehouse, runs: list[str]) -> duckdb.DuckDBPyConnection:
+    """A connection focused on these runs, with the views the report shares computed once."""
+    con = connect(warehouse, runs=runs)
+    materialize(con, [v for v in SHARED_VIEWS if _has(con, v)])
+    return con
+
+
 def write_run_report(warehouse: Warehouse, run: str, fmt: str, path: str | Path | None = None,
                      phase: str | None = None, mapping_run: str | None = None,
                      template_dir: str | Path | None = None) -> str:
-    con = connect(warehouse)
-    run_id = resolve_run(con, run)
-    mapping_id = resolve_run(con, mapping_run) if mapping_run else None
+    lookup = connect(warehouse)
+    run_id = resolve_run(lookup, run)
+    mapping_id = resolve_run(lookup, mapping_run) if mapping_run else None
+    con = report_connection(warehouse, [run_id] + ([mapping_id] if mapping_id else []))
     text = render_run_report(build_run_report(con, run_id, phase, mapping_id), fmt, template_dir)
     if path is not None:
         Path(path).write_text(text)

@@ -41,14 +41,9 @@ def _create_views(con: duckdb.DuckDBPyConnection) -> None:
 
 def cp_connect(wh) -> duckdb.DuckDBPyConnection:
     """The warehouse's base tables, the category rules, kernel_category and the critical-path views."""
-    from warehouse.catalog import base_view_sql, ensure_schema_files, register_rules
-    from warehouse.store import ALL_TABLES
+    from warehouse.catalog import connect_base
 
-    ensure_schema_files(wh)
-    con = duckdb.connect()
-    for table in ALL_TABLES:
-        con.execute(base_view_sql(wh, table))
-    register_rules(con)
+    con = connect_base(wh)
     con.execute((SQL_DIR / "kernel_category.sql").read_text(encoding="utf-8"))
     _create_views(con)
     return con
@@ -474,14 +469,15 @@ HTA_EXPECT = {
 
 def _window_connect(wh, run_id: str, start: int, end: int) -> duckdb.DuckDBPyConnection:
     """The critical-path views over one run, with one step = HTA's window (activities launched in it)."""
-    from warehouse.catalog import base_view_sql, register_rules
+    from warehouse.catalog import ROOT, base_view_sql, register_rules
     from warehouse.store import ALL_TABLES
 
     con = duckdb.connect()
-    con.execute(base_view_sql(wh, "runs"))
+    con.execute(f"SET VARIABLE {ROOT} = ?", [str(wh.root)])
+    con.execute(base_view_sql("runs"))
     for table in ALL_TABLES:
         if table != "runs":
-            con.execute(base_view_sql(wh, table).replace(f"VIEW {table} AS", f"VIEW base_{table} AS"))
+            con.execute(base_view_sql(table).replace(f"VIEW {table} AS", f"VIEW base_{table} AS"))
     con.execute(f"CREATE VIEW cpu_ops AS SELECT * FROM base_cpu_ops WHERE run_id = '{run_id}'")
     con.execute("CREATE VIEW kernels AS SELECT * REPLACE (CASE WHEN COALESCE(launch_start_ns, start_ns) "
                 f"BETWEEN {start} AND {end} THEN 1 END AS step) FROM base_kernels WHERE run_id = '{run_id}'")

@@ -7,7 +7,10 @@ so building it twice gives the same catalogue. Views in sql/ are ordered by the 
 
 from __future__ import annotations
 
+import fcntl
 import graphlib
+import hashlib
+import os
 from pathlib import Path
 
 import duckdb
@@ -83,18 +86,28 @@ def _has_schema_files(warehouse: Warehouse) -> bool:
     return all((warehouse.table_dir(t) / SCHEMA_PARTITION).is_dir() for t in ALL_TABLES)
 
 
-def base_view_sql(warehouse: Warehouse, table: str) -> str:
-    glob = str(warehouse.table_dir(table) / "*" / "*.parquet")
-    source = (
-        f"read_parquet({_quote(glob)}, hive_partitioning = true, union_by_name = true, "
-        f"hive_types = {{'run_id': 'VARCHAR'}})"
-    )
+ROOT = "tracehouse_root"  # the variable that holds the warehouse folder of a connection
+
+
+def base_view_sql(table: str) -> str:
+    """The base view of one table. The warehouse folder is a variable of the connection (`ROOT`), bound
+    as a constant when a query is planned, so one catalogue serves every warehouse."""
+    glob = f"getvariable('{ROOT}') || '/tables/{table}/*/*.parquet'"
+    # union_by_name would read every file's footer each time a view that reads the table is bound
+    # (tens of ms per reference, seconds for the deeper views); files of one table share one schema
+    # (SCHEMA_VERSION), so only `runs`, one small file per run, keeps it.
+    union = "union_by_name = true, " if table == "runs" else ""
+    source = f"read_parquet({glob}, hive_partitioning = true, {union}hive_types = {{'run_id': 'VARCHAR'}})"
+    # A connection can focus on some runs (SET VARIABLE tracehouse_runs, see `focus`): the filter is a
+    # constant when the query is bound, so DuckDB prunes the other runs' partitions, and every per-run
+    # view (window functions, sweeps) computes only the runs asked for.
+    focused = f"(getvariable('{FOCUS}') IS NULL OR run_id IN (SELECT unnest(getvariable('{FOCUS}'))))"
     if table == "runs":
-        return f"CREATE OR REPLACE VIEW runs AS SELECT * FROM {source} WHERE run_id <> '_schema'"
+        return f"CREATE OR REPLACE VIEW runs AS SELECT * FROM {source} WHERE run_id <> '_schema' AND {focused}"
     # A run is visible only once its runs row exists (the commit marker of store.publish).
     return (
         f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM {source} "
-        f"WHERE run_id IN (SELECT run_id FROM runs)"
+        f"WHERE {focused} AND run_id IN (SELECT run_id FROM runs)"
     )
 
 
@@ -110,20 +123,133 @@ def register_rules(con: duckdb.DuckDBPyConnection, rules_file: str | None = None
     register_fusion_patterns(con)
 
 
-def connect(warehouse: Warehouse, rules_file: str | None = None, lockdown: bool = True) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with every table and view; with lockdown, it can read nothing else."""
-    ensure_schema_files(warehouse)
-    con = duckdb.connect()
+CATALOG_VERSION = 2  # bump when the way the catalogue is built changes
+
+
+def catalog_fingerprint(rules_file: str | None) -> str:
+    """What the catalogue depends on: the SQL, the rule tables and the versions (not the warehouse)."""
+    digest = hashlib.sha256()
+    for part in (str(CATALOG_VERSION), duckdb.__version__, str(rules_file or "")):
+        digest.update(part.encode() + b"\0")
+    for path in sorted(SQL_DIR.rglob("*")):
+        if path.is_file() and path.suffix in (".sql", ".csv", ".json"):
+            digest.update(str(path.relative_to(SQL_DIR)).encode() + b"\0" + path.read_bytes())
+    digest.update(Path(__file__).read_bytes())
+    if rules_file:
+        digest.update(Path(rules_file).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def build_catalog(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, rules_file: str | None = None) -> None:
+    """Create the base views, the rule tables and every view of sql/ on `con` (bound against
+    `warehouse`, whose files give the tables their columns)."""
+    con.execute("SET enable_progress_bar = false")
+    con.execute(f"SET VARIABLE {ROOT} = ?", [str(warehouse.root)])
     for table in ALL_TABLES:
-        con.execute(base_view_sql(warehouse, table))
+        con.execute(base_view_sql(table))
     register_rules(con, rules_file)
     for name, path in ordered_views():
         try:
             con.execute(path.read_text())
         except duckdb.Error as exc:
             raise RuntimeError(f"sql/{path.name}: {exc}") from exc
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("TRACEHOUSE_CACHE") or os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tracehouse" if not os.environ.get("TRACEHOUSE_CACHE") else Path(base)
+
+
+def catalog_file(warehouse: Warehouse, rules_file: str | None = None) -> Path | None:
+    """The catalogue as a DuckDB file, built once per fingerprint and shared by every warehouse
+    (creating the views binds each of them: seconds of work that the file spares every later
+    command); None where no cache folder can be written."""
+    folder = cache_dir()
+    path = folder / f"catalog-{catalog_fingerprint(rules_file)}.duckdb"
+    if path.is_file():
+        return path
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / ".lock", "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if path.is_file():
+                return path
+            partial = path.with_suffix(f".{os.getpid()}.tmp")
+            partial.unlink(missing_ok=True)
+            con = duckdb.connect(str(partial))
+            try:
+                build_catalog(con, warehouse, rules_file)
+            finally:
+                con.close()
+            os.replace(partial, path)  # readers see no file or the whole file
+    except OSError:
+        return None
+    return path
+
+
+def connect(warehouse: Warehouse, rules_file: str | None = None, lockdown: bool = True,
+            runs: list[str] | None = None) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with every table and view; with lockdown, it can read nothing else.
+
+    runs: focus the connection on these runs only (see `focus`)."""
+    ensure_schema_files(warehouse)
+    path = catalog_file(warehouse, rules_file)
+    # A fresh in-memory database per connection, so that settings (the lockdown below) never leak
+    # between connections of one process; the catalogue file is attached read-only and used.
+    con = duckdb.connect(":memory:")
+    con.execute("SET enable_progress_bar = false")
+    if path is not None:
+        con.execute(f"ATTACH {_quote(str(path))} AS catalog (READ_ONLY)")
+        con.execute("USE catalog")
+    else:
+        build_catalog(con, warehouse, rules_file)
+    con.execute(f"SET VARIABLE {ROOT} = ?", [str(warehouse.root)])
+    con.execute("SET parquet_metadata_cache = true")
+    focus(con, runs)
     if lockdown:
         con.execute(f"SET allowed_directories = [{_quote(str(warehouse.root) + '/')}]")
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
+    return con
+
+
+FOCUS = "tracehouse_runs"
+
+
+def focus(con: duckdb.DuckDBPyConnection, runs: list[str] | None) -> None:
+    """Restrict every table and view of `con` to these runs (None: all runs)."""
+    if runs is None:
+        con.execute(f"RESET VARIABLE {FOCUS}")
+    else:
+        con.execute(f"SET VARIABLE {FOCUS} = ?::VARCHAR[]", [list(runs)])
+
+
+def materialize(con: duckdb.DuckDBPyConnection, views: list[str]) -> None:
+    """Compute these views once, as temporary tables that shadow them for the rest of the connection.
+
+    A report asks a dozen questions of the same few runs; every view is otherwise recomputed (and its
+    whole tree re-planned) by each query that reads it. Temp tables come first in DuckDB's search path,
+    also when other views are bound, so everything above them reads the stored rows. Use on a focused
+    connection (`focus`) only: the rows are those of the focused runs when this runs.
+    """
+    order = [name for name, _ in ordered_views()]
+    for name in sorted(views, key=order.index):
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM catalog.main.{name}"
+                    if _attached(con) else f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM main.{name}")
+
+
+def _attached(con: duckdb.DuckDBPyConnection) -> bool:
+    return bool(con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'catalog'").fetchone()[0])
+
+
+def connect_base(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
+    """An in-memory connection with only the base tables and the rule tables (no sql/ views): for tests
+    and benchmarks that create just the views they study."""
+    ensure_schema_files(warehouse)
+    con = duckdb.connect(":memory:")
+    con.execute("SET enable_progress_bar = false")
+    con.execute(f"SET VARIABLE {ROOT} = ?", [str(warehouse.root)])
+    for table in ALL_TABLES:
+        con.execute(base_view_sql(table))
+    register_rules(con)
     return con
