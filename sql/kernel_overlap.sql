@@ -1,7 +1,7 @@
 -- kernel_overlap: one row per GPU activity: how much of it ran alone on its device and how much was
 -- hidden under work on other streams.
 -- Columns:
---   run_id, rank, kernel_id, device, stream, step, name, category, dur_ns   the activity
+--   run_id, rank, kernel_id, device, stream, step, phase, name, category, dur_ns   the activity
 --   exclusive_ns              time while no other stream of the device was busy
 --   hidden_ns                 dur_ns - exclusive_ns: time while another stream was busy too
 --   hidden_under_compute_ns   time while another stream ran compute (not communication, not memory)

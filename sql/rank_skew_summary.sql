@@ -11,7 +11,8 @@
 --   times_last                   instances where it arrived last (rank_skew.last_rank)
 --   last_share                   times_last / instances
 --   times_first                  instances where it started first (rank_skew.first_rank)
---   wait_ns                      see above (≥ 0); mean_wait_ns = wait_ns / instances
+--   wait_ns                      see above (≥ 0)
+--   mean_wait_ns                 wait_ns / instances
 --   imposed_wait_ns              see above (≥ 0)
 --   mean_start_lateness_ns       mean over its instances of (its start − the instance's first start)
 --   max_start_lateness_ns        the largest such lateness

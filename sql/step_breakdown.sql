@@ -10,7 +10,7 @@
 --   host_tail_ns       after the last GPU activity, until the host leaves the step
 -- Columns:
 --   run_id, rank, step, phase, name   the step (steps view)
---   wall_start_ns, wall_end_ns, wall_ns
+--   wall_start_ns, wall_end_ns, wall_ns   the wall clock of the step, as above
 --   host_setup_ns, compute_ns, exposed_comm_ns, exposed_memory_ns, gpu_idle_ns, host_tail_ns   as above
 --   gpu_utilization    gpu busy / wall (0..1)
 --   activities         GPU activities of the step

@@ -9,7 +9,10 @@
 --   gpu_busy_ns, compute_ns, exposed_comm_ns, exposed_memory_ns, idle_ns   gpu_timeline (exact) of the
 --                            step, summed over the rank's devices
 --   activities               GPU activities of the step
---   <category>_ns            GPU time (sum of durations) per category, one column per category
+--   gemm_ns, attention_ns, moe_ns, communication_ns, norm_ns   GPU time (sum of durations) of the step's
+--                            activities in that category
+--   activation_ns, rope_ns, quantize_ns, sampling_ns, elementwise_ns   the same, for these categories
+--   reduction_ns, memory_ns, convolution_ns, embedding_ns, other_ns    the same, for these categories
 CREATE OR REPLACE VIEW steps AS
 WITH timeline AS (
     SELECT run_id, rank, step, min(first_start_ns) AS gpu_start_ns, max(last_end_ns) AS gpu_end_ns,

@@ -17,6 +17,7 @@ import duckdb
 import sqlglot
 from sqlglot import exp
 
+from warehouse.docs import comment_statements
 from warehouse.store import ALL_TABLES, Warehouse
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
@@ -149,10 +150,14 @@ def build_catalog(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, rules_fi
         con.execute(base_view_sql(table))
     register_rules(con, rules_file)
     for name, path in ordered_views():
+        sql = path.read_text()
         try:
-            con.execute(path.read_text())
+            con.execute(sql)
         except duckdb.Error as exc:
             raise RuntimeError(f"sql/{path.name}: {exc}") from exc
+        columns = [row[0] for row in con.execute(f"DESCRIBE {name}").fetchall()]
+        for statement in comment_statements(name, sql, columns):
+            con.execute(statement)
 
 
 def cache_dir() -> Path:

@@ -1,0 +1,60 @@
+"""Tests that keep the documentation honest: commands, SQL files and view columns."""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+
+import pytest
+
+from cli import main
+from warehouse.catalog import SQL_DIR, connect, ordered_views, view_dependencies, view_files
+from warehouse.docs import column_comments, view_comment
+from warehouse.store import ALL_TABLES, Warehouse
+
+COMMANDS = sorted(main.commands)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help_with_an_example(cli_runner, command):
+    for flag in ("-h", "--help"):
+        result = cli_runner.invoke(main, [command, flag])
+        assert result.exit_code == 0, result.output
+        assert "Example" in result.output, f"`tracehouse {command} --help` shows no example"
+
+
+@pytest.mark.parametrize("name", sorted(view_files()))
+def test_sql_file_is_one_documented_view(name):
+    """Only CREATE [OR REPLACE] VIEW, named as the file, with a header saying what a row is."""
+    sql = (SQL_DIR / f"{name}.sql").read_text()
+    statements = [s for s in sqlglot.parse(sql, read="duckdb") if s is not None]
+    assert len(statements) == 1
+    create = statements[0]
+    assert isinstance(create, exp.Create) and create.kind == "VIEW", f"sql/{name}.sql must only create a view"
+    assert create.this.name == name
+    assert view_comment(sql), f"sql/{name}.sql has no header comment"
+    assert "row" in view_comment(sql).lower(), f"sql/{name}.sql: the header must say what one row is"
+
+
+def test_view_dependencies_are_known_and_acyclic():
+    known = set(view_files()) | set(ALL_TABLES) | {"category_rules", "fusion_patterns", "fusion_pattern_steps"}
+    for name, path in view_files().items():
+        unknown = view_dependencies(path.read_text()) - known
+        assert not unknown, f"sql/{name}.sql reads unknown tables {unknown}"
+    assert len(ordered_views()) == len(view_files())  # graphlib raises on a cycle
+
+
+def test_every_public_view_column_is_documented(tmp_path):
+    con = connect(Warehouse(tmp_path / "wh"))
+    missing = {}
+    for name, path in view_files().items():
+        if name.startswith("_"):
+            continue
+        docs = column_comments(path.read_text())
+        columns = [r[0] for r in con.execute(f"DESCRIBE {name}").fetchall()]
+        undocumented = [c for c in columns if c not in docs]
+        if undocumented:
+            missing[name] = undocumented
+    assert missing == {}
+    comments = con.execute("SELECT count(*) FROM duckdb_columns() WHERE comment IS NOT NULL").fetchone()[0]
+    assert comments > 100

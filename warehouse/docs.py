@@ -1,0 +1,71 @@
+"""The documentation in each sql/ file's header comment, as DuckDB comments on the view and its columns.
+
+A header says what one row is (the first paragraph) and, after a `Columns:` line, what each column
+means, one entry per line: `--   name[, name...]   [TYPE]  description`, continued on more-indented
+lines. `tracehouse sql "select * from duckdb_columns()"` then shows every column's meaning.
+"""
+
+from __future__ import annotations
+
+import re
+
+# a single name is followed by two or more spaces; a list of names (a, b, c) by at least one
+_ENTRY = re.compile(r"^--\s{2,4}(?:([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)+)\s+|([A-Za-z_]\w*)\s{2,})"
+                    r"(?:[A-Z]+(?:\[\])?\s+)?(.*)$")
+_CONTINUATION = re.compile(r"^--\s{5,}(\S.*)$")
+
+
+def header(sql: str) -> list[str]:
+    lines = []
+    for line in sql.splitlines():
+        if not line.startswith("--"):
+            break
+        lines.append(line.rstrip())
+    return lines
+
+
+def view_comment(sql: str) -> str:
+    """The header up to its `Columns:` line, as one paragraph."""
+    text = []
+    for line in header(sql):
+        body = line[2:].strip()
+        if body.lower().startswith("columns"):
+            break
+        text.append(body)
+    return " ".join(t for t in text if t)
+
+
+def column_comments(sql: str) -> dict[str, str]:
+    """{column: description} from the header's entries (one entry may document several columns)."""
+    docs: dict[str, str] = {}
+    in_columns = False
+    current: list[str] = []
+    for line in header(sql):
+        body = line[2:].strip()
+        if body.lower().startswith("columns"):
+            in_columns = True
+            continue
+        if not in_columns:
+            continue
+        entry = _ENTRY.match(line)
+        if entry:
+            current = [name.strip() for name in (entry.group(1) or entry.group(2)).split(",")]
+            for name in current:
+                docs[name] = entry.group(3).strip()
+        elif (cont := _CONTINUATION.match(line)) and current:
+            for name in current:
+                docs[name] = f"{docs[name]} {cont.group(1).strip()}"
+    return docs
+
+
+def comment_statements(view: str, sql: str, columns: list[str]) -> list[str]:
+    """COMMENT ON statements for a view and those of its columns that the header documents."""
+    def quote(text: str) -> str:
+        return "'" + text.replace("'", "''") + "'"
+
+    out = [f"COMMENT ON VIEW {view} IS {quote(view_comment(sql))}"]
+    docs = column_comments(sql)
+    for column in columns:
+        if column in docs:
+            out.append(f'COMMENT ON COLUMN {view}."{column}" IS {quote(docs[column])}')
+    return out
