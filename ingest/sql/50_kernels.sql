@@ -41,51 +41,18 @@ SELECT h.ev_id AS launch_id, h.pid, h.tid, h.name, h.start_ns, h.dur_ns
 FROM host_api h
 WHERE h.ev_id IN (SELECT launch_id FROM gpu_linked);
 
--- innermost enclosing cpu_op of each launch call
-CREATE OR REPLACE TABLE launch_cpu_op AS
-WITH ops AS (
-    SELECT op_id, pid, tid, start_ns, dur_ns, start_ns + dur_ns AS end_ns
-    FROM cpu_ops WHERE lower(cat) = 'cpu_op'
-),
-marks AS (
-    SELECT pid, tid, start_ns AS t, 1 AS ord, -dur_ns AS tie, op_id, NULL::BIGINT AS launch_id, 1 AS delta FROM ops
-    UNION ALL
-    SELECT pid, tid, end_ns, CASE WHEN dur_ns = 0 THEN 3 ELSE 0 END, 0, NULL, NULL, -1 FROM ops
-    UNION ALL
-    SELECT pid, tid, start_ns, 2, 0, NULL, launch_id, 0 FROM launch_points
-),
-swept AS (
-    SELECT pid, tid, t, op_id, launch_id,
-           sum(delta) OVER (PARTITION BY pid, tid ORDER BY t, ord, tie, op_id
-                            ROWS UNBOUNDED PRECEDING) - delta AS depth
-    FROM marks
-),
-opened AS (SELECT pid, tid, t, op_id, depth FROM swept WHERE op_id IS NOT NULL),
-points AS (SELECT pid, tid, t, launch_id, depth - 1 AS want_depth FROM swept WHERE launch_id IS NOT NULL)
-SELECT p.launch_id, CASE WHEN p.want_depth >= 0 THEN o.op_id END AS cpu_op_id
-FROM points p
-ASOF LEFT JOIN opened o ON p.pid = o.pid AND p.tid = o.tid AND p.want_depth = o.depth AND p.t >= o.t;
+-- innermost enclosing cpu_op and python frame of each launch call (00_macros.sql)
+CREATE OR REPLACE TABLE launch_at AS
+SELECT launch_id AS point_id, pid, tid, start_ns AS t FROM launch_points;
 
--- innermost enclosing python_function frame of each launch call (the launch site)
+CREATE OR REPLACE TABLE cpu_op_spans AS
+SELECT op_id AS id, pid, tid, start_ns, dur_ns FROM cpu_ops WHERE lower(cat) = 'cpu_op';
+
+CREATE OR REPLACE TABLE launch_cpu_op AS
+SELECT point_id AS launch_id, id AS cpu_op_id FROM innermost_enclosing('cpu_op_spans', 'launch_at');
+
+CREATE OR REPLACE TABLE frame_spans AS
+SELECT frame_id AS id, pid, tid, start_ns, dur_ns FROM python_frames;
+
 CREATE OR REPLACE TABLE launch_python_frame AS
-WITH frames AS (
-    SELECT frame_id, pid, tid, start_ns, dur_ns, start_ns + dur_ns AS end_ns FROM python_frames
-),
-marks AS (
-    SELECT pid, tid, start_ns AS t, 1 AS ord, -dur_ns AS tie, frame_id, NULL::BIGINT AS launch_id, 1 AS delta FROM frames
-    UNION ALL
-    SELECT pid, tid, end_ns, CASE WHEN dur_ns = 0 THEN 3 ELSE 0 END, 0, NULL, NULL, -1 FROM frames
-    UNION ALL
-    SELECT pid, tid, start_ns, 2, 0, NULL, launch_id, 0 FROM launch_points
-),
-swept AS (
-    SELECT pid, tid, t, frame_id, launch_id,
-           sum(delta) OVER (PARTITION BY pid, tid ORDER BY t, ord, tie, frame_id
-                            ROWS UNBOUNDED PRECEDING) - delta AS depth
-    FROM marks
-),
-opened AS (SELECT pid, tid, t, frame_id, depth FROM swept WHERE frame_id IS NOT NULL),
-points AS (SELECT pid, tid, t, launch_id, depth - 1 AS want_depth FROM swept WHERE launch_id IS NOT NULL)
-SELECT p.launch_id, CASE WHEN p.want_depth >= 0 THEN o.frame_id END AS python_frame_id
-FROM points p
-ASOF LEFT JOIN opened o ON p.pid = o.pid AND p.tid = o.tid AND p.want_depth = o.depth AND p.t >= o.t;
+SELECT point_id AS launch_id, id AS python_frame_id FROM innermost_enclosing('frame_spans', 'launch_at');
