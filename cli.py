@@ -8,7 +8,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -321,6 +320,93 @@ def demo(folder):
     for line in result.summary:
         click.echo(line)
     click.echo(f"({result.runs} runs in {result.seconds:.0f} s)")
+
+
+
+@main.command(context_settings=CONTEXT_SETTINGS)
+@click.option("--run", "run", required=True, metavar="RUN", help="Run id, a unique prefix of one, or `latest`.")
+@click.option("--phase", type=click.Choice(["prefill", "decode", "mixed", "unknown"]), help="Only this phase.")
+@click.option("--mapping", metavar="RUN", help="A graph-off run of the same workload (mapping/formal mode).")
+@format_option(choices=("md", "html", "json"), default="md")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the report here.")
+@click.option("--template-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="A folder of templates that override the shipped ones (same file names).")
+@click.pass_context
+def report(ctx, run, phase, mapping, fmt, output, template_dir):
+    """The run report: kernels per phase, overlap and fusion opportunities, and one step's breakdown.
+
+    Markdown for reading in a terminal or a PR, one self-contained HTML file with charts, or JSON
+    with the same content for scripts.
+
+    \b
+    Example:
+      tracehouse report --run latest
+      tracehouse report --run 3f2a --format html -o run.html
+    """
+    from reports.run import write_run_report
+
+    _write_report(write_run_report(_warehouse(ctx), run, fmt, None, phase, mapping, template_dir), output)
+
+# ---- diff and trend (issue 7) -------------------------------------------------------------------
+def _write_report(text: str, output) -> None:
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+        click.echo(f"wrote {output}", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+@main.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("base")
+@click.argument("target")
+@format_option(choices=("md", "html", "json"), default="md")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the report here.")
+@click.pass_context
+def diff(ctx, base, target, fmt, output):
+    """What changed between two runs: per category and kernel, time per step, delta and ratio.
+
+    BASE and TARGET are run ids, unique prefixes of one, or `latest`. Kernels are matched by exact
+    name, then by normalized name (template arguments, tile sizes, hashes removed), then by category.
+
+    \b
+    Example:
+      tracehouse diff 3f2a latest --format html -o diff.html
+    """
+    from reports.diff import build_diff, render_diff
+
+    _write_report(render_diff(build_diff(_connect(ctx), base, target), fmt), output)
+
+
+@main.command(context_settings=CONTEXT_SETTINGS)
+@click.option("--where", "where", multiple=True, metavar="K=V", help="Only runs with this label (repeatable).")
+@click.option("--metric", "metrics", multiple=True, metavar="M",
+              help="Only this metric; glob patterns allowed, e.g. 'category.*' (repeatable).")
+@click.option("--since", metavar="DATE", help="Show points from this commit time on (ISO date).")
+@click.option("--last", type=click.IntRange(min=1), metavar="N", help="Show the last N runs of each series.")
+@format_option(choices=("md", "html", "json"), default="md")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the report here.")
+@click.option("--fail-on-regression", is_flag=True,
+              help="Exit with code 3 when the last run of a series has a flagged regression.")
+@click.pass_context
+def trend(ctx, where, metrics, since, last, fmt, output, fail_on_regression):
+    """Metrics across the runs of each series, ordered by commit, with regressions flagged.
+
+    Baselines and noise always use the whole history; --since and --last only bound what is shown.
+
+    \b
+    Example:
+      tracehouse trend --where series=decode-bench --metric 'category.*' --last 20 --fail-on-regression
+    """
+    from reports.trend import build_trend, render_trend
+
+    report = build_trend(_connect(ctx), _parse_labels(where), list(metrics), since, last, warehouse=_warehouse(ctx))
+    _write_report(render_trend(report, fmt), output)
+    if fail_on_regression and report.failing:
+        for g in report.failing:
+            click.echo(f"regression: {g.series} {g.phase} {g.metric} {g.change_pct:+.2f} % at {g.commit} "
+                       f"(shift from {g.first_commit})", err=True)
+        ctx.exit(3)
+
 
 if __name__ == "__main__":
     main()

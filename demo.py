@@ -46,38 +46,33 @@ def run_demo(folder: str | Path, progress=None) -> DemoResult:
                 progress(f"ingested {i}/{len(history)}: {run.series} @ {run.commit}")
     latest = run_ids[len(history) // 2 - 1]  # the newest run of the first series
     result = DemoResult(folder, warehouse.root, len(run_ids), latest)
-    result.reports = _write_reports(warehouse, latest, folder / "reports")
-    result.summary = _summary(warehouse, latest, history)
+    result.reports, trend = _write_reports(warehouse, latest, folder / "reports")
+    result.summary = _summary(warehouse, latest, history, trend)
     result.seconds = time.perf_counter() - started
     return result
 
 
-def _write_reports(warehouse: Warehouse, run_id: str, out: Path) -> list[Path]:
+def _write_reports(warehouse: Warehouse, run_id: str, out: Path):
     """Every report that this version of tracehouse has: the run report and the trend report."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    try:
-        from reports.run import write_run_report
-    except ImportError:
-        write_run_report = None
-    if write_run_report:
-        for fmt in ("md", "html"):
-            path = out / f"run-{run_id}.{fmt}"
-            write_run_report(warehouse, run_id, fmt, path)
-            written.append(path)
-    try:
-        from reports.trend import write_trend_report
-    except ImportError:
-        write_trend_report = None
-    if write_trend_report:
-        for fmt in ("md", "html"):
-            path = out / f"trend.{fmt}"
-            write_trend_report(warehouse, fmt, path)
-            written.append(path)
-    return written
+    from reports.run import write_run_report
+
+    for fmt in ("md", "html"):
+        path = out / f"run-{run_id}.{fmt}"
+        write_run_report(warehouse, run_id, fmt, path)
+        written.append(path)
+    from reports.trend import build_trend, render_trend
+
+    trend = build_trend(connect(warehouse), warehouse=warehouse)
+    for fmt in ("md", "html"):
+        path = out / f"trend.{fmt}"
+        path.write_text(render_trend(trend, fmt))
+        written.append(path)
+    return written, trend
 
 
-def _summary(warehouse: Warehouse, run_id: str, history) -> list[str]:
+def _summary(warehouse: Warehouse, run_id: str, history, trend) -> list[str]:
     con = connect(warehouse)
     busy, span, comm = con.execute(
         "SELECT sum(busy_ns), sum(span_ns), sum(exposed_comm_ns) FROM gpu_timeline "
@@ -85,12 +80,13 @@ def _summary(warehouse: Warehouse, run_id: str, history) -> list[str]:
     top = con.execute("SELECT category, share FROM category_summary WHERE run_id = ? ORDER BY share DESC LIMIT 3",
                       [run_id]).fetchall()
     regressed = next(r for r in history if r.regressed)
+    found = sorted({(g.series, g.metric, g.first_commit) for g in trend.regressions if g.first_commit})
+    caught = "; ".join(f"{series}: {metric} from {commit}" for series, metric, commit in found[:4]) or "nothing"
     return [
-        f"{len(history)} runs in 2 series ingested; latest {run_id}: GPU busy {100 * busy / span:.1f}% of the span, "
-        f"exposed communication {comm / 1e3:.0f} µs",
+        (f"{len(history)} runs in 2 series ingested; latest {run_id}: GPU busy {100 * busy / span:.1f}% of the span, "
+        f"exposed communication {comm / 1e3:.0f} µs"),
         "top categories: " + ", ".join(f"{c} {100 * s:.1f}%" for c, s in top),
-        f"injected regression: nvjet GEMMs x{SLOW_KERNEL[1]} from commit {regressed.commit} "
-        f"({regressed.commit_time}); see the trend report",
+        f"injected: nvjet GEMMs x{SLOW_KERNEL[1]} from commit {regressed.commit}; the trend flags {caught}",
     ]
 
 

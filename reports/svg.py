@@ -22,8 +22,8 @@ def share_bars(rows: list, width: int = 520) -> Markup:
     """Horizontal bars: one per (label, share) row (objects with .category and .share)."""
     bar_h, gap, label_w = 16, 4, 120
     height = len(rows) * (bar_h + gap) + gap
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart share-bars" width="{width}" height="{height}" '
-             f'role="img" aria-label="category shares">']
+    parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" class="chart share-bars" width="{width}" height="{height}" '
+             f'role="img" aria-label="category shares">')]
     for i, row in enumerate(rows):
         y = gap + i * (bar_h + gap)
         w = max(0.0, (width - label_w - 60) * (row.share or 0))
@@ -45,8 +45,8 @@ def step_timeline(lanes: list, width: int = 900) -> Markup:
     lane_h, label_w = 22, 110
     height = len(lanes) * (lane_h + 6) + 24
     scale = (width - label_w - 10) / span
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart step-timeline" width="{width}" '
-             f'height="{height}" role="img" aria-label="per-stream timeline of one step">']
+    parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" class="chart step-timeline" width="{width}" '
+             f'height="{height}" role="img" aria-label="per-stream timeline of one step">')]
     for i, lane in enumerate(lanes):
         y = 6 + i * (lane_h + 6)
         label = escape(lane.label) + (" ★" if lane.critical else "")
@@ -69,8 +69,8 @@ def layer_strip(positions: list, width: int = 900) -> Markup:
     total = sum(p.median_ns or 0 for p in positions)
     if not positions or total <= 0:
         return Markup("")
-    x, parts = 0.0, [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart layer-strip" width="{width}" height="30" '
-                     f'role="img" aria-label="layer pattern">']
+    x, parts = 0.0, [(f'<svg xmlns="http://www.w3.org/2000/svg" class="chart layer-strip" width="{width}" height="30" '
+                     f'role="img" aria-label="layer pattern">')]
     for p in positions:
         w = width * (p.median_ns or 0) / total
         parts.append(f'<rect x="{x:.2f}" y="2" width="{max(w, 0.5):.2f}" height="24" fill="{color(p.category)}" '

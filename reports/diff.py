@@ -1,0 +1,231 @@
+"""The diff report: what changed between two runs, per category and per kernel, time per step.
+
+Figures: GPU time (sum of durations, all ranks) of the activities inside steps, divided by the run's
+rank-steps (rows of `steps`), i.e. the mean time per step of one rank, as run_metrics' rank-NULL rows.
+Kernels are matched in three passes:
+  1. exact name                                             match = exact
+  2. normalized name (kernel_name_normalized), names grouped  match = normalized  (changed tile config...)
+  3. what is left of a category on both sides, as one pair   match = category    (another library or
+     vendor: flash_fwd_kernel ↔ attn_fwd, sm90_xmma_gemm ↔ Cijk_...)
+Anything else is added (only in TARGET) or removed (only in BASE).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+import duckdb
+
+from warehouse.runs import resolve_run
+
+
+@dataclass
+class RunInfo:
+    run_id: str
+    label: str                # what the user typed
+    hardware: str | None
+    framework: str | None
+    model: str | None
+    commit: str | None
+    rank_steps: int           # rows of `steps`: the divisor of every per-step figure
+    ranks: int
+    gpu_ns_per_step: float    # all activities inside steps
+    outside_steps_ns: int     # GPU time of activities in no step (not in any figure)
+
+
+@dataclass
+class CategoryRow:
+    category: str
+    base_ns: float
+    target_ns: float
+    delta_ns: float
+    ratio: float | None       # target / base
+
+
+@dataclass
+class KernelRow:
+    match: str                # exact, normalized, category, added, removed
+    category: str
+    label: str                # the name shown: the exact name, the normalized name, or the category
+    base_names: list[str]
+    target_names: list[str]
+    base_ns: float
+    target_ns: float
+    delta_ns: float
+    ratio: float | None
+    base_launches: float      # per step
+    target_launches: float
+    changed: bool             # names differ (normalized / category matches)
+
+
+@dataclass
+class CriticalPathRow:
+    part: str                 # gpu category or non-gpu kind
+    base_share: float
+    target_share: float
+    delta: float              # target - base, share points (0..1)
+
+
+@dataclass
+class DiffReport:
+    base: RunInfo
+    target: RunInfo
+    total_base_ns: float
+    total_target_ns: float
+    total_delta_ns: float
+    total_ratio: float | None
+    categories: list[CategoryRow]
+    kernels: list[KernelRow]
+    top_movers: list[KernelRow]
+    appeared: list[str]       # names in TARGET whose normalized name is not in BASE
+    vanished: list[str]
+    counts: dict[str, int]
+    critical_path: list[CriticalPathRow] = field(default_factory=list)
+    critical_path_available: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+_KERNELS_SQL = """
+WITH st AS (SELECT rank, step FROM steps WHERE run_id = $run)
+SELECT k.name, k.kind, coalesce(n.category, 'other') AS category, coalesce(n.normalized_name, k.name) AS norm,
+       sum(k.dur_ns) AS ns, count(*) AS launches
+FROM kernels AS k
+JOIN st ON st.rank = k.rank AND st.step = k.step
+LEFT JOIN kernel_name_normalized AS n ON n.name = k.name AND n.kind = k.kind
+WHERE k.run_id = $run
+GROUP BY k.name, k.kind, n.category, n.normalized_name
+"""
+
+
+def _ratio(base: float, target: float) -> float | None:
+    return target / base if base else None
+
+
+def _run_info(con, run_id: str, label: str) -> tuple[RunInfo, dict[str, dict]]:
+    row = con.execute("SELECT hardware, framework, model, commit FROM runs WHERE run_id = ?", [run_id]).fetchone()
+    rank_steps, ranks = con.execute(
+        "SELECT count(*), count(DISTINCT rank) FROM steps WHERE run_id = ?", [run_id]).fetchone()
+    divisor = max(1, rank_steps)
+    kernels = {}
+    for name, kind, category, norm, ns, launches in con.execute(_KERNELS_SQL, {"run": run_id}).fetchall():
+        kernels[name] = {"name": name, "kind": kind, "category": category, "norm": norm,
+                         "ns": ns / divisor, "launches": launches / divisor}
+    total_all = con.execute("SELECT coalesce(sum(dur_ns), 0) FROM kernels WHERE run_id = ?", [run_id]).fetchone()[0]
+    in_steps = sum(k["ns"] for k in kernels.values()) * divisor
+    info = RunInfo(run_id, label, row[0], row[1], row[2], row[3], rank_steps, ranks,
+                   sum(k["ns"] for k in kernels.values()), round(total_all - in_steps))
+    return info, kernels
+
+
+def _row(match: str, category: str, label: str, base: list[dict], target: list[dict]) -> KernelRow:
+    b = sum(k["ns"] for k in base)
+    t = sum(k["ns"] for k in target)
+    bn = [k["name"] for k in sorted(base, key=lambda k: -k["ns"])]
+    tn = [k["name"] for k in sorted(target, key=lambda k: -k["ns"])]
+    return KernelRow(match, category, label, bn, tn, b, t, t - b, _ratio(b, t),
+                     sum(k["launches"] for k in base), sum(k["launches"] for k in target),
+                     match in ("normalized", "category") and set(bn) != set(tn))
+
+
+def match_kernels(base: dict[str, dict], target: dict[str, dict]) -> list[KernelRow]:
+    rows: list[KernelRow] = []
+    for name in sorted(set(base) & set(target)):
+        rows.append(_row("exact", base[name]["category"], name, [base[name]], [target[name]]))
+    left_b = {n: k for n, k in base.items() if n not in target}
+    left_t = {n: k for n, k in target.items() if n not in base}
+
+    def by(key, items):
+        groups: dict[str, list[dict]] = {}
+        for k in items.values():
+            groups.setdefault(k[key], []).append(k)
+        return groups
+
+    gb, gt = by("norm", left_b), by("norm", left_t)
+    for norm in sorted(set(gb) & set(gt)):
+        rows.append(_row("normalized", gb[norm][0]["category"], norm, gb[norm], gt[norm]))
+        for k in gb[norm]:
+            left_b.pop(k["name"])
+        for k in gt[norm]:
+            left_t.pop(k["name"])
+    cb, ct = by("category", left_b), by("category", left_t)
+    for cat in sorted(set(cb) & set(ct)):
+        rows.append(_row("category", cat, cat, cb[cat], ct[cat]))
+        for k in cb[cat]:
+            left_b.pop(k["name"])
+        for k in ct[cat]:
+            left_t.pop(k["name"])
+    for k in left_b.values():
+        rows.append(_row("removed", k["category"], k["name"], [k], []))
+    for k in left_t.values():
+        rows.append(_row("added", k["category"], k["name"], [], [k]))
+    rows.sort(key=lambda r: (-max(r.base_ns, r.target_ns), r.label))
+    return rows
+
+
+def _critical_path(con, base_id: str, target_id: str) -> tuple[bool, list[CriticalPathRow]]:
+    exists = con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'critical_path_summary'").fetchone()[0]
+    if not exists:
+        return False, []  # hook: critical_path_summary is not in sql/ yet
+    shares: dict[str, dict[str, float]] = {}
+    for run_id in (base_id, target_id):
+        rows = con.execute(
+            "SELECT CASE WHEN kind = 'gpu' THEN coalesce(category, 'other') ELSE kind END AS part, sum(time_ns) "
+            "FROM critical_path_summary WHERE run_id = ? GROUP BY 1", [run_id]).fetchall()
+        total = sum(r[1] for r in rows) or 0
+        shares[run_id] = {r[0]: r[1] / total for r in rows} if total else {}
+    parts = sorted(set(shares[base_id]) | set(shares[target_id]))
+    out = [CriticalPathRow(p, shares[base_id].get(p, 0.0), shares[target_id].get(p, 0.0),
+                           shares[target_id].get(p, 0.0) - shares[base_id].get(p, 0.0)) for p in parts]
+    out.sort(key=lambda r: -abs(r.delta))
+    return bool(shares[base_id] or shares[target_id]), out
+
+
+def build_diff(con: duckdb.DuckDBPyConnection, base: str, target: str, *, top: int = 10,
+               critical_path: bool = True) -> DiffReport:
+    base_id, target_id = resolve_run(con, base), resolve_run(con, target)
+    binfo, bk = _run_info(con, base_id, base)
+    tinfo, tk = _run_info(con, target_id, target)
+    kernels = match_kernels(bk, tk)
+    cats = sorted({k["category"] for k in bk.values()} | {k["category"] for k in tk.values()})
+    categories = []
+    for c in cats:
+        b = sum(k["ns"] for k in bk.values() if k["category"] == c)
+        t = sum(k["ns"] for k in tk.values() if k["category"] == c)
+        categories.append(CategoryRow(c, b, t, t - b, _ratio(b, t)))
+    categories.sort(key=lambda r: -abs(r.delta_ns))
+    movers = sorted(kernels, key=lambda r: -abs(r.delta_ns))[:top]
+    base_norms = {k["norm"] for k in bk.values()}
+    target_norms = {k["norm"] for k in tk.values()}
+    appeared = sorted((k["name"] for k in tk.values() if k["norm"] not in base_norms), key=lambda n: -tk[n]["ns"])
+    vanished = sorted((k["name"] for k in bk.values() if k["norm"] not in target_norms), key=lambda n: -bk[n]["ns"])
+    counts = {
+        "names_added_exact": len(set(tk) - set(bk)),
+        "names_removed_exact": len(set(bk) - set(tk)),
+        "names_appeared": len(appeared),
+        "names_vanished": len(vanished),
+        "rows_exact": sum(r.match == "exact" for r in kernels),
+        "rows_normalized": sum(r.match == "normalized" for r in kernels),
+        "rows_category": sum(r.match == "category" for r in kernels),
+        "rows_added": sum(r.match == "added" for r in kernels),
+        "rows_removed": sum(r.match == "removed" for r in kernels),
+    }
+    available, cp = _critical_path(con, base_id, target_id) if critical_path else (False, [])
+    notes = []
+    for info in (binfo, tinfo):
+        if info.outside_steps_ns:
+            notes.append(f"run {info.run_id}: {info.outside_steps_ns / 1e6:.3f} ms of GPU time lies outside any "
+                         "step and is not in the per-step figures")
+    if binfo.rank_steps == 0 or tinfo.rank_steps == 0:
+        notes.append("a run has no steps: its per-step figures are zero")
+    tb, tt = binfo.gpu_ns_per_step, tinfo.gpu_ns_per_step
+    return DiffReport(binfo, tinfo, tb, tt, tt - tb, _ratio(tb, tt), categories, kernels, movers, appeared, vanished,
+                      counts, cp, available, notes)
+
+
+def render_diff(report: DiffReport, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(asdict(report), indent=1, default=str) + "\n"
+    from reports.charts import render
+
+    return render(f"diff.{fmt}.j2", report, html=(fmt == "html"))

@@ -1,0 +1,243 @@
+"""The trend report: every metric of run_metrics across the runs of a series, with regressions flagged.
+
+How it is computed: the run_metrics rows (rank NULL) of the selected runs are fetched once from the
+warehouse; the trend and regression views (sql/trend_params.sql, sql/trend.sql, sql/regression.sql,
+the same files the warehouse catalogue registers) then run over those rows in a small in-memory DuckDB
+(`evaluate`). So the regression rule has one definition whether it reads a warehouse or, as in
+bench/trend_bench.py, a table of synthesized metrics.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute
+
+SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+RULE_VIEWS = ("trend_params", "trend", "regression")
+
+
+@dataclass
+class Point:
+    seq: int
+    run_id: str
+    commit: str | None
+    commit_time: str
+    value: float
+    baseline: float | None
+    noise: float | None
+    change_pct: float | None
+    flagged: bool
+    first_commit: str | None
+
+
+@dataclass
+class MetricLine:
+    metric: str
+    better: str
+    points: list[Point]
+    last_value: float | None
+    last_change_pct: float | None
+    sparkline: str
+    flagged_last: bool
+
+
+@dataclass
+class Regression:
+    series: str
+    phase: str
+    metric: str
+    run_id: str
+    commit: str | None
+    first_commit: str | None
+    value: float
+    baseline: float
+    noise: float
+    change_pct: float
+    in_last_run: bool
+
+
+@dataclass
+class SeriesTrend:
+    series: str
+    phase: str
+    runs: int
+    last_run_id: str
+    last_commit: str | None
+    metrics: list[MetricLine]
+
+
+@dataclass
+class TrendReport:
+    filters: dict[str, str]
+    metric_patterns: list[str]
+    since: str | None
+    last: int | None
+    series: list[SeriesTrend]
+    regressions: list[Regression]          # flagged points shown (within since/last)
+    failing: list[Regression]              # flagged points in the last run of their series
+    params: dict[str, float] = field(default_factory=dict)
+
+
+def evaluate(runs: pa.Table, metrics: pa.Table) -> duckdb.DuckDBPyConnection:
+    """A fresh DuckDB holding `runs` and `run_metrics` as tables and the rule views over them.
+
+    runs needs run_id, ingested_at, labels, framework, model, hardware, commit, commit_time, series;
+    metrics needs run_id, rank, phase, metric, value, better, spread.
+    """
+    con = duckdb.connect()
+    con.register("_runs_in", runs)
+    con.register("_metrics_in", metrics)
+    con.execute("CREATE TABLE runs AS SELECT * FROM _runs_in")
+    con.execute("CREATE TABLE run_metrics AS SELECT * FROM _metrics_in")
+    con.unregister("_runs_in")
+    con.unregister("_metrics_in")
+    for name in RULE_VIEWS:
+        sql = (SQL_DIR / f"{name}.sql").read_text()
+        if name == "trend":  # regression reads trend three times: materialize it once here
+            sql = sql.replace("CREATE OR REPLACE VIEW trend AS", "CREATE OR REPLACE TABLE trend AS", 1)
+        con.execute(sql)
+    return con
+
+
+def _arrow(cursor) -> pa.Table:
+    """The result as a pyarrow Table, across DuckDB versions (to_arrow_table in 2.x)."""
+    for name in ("to_arrow_table", "fetch_arrow_table", "arrow"):
+        if hasattr(cursor, name):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                table = getattr(cursor, name)()
+            return table.read_all() if hasattr(table, "read_all") else table
+    raise RuntimeError("this DuckDB cannot return Arrow tables")
+
+
+def _metric_filter(patterns: list[str], names: list[str]) -> list[str]:
+    if not patterns:
+        return names
+    return [n for n in names if any(n == p or fnmatch.fnmatchcase(n, p) for p in patterns)]
+
+
+def build_trend(con: duckdb.DuckDBPyConnection, where: dict[str, str] | None = None,
+                metrics: list[str] | None = None, since: str | None = None, last: int | None = None,
+                warehouse=None) -> TrendReport:
+    """The trend report. With `warehouse`, run metrics come from the per-run store
+    (warehouse.metrics: computed once per run); else from the run_metrics view of `con`."""
+    where = dict(where or {})
+    metrics = list(metrics or [])
+    clauses = " AND ".join(
+        "(labels[?] = ? OR (? = 'series' AND series = ?) OR (? = 'commit' AND commit = ?))" for _ in where)
+    params: list = []
+    for k, v in where.items():
+        params += [k, v, k, v, k, v]
+    runs = con.execute(
+        "SELECT run_id, ingested_at, labels, framework, model, hardware, commit, commit_time, series FROM runs"
+        + (f" WHERE {clauses}" if clauses else ""), params)
+    runs = _arrow(runs)
+    run_ids = runs.column("run_id").to_pylist()
+    rows = None
+    if run_ids and warehouse is not None:
+        from warehouse.metrics import run_metric_rows
+
+        stored = run_metric_rows(warehouse, run_ids)
+        rows = _rank_null(stored)
+        if metrics:
+            chosen = set(_metric_filter(metrics, sorted(set(rows.column("metric").to_pylist()))))
+            rows = rows.filter(pa.compute.is_in(rows.column("metric"), pa.array(sorted(chosen) or [""])))
+    elif run_ids:
+        names = [r[0] for r in con.execute(
+            "SELECT DISTINCT metric FROM run_metrics WHERE rank IS NULL AND run_id IN (SELECT unnest(?))",
+            [run_ids]).fetchall()] if metrics else []
+        chosen = _metric_filter(metrics, names) if metrics else None
+        query = ("SELECT run_id, rank, phase, metric, value, better, spread FROM run_metrics "
+                 "WHERE rank IS NULL AND run_id IN (SELECT unnest(?))")
+        args: list = [run_ids]
+        if chosen is not None:
+            query += " AND metric IN (SELECT unnest(?))"
+            args.append(chosen or [""])
+        rows = _arrow(con.execute(query, args))
+    return build_trend_from_tables(runs, rows, where=where, metrics=metrics, since=since, last=last)
+
+
+def _rank_null(rows: pa.Table) -> pa.Table:
+    """The rank-NULL rows: each run's metrics aggregated over its ranks."""
+    return rows.filter(pa.compute.is_null(rows.column("rank")))
+
+
+def build_trend_from_tables(runs: pa.Table, rows: pa.Table | None, *, where: dict[str, str] | None = None,
+                            metrics: list[str] | None = None, since: str | None = None,
+                            last: int | None = None) -> TrendReport:
+    report = TrendReport(dict(where or {}), list(metrics or []), since, last, [], [], [])
+    if rows is None or rows.num_rows == 0:
+        con = duckdb.connect()
+        con.execute((SQL_DIR / "trend_params.sql").read_text())
+        cur = con.execute("SELECT * FROM trend_params")
+        report.params = dict(zip([d[0] for d in cur.description], cur.fetchone()))
+        return report
+    ev = evaluate(runs, rows)
+    p = ev.execute("SELECT * FROM trend_params").fetchone()
+    report.params = dict(zip([d[0] for d in ev.description], p))
+    result = ev.execute(
+        "SELECT series, phase, metric, better, seq, run_id, commit, CAST(commit_time AS VARCHAR), value, baseline, "
+        "noise, change_pct, flagged, first_commit, "
+        "max(commit_time) OVER (PARTITION BY series, phase) AS series_last_time, "
+        "commit_time = max(commit_time) OVER (PARTITION BY series, phase) AS in_last_run "
+        "FROM regression ORDER BY series, phase, metric, seq").fetchall()
+    series: dict[tuple[str, str], dict[str, list]] = {}
+    last_runs: dict[tuple[str, str], tuple[str, str | None, str]] = {}
+    for (s, ph, metric, better, seq, run_id, commit, ctime, value, baseline, noise, change, flagged, first,
+         _last_time, in_last) in result:
+        key = (s, ph)
+        series.setdefault(key, {}).setdefault(metric, []).append(
+            (better, Point(seq, run_id, commit, ctime, value, baseline, noise, change, bool(flagged), first),
+             bool(in_last)))
+        if in_last:
+            last_runs[key] = (run_id, commit, ctime)
+        if flagged:
+            reg = Regression(s, ph, metric, run_id, commit, first, value, baseline, noise, change, bool(in_last))
+            if in_last:
+                report.failing.append(reg)
+    for key in sorted(series):
+        lines = []
+        n_runs = set()
+        for metric in sorted(series[key]):
+            items = series[key][metric]
+            pts = [it[1] for it in items]
+            if since:
+                pts = [pt for pt in pts if pt.commit_time >= since]
+            if last:
+                pts = pts[-last:]
+            if not pts:
+                continue
+            n_runs.update(pt.run_id for pt in pts)
+            final = items[-1]
+            lines.append(MetricLine(metric, items[0][0], pts, pts[-1].value, pts[-1].change_pct,
+                                    _spark([pt.value for pt in pts]), final[1].flagged and final[2]))
+            for pt in pts:
+                if pt.flagged:
+                    report.regressions.append(Regression(key[0], key[1], metric, pt.run_id, pt.commit, pt.first_commit,
+                                                         pt.value, pt.baseline, pt.noise, pt.change_pct,
+                                                         final[2] and pt.run_id == final[1].run_id))
+        if lines:
+            lr = last_runs.get(key, ("", None, ""))
+            report.series.append(SeriesTrend(key[0], key[1], len(n_runs), lr[0], lr[1], lines))
+    return report
+
+
+def _spark(values):
+    from reports.charts import sparkline
+
+    return sparkline(values)
+
+
+def render_trend(report: TrendReport, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(asdict(report), indent=1, default=str) + "\n"
+    from reports.charts import render
+
+    return render(f"trend.{fmt}.j2", report, html=(fmt == "html"))

@@ -1,0 +1,14 @@
+-- trend_params: one row: the constants of the regression rule (read by `trend` and `regression`).
+-- Change them for a session with `CREATE OR REPLACE VIEW trend_params AS SELECT ...` (same columns).
+-- Columns:
+--   k              INTEGER  baseline window: the previous k runs of the series that have the metric (5)
+--   noise_window   INTEGER  noise window: the previous noise_window runs (20). The MAD of five runs is itself
+--                           too noisy to scale a band with (one run in five far out is invisible to it,
+--                           two close runs make it tiny); the baseline keeps the short window k
+--   threshold_pct  DOUBLE   a change must be worse than the baseline by more than this many % (3)
+--   noise_mult     DOUBLE   ... and by more than noise_mult × noise (3)
+--   min_history    INTEGER  no flag before the metric has this many earlier runs in the series (5 = k): a
+--                           median or a MAD of a few runs is no baseline
+--   mad_scale      DOUBLE   MAD → standard deviation of a normal distribution (1.4826)
+CREATE OR REPLACE VIEW trend_params AS
+SELECT 5 AS k, 20 AS noise_window, 3.0 AS threshold_pct, 3.0 AS noise_mult, 5 AS min_history, 1.4826 AS mad_scale;

@@ -1,0 +1,26 @@
+"""`tracehouse demo`, the README's main command, end to end."""
+
+from __future__ import annotations
+
+from cli import main
+from demo import REGRESSION_AT
+from synth.history import commit_sha
+from warehouse.catalog import connect
+from warehouse.store import Warehouse
+
+
+def test_demo_builds_a_warehouse_and_reports(tmp_path, cli_runner):
+    folder = tmp_path / "demo"
+    result = cli_runner.invoke(main, ["demo", str(folder)])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert f"warehouse: {folder / 'warehouse'}" in out
+    reports = [line.split(None, 1)[1] for line in out.splitlines() if line.startswith("report:")]
+    assert any(r.endswith(".md") and "run-" in r for r in reports)
+    assert any(r.endswith(".html") and "run-" in r for r in reports)
+    for report in reports:
+        assert (folder / "reports").is_dir() and open(report).read()
+    con = connect(Warehouse(folder / "warehouse"))
+    assert con.execute("SELECT count(*), count(DISTINCT series) FROM runs").fetchone() == (24, 2)
+    assert con.execute("SELECT count(*) FROM invariant_violations").fetchone()[0] == 0
+    assert commit_sha(REGRESSION_AT) in out  # the summary names the commit of the injected regression
