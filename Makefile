@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: test demo bench lint clean
+.PHONY: test demo bench lint clean fuzz
 test: $(VENV)/.installed
 	$(PY) -m pytest -q
 
@@ -12,14 +12,20 @@ demo: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(PY) bench/run.py
 
+# Fuzz the decoder for FUZZ_SECONDS (atheris is optional, installed here on first use; see bench/fuzz_decoder.py).
+FUZZ_SECONDS ?= 600
+fuzz: $(VENV)/.installed
+	$(PY) -c "import atheris" 2>/dev/null || $(PY) -m pip install -q atheris
+	mkdir -p .fuzz && cd .fuzz && $(abspath $(PY)) ../bench/fuzz_decoder.py -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1
+
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,spark]'
 	touch $@
 
 clean:
-	rm -rf $(VENV) tracehouse-data .pytest_cache
+	rm -rf $(VENV) tracehouse-data .pytest_cache .fuzz

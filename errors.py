@@ -21,10 +21,12 @@ class TracehouseError(Exception):
 class TraceFormatError(TracehouseError):
     """A trace file that cannot be read: names the file, what is wrong and where."""
 
-    def __init__(self, path: str, what: str, where: str = "") -> None:
+    def __init__(self, path: str, what: str, where: str = "", hint: str = "") -> None:
         self.path, self.what, self.where = path, what, where
         location = f" at {where}" if where else ""
-        super().__init__(f"{path}: {what}{location}", hint="the file was skipped; the other files still land")
+        super().__init__(f"{path}: {what}{location}",
+                         hint=hint or "the file was skipped and the other files still land; check that it is a "
+                                      "complete PyTorch-profiler trace (copy or export it again)")
 
 
 class RunNotFound(TracehouseError):

@@ -4,13 +4,25 @@ DuckDB's JSON reader is the typed decoder: it reads the array in buffers (bounde
 numbers exactly into DECIMAL (so epoch-microsecond timestamps keep every nanosecond), and yields
 columns, not Python objects. Every `args` key we use is read as text and typed later with TRY_CAST,
 so an odd value in one event (a string where a number belongs) cannot fail the whole file.
+
+Bad bytes cost only the events they are in (README, "Broken traces"). The fast path is one strict
+read. When DuckDB refuses a *value* (NaN, Infinity, a number out of range, text where a number
+belongs, a scalar where an event belongs), the file is read again leniently: that value becomes NULL
+and is counted. When DuckDB refuses the *JSON* (invalid UTF-8, raw control characters, a broken event),
+the array is split into its events in Python (streaming) and each is repaired where the repair is
+certain (invalid UTF-8 -> U+FFFD, control characters in strings escaped, NaN/Infinity -> null) or
+else skipped and counted; the rest lands. Every repair is a counted warning in `runs.warnings`.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import duckdb
+import orjson
+
+from errors import TraceFormatError
 
 # Output column of raw_events -> the key of the event's `args` object it comes from.
 ARGS_KEYS: dict[str, str] = {
@@ -82,20 +94,91 @@ def _looks_legacy(events_file: Path) -> bool:
 
 # DuckDB's reader keeps buffers of twice the largest object it may meet; most events are < 10 kB, so
 # start small and retry with room for huge ones (a 100 MB kernel name) only when a file needs it.
-OBJECT_SIZES = (32 << 20, 1 << 30)
+OBJECT_SIZES = (32 << 20, 256 << 20, 1 << 30)  # 1 GB needs a memory limit over 2 GB
+
+# Warning keys (runs.warnings); README "Broken traces" lists them.
+W_BAD_VALUE = "non-numeric ts/dur values read as null (NaN, Infinity, out of range, text)"
+W_UTF8 = "events with invalid UTF-8 repaired (U+FFFD)"
+W_CONTROL = "events with raw control characters in strings escaped"
+W_UNREADABLE = "unreadable events skipped"
+W_NO_DUR = "complete events (ph X) without a duration, read as 0"
+W_ABSURD = "durations over one day set to 0"
+W_TS_RANGE = "timestamps out of range skipped"
 
 
-def load_raw_events(con: duckdb.DuckDBPyConnection, events_file: Path) -> None:
-    """Create table raw_events(ev_id, ph, cat, name, pid, tid, ts, dur, id, bp, <ARGS_KEYS...>)."""
+def load_raw_events(con: duckdb.DuckDBPyConnection, events_file: Path, source=None) -> dict[str, int]:
+    """Create table raw_events(ev_id, ph, cat, name, pid, tid, ts, dur, id, bp, <ARGS_KEYS...>).
+
+    `source` (ingest.source.TraceSource) names the file in errors and positions; returns the warnings
+    (what was repaired or skipped, with counts). When no event has a timestamp, says why in
+    source.empty_reason (ingest.run refuses such a file: nothing usable remains).
+    """
+    label = str(source.path) if source is not None else str(events_file)
+    warnings: dict[str, int] = dict(source.warnings) if source is not None else {}
+    try:
+        _load_sizes(con, events_file, "strict")
+    except duckdb.InvalidInputException as exc:
+        malformed = "Malformed JSON" in str(exc)
+        try:
+            if not malformed:  # a value DuckDB could not convert: read again, it becomes NULL, counted
+                try:
+                    warnings.update(_load_sizes(con, events_file, "lenient"))
+                except duckdb.InvalidInputException as again:
+                    if "Malformed JSON" not in str(again):
+                        raise
+                    malformed = True
+            if malformed:  # the JSON itself is broken somewhere: split into events, repair or skip each
+                ndjson = events_file.with_suffix(".ndjson")
+                try:
+                    warnings.update(_split_events(events_file, ndjson, source.array_offset if source else 0))
+                    warnings.update(_load_sizes(con, ndjson, "ndjson"))
+                finally:
+                    ndjson.unlink(missing_ok=True)
+        except duckdb.Error as again:
+            raise TraceFormatError(label, f"invalid trace JSON ({_first_line(again)})", "event array",
+                                   hint="the file was skipped; check that it is a complete PyTorch-profiler trace")
+    timed, total, no_dur = con.execute(
+        "SELECT count(*) FILTER (WHERE ts IS NOT NULL AND coalesce(ph, '') <> 'M'), count(*), "
+        "count(*) FILTER (WHERE ph = 'X' AND ts IS NOT NULL AND dur IS NULL) FROM raw_events").fetchone()
+    if source is not None and source.truncation:
+        warnings[f"{source.truncation}: events kept"] = total
+    if not timed and source is not None:  # refused by ingest.run (the schema bootstrap reads `[]` here)
+        source.empty_reason = ("nothing to ingest: the event array is empty" if not total else
+                               f"nothing to ingest: none of its {total} events has a timestamp (metadata only)")
+        if source.truncation:
+            source.empty_reason = f"{source.truncation}, and no complete timed event before it"
+    if no_dur:
+        warnings[W_NO_DUR] = no_dur
+    return {k: v for k, v in warnings.items() if v}
+
+
+def event_warnings(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """Repairs counted on the typed `events` table (after sql/10_events.sql)."""
+    absurd, out_of_range = con.execute(
+        "SELECT count(*) FILTER (WHERE dur_absurd), count(*) FILTER (WHERE ts_out_of_range) FROM events"
+    ).fetchone()
+    return {k: v for k, v in {W_ABSURD: absurd, W_TS_RANGE: out_of_range}.items() if v}
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__
+
+
+def _load_sizes(con, events_file: Path, mode: str) -> dict[str, int]:
     for size in OBJECT_SIZES:
         try:
-            return _load(con, events_file, size)
+            return _load(con, events_file, size, mode)
         except duckdb.InvalidInputException as exc:
             if "maximum_object_size" not in str(exc) or size == OBJECT_SIZES[-1]:
                 raise
+    return {}
 
 
-def _load(con: duckdb.DuckDBPyConnection, events_file: Path, max_object_size: int) -> None:
+def _load(con: duckdb.DuckDBPyConnection, events_file: Path, max_object_size: int,
+          mode: str = "strict") -> dict[str, int]:
+    """strict: the fast path. lenient: values that do not convert become NULL (ts/dur counted).
+    ndjson: the same over one event per line (the output of _split_events)."""
     legacy = _looks_legacy(events_file)
     keys = dict(ARGS_KEYS)
     if legacy:
@@ -105,11 +188,164 @@ def _load(con: duckdb.DuckDBPyConnection, events_file: Path, max_object_size: in
     )
     # One thread keeps file order, so ev_id (the event's position in the file) is deterministic.
     con.execute("SET threads = 1")
+    if mode == "strict":
+        con.execute(
+            f"""
+            CREATE OR REPLACE TABLE raw_events AS
+            SELECT row_number() OVER () - 1 AS ev_id, ph, cat, name, pid, tid, ts, dur, id, bp, {arg_columns}
+            FROM read_json({_sql_string(str(events_file))}, format = 'array',
+                           columns = {_columns_spec(legacy)}, maximum_object_size = {int(max_object_size)})
+            """
+        )
+        return {}
+    spec = _columns_spec(legacy).replace("'DECIMAL(38,3)'", "'JSON'")
+    fmt = "array" if mode == "lenient" else "newline_delimited"
     con.execute(
         f"""
-        CREATE OR REPLACE TABLE raw_events AS
-        SELECT row_number() OVER () - 1 AS ev_id, ph, cat, name, pid, tid, ts, dur, id, bp, {arg_columns}
-        FROM read_json({_sql_string(str(events_file))}, format = 'array',
-                       columns = {_columns_spec(legacy)}, maximum_object_size = {int(max_object_size)})
+        CREATE OR REPLACE TABLE raw_lenient AS
+        SELECT row_number() OVER () - 1 AS ev_id, ph, cat, name, pid, tid, ts AS ts_json, dur AS dur_json,
+               TRY_CAST(ts->>'$' AS DECIMAL(38,3)) AS ts, TRY_CAST(dur->>'$' AS DECIMAL(38,3)) AS dur,
+               id, bp, {arg_columns}
+        FROM read_json({_sql_string(str(events_file))}, format = '{fmt}', ignore_errors = true,
+                       columns = {spec}, maximum_object_size = {int(max_object_size)})
         """
     )
+    bad = con.execute(
+        "SELECT count(*) FILTER (WHERE ts IS NULL AND ts_json IS NOT NULL AND json_type(ts_json) <> 'NULL') "
+        "+ count(*) FILTER (WHERE dur IS NULL AND dur_json IS NOT NULL AND json_type(dur_json) <> 'NULL') "
+        "FROM raw_lenient").fetchone()[0]
+    con.execute("CREATE OR REPLACE TABLE raw_events AS SELECT * EXCLUDE (ts_json, dur_json) FROM raw_lenient")
+    con.execute("DROP TABLE raw_lenient")
+    return {W_BAD_VALUE: bad}
+
+
+# ---- the salvage path: split the array into events, repair or skip each ------------------------------
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]|"')
+_FIX = re.compile(rb'("[^"\\]*(?:\\.[^"\\]*)*")|-?Infinity|NaN')
+_CONTROL = re.compile(rb"[\x00-\x1f]")
+SPLIT_READ = 8 << 20
+
+
+def _escape_controls(match: re.Match) -> bytes:
+    return b"\\u%04x" % match.group(0)[0]
+
+
+def _repair(elem: bytes, counts: dict[str, int]) -> bytes | None:
+    """The event's bytes as valid JSON (repaired where certain), or None when it cannot be read."""
+    try:
+        orjson.loads(elem)
+        return elem
+    except orjson.JSONDecodeError:
+        pass
+    fixed = elem
+    try:
+        fixed.decode("utf-8")
+    except UnicodeDecodeError:
+        fixed = fixed.decode("utf-8", "replace").encode("utf-8")
+        counts[W_UTF8] = counts.get(W_UTF8, 0) + 1
+    seen = {"control": False, "nan": 0}
+
+    def fix(match: re.Match) -> bytes:
+        if match.group(1) is None:
+            seen["nan"] += 1
+            return b"null"
+        text = match.group(1)
+        if _CONTROL.search(text):
+            seen["control"] = True
+            return _CONTROL.sub(_escape_controls, text)
+        return text
+
+    fixed = _FIX.sub(fix, fixed)
+    if seen["control"]:
+        counts[W_CONTROL] = counts.get(W_CONTROL, 0) + 1
+    if seen["nan"]:
+        counts[W_BAD_VALUE] = counts.get(W_BAD_VALUE, 0) + seen["nan"]
+    try:
+        orjson.loads(fixed)
+    except orjson.JSONDecodeError as exc:
+        if "number" not in str(exc):  # a huge number is still JSON: DuckDB reads it as NULL, counted
+            return None
+    return fixed
+
+
+def _split_events(events_file: Path, out_file: Path, offset: int = 0) -> dict[str, int]:
+    """Write each element of the array in `events_file` on a line of its own, repaired or skipped.
+
+    Streaming: one read buffer plus the event being cut. Strings are skipped as whole tokens, so a
+    bracket inside a name does not count. Returns the warnings (repairs, skipped events and where the
+    first skipped one was: `offset` + its byte in the array = its byte in the uncompressed file).
+    """
+    counts: dict[str, int] = {}
+    skipped, first_bad = 0, None
+    depth = 0
+    buf = b""
+    base = 0  # file position of buf[0]
+    pos = 0  # scan position in buf
+    elem_start = None  # buf index where the current top-level element starts
+    prev_end = None  # buf index after the previous element (or the `[`)
+    eof = False
+    need = SPLIT_READ
+    with open(events_file, "rb") as src, open(out_file, "wb") as out:
+        while True:
+            if not eof:
+                more = src.read(need)
+                if more:
+                    buf += more
+                else:
+                    eof = True
+            stalled = False
+            for match in _TOKEN.finditer(buf, pos):
+                tok = match.group(0)
+                if tok == b'"':  # a string that does not end in this buffer
+                    if not eof:
+                        stalled = True
+                        pos = match.start()
+                        break
+                    continue  # at the end of the file: the cut event is already counted below
+                pos = match.end()
+                if tok[:1] == b'"':
+                    continue
+                if depth == 0:
+                    if tok == b"[":
+                        depth, prev_end = 1, match.end()
+                    continue
+                if depth == 1:
+                    if tok in (b"]", b"}"):
+                        if tok == b"]" and not buf[match.end():].strip() and eof:
+                            depth = 0
+                        continue  # a stray close between events: garbage, counted with the gap
+                    gap = buf[prev_end:match.start()].strip(b" \t\r\n,") if prev_end is not None else b""
+                    if gap:
+                        skipped += 1
+                        first_bad = first_bad if first_bad is not None else base + prev_end
+                    elem_start = match.start()
+                    depth = 2
+                    continue
+                depth += 1 if tok in (b"[", b"{") else -1
+                if depth == 1:
+                    elem = buf[elem_start:match.end()]
+                    fixed = _repair(elem, counts) if elem[:1] == b"{" else None
+                    if fixed is None:
+                        skipped += 1
+                        first_bad = first_bad if first_bad is not None else base + elem_start
+                    else:
+                        out.write(fixed.replace(b"\n", b" ").replace(b"\r", b" ") + b"\n")
+                    elem_start, prev_end = None, match.end()
+            else:
+                pos = len(buf)
+            if eof and not stalled:
+                break
+            # drop what is done; keep the element being cut (or the string that did not end)
+            keep = min(x for x in (elem_start, prev_end, pos) if x is not None)
+            keep = min(keep, pos)
+            buf, base = buf[keep:], base + keep
+            pos -= keep
+            elem_start = None if elem_start is None else elem_start - keep
+            prev_end = None if prev_end is None else prev_end - keep
+            need = need * 2 if stalled else SPLIT_READ
+    if depth >= 2:  # the last event never ended
+        skipped += 1
+        first_bad = first_bad if first_bad is not None else base + (elem_start or 0)
+    if skipped:
+        counts[f"{W_UNREADABLE} (the first at byte {offset + first_bad} of the file)"] = skipped
+    return counts

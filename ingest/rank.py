@@ -18,7 +18,7 @@ from pathlib import Path
 import duckdb
 
 from errors import TraceFormatError
-from ingest.decode import load_raw_events
+from ingest.decode import event_warnings, load_raw_events
 from ingest.source import read_trace
 
 SQL_DIR = Path(__file__).parent / "sql"
@@ -52,6 +52,7 @@ class RankResult:
     hints: dict[str, int] = field(default_factory=dict)
     span: dict[str, int | None] = field(default_factory=dict)
     rows: dict[str, int] = field(default_factory=dict)
+    empty_reason: str | None = None  # no timed event in the file: why (ingest.run refuses the file)
 
 
 def _connect(work_dir: Path) -> duckdb.DuckDBPyConnection:
@@ -97,11 +98,12 @@ def ingest_rank(path: Path, rank: int, stage_phase: str | None, out_dir: Path, w
         con = _connect(work_dir)
         try:
             try:
-                load_raw_events(con, events_file)
+                repairs = load_raw_events(con, events_file, source)
             except duckdb.Error as exc:
                 raise TraceFormatError(str(path), f"invalid trace JSON ({_first_line(exc)})", "event array")
             events_file.unlink(missing_ok=True)
             _run_transforms(con, stage_phase, label_phase)
+            repairs.update(event_warnings(con))
             rows = write_tables(con, out_dir, rank)
             summary = con.execute("SELECT kind, key, value FROM rank_summary").fetchall()
         finally:
@@ -110,7 +112,8 @@ def ingest_rank(path: Path, rank: int, stage_phase: str | None, out_dir: Path, w
         events_file.unlink(missing_ok=True)
     result = RankResult(
         path=str(path), rank=rank, size=source.size, sha256=source.sha256,
-        json_bytes=source.json_bytes, metadata=source.metadata, rows=rows,
+        json_bytes=source.json_bytes, metadata=source.metadata, rows=rows, warnings=dict(repairs),
+        empty_reason=source.empty_reason,
     )
     for kind, key, value in summary:
         if kind == "events":

@@ -142,9 +142,16 @@ def assign_ranks(files: list[Path]) -> tuple[list[int], list[str]]:
 def _ingest_one(args: tuple) -> RankResult | FileProblem:
     path, rank, stage_phase, label_phase, out_dir, work_dir = args
     try:
-        return ingest_rank(Path(path), rank, stage_phase, Path(out_dir), Path(work_dir), label_phase)
-    except TracehouseError as exc:
-        return FileProblem(str(path), str(exc))
+        result = ingest_rank(Path(path), rank, stage_phase, Path(out_dir), Path(work_dir), label_phase)
+        if result.empty_reason:  # nothing usable: refuse the file (its empty Parquet files go too)
+            for table_dir in Path(out_dir).iterdir():
+                (table_dir / f"rank-{rank:05d}.parquet").unlink(missing_ok=True)
+            raise TraceFormatError(str(path), result.empty_reason, "event array",
+                                   hint="the file was skipped; was the profiler stopped before it recorded "
+                                        "any activity? Profile at least one step")
+        return result
+    except TracehouseError as exc:  # one line: what, where, and what to do next
+        return FileProblem(str(path), f"{exc} ({exc.hint})" if exc.hint else str(exc))
     except MemoryError:
         return FileProblem(str(path), f"{path}: out of memory while reading; raise TRACEHOUSE_MEMORY_LIMIT")
     except Exception as exc:  # a bug must not cost the other files of the command

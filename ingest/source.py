@@ -6,6 +6,13 @@ small metadata keys before it (`schemaVersion`, `deviceProperties`, `distributed
 metadata parts with orjson, and copy the bytes of the array verbatim into a file that DuckDB's JSON
 reader then decodes into typed columns. Nothing here holds more than one piece (plus a bounded tail)
 in memory, whatever the size of the trace.
+
+Damaged files (see README, "Broken traces"): a file whose gzip stream or JSON ends early, or whose
+compressed data is corrupt partway, is *salvaged*: the events up to the last complete one before the
+damage are kept and the rank lands with the warning `file truncated at byte N ...: events kept` (N: the
+uncompressed JSON byte where readable data ends). Only when no complete event precedes the damage is
+the file refused (TraceFormatError, naming the file and the position). A second `traceEvents` inside the
+event array (several processes wrote one file) is refused: mixing two ranks' events would be wrong.
 """
 
 from __future__ import annotations
@@ -44,6 +51,17 @@ class TraceSource:
     metadata: dict = field(default_factory=dict)  # every top-level key but traceEvents
     events_file: Path | None = None  # the `[...]` array, verbatim
     bare_array: bool = False  # the file was a bare event array without `traceEvents`
+    array_offset: int = 0  # uncompressed byte of the file where the event array (its `[`) starts
+    truncation: str | None = None  # set when the events after some point were lost (salvaged file)
+    warnings: dict[str, int] = field(default_factory=dict)  # repairs made while reading the bytes
+    empty_reason: str | None = None  # set by decode when no event has a timestamp: nothing to ingest
+
+
+class _Damage:
+    """Where the compressed stream stopped being readable (what, where), if it did."""
+
+    what: str | None = None
+    where: str = ""
 
 
 def _inflater(first: bytes):
@@ -55,12 +73,18 @@ def _inflater(first: bytes):
     return None
 
 
-def _pieces(stream: BinaryIO, label: str, digest):
-    """Yield the uncompressed content of `stream` in pieces, hashing the raw bytes as we go."""
+def _pieces(stream: BinaryIO, label: str, digest, damage: _Damage | None = None):
+    """Yield the uncompressed content of `stream` in pieces, hashing the raw bytes as we go.
+
+    Corrupt or truncated compressed data ends the pieces early; with `damage` given, what and where
+    are recorded there (the bytes inflated before the damage have been yielded), else it raises.
+    """
     first = stream.read(PIECE_BYTES)
     digest.update(first)
     inflater = _inflater(first)
+    zlib_header = first[:1] == b"\x78"
     offset = 0
+    produced = 0
     chunk = first
     while chunk:
         if inflater is None:
@@ -74,14 +98,64 @@ def _pieces(stream: BinaryIO, label: str, digest):
                     inflater = _zlib.decompressobj(16 + _zlib.MAX_WBITS)
                     out += inflater.decompress(rest)
             except Exception as exc:  # zlib.error, isal's IsalError, ...
-                raise TraceFormatError(label, f"corrupt compressed data ({exc})", f"compressed byte {offset}")
+                what = f"corrupt compressed data ({exc})"
+                if damage is None:
+                    raise TraceFormatError(label, what, f"compressed byte {offset}")
+                # Inflate again in small steps to keep what this piece held before the damage.
+                position = offset
+                for out, position in _reinflate(stream.name, produced, zlib_header):
+                    produced += len(out)
+                    yield out
+                damage.what, damage.where = what, f"compressed byte {position}"
+                while rest := stream.read(PIECE_BYTES):  # the sha256 is of the whole file
+                    digest.update(rest)
+                return
             if out:
+                produced += len(out)
                 yield out
         offset += len(chunk)
         chunk = stream.read(PIECE_BYTES)
         digest.update(chunk)
     if inflater is not None and not inflater.eof:
-        raise TraceFormatError(label, "truncated compressed file (the gzip stream ends early)", f"compressed byte {offset}")
+        what, where = "truncated compressed file (the gzip stream ends early)", f"compressed byte {offset}"
+        if damage is None:
+            raise TraceFormatError(label, what, where)
+        damage.what, damage.where = what, where
+
+
+def _reinflate(path, skip: int, zlib_header: bool, step: int = 16 << 10):
+    """(output, compressed offset) of `path` inflated with zlib in small steps, from uncompressed byte
+    `skip` on, until the data stops being readable: the salvage path of a corrupt gzip block."""
+    inflater = zlib.decompressobj() if zlib_header else zlib.decompressobj(16 + zlib.MAX_WBITS)
+    done = 0  # uncompressed bytes seen
+    offset = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(step):
+            saved = inflater.copy()
+            try:
+                out = inflater.decompress(chunk)
+                while inflater.eof and inflater.unused_data:
+                    rest = inflater.unused_data
+                    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                    out += inflater.decompress(rest)
+            except zlib.error:
+                # the damage is in this step: feed it byte by byte to keep every byte before it
+                out, inflater = b"", saved
+                for i in range(len(chunk)):
+                    try:
+                        out += inflater.decompress(chunk[i : i + 1])
+                    except zlib.error:
+                        offset += i
+                        break
+                    if inflater.eof:  # the member ended; what follows would need a new member
+                        offset += i + 1
+                        break
+                yield (out[max(0, skip - done):] if done + len(out) > skip else b""), offset
+                return
+            if done + len(out) > skip:
+                yield out[max(0, skip - done):], offset
+            done += len(out)
+            offset += len(chunk)
 
 
 def _parse_object_text(text: bytes, label: str, where: str) -> dict:
@@ -157,23 +231,73 @@ def _close_array(tail: bytes, aligned: bool, label: str) -> tuple[int, dict]:
     return close, meta if isinstance(meta, dict) else {}
 
 
+def _last_complete_event(tail: bytes, aligned: bool) -> int | None:
+    """Where the last complete event of a cut-off array ends in `tail` (index after its `}`), or None.
+
+    `aligned`: tail starts at the array's `[`. Otherwise it starts somewhere inside the array, cut where
+    the first newline (pretty-printed JSON) or event boundary (minified) begins, at an unknown depth:
+    the array's own level is then the lowest depth the bracket walk reaches (every complete event
+    closes back to it), and an event ends where a `}` returns to that level and a `,` follows.
+    """
+    start = 0
+    if not aligned:
+        newline = tail.find(b"\n")
+        boundary = _EVENT_BOUNDARY.search(tail) if newline < 0 else None
+        start = newline + 1 if newline >= 0 else boundary.end() if boundary else None
+        if start is None:
+            return None
+    # every whole string (quotes too) becomes x's; a `"` left over starts a string cut by the damage
+    text = _STRING.sub(lambda m: b"x" * len(m.group(0)), tail[start:])
+    quote = text.find(b'"')
+    end = quote if quote >= 0 else len(text)
+    depth, level = 0, None
+    closes: list[tuple[int, int]] = []  # (position after a `}`, depth after it)
+    for match in _BRACKET.finditer(text, 0, end):
+        char = match.group(0)
+        if char in (b"[", b"{"):
+            depth += 1
+        else:
+            depth -= 1
+            if char == b"}":
+                closes.append((match.end(), depth))
+        if level is None or depth < level:
+            level = depth
+    if aligned:
+        level = 1  # inside `[`
+    for pos, after in reversed(closes):
+        if after != level:
+            continue
+        follow = text[pos:end].lstrip()
+        if aligned or follow[:1] == b"," or not follow:
+            return start + pos
+    return None
+
+
+_DAMAGED_HINT = ("the file was skipped and the other files still land; copy it again, or re-run the profiler "
+                 "and let it finish writing")
+_SECOND_DOCUMENT = re.compile(rb'"traceEvents"\s*:')
+
+
 def read_trace(path: Path, events_file: Path) -> TraceSource:
     """Inflate `path`, write its event array to `events_file`, and return what was found."""
     label = str(path)
     digest = hashlib.sha256()
     source = TraceSource(path=path, size=path.stat().st_size, sha256="")
+    damage = _Damage()
     head = b""
     found = False
     tail = b""
     aligned = True  # the tail still starts at the array's `[`
+    carry = b""  # the last bytes of the previous piece, to find a key cut between two pieces
     with open(path, "rb") as stream, open(events_file, "wb") as out:
-        for piece in _pieces(stream, label, digest):
+        for piece in _pieces(stream, label, digest, damage):
             source.json_bytes += len(piece)
             if not found:
                 head += piece
                 stripped = head.lstrip()
                 if stripped[:1] == b"[":  # a bare array of events
                     source.bare_array = found = True
+                    source.array_offset = len(head) - len(stripped)
                     piece = stripped
                 else:
                     match = _TRACE_EVENTS_KEY.search(head)
@@ -186,8 +310,22 @@ def read_trace(path: Path, events_file: Path) -> TraceSource:
                     if before.endswith(b","):
                         before = before[:-1]
                     source.metadata = _parse_object_text(before + b"}", label, "metadata before traceEvents")
+                    source.array_offset = match.end() - 1
                     piece = head[match.end() - 1 :]
                 head = b""
+                carry = b""
+            # Two documents in one file (several ranks writing one trace): the array holds another
+            # `"traceEvents":`. bytes.find is fast; the carried bytes catch a key cut between pieces.
+            if b'"traceEvents"' in piece or b'"traceEvents"' in carry + piece[:32]:
+                window = carry + piece
+                second = _SECOND_DOCUMENT.search(window)
+                if second is not None:
+                    at = source.json_bytes - len(window) + second.start()
+                    raise TraceFormatError(
+                        label, "two JSON documents in one file: a second `traceEvents` array starts inside the "
+                        "first (several processes wrote this file?); write one trace file per rank",
+                        f"byte {at}")
+            carry = piece[-32:]
             # Keep a bounded tail in memory; everything before it is certainly inside the array.
             tail += piece
             if len(tail) > 2 * TAIL_KEEP:
@@ -195,17 +333,38 @@ def read_trace(path: Path, events_file: Path) -> TraceSource:
                 tail = tail[-TAIL_KEEP:]
                 aligned = False
         if not found:
+            if damage.what:
+                raise TraceFormatError(label, f"{damage.what}; no event before the damage, nothing could be kept",
+                                       damage.where, hint=_DAMAGED_HINT)
             if not head.strip():
                 raise TraceFormatError(label, "empty file", "byte 0")
             raise TraceFormatError(label, "not a Kineto trace: no `traceEvents` array", "start of file")
-        if source.bare_array:
-            end = len(tail.rstrip())
-            if not tail[:end].endswith(b"]"):
-                raise TraceFormatError(label, "truncated JSON: the event array is never closed", "end of file")
-            keep, after = end, {}
+        try:
+            if source.bare_array:
+                end = len(tail.rstrip())
+                if not tail[:end].endswith(b"]"):
+                    raise TraceFormatError(label, "truncated JSON: the event array is never closed", "end of file")
+                keep, after = end, {}
+            else:
+                keep, after = _close_array(tail, aligned, label)
+        except TraceFormatError as problem:
+            # Salvage: keep the events up to the last complete one; refuse only when there is none.
+            cut = _last_complete_event(tail, aligned)
+            end_at = source.json_bytes
+            what = damage.what or problem.what
+            if cut is None:
+                raise TraceFormatError(
+                    label, f"{what}; no complete event before the damage, nothing could be kept",
+                    damage.where if damage.what else f"byte {end_at}", hint=_DAMAGED_HINT)
+            out.write(tail[:cut])
+            out.write(b"]")
+            source.truncation = f"file truncated at byte {end_at}" + (
+                f" ({damage.what} at {damage.where})" if damage.what else "")
+            keep, after = 0, {}
         else:
-            keep, after = _close_array(tail, aligned, label)
-        out.write(tail[:keep])
+            out.write(tail[:keep])
+            if damage.what:  # every byte inflated, but the final checksum failed: the content may be damaged
+                source.warnings[f"{damage.what} at {damage.where}; the events that could be read were kept"] = 1
     source.metadata.update(after)
     source.sha256 = digest.hexdigest()
     source.events_file = events_file

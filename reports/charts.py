@@ -55,7 +55,7 @@ def fmt_ns(ns: float | None) -> str:
 def fmt_value(value: float | None, metric: str = "") -> str:
     if value is None:
         return "–"
-    if metric.endswith("_ns") or metric.endswith("_ns_per_step"):
+    if metric.endswith(("_ns", "_ns_per_step")):
         return fmt_ns(value)
     if metric.endswith("_share"):
         return f"{100 * value:.1f} %"
@@ -90,8 +90,8 @@ def line_chart(points: list[dict], *, width: int = 560, height: int = 140, title
     def y(v: float) -> float:
         return pad_t + ih * (1 - (v - lo) / (hi - lo))
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" role="img"><title>{escape(title)}</title>',
+    parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+              f'viewBox="0 0 {width} {height}" role="img"><title>{escape(title)}</title>'),
              f'<rect x="{pad_l}" y="{pad_t}" width="{iw}" height="{ih}" fill="#fafafa" stroke="#ddd"/>']
     upper = [(x(i), y(p["baseline"] + 3 * p["noise"])) for i, p in enumerate(points)
              if p.get("baseline") is not None and p.get("noise") is not None]

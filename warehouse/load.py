@@ -11,6 +11,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
+
 from ingest.capture import attribute_run, capture_files, coverage
 from ingest.run import (
     FileProblem,
@@ -106,8 +108,9 @@ def _ingest_plan(warehouse: Warehouse, files: list[Path], skipped: list[str], la
         if extra_warnings:
             warnings = dict(table.column("warnings")[0].as_py())
             warnings.update(extra_warnings)
-            table = table.set_column(table.schema.get_field_index("warnings"), "warnings",
-                                     [[sorted(warnings.items())]])
+            wfield = table.schema.field("warnings")
+            table = table.set_column(table.schema.get_field_index("warnings"), wfield,
+                                     pa.array([sorted(warnings.items())], type=wfield.type))
         write_runs_row(table, staging / "out")
         shutil.rmtree(staging / "work", ignore_errors=True)
         stored = warehouse.publish(staging, run_id)

@@ -2,6 +2,9 @@
 -- events: one row per event of the file (ev_id = its position in the file), times in integer ns.
 -- start_ns/dur_ns come from the exact decimal µs text (DECIMAL(38,3) * 1000), never from a float;
 -- a negative duration is clamped to 0 and flagged (dur_clamped) so that ingest can count it.
+-- Out of range (never from a real profiler; the guards keep int64 ns from overflowing): a timestamp
+-- beyond ±9e15 µs (year 2255) is dropped like a missing one (ts_out_of_range), a duration over one day
+-- (8.64e10 µs) is set to 0 (dur_absurd); both are counted (ingest/decode.py event_warnings).
 CREATE OR REPLACE TABLE events AS
 SELECT
     ev_id,
@@ -11,13 +14,15 @@ SELECT
     coalesce(name, '') AS name,
     pid,
     tid,
-    CAST(ts * 1000 AS BIGINT) AS start_ns,
-    greatest(coalesce(CAST(dur * 1000 AS BIGINT), 0), 0) AS dur_ns,
+    CASE WHEN abs(ts) < 9000000000000000 THEN CAST(ts * 1000 AS BIGINT) END AS start_ns,
+    CASE WHEN dur > 0 AND dur <= 86400000000 THEN CAST(dur * 1000 AS BIGINT) ELSE 0 END AS dur_ns,
     coalesce(dur < 0, false) AS dur_clamped,
+    coalesce(dur > 86400000000, false) AS dur_absurd,
+    coalesce(abs(ts) >= 9000000000000000, false) AS ts_out_of_range,
     id AS flow_id,
     bp,
     CASE
-        WHEN ph <> 'X' THEN NULL
+        WHEN ph IS DISTINCT FROM 'X' THEN NULL
         WHEN lower(cat) = 'kernel' THEN 'kernel'
         WHEN lower(cat) IN ('gpu_memcpy', 'memcpy') THEN 'memcpy'
         WHEN lower(cat) IN ('gpu_memset', 'memset') THEN 'memset'

@@ -1,0 +1,182 @@
+"""The fusion catalogue: known fused kernels of SGLang, vLLM and TensorRT-LLM, shipped as data.
+
+The catalogue lives in ``sql/rules/fusion_patterns.csv`` (format in ``sql/rules/fusion_patterns.README.md``):
+one row per pattern, with the split kernels as an ordered list of steps (``split_1`` .. ``split_3``, each
+a name regex plus the categories a kernel must have to count for that step), the fused kernel (regex and
+categories), the framework, the source path of the fused implementation in that framework's tree, a
+one-line rationale and a reference. ``sql/fusion_match.sql`` matches it against a run.
+
+The version is in ``sql/rules/fusion_patterns.version.json`` (``{"catalog_version": ..., "sha256": ...}``);
+``sha256`` is the hash of the CSV so a test can tell when the catalogue changed without a version bump.
+
+``register_fusion_patterns(con)`` loads and validates the file and registers two tables:
+- ``fusion_patterns``: pattern_id, framework, name, n_splits, fused_pattern, fused_categories,
+  source_path, rationale, reference, catalog_version
+- ``fusion_pattern_steps``: pattern_id, step (1-based), pattern, categories (``;``-separated)
+Regexes follow the rules of the category table (RE2 and Java regex alike; see warehouse/rules.py).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from errors import TracehouseError
+from warehouse.rules import CATEGORIES, RULES_DIR, RulesError, _regex_judge
+from warehouse.rules import _check_pattern as _check_rule_pattern
+
+CATALOG_FILE = RULES_DIR / "fusion_patterns.csv"
+VERSION_FILE = RULES_DIR / "fusion_patterns.version.json"
+
+#: Frameworks a pattern may name (the values of runs.framework for these engines).
+FRAMEWORKS: tuple[str, ...] = ("sglang", "vllm", "tensorrt-llm")
+MAX_SPLITS = 3
+REQUIRED_COLUMNS: tuple[str, ...] = (
+    "pattern_id", "framework", "name", "split_1", "split_1_categories", "split_2", "split_2_categories",
+    "split_3", "split_3_categories", "fused", "fused_categories", "source_path", "rationale", "reference",
+)
+
+
+class FusionCatalogError(TracehouseError, ValueError):
+    """A fusion catalogue that cannot be used: names the file, the line and what is wrong."""
+
+    hint = "fix the fusion catalogue (see sql/rules/fusion_patterns.README.md) and run again"
+
+
+def catalog_version() -> str:
+    return str(json.loads(VERSION_FILE.read_text(encoding="utf-8"))["catalog_version"])
+
+
+def recorded_sha256() -> str:
+    return str(json.loads(VERSION_FILE.read_text(encoding="utf-8")).get("sha256", ""))
+
+
+def catalog_sha256() -> str:
+    return hashlib.sha256(CATALOG_FILE.read_bytes()).hexdigest()
+
+
+def _check_pattern(pattern: str, where: str, con: object | None) -> None:
+    """The category table's regex rules (portable RE2/Java, compiles in DuckDB), as a catalogue error."""
+    try:
+        _check_rule_pattern(pattern, where, con)
+    except RulesError as exc:
+        raise FusionCatalogError(str(exc)) from None
+
+
+def _categories(text: str, where: str) -> str:
+    cats = [c.strip() for c in text.split(";") if c.strip()]
+    if not cats:
+        raise FusionCatalogError(f"{where}: no category given")
+    bad = [c for c in cats if c not in CATEGORIES]
+    if bad:
+        raise FusionCatalogError(f"{where}: unknown category {bad[0]!r}; expected one of: {', '.join(CATEGORIES)}")
+    return ";".join(cats)
+
+
+def parse_catalog(text: str, source: str) -> list[dict[str, object]]:
+    """Parse and validate the catalogue text: one dict per pattern, with ``steps`` [(regex, categories)]."""
+    con = _regex_judge()
+    try:
+        reader = csv.reader(io.StringIO(text))
+        header: list[str] | None = None
+        out: list[dict[str, object]] = []
+        seen: dict[str, int] = {}
+        for record in reader:
+            line = reader.line_num
+            if not record or all(not c.strip() for c in record):
+                continue
+            if header is None:
+                header = [c.strip().lstrip("\ufeff") for c in record]
+                missing = [c for c in REQUIRED_COLUMNS if c not in header]
+                if missing:
+                    raise FusionCatalogError(f"{source}:{line}: header lacks column(s) {', '.join(missing)}")
+                continue
+            if len(record) > len(header):
+                raise FusionCatalogError(f"{source}:{line}: {len(record)} fields but the header has {len(header)}")
+            row = dict(zip(header, (c.strip() for c in record)))
+            pid = row.get("pattern_id", "")
+            if not pid:
+                raise FusionCatalogError(f"{source}:{line}: empty pattern_id")
+            where = f"{source}:{line} (pattern {pid!r})"
+            if pid in seen:
+                raise FusionCatalogError(f"{where}: pattern_id repeats the one on line {seen[pid]}")
+            seen[pid] = line
+            if row.get("framework") not in FRAMEWORKS:
+                raise FusionCatalogError(f"{where}: framework {row.get('framework')!r} is not one of {', '.join(FRAMEWORKS)}")
+            steps: list[tuple[str, str]] = []
+            for i in range(1, MAX_SPLITS + 1):
+                regex, cats = row.get(f"split_{i}", ""), row.get(f"split_{i}_categories", "")
+                if not regex:
+                    if cats:
+                        raise FusionCatalogError(f"{where}: split_{i}_categories without split_{i}")
+                    for j in range(i + 1, MAX_SPLITS + 1):
+                        if row.get(f"split_{j}", ""):
+                            raise FusionCatalogError(f"{where}: split_{j} given but split_{i} is empty")
+                    break
+                _check_pattern(regex, f"{where} split_{i}", con)
+                steps.append((regex, _categories(cats, f"{where} split_{i}_categories")))
+            if len(steps) < 2:
+                raise FusionCatalogError(f"{where}: a pattern needs at least two split kernels (split_1, split_2)")
+            fused = row.get("fused", "")
+            if not fused:
+                raise FusionCatalogError(f"{where}: empty fused regex")
+            _check_pattern(fused, f"{where} fused", con)
+            for col in ("name", "source_path", "rationale", "reference"):
+                if not row.get(col):
+                    raise FusionCatalogError(f"{where}: empty {col}")
+            out.append({
+                "pattern_id": pid, "framework": row["framework"], "name": row["name"], "steps": steps,
+                "fused_pattern": fused, "fused_categories": _categories(row.get("fused_categories", ""),
+                                                                        f"{where} fused_categories"),
+                "source_path": row["source_path"], "rationale": row["rationale"], "reference": row["reference"],
+            })
+        if header is None:
+            raise FusionCatalogError(f"{source}: empty fusion catalogue")
+        return out
+    finally:
+        if con is not None:
+            con.close()  # type: ignore[attr-defined]
+
+
+def load_fusion_catalog(path: str | Path | None = None) -> tuple[pa.Table, pa.Table]:
+    """(fusion_patterns, fusion_pattern_steps) as Arrow tables, from the shipped file or ``path``."""
+    file = Path(path) if path is not None else CATALOG_FILE
+    patterns = parse_catalog(file.read_text(encoding="utf-8"), str(file))
+    version = catalog_version() if path is None else f"{catalog_version()}+file.{hashlib.sha256(file.read_bytes()).hexdigest()[:12]}"
+    head = pa.table({
+        "pattern_id": pa.array([p["pattern_id"] for p in patterns], pa.string()),
+        "framework": pa.array([p["framework"] for p in patterns], pa.string()),
+        "name": pa.array([p["name"] for p in patterns], pa.string()),
+        "n_splits": pa.array([len(p["steps"]) for p in patterns], pa.int32()),  # type: ignore[arg-type]
+        "fused_pattern": pa.array([p["fused_pattern"] for p in patterns], pa.string()),
+        "fused_categories": pa.array([p["fused_categories"] for p in patterns], pa.string()),
+        "source_path": pa.array([p["source_path"] for p in patterns], pa.string()),
+        "rationale": pa.array([p["rationale"] for p in patterns], pa.string()),
+        "reference": pa.array([p["reference"] for p in patterns], pa.string()),
+        "catalog_version": pa.array([version] * len(patterns), pa.string()),
+    })
+    rows = [(p["pattern_id"], i + 1, regex, cats) for p in patterns for i, (regex, cats) in enumerate(p["steps"])]  # type: ignore[arg-type]
+    steps = pa.table({
+        "pattern_id": pa.array([r[0] for r in rows], pa.string()),
+        "step": pa.array([r[1] for r in rows], pa.int32()),
+        "pattern": pa.array([r[2] for r in rows], pa.string()),
+        "categories": pa.array([r[3] for r in rows], pa.string()),
+    })
+    return head, steps
+
+
+def register_fusion_patterns(con: duckdb.DuckDBPyConnection, path: str | Path | None = None) -> None:
+    """Create the tables fusion_patterns and fusion_pattern_steps in ``con``."""
+    head, steps = load_fusion_catalog(path)
+    con.register("_fusion_patterns_arrow", head)
+    con.register("_fusion_pattern_steps_arrow", steps)
+    con.execute("CREATE OR REPLACE TABLE fusion_patterns AS SELECT * FROM _fusion_patterns_arrow")
+    con.execute("CREATE OR REPLACE TABLE fusion_pattern_steps AS SELECT * FROM _fusion_pattern_steps_arrow")
+    con.unregister("_fusion_patterns_arrow")
+    con.unregister("_fusion_pattern_steps_arrow")
