@@ -48,7 +48,7 @@ points AS (
 ),
 states AS (
     SELECT run_id, rank, device, variant, step_key, t,
-           lead(t) OVER (PARTITION BY run_id, rank, device, variant, step_key ORDER BY t) AS next_t,
+           lead(t) OVER running AS next_t,
            sum(d_compute) OVER running AS n_compute,
            sum(d_comm) OVER running AS n_comm,
            sum(d_memory) OVER running AS n_memory

@@ -22,7 +22,7 @@ WITH per_step AS (
     GROUP BY run_id, rank, device, stream
 ),
 busy AS (
-    -- union per stream and step, from islands as in _device_segments
+    -- union per stream and step, by islands (as in kernel_overlap)
     SELECT run_id, rank, device, stream, step, sum(e - s) AS busy_ns
     FROM (
         SELECT run_id, rank, device, stream, step, island, min(start_ns) AS s, max(end_ns) AS e

@@ -96,7 +96,7 @@ def _handmade(rows: list[tuple], runs: dict[str, str]) -> duckdb.DuckDBPyConnect
     con.execute("CREATE TABLE runs (run_id VARCHAR, framework VARCHAR)")
     con.executemany("INSERT INTO runs VALUES (?, ?)", list(runs.items()))
     fusion.register_fusion_patterns(con)
-    for view in ("_device_segments", "kernel_overlap", "kernel_summary", "overlap_opportunity", "fusion_match"):
+    for view in ("kernel_overlap", "kernel_summary", "overlap_opportunity", "fusion_match"):
         con.execute((SQL / f"{view}.sql").read_text())
     return con
 
