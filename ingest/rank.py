@@ -69,7 +69,9 @@ def _run_transforms(con: duckdb.DuckDBPyConnection, stage_phase: str | None, lab
         "CREATE OR REPLACE TABLE rank_context AS SELECT ?::VARCHAR AS stage_phase, ?::VARCHAR AS label_phase",
         [stage_phase, label_phase],
     )
-    con.execute(f"SET threads = {max(1, min(2, os.cpu_count() or 1))}")
+    # Ranks ingested side by side share the cores (RankPool sets TRACEHOUSE_THREADS for its workers).
+    threads = int(os.environ.get("TRACEHOUSE_THREADS") or max(1, min(2, os.cpu_count() or 1)))
+    con.execute(f"SET threads = {threads}")
     for sql_file in TRANSFORMS:
         con.execute(sql_file.read_text())
 

@@ -176,7 +176,10 @@ class RankPool:
         if self.workers <= 1 or len(jobs) <= 1:
             return [fn(job) for job in jobs]
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=get_context("spawn"))
+            # each worker's DuckDB gets its share of the cores instead of all of them
+            share = max(1, (os.cpu_count() or 1) // self.workers)
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=get_context("spawn"),
+                                             initializer=_set_threads, initargs=(share,))
         return list(self._pool.map(fn, jobs))
 
     def close(self) -> None:
@@ -189,6 +192,10 @@ class RankPool:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _set_threads(threads: int) -> None:
+    os.environ["TRACEHOUSE_THREADS"] = str(threads)
 
 
 def ingest_files(files: list[Path], ranks: list[int], label_phase: str | None, out_dir: Path,

@@ -33,7 +33,7 @@ try:  # ISA-L inflates about 1.4x faster than zlib (measured in bench/); optiona
 except ImportError:  # pragma: no cover - depends on the environment
     _zlib = zlib
 
-PIECE_BYTES = 8 << 20  # compressed bytes read at a time
+PIECE_BYTES = 1 << 20  # compressed bytes read at a time (inflates to ~10-20 MB: bounded memory)
 HEAD_LIMIT = 64 << 20  # metadata before `traceEvents` larger than this is not a Kineto trace
 TAIL_KEEP = 1 << 20  # bytes kept from the end of the array to find where it closes
 
@@ -327,11 +327,19 @@ def read_trace(path: Path, events_file: Path) -> TraceSource:
                         f"byte {at}")
             carry = piece[-32:]
             # Keep a bounded tail in memory; everything before it is certainly inside the array.
-            tail += piece
-            if len(tail) > 2 * TAIL_KEEP:
-                out.write(tail[:-TAIL_KEEP])
-                tail = tail[-TAIL_KEEP:]
+            # A large piece is written straight from the inflater's buffer (no copy into the tail).
+            if len(piece) >= TAIL_KEEP:
+                if tail:
+                    out.write(tail)
+                out.write(memoryview(piece)[:-TAIL_KEEP])
+                tail = piece[-TAIL_KEEP:]
                 aligned = False
+            else:
+                tail += piece
+                if len(tail) > 2 * TAIL_KEEP:
+                    out.write(tail[:-TAIL_KEEP])
+                    tail = tail[-TAIL_KEEP:]
+                    aligned = False
         if not found:
             if damage.what:
                 raise TraceFormatError(label, f"{damage.what}; no event before the damage, nothing could be kept",
