@@ -19,10 +19,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from synth import write_scenario  # noqa: E402
-from warehouse.catalog import connect  # noqa: E402
-from warehouse.load import ingest_paths  # noqa: E402
-from warehouse.store import Warehouse  # noqa: E402
+from synth import write_scenario
+from warehouse.catalog import connect
+from warehouse.load import ingest_paths
+from warehouse.store import Warehouse
 
 TARGET_S = 2.0
 ACTIVITIES_PER_LAYER_STEP_RANK = 20  # serving-decode: 16 on the main stream + 4 routed-expert kernels

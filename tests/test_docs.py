@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
 import sqlglot
 from sqlglot import exp
-
-import pytest
 
 from cli import main
 from warehouse.catalog import SQL_DIR, connect, ordered_views, view_dependencies, view_files

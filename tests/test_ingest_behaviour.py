@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
+from tracebuilder import BASE_US, launch_pair, simple_events, write_trace
 
 from cli import main
-from conftest import ROOT
 from ingest.naming import parse_trace_name
-from tracebuilder import BASE_US, launch_pair, simple_events, write_trace
 from warehouse.catalog import connect
 from warehouse.load import ingest_paths
 from warehouse.store import Warehouse

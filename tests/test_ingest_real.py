@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import ORACLES, TRACES, independent_gpu_summary, real_trace_files, require_shared
+
 from warehouse.catalog import connect
 from warehouse.load import ingest_paths
 from warehouse.store import Warehouse

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from pathlib import Path
 
 import duckdb
 import pytest
-
 from conftest import ROOT, TRACES, require_shared
 
 SQL = ROOT / "sql"

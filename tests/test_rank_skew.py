@@ -13,7 +13,6 @@ from collections import Counter
 
 import duckdb
 import pytest
-
 from conftest import ROOT, TRACES, require_shared
 
 SQL = ROOT / "sql"

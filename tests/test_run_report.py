@@ -7,14 +7,13 @@ import json
 import os
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, real_trace_files
+from tracebuilder import launch_pair, simple_events, write_trace
+
 from reports.run import build_run_report, render_run_report, report_connection, report_json
 from synth import write_scenario
-from tracebuilder import launch_pair, simple_events, write_trace
 from warehouse.catalog import connect
 from warehouse.load import ingest_paths
 from warehouse.store import Warehouse

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from tracebuilder import simple_events, write_trace
 
 from cli import main
-from tracebuilder import simple_events, write_trace
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import ORACLES
+
 from warehouse.catalog import connect
 
 
