@@ -187,19 +187,38 @@ def runs(ctx, where, fmt):
 @main.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("query")
 @format_option()
-@click.option("--engine", type=click.Choice(["duckdb"]), default="duckdb", show_default=True,
-              help="Query engine.")
+@click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb", show_default=True,
+              help="Query engine: spark runs the same views, transpiled by sqlglot, on a SparkSession "
+                   "(pip install 'tracehouse[spark]'; Java 17+).")
+@click.option("--master", envvar="SPARK_MASTER", default=None,
+              help="Spark master URL for --engine spark (env SPARK_MASTER; default local[2]).")
 @click.pass_context
-def sql(ctx, query, fmt, engine):
+def sql(ctx, query, fmt, engine, master):
     """Run one read-only SQL query over the warehouse's tables and views.
 
     Statements that write, attach, copy, install, change settings or read files are refused.
+    The query is written in DuckDB's dialect with either engine.
 
     \b
     Example:
       tracehouse sql "select kind, count(*), sum(dur_ns) from kernels group by kind"
       tracehouse sql "show tables" --format csv
+      tracehouse sql --engine spark --master spark://head:7077 "select * from category_summary"
     """
+    if engine == "spark":
+        from warehouse.query import check_read_only
+        from warehouse.spark import SparkUnavailable, connect_spark, needed_views, run_query_spark
+
+        check_read_only(query)  # refuse before paying for a JVM
+        try:
+            root = ctx.obj["warehouse"]  # s3a://, gs://, hdfs:// warehouses are read by Spark as they are
+            catalog = connect_spark(root if "://" in root else _warehouse(ctx), master=master,
+                                    only=needed_views(query))
+        except SparkUnavailable as exc:
+            raise TracehouseError(str(exc), hint="or use --engine duckdb") from None
+        columns, rows = run_query_spark(catalog, query)
+        print_rows(columns, rows, fmt)
+        return
     from warehouse.query import run_query
 
     columns, rows = run_query(_connect(ctx), query)

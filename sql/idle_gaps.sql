@@ -49,11 +49,18 @@ waits AS (
            AND (name LIKE '%Synchronize%' OR name IN ('cudaMemcpy', 'hipMemcpy', 'hipMemcpyWithStream', 'cudaMemcpy2D')))
 ),
 classified AS (
-    SELECT g.*,
-           EXISTS (SELECT 1 FROM waits AS w
-                   WHERE w.run_id = g.run_id AND w.rank = g.rank
-                     AND w.start_ns < g.gap_end_ns AND w.end_ns > g.gap_start_ns) AS waited
+    -- EXISTS in WHERE, not in the select list: Spark fails to plan it there ("key not found")
+    SELECT g.*, true AS waited
     FROM gaps AS g
+    WHERE EXISTS (SELECT 1 FROM waits AS w
+                  WHERE w.run_id = g.run_id AND w.rank = g.rank
+                    AND w.start_ns < g.gap_end_ns AND w.end_ns > g.gap_start_ns)
+    UNION ALL
+    SELECT g.*, false AS waited
+    FROM gaps AS g
+    WHERE NOT EXISTS (SELECT 1 FROM waits AS w
+                      WHERE w.run_id = g.run_id AND w.rank = g.rank
+                        AND w.start_ns < g.gap_end_ns AND w.end_ns > g.gap_start_ns)
 ),
 step_starts AS (
     SELECT run_id, rank, step, min(start_ns) AS step_gpu_start_ns FROM kernels WHERE step IS NOT NULL GROUP BY ALL

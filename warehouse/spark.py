@@ -1,0 +1,347 @@
+"""The same catalogue on Spark: base tables over the same Parquet folders, the views of sql/ transpiled.
+
+`connect_spark(warehouse)` builds, in a SparkSession, what `catalog.connect` builds in DuckDB:
+
+1. one temporary view per base table over `<warehouse>/tables/<table>/` (plain Hive layout: `run_id`
+   comes from the folder name and stays a string), without the zero-row `run_id=_schema` partition, and
+   with the same visibility rule: a run is visible only once its `runs` row exists;
+2. the rule tables (`category_rules`, `fusion_patterns`, `fusion_pattern_steps`) from the same Arrow
+   tables that DuckDB registers;
+3. every view of sql/, in the same dependency order (`catalog.ordered_views`), transpiled by sqlglot from
+   the DuckDB dialect to Spark's, as a temporary view.
+
+The views are written once, in DuckDB's dialect, in a form both engines accept. What sqlglot does not
+translate by itself, and that is a systematic dialect difference rather than a view's choice, is fixed
+here by `_spark_transforms` (each transform says what it fixes); nothing here is view-specific.
+
+The warehouse path may be any URI that Spark's Hadoop file system reads (`s3a://bucket/wh`,
+`gs://bucket/wh`, `hdfs://...`): the layout is plain Hive partitions; listing the partitions then goes
+through Hadoop instead of the local file system.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import sqlglot
+from sqlglot import exp
+
+from warehouse.catalog import SCHEMA_PARTITION, ordered_views, view_dependencies
+from warehouse.store import ALL_TABLES
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+
+    from warehouse.store import Warehouse
+
+DEFAULT_MASTER = "local[2]"
+
+
+class SparkUnavailable(RuntimeError):
+    """pyspark is not installed or Java cannot be started."""
+
+
+def spark_session(master: str | None = None, app_name: str = "tracehouse") -> SparkSession:
+    """A SparkSession set up the way the views need it (also on a cluster: pass its master URL).
+
+    master: `local[N]`, `spark://host:7077`, `yarn`, `k8s://...`; default $SPARK_MASTER, else local[2].
+    Under spark-submit (a master already set in the Spark conf) the submitted session is reused.
+    """
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:
+        raise SparkUnavailable("pyspark is not installed: pip install 'tracehouse[spark]' (needs Java 17+)") from exc
+    master = master or os.environ.get("SPARK_MASTER") or None
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    elif "SPARK_HOME" not in os.environ and "PYSPARK_SUBMIT_ARGS" not in os.environ:
+        builder = builder.master(DEFAULT_MASTER)
+    local = (master or DEFAULT_MASTER).startswith("local")
+    builder = (
+        builder
+        # run_id stays a string ('0a1b...' would otherwise be read as a number or a date)
+        .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        # DuckDB's semantics where Spark 4's ANSI default differs: x / 0 is NULL, not an error
+        .config("spark.sql.ansi.enabled", "false")
+        # critical_path walks a step's dependency chain with a recursive CTE: one level per node, and a
+        # step has thousands (Spark's default stops at 100; DuckDB has no limit)
+        .config("spark.sql.cteRecursionLevelLimit", "1000000")
+        .config("spark.sql.cteRecursionRowLimit", "1000000000")
+    )
+    if local:  # small shuffles; the analyzer needs more than the default 1g for the deepest views
+        builder = (builder.config("spark.sql.shuffle.partitions", "4").config("spark.default.parallelism", "4")
+                   .config("spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", "2g")))
+    try:
+        session = builder.getOrCreate()
+    except Exception as exc:  # Java missing or failing to start
+        raise SparkUnavailable(f"cannot start Spark (is Java 17+ installed and on PATH?): {exc}") from exc
+    session.sparkContext.setLogLevel("ERROR")
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):  # each failed query, as JSON
+        logging.getLogger(name).disabled = True
+    return session
+
+
+# --- DuckDB -> Spark: systematic dialect differences that sqlglot leaves as they are -----------------
+
+# Window functions that take no frame: DuckDB ignores a frame given to them, Spark refuses it
+_FRAMELESS = (exp.Lead, exp.Lag, exp.RowNumber, exp.Rank, exp.DenseRank, exp.Ntile, exp.PercentRank,
+              exp.CumeDist)
+
+
+def _inline_frameless_windows(select: exp.Select) -> None:
+    """`lead(t) OVER w ... WINDOW w AS (... ROWS ...)`: give lead/lag/row_number their own OVER, frameless."""
+    named = {w.this.name: w for w in select.args["windows"]}
+    for window in select.find_all(exp.Window):
+        ref = window.args.get("alias")
+        definition = named.get(ref.name) if isinstance(ref, exp.Identifier) else None
+        if definition is None or not isinstance(window.this, _FRAMELESS) or not definition.args.get("spec"):
+            continue
+        if window.parent_select is not select:
+            continue
+        window.set("alias", None)
+        window.set("partition_by", [e.copy() for e in definition.args.get("partition_by") or []])
+        window.set("order", definition.args["order"].copy() if definition.args.get("order") else None)
+
+
+def _spark_transforms(node: exp.Expression) -> exp.Expression:
+    """Rewrite one node of a DuckDB statement where sqlglot's Spark output would not run or not agree.
+
+    - `quantile_cont(x, q)`: sqlglot writes `PERCENTILE_CONT(x, q)`, which Spark rejects (its
+      PERCENTILE_CONT takes `(q) WITHIN GROUP (ORDER BY x)`); Spark's `percentile(x, q)` is the same
+      exact, linearly interpolated quantile (position (n - 1) * q), as DOUBLE like DuckDB's.
+    - lead/lag/row_number/rank ... over a window with a frame (`WINDOW w AS (... ROWS ...)` shared with
+      running sums): DuckDB ignores the frame, Spark refuses it; they get the window without the frame.
+    - `avg(x)`: DuckDB's is DOUBLE for every numeric x; Spark keeps DECIMAL for a DECIMAL x (`avg(CASE
+      ... THEN 1.0 ELSE 0.0 END)` gives 0.05882, not 0.058823529411764705): x is cast to DOUBLE, which
+      Spark does anyway for integer x.
+    - `regexp_replace(s, p, r)` without the 'g' option replaces only the first match in DuckDB and
+      every match in Spark: refused unless the pattern is anchored with ^ or $ (one match at most).
+    """
+    if isinstance(node, exp.Select) and node.args.get("windows"):
+        _inline_frameless_windows(node)
+    if isinstance(node, exp.Window) and isinstance(node.this, _FRAMELESS) and node.args.get("spec"):
+        node.set("spec", None)
+    if isinstance(node, exp.Avg) and not isinstance(node.this, exp.Cast):
+        return exp.Avg(this=exp.Cast(this=node.this, to=exp.DataType.build("DOUBLE")))
+    if isinstance(node, exp.PercentileCont) and node.expression is not None:
+        return exp.Anonymous(this="percentile", expressions=[node.this, node.expression])
+    if isinstance(node, exp.RegexpReplace):
+        modifiers = node.args.get("modifiers")
+        flags = modifiers.name if isinstance(modifiers, exp.Literal) else ""
+        pattern = node.expression
+        anchored = isinstance(pattern, exp.Literal) and (
+            pattern.name.startswith("^") or (pattern.name.endswith("$") and not pattern.name.endswith("\\$")))
+        if "g" not in flags and not anchored:
+            raise ValueError(f"{node.sql('duckdb')}: DuckDB replaces the first match only, Spark every "
+                             "match; add 'g' or anchor the pattern with ^")
+        node.set("modifiers", None)
+    return node
+
+
+def to_spark_sql(sql: str) -> str:
+    """One DuckDB statement in Spark's dialect (CREATE VIEW becomes CREATE TEMPORARY VIEW)."""
+    statement = sqlglot.parse_one(sql, read="duckdb")
+    statement = statement.transform(_spark_transforms)
+    if isinstance(statement, exp.Create) and statement.kind == "VIEW":
+        props = statement.args.get("properties") or exp.Properties(expressions=[])
+        if not any(isinstance(p, exp.TemporaryProperty) for p in props.expressions):
+            props.append("expressions", exp.TemporaryProperty())
+        statement.set("properties", props)
+    return statement.sql(dialect="spark")
+
+
+# --- the catalogue ----------------------------------------------------------------------------------
+
+def _table_location(warehouse: Warehouse | str, table: str) -> str:
+    root = warehouse if isinstance(warehouse, str) else str(warehouse.root)
+    return root.rstrip("/") + "/tables/" + table
+
+
+def _partitions(location: str) -> list[str] | None:
+    """The run partitions of a local table (None: not a local path; let Spark list it)."""
+    if "://" in location and not location.startswith("file://"):
+        return None
+    folder = Path(location.removeprefix("file://"))
+    if not folder.is_dir():
+        return []
+    return sorted(str(p) for p in folder.iterdir()
+                  if p.is_dir() and p.name.startswith("run_id=") and p.name != SCHEMA_PARTITION)
+
+
+def _read_table(spark: SparkSession, location: str):
+    """The table's rows (with run_id from the folder names), the _schema partition's columns when empty."""
+    from pyspark.sql import functions as F
+
+    reader = spark.read.option("basePath", location).option("mergeSchema", "true")
+    parts = _partitions(location)
+    if parts is None:  # remote: Spark lists the folders; the filter drops the schema partition
+        return reader.parquet(location).where(F.col("run_id") != "_schema")
+    if parts:
+        return reader.parquet(*parts)
+    return reader.parquet(location + "/" + SCHEMA_PARTITION)
+
+
+def _arrow_to_spark(spark: SparkSession, table):
+    """A small Arrow table (the rule tables) as a Spark DataFrame, column types kept."""
+    import pyarrow as pa
+    from pyspark.sql import types as T
+
+    def spark_type(t: pa.DataType):
+        if pa.types.is_int32(t) or pa.types.is_int16(t) or pa.types.is_int8(t):
+            return T.IntegerType()
+        if pa.types.is_integer(t):
+            return T.LongType()
+        if pa.types.is_floating(t):
+            return T.DoubleType()
+        if pa.types.is_boolean(t):
+            return T.BooleanType()
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            return T.StringType()
+        raise TypeError(f"no Spark type for the Arrow type {t}")
+
+    schema = T.StructType([T.StructField(f.name, spark_type(f.type), f.nullable) for f in table.schema])
+    rows = [tuple(r[c] for c in table.column_names) for r in table.to_pylist()]
+    return spark.createDataFrame(rows, schema=schema)
+
+
+def register_rule_tables(spark: SparkSession, rules_file: str | None = None) -> None:
+    from warehouse.fusion import load_fusion_catalog
+    from warehouse.rules import load_category_rules
+
+    _arrow_to_spark(spark, load_category_rules(rules_file)).createOrReplaceTempView("category_rules")
+    head, steps = load_fusion_catalog()
+    _arrow_to_spark(spark, head).createOrReplaceTempView("fusion_patterns")
+    _arrow_to_spark(spark, steps).createOrReplaceTempView("fusion_pattern_steps")
+
+
+@dataclass
+class SparkCatalog:
+    """A SparkSession with the warehouse's tables and views, and the views that could not be made there."""
+
+    session: SparkSession
+    unavailable: dict[str, str] = field(default_factory=dict)  # view -> why (Spark's message)
+
+    def sql(self, query: str):
+        return self.session.sql(query)
+
+
+def connect_spark(warehouse: Warehouse | str, rules_file: str | None = None,
+                  spark: SparkSession | None = None, master: str | None = None,
+                  materialize: bool = False, only: set[str] | None = None) -> SparkCatalog:
+    """Every table and view of the warehouse as temporary views of a SparkSession.
+
+    warehouse: a Warehouse (local) or a URI string (`s3a://bucket/wh`, `gs://bucket/wh`); a local
+    warehouse gets its schema files first, like catalog.connect.
+    materialize: compute each view once, in dependency order, and keep its rows (a local checkpoint)
+    for the views that read it: many queries over a small or medium warehouse (reports, tests) then
+    stop recomputing the whole chain of views; off, every query plans from the Parquet files.
+    A view that Spark cannot build (or, materialized, compute) is left out with the reason in
+    `unavailable`, and so are the views that read it; the others work.
+    only: build just these views and the views they read (`needed_views(query)`); analysing every
+    view costs minutes of planning, and one query reads a few.
+    """
+    if not isinstance(warehouse, str):
+        from warehouse.catalog import ensure_schema_files
+
+        ensure_schema_files(warehouse)
+    spark = spark or spark_session(master)
+    catalog = SparkCatalog(spark)
+    for table in ALL_TABLES:
+        _read_table(spark, _table_location(warehouse, table)).createOrReplaceTempView(f"_{table}_files")
+    spark.sql("CREATE OR REPLACE TEMPORARY VIEW runs AS SELECT * FROM _runs_files WHERE run_id <> '_schema'")
+    for table in ALL_TABLES:
+        if table != "runs":  # a run is visible only once its runs row exists (store.publish's commit marker)
+            spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {table} AS SELECT * FROM _{table}_files "
+                      "WHERE run_id IN (SELECT run_id FROM runs)")
+    if materialize:
+        for table in ALL_TABLES:
+            spark.table(table).localCheckpoint(eager=True).createOrReplaceTempView(table)
+    register_rule_tables(spark, rules_file)
+    for name, path in ordered_views():
+        if only is not None and name not in only:
+            continue
+        sql = path.read_text()
+        missing = sorted(view_dependencies(sql) & set(catalog.unavailable))
+        if missing:
+            catalog.unavailable[name] = f"reads {', '.join(missing)}, which Spark cannot build"
+            continue
+        try:
+            spark.sql(to_spark_sql(sql))
+            if materialize:
+                spark.table(name).localCheckpoint(eager=True).createOrReplaceTempView(name)
+        except Exception as exc:  # noqa: BLE001 - AnalysisException, Py4JJavaError, ValueError (transforms)
+            catalog.unavailable[name] = f"sql/{path.name}: {_first_line(exc)}"
+            spark.catalog.dropTempView(name)
+    return catalog
+
+
+def needed_views(query: str) -> set[str]:
+    """The sql/ views a query reads, directly or through other views."""
+    graph = {name: view_dependencies(path.read_text()) for name, path in ordered_views()}
+    try:
+        todo = list(view_dependencies(query))
+    except sqlglot.errors.SqlglotError:
+        return set(graph)
+    needed: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in graph and name not in needed:
+            needed.add(name)
+            todo.extend(graph[name])
+    return needed
+
+
+def _first_line(exc: BaseException) -> str:
+    java = getattr(exc, "java_exception", None)  # py4j: the message is on the Java side
+    text = (str(java.getMessage()) if java is not None else str(exc)).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+# --- read-only ad-hoc SQL (tracehouse sql --engine spark) -------------------------------------------
+
+# Spark functions that reach outside the query: call any static Java method, or read files by name
+_SPARK_REFUSED = {"reflect", "java_method", "try_reflect", "input_file_name", "input_file_block_start",
+                  "input_file_block_length"}
+
+
+def run_query_spark(catalog: SparkCatalog, sql: str):
+    """`warehouse.query.run_query` on Spark: the same read-only check (DuckDB dialect), then transpiled.
+
+    Returns (column names, rows). What DuckDB's check refuses is refused here too; on top of that the
+    Spark functions that call Java or name files are refused, and SUMMARIZE (DuckDB only).
+    """
+    from errors import QueryError, QueryRefused
+    from warehouse.query import check_read_only
+
+    text = check_read_only(sql)
+    explain = text.split(None, 1)[0].lower() == "explain"
+    body = text.split(None, 1)[1] if explain else text
+    statement = sqlglot.parse_one(body, read="duckdb")
+    if isinstance(statement, exp.Summarize):
+        raise QueryRefused("SUMMARIZE is DuckDB's: use --engine duckdb, or aggregate with SELECT")
+    for node in statement.walk():
+        if isinstance(node, exp.Table) and node.name in catalog.unavailable:
+            raise QueryError(f"view {node.name} is not available on Spark: {catalog.unavailable[node.name]}")
+        if isinstance(node, exp.Func):
+            name = (node.name if isinstance(node, exp.Anonymous) else node.sql_name()).lower()
+            if name in _SPARK_REFUSED:
+                raise QueryRefused(f"{name}() reaches outside the warehouse: not allowed")
+    try:
+        spark_sql = ("EXPLAIN " if explain else "") + to_spark_sql(body)
+        frame = catalog.session.sql(spark_sql)
+        rows = [tuple(row) for row in frame.collect()]
+    except ValueError as exc:  # a construct that has no faithful Spark form (_spark_transforms)
+        raise QueryError(f"cannot run this query on Spark: {exc}")
+    except Exception as exc:  # pyspark's AnalysisException, ParseException, Py4JJavaError ...
+        if type(exc).__module__.startswith(("pyspark", "py4j")):
+            raise QueryError(_first_line(exc))
+        raise
+    return list(frame.columns), rows
