@@ -1,7 +1,9 @@
 -- regression: one row per trend row (series, phase, metric, run), judged by the regression rule:
 -- flagged when the value is worse than the baseline (higher for `better = lower`, lower for `higher`) by
 -- more than threshold_pct % AND by more than noise_mult × noise × sqrt(1 + (π/2) / n_history), once the
--- line has min_history earlier points (trend_params: 3 %, 3 × noise, 5). The square root is the noise of
+-- line has min_history earlier points (trend_params: 3 %, 3 × noise, 5), and when the change is material
+-- (a time metric per step: at least 0.5 % of the run's median step time; a percentage: at least 1 point).
+-- The square root is the noise of
 -- the difference value - baseline rather than of the value alone: the median of n runs has a variance of
 -- about (π/2) σ² / n (×1.15 for n = 5). Metrics with better = none are never flagged.
 -- The first commit of the shift: the earliest point of an unbroken run of points, ending at the flagged
@@ -25,10 +27,16 @@ judged AS (
            CASE t.better WHEN 'lower' THEN t.change_pct WHEN 'higher' THEN -t.change_pct END AS worse_pct,
            coalesce(t.n_history >= p.min_history AND t.better IN ('lower', 'higher')
                     AND (CASE t.better WHEN 'lower' THEN t.change_pct ELSE -t.change_pct END) > p.threshold_pct
-                    AND abs(t.value - t.baseline) > p.noise_mult * t.noise * sqrt(1 + 1.5708 / t.n_history),
+                    AND abs(t.value - t.baseline) > p.noise_mult * t.noise * sqrt(1 + 1.5708 / t.n_history)
+                    -- material: big enough to matter to the step (see trend_params)
+                    AND (t.metric NOT LIKE '%\_ns\_per\_step' ESCAPE '\'
+                         OR abs(t.value - t.baseline) >= p.min_step_share * coalesce(st.value, 0))
+                    AND (t.metric NOT LIKE '%\_pct' ESCAPE '\' OR abs(t.value - t.baseline) >= p.min_pct_points),
                     FALSE) AS flagged
     FROM t
     CROSS JOIN trend_params AS p
+    LEFT JOIN t AS st ON st.series = t.series AND st.phase = t.phase AND st.run_id = t.run_id
+        AND st.metric = 'step_time_median_ns'
 ),
 window_points AS (
     -- for each flagged point, the points of its baseline window, each marked beyond the band or not

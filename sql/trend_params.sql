@@ -10,5 +10,10 @@
 --   min_history    INTEGER  no flag before the metric has this many earlier runs in the series (5 = k): a
 --                           median or a MAD of a few runs is no baseline
 --   mad_scale      DOUBLE   MAD → standard deviation of a normal distribution (1.4826)
+--   min_step_share  DOUBLE  materiality of a time metric (`..._ns_per_step`): the change must also be at least
+--                           this share of the run's median step time (0.005 = 0.5 %): a 10 % swing of a
+--                           category worth 0.1 % of the step is noise to a performance engineer, not a regression
+--   min_pct_points  DOUBLE  materiality of a percentage metric (`..._pct`): at least this many points (1.0)
 CREATE OR REPLACE VIEW trend_params AS
-SELECT 5 AS k, 20 AS noise_window, 3.0 AS threshold_pct, 3.0 AS noise_mult, 5 AS min_history, 1.4826 AS mad_scale;
+SELECT 5 AS k, 20 AS noise_window, 3.0 AS threshold_pct, 3.0 AS noise_mult, 5 AS min_history, 1.4826 AS mad_scale,
+       0.005 AS min_step_share, 1.0 AS min_pct_points;

@@ -147,11 +147,12 @@ def test_other_noise_realizations(pool, seed):
     # The shift is found, at its commit, in both metrics of the family ...
     shifted = [f for f in flagged if f["metric"] in ATTN_FAMILY]
     _check_flags(shifted, shift)
-    # ... but over ~25 judged metrics × ~25 runs, a chance 3-sigma excursion of a small category (one
-    # memcpy or argmax per step: 5-8 % run-to-run noise, near the 3 % threshold) or of idle_pct is
-    # flagged now and then in these shuffled histories; the canonical order above has none. Bound them.
+    # ... and (nearly) nothing else: a chance 3-sigma excursion of a small category (one memcpy or argmax
+    # per step: 5-8 % run-to-run noise) is not material (under 0.5 % of the step: trend_params). One
+    # reordering still flags the custom all-reduce once, early (6 runs of history: the MAD of so few runs
+    # underestimates its noise); the canonical order above flags nothing else at all.
     others = [(f["metric"], f["commit"]) for f in flagged if f["metric"] not in ATTN_FAMILY]
-    assert len(others) <= 2, others
+    assert len(others) <= 1, others
 
 
 def test_cli_trend_formats_and_fail_on_regression(history, pool, cli_runner):
