@@ -137,32 +137,6 @@ def execution_details(capture: Path) -> dict[str, dict]:
     return out
 
 
-def _load_raw_events(con: duckdb.DuckDBPyConnection, events_file: Path) -> None:
-    """decode.load_raw_events with one more `args` key: `kernel` (the kernel a launch call names)."""
-    legacy = decode._looks_legacy(events_file)
-    keys = dict(decode.ARGS_KEYS)
-    if legacy:
-        keys["external_id"] = decode.LEGACY_EXTERNAL_ID
-    keys["kernel_arg"] = "kernel"
-    fields = ", ".join('"' + k.replace('"', '""') + '" VARCHAR' for k in keys.values())
-    spec = dict(decode.EVENT_KEYS)
-    spec["args"] = f"STRUCT({fields})"
-    columns = "{" + ", ".join(f"{decode._sql_string(k)}: {decode._sql_string(v)}" for k, v in spec.items()) + "}"
-    arg_columns = ", ".join(f'args."{k.replace(chr(34), chr(34) * 2)}" AS {c}' for c, k in keys.items())
-    con.execute("SET threads = 1")
-    for size in decode.OBJECT_SIZES:
-        try:
-            con.execute(
-                f"""CREATE OR REPLACE TABLE raw_events AS
-                SELECT row_number() OVER () - 1 AS ev_id, ph, cat, name, pid, tid, ts, dur, id, bp, {arg_columns}
-                FROM read_json({decode._sql_string(str(events_file))}, format = 'array',
-                               columns = {columns}, maximum_object_size = {int(size)})""")
-            return
-        except duckdb.InvalidInputException as exc:
-            if "maximum_object_size" not in str(exc) or size == decode.OBJECT_SIZES[-1]:
-                raise
-
-
 WINDOWS_SQL = """
 WITH begins AS (
     SELECT ev_id, pid, tid, start_ns FROM host_api WHERE name ILIKE '%StreamBeginCapture%'
@@ -226,11 +200,10 @@ op_hits AS (
     WHERE lower(o.cat) = 'cpu_op'
 )
 SELECT c.window_id, c.ev_id, c.call, c.kind, c.start_ns,
-       coalesce(nullif(trim(r.kernel_arg), ''), g.name, fl.name) AS name,
+       coalesce(nullif(trim(e.kernel_arg), ''), g.name, fl.name) AS name,
        coalesce(e.stream, g.stream, fl.stream) AS stream,
        fh.file, fh.line, fh.function, oh.name AS cpu_op_name, oh.input_dims AS cpu_op_input_dims
 FROM chosen c
-JOIN raw_events r ON r.ev_id = c.ev_id
 JOIN events e ON e.ev_id = c.ev_id
 LEFT JOIN gpu_by_corr g ON g.correlation = c.correlation
 LEFT JOIN gpu_by_flow fl ON fl.ev_id = c.ev_id
@@ -270,7 +243,8 @@ def read_capture_windows(path: Path, work_dir: Path, details: dict[str, dict] | 
         source = read_trace(path, events_file)
         con = _connect(work_dir)
         try:
-            _load_raw_events(con, events_file)
+            # one more `args` key: `kernel` (the kernel a launch call names)
+            decode.load_raw_events(con, events_file, extra_args={"kernel_arg": "kernel"})
             events_file.unlink(missing_ok=True)
             _run_transforms(con, None, None)
             rows = con.execute(WINDOWS_SQL).fetchall()

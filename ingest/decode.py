@@ -1,9 +1,10 @@
-"""Stage 2 of ingest: the event array on disk -> one typed DuckDB table, `raw_events`.
+"""Stage 2 of ingest: the event array on disk -> one typed DuckDB table, `events`.
 
 DuckDB's JSON reader is the typed decoder: it reads the array in buffers (bounded memory), parses
 numbers exactly into DECIMAL (so epoch-microsecond timestamps keep every nanosecond), and yields
-columns, not Python objects. Every `args` key we use is read as text and typed later with TRY_CAST,
-so an odd value in one event (a string where a number belongs) cannot fail the whole file.
+columns, not Python objects; sql/type_events.sql types them in the same pass. Numeric `args` keys are
+read as numbers; an odd value in one event (a string where a number belongs) fails that fast read, and
+the file is read again with every `args` key as text, typed with TRY_CAST, so it cannot fail the file.
 
 Bad bytes cost only the events they are in (README, "Broken traces"). The fast path is one strict
 read. When DuckDB refuses a *value* (NaN, Infinity, a number out of range, text where a number
@@ -24,7 +25,7 @@ import orjson
 
 from errors import TraceFormatError
 
-# Output column of raw_events -> the key of the event's `args` object it comes from.
+# Output column of events -> the key of the event's `args` object it comes from.
 ARGS_KEYS: dict[str, str] = {
     "external_id": "External id",
     "correlation": "correlation",
@@ -55,6 +56,15 @@ ARGS_KEYS: dict[str, str] = {
     "sync_kind": "cuda_sync_kind",
 }
 
+# args read as numbers on the fast path (type_events.sql types them again, a no-op there).
+ARGS_NUMERIC: dict[str, str] = {
+    "external_id": "BIGINT", "correlation": "BIGINT", "stream": "BIGINT", "device": "BIGINT",
+    "registers": "BIGINT", "shared_memory": "BIGINT", "occupancy": "DOUBLE", "bytes": "BIGINT",
+    "python_id": "BIGINT", "python_parent_id": "BIGINT", "in_msg_nelems": "BIGINT", "out_msg_nelems": "BIGINT",
+    "group_size": "BIGINT", "sequence_number": "BIGINT", "fwd_thread_id": "BIGINT", "wait_on_stream": "BIGINT",
+    "wait_on_event_corr": "BIGINT",
+}
+
 # The older Kineto format spells this key in lower case (DuckDB struct fields are case-insensitive,
 # so the two spellings cannot both be read; such files are recognised and read with this one).
 LEGACY_EXTERNAL_ID = "external id"
@@ -76,11 +86,14 @@ def _sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _columns_spec(legacy: bool) -> str:
-    keys = dict(ARGS_KEYS)
-    if legacy:
-        keys["external_id"] = LEGACY_EXTERNAL_ID
-    fields = ", ".join('"%s" VARCHAR' % key.replace('"', '""') for key in keys.values())
+def _columns_spec(keys: dict[str, str], typed: bool) -> str:
+    """read_json's `columns`: the event keys and an `args` STRUCT of the keys asked for (column -> key).
+    typed: numeric args read as numbers (the fast path; a value that does not convert fails the read,
+    and the file is read again with every `args` key as text, typed by TRY_CAST)."""
+    def arg_type(column: str) -> str:
+        return ARGS_NUMERIC.get(column, "VARCHAR") if typed else "VARCHAR"
+
+    fields = ", ".join('"%s" %s' % (key.replace('"', '""'), arg_type(column)) for column, key in keys.items())
     spec = dict(EVENT_KEYS)
     spec["args"] = f"STRUCT({fields})"
     return "{" + ", ".join(f"{_sql_string(k)}: {_sql_string(v)}" for k, v in spec.items()) + "}"
@@ -106,23 +119,25 @@ W_ABSURD = "durations over one day set to 0"
 W_TS_RANGE = "timestamps out of range skipped"
 
 
-def load_raw_events(con: duckdb.DuckDBPyConnection, events_file: Path, source=None) -> dict[str, int]:
-    """Create table raw_events(ev_id, ph, cat, name, pid, tid, ts, dur, id, bp, <ARGS_KEYS...>).
+def load_raw_events(con: duckdb.DuckDBPyConnection, events_file: Path, source=None,
+                    extra_args: dict[str, str] | None = None) -> dict[str, int]:
+    """Create the typed table `events` (ingest/sql/type_events.sql) from the event array in events_file.
 
-    `source` (ingest.source.TraceSource) names the file in errors and positions; returns the warnings
+    `source` (ingest.source.TraceSource) names the file in errors and positions; `extra_args` adds
+    columns (column -> `args` key, read as text) for a caller that needs more keys. Returns the warnings
     (what was repaired or skipped, with counts). When no event has a timestamp, says why in
     source.empty_reason (ingest.run refuses such a file: nothing usable remains).
     """
     label = str(source.path) if source is not None else str(events_file)
     warnings: dict[str, int] = dict(source.warnings) if source is not None else {}
     try:
-        _load_sizes(con, events_file, "strict")
+        _load_sizes(con, events_file, "strict", extra_args)
     except duckdb.InvalidInputException as exc:
         malformed = "Malformed JSON" in str(exc)
         try:
             if not malformed:  # a value DuckDB could not convert: read again, it becomes NULL, counted
                 try:
-                    warnings.update(_load_sizes(con, events_file, "lenient"))
+                    warnings.update(_load_sizes(con, events_file, "lenient", extra_args))
                 except duckdb.InvalidInputException as again:
                     if "Malformed JSON" not in str(again):
                         raise
@@ -131,15 +146,15 @@ def load_raw_events(con: duckdb.DuckDBPyConnection, events_file: Path, source=No
                 ndjson = events_file.with_suffix(".ndjson")
                 try:
                     warnings.update(_split_events(events_file, ndjson, source.array_offset if source else 0))
-                    warnings.update(_load_sizes(con, ndjson, "ndjson"))
+                    warnings.update(_load_sizes(con, ndjson, "ndjson", extra_args))
                 finally:
                     ndjson.unlink(missing_ok=True)
         except duckdb.Error as again:
             raise TraceFormatError(label, f"invalid trace JSON ({_first_line(again)})", "event array",
                                    hint="the file was skipped; check that it is a complete PyTorch-profiler trace")
     timed, total, no_dur = con.execute(
-        "SELECT count(*) FILTER (WHERE ts IS NOT NULL AND coalesce(ph, '') <> 'M'), count(*), "
-        "count(*) FILTER (WHERE ph = 'X' AND ts IS NOT NULL AND dur IS NULL) FROM raw_events").fetchone()
+        "SELECT count(*) FILTER (WHERE (start_ns IS NOT NULL OR ts_out_of_range) AND coalesce(ph, '') <> 'M'), "
+        "count(*), count(*) FILTER (WHERE dur_missing) FROM events").fetchone()
     if source is not None and source.truncation:
         warnings[f"{source.truncation}: events kept"] = total
     if not timed and source is not None:  # refused by ingest.run (the schema bootstrap reads `[]` here)
@@ -165,10 +180,10 @@ def _first_line(exc: Exception) -> str:
     return text[0][:300] if text else type(exc).__name__
 
 
-def _load_sizes(con, events_file: Path, mode: str) -> dict[str, int]:
+def _load_sizes(con, events_file: Path, mode: str, extra_args: dict[str, str] | None = None) -> dict[str, int]:
     for size in OBJECT_SIZES:
         try:
-            return _load(con, events_file, size, mode)
+            return _load(con, events_file, size, mode, extra_args)
         except duckdb.InvalidInputException as exc:
             if "maximum_object_size" not in str(exc) or size == OBJECT_SIZES[-1]:
                 raise
@@ -176,29 +191,36 @@ def _load_sizes(con, events_file: Path, mode: str) -> dict[str, int]:
 
 
 def _load(con: duckdb.DuckDBPyConnection, events_file: Path, max_object_size: int,
-          mode: str = "strict") -> dict[str, int]:
-    """strict: the fast path. lenient: values that do not convert become NULL (ts/dur counted).
-    ndjson: the same over one event per line (the output of _split_events)."""
+          mode: str = "strict", extra_args: dict[str, str] | None = None) -> dict[str, int]:
+    """Create `events`. strict: the fast path, one pass (raw_events is a view over the reader, numeric
+    `args` read as numbers). lenient: values that do not convert become NULL (ts/dur counted), `args`
+    read as text. ndjson: the same over one event per line (the output of _split_events)."""
     legacy = _looks_legacy(events_file)
     keys = dict(ARGS_KEYS)
     if legacy:
         keys["external_id"] = LEGACY_EXTERNAL_ID
+    keys.update(extra_args or {})
     arg_columns = ", ".join(
         f'args."{key.replace(chr(34), chr(34) * 2)}" AS {column}' for column, key in keys.items()
     )
+    path = _sql_string(str(events_file))
     # One thread keeps file order, so ev_id (the event's position in the file) is deterministic.
     con.execute("SET threads = 1")
     if mode == "strict":
         con.execute(
             f"""
-            CREATE OR REPLACE TABLE raw_events AS
+            CREATE OR REPLACE VIEW raw_events AS
             SELECT row_number() OVER () - 1 AS ev_id, ph, cat, name, pid, tid, ts, dur, id, bp, {arg_columns}
-            FROM read_json({_sql_string(str(events_file))}, format = 'array',
-                           columns = {_columns_spec(legacy)}, maximum_object_size = {int(max_object_size)})
+            FROM read_json({path}, format = 'array', columns = {_columns_spec(keys, typed=True)},
+                           maximum_object_size = {int(max_object_size)})
             """
         )
+        try:
+            _type_events(con, extra_args)
+        finally:
+            con.execute("DROP VIEW IF EXISTS raw_events")
         return {}
-    spec = _columns_spec(legacy).replace("'DECIMAL(38,3)'", "'JSON'")
+    spec = _columns_spec(keys, typed=False).replace("'DECIMAL(38,3)'", "'JSON'")
     fmt = "array" if mode == "lenient" else "newline_delimited"
     con.execute(
         f"""
@@ -206,7 +228,7 @@ def _load(con: duckdb.DuckDBPyConnection, events_file: Path, max_object_size: in
         SELECT row_number() OVER () - 1 AS ev_id, ph, cat, name, pid, tid, ts AS ts_json, dur AS dur_json,
                TRY_CAST(ts->>'$' AS DECIMAL(38,3)) AS ts, TRY_CAST(dur->>'$' AS DECIMAL(38,3)) AS dur,
                id, bp, {arg_columns}
-        FROM read_json({_sql_string(str(events_file))}, format = '{fmt}', ignore_errors = true,
+        FROM read_json({path}, format = '{fmt}', ignore_errors = true,
                        columns = {spec}, maximum_object_size = {int(max_object_size)})
         """
     )
@@ -214,9 +236,21 @@ def _load(con: duckdb.DuckDBPyConnection, events_file: Path, max_object_size: in
         "SELECT count(*) FILTER (WHERE ts IS NULL AND ts_json IS NOT NULL AND json_type(ts_json) <> 'NULL') "
         "+ count(*) FILTER (WHERE dur IS NULL AND dur_json IS NOT NULL AND json_type(dur_json) <> 'NULL') "
         "FROM raw_lenient").fetchone()[0]
-    con.execute("CREATE OR REPLACE TABLE raw_events AS SELECT * EXCLUDE (ts_json, dur_json) FROM raw_lenient")
-    con.execute("DROP TABLE raw_lenient")
+    con.execute("CREATE OR REPLACE VIEW raw_events AS SELECT * EXCLUDE (ts_json, dur_json) FROM raw_lenient")
+    try:
+        _type_events(con, extra_args)
+    finally:
+        con.execute("DROP VIEW IF EXISTS raw_events")
+        con.execute("DROP TABLE raw_lenient")
     return {W_BAD_VALUE: bad}
+
+
+TYPE_EVENTS_SQL = (Path(__file__).parent / "sql" / "type_events.sql").read_text()
+
+
+def _type_events(con: duckdb.DuckDBPyConnection, extra_args: dict[str, str] | None) -> None:
+    extra = "".join(f", {column}" for column in extra_args or {})
+    con.execute(TYPE_EVENTS_SQL.replace("/* extra args columns */", extra))
 
 
 # ---- the salvage path: split the array into events, repair or skip each ------------------------------

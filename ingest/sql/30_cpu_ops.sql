@@ -29,15 +29,19 @@ swept AS (
 )
 SELECT op_id, greatest(depth, 0) AS depth FROM swept WHERE op_id IS NOT NULL;
 
-CREATE OR REPLACE TABLE cpu_ops AS
-WITH ranged AS (
-    SELECT h.*, d.depth, d.depth - 1 AS parent_depth FROM host_ranges h JOIN host_depth d USING (op_id)
+-- the parent, found on a narrow (op_id, pid, tid, depth, start_ns) table: the ASOF join sorts less
+CREATE OR REPLACE TABLE host_parent AS
+WITH nest AS (
+    SELECT h.op_id, h.pid, h.tid, h.start_ns, d.depth FROM host_ranges h JOIN host_depth d USING (op_id)
 )
-SELECT c.op_id, c.pid, c.tid, c.cat, c.name, c.start_ns, c.dur_ns,
-       CASE WHEN c.depth > 0 THEN p.op_id END AS parent_op_id,
-       c.depth, c.external_id, c.correlation, c.stream, c.input_dims, c.input_types,
+SELECT c.op_id, c.depth, CASE WHEN c.depth > 0 THEN p.op_id END AS parent_op_id
+FROM nest c
+ASOF LEFT JOIN nest p
+  ON c.pid = p.pid AND c.tid = p.tid AND c.depth - 1 = p.depth AND c.start_ns >= p.start_ns;
+
+CREATE OR REPLACE TABLE cpu_ops AS
+SELECT c.op_id, c.pid, c.tid, c.cat, c.name, c.start_ns, c.dur_ns, n.parent_op_id,
+       n.depth, c.external_id, c.correlation, c.stream, c.input_dims, c.input_types,
        c.sequence_number, c.fwd_thread_id, c.wait_on_stream, c.wait_on_event_corr, c.sync_kind,
        c.collective_name, c.in_msg_nelems, c.out_msg_nelems, c.group_size, c.dtype, c.process_group
-FROM ranged c
-ASOF LEFT JOIN ranged p
-  ON c.pid = p.pid AND c.tid = p.tid AND c.parent_depth = p.depth AND c.start_ns >= p.start_ns;
+FROM host_ranges c JOIN host_parent n USING (op_id);

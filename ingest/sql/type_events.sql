@@ -1,0 +1,62 @@
+-- Stage 2b: type every decoded event of one rank. Run by ingest/decode.py, not a numbered stage: on the
+-- fast path `raw_events` is a view over DuckDB's JSON reader, so the file is read and typed in one pass.
+-- events: one row per event of the file (ev_id = its position in the file), times in integer ns.
+-- start_ns/dur_ns come from the exact decimal µs text (DECIMAL(38,3) * 1000), never from a float;
+-- a negative duration is clamped to 0 and flagged (dur_clamped) so that ingest can count it.
+-- Out of range (never from a real profiler; the guards keep int64 ns from overflowing): a timestamp
+-- beyond ±9e15 µs (year 2255) is dropped like a missing one (ts_out_of_range), a duration over one day
+-- (8.64e10 µs) is set to 0 (dur_absurd); both are counted (ingest/decode.py event_warnings).
+-- dur_missing: a complete event (ph X) without a duration (read as 0, counted). Extra `args` columns a
+-- caller asked for (ingest/capture.py) are appended where the marker below stands.
+CREATE OR REPLACE TABLE events AS
+SELECT
+    ev_id,
+    ph,
+    cat,
+    lower(coalesce(cat, '')) AS cat_lc,
+    coalesce(name, '') AS name,
+    pid,
+    tid,
+    CASE WHEN abs(ts) < 9000000000000000 THEN CAST(ts * 1000 AS BIGINT) END AS start_ns,
+    CASE WHEN dur > 0 AND dur <= 86400000000 THEN CAST(dur * 1000 AS BIGINT) ELSE 0 END AS dur_ns,
+    coalesce(dur < 0, false) AS dur_clamped,
+    coalesce(dur > 86400000000, false) AS dur_absurd,
+    coalesce(abs(ts) >= 9000000000000000, false) AS ts_out_of_range,
+    id AS flow_id,
+    bp,
+    CASE
+        WHEN ph IS DISTINCT FROM 'X' THEN NULL
+        WHEN lower(cat) = 'kernel' THEN 'kernel'
+        WHEN lower(cat) IN ('gpu_memcpy', 'memcpy') THEN 'memcpy'
+        WHEN lower(cat) IN ('gpu_memset', 'memset') THEN 'memset'
+    END AS gpu_kind,
+    TRY_CAST(external_id AS BIGINT) AS external_id,
+    TRY_CAST(correlation AS BIGINT) AS correlation,
+    TRY_CAST(stream AS BIGINT) AS stream,
+    TRY_CAST(device AS INTEGER) AS device,
+    grid,
+    block,
+    TRY_CAST(registers AS INTEGER) AS registers,
+    TRY_CAST(shared_memory AS BIGINT) AS shared_memory,
+    TRY_CAST(occupancy AS DOUBLE) AS occupancy,
+    TRY_CAST(bytes AS BIGINT) AS bytes,
+    TRY_CAST(python_id AS BIGINT) AS python_id,
+    TRY_CAST(python_parent_id AS BIGINT) AS python_parent_id,
+    input_dims,
+    input_types,
+    collective_name,
+    TRY_CAST(in_msg_nelems AS BIGINT) AS in_msg_nelems,
+    TRY_CAST(out_msg_nelems AS BIGINT) AS out_msg_nelems,
+    TRY_CAST(group_size AS INTEGER) AS group_size,
+    dtype,
+    process_group,
+    process_group_desc,
+    meta_name,
+    TRY_CAST(sequence_number AS BIGINT) AS sequence_number,
+    TRY_CAST(fwd_thread_id AS BIGINT) AS fwd_thread_id,
+    TRY_CAST(wait_on_stream AS BIGINT) AS wait_on_stream,
+    TRY_CAST(wait_on_event_corr AS BIGINT) AS wait_on_event_corr,
+    sync_kind,
+    (ph = 'X' AND ts IS NOT NULL AND dur IS NULL) AS dur_missing
+    /* extra args columns */
+FROM raw_events;
