@@ -4,11 +4,9 @@
 -- starts (the outer one opens first). The running sum just before a range opens is its depth; its
 -- parent is the last range opened before it at depth - 1 (ASOF join), which, for properly nested
 -- ranges, is the one that encloses it.
+-- (the nesting is worked out on narrow tables: op_id, thread, times, depth; the wide rows are read once)
 CREATE OR REPLACE TABLE host_ranges AS
-SELECT ev_id AS op_id, pid, tid, cat, cat_lc, name, start_ns, dur_ns, start_ns + dur_ns AS end_ns,
-       external_id, correlation, stream, input_dims, input_types, sequence_number, fwd_thread_id,
-       wait_on_stream, wait_on_event_corr, sync_kind, collective_name, in_msg_nelems, out_msg_nelems,
-       group_size, dtype, process_group
+SELECT ev_id AS op_id, pid, tid, start_ns, dur_ns, start_ns + dur_ns AS end_ns
 FROM events
 WHERE ph = 'X' AND gpu_kind IS NULL AND cat_lc <> 'python_function' AND start_ns IS NOT NULL;
 
@@ -29,7 +27,7 @@ swept AS (
 )
 SELECT op_id, greatest(depth, 0) AS depth FROM swept WHERE op_id IS NOT NULL;
 
--- the parent, found on a narrow (op_id, pid, tid, depth, start_ns) table: the ASOF join sorts less
+-- the parent: the last range opened before it, one level up, on the same thread
 CREATE OR REPLACE TABLE host_parent AS
 WITH nest AS (
     SELECT h.op_id, h.pid, h.tid, h.start_ns, d.depth FROM host_ranges h JOIN host_depth d USING (op_id)
@@ -40,8 +38,8 @@ ASOF LEFT JOIN nest p
   ON c.pid = p.pid AND c.tid = p.tid AND c.depth - 1 = p.depth AND c.start_ns >= p.start_ns;
 
 CREATE OR REPLACE TABLE cpu_ops AS
-SELECT c.op_id, c.pid, c.tid, c.cat, c.name, c.start_ns, c.dur_ns, n.parent_op_id,
-       n.depth, c.external_id, c.correlation, c.stream, c.input_dims, c.input_types,
-       c.sequence_number, c.fwd_thread_id, c.wait_on_stream, c.wait_on_event_corr, c.sync_kind,
-       c.collective_name, c.in_msg_nelems, c.out_msg_nelems, c.group_size, c.dtype, c.process_group
-FROM host_ranges c JOIN host_parent n USING (op_id);
+SELECT e.ev_id AS op_id, e.pid, e.tid, e.cat, e.name, e.start_ns, e.dur_ns, n.parent_op_id,
+       n.depth, e.external_id, e.correlation, e.stream, e.input_dims, e.input_types,
+       e.sequence_number, e.fwd_thread_id, e.wait_on_stream, e.wait_on_event_corr, e.sync_kind,
+       e.collective_name, e.in_msg_nelems, e.out_msg_nelems, e.group_size, e.dtype, e.process_group
+FROM events e JOIN host_parent n ON n.op_id = e.ev_id;
