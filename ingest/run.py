@@ -13,7 +13,7 @@ import hashlib
 import json
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from multiprocessing import get_context
@@ -170,17 +170,30 @@ class RankPool:
         self.workers = workers or os.cpu_count() or 1
         self._pool: ProcessPoolExecutor | None = None
 
-    def map(self, jobs: list[tuple], fn=None) -> list:
-        """fn(job) for every job (default: ingest one rank file), in worker processes when it pays."""
+    def map(self, jobs: list[tuple], fn=None, done=None) -> list:
+        """fn(job) for every job (default: ingest one rank file), in worker processes when it pays;
+        results in the order of `jobs`. done(job), if given, is called as each job finishes."""
         fn = fn or _ingest_one
         if self.workers <= 1 or len(jobs) <= 1:
-            return [fn(job) for job in jobs]
+            results = []
+            for job in jobs:
+                results.append(fn(job))
+                if done:
+                    done(job)
+            return results
         if self._pool is None:
             # each worker's DuckDB gets its share of the cores instead of all of them
             share = max(1, (os.cpu_count() or 1) // self.workers)
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=get_context("spawn"),
                                              initializer=_set_threads, initargs=(share,))
-        return list(self._pool.map(fn, jobs))
+        futures = {self._pool.submit(fn, job): i for i, job in enumerate(jobs)}
+        results: list = [None] * len(jobs)
+        for future in as_completed(futures):
+            i = futures[future]
+            results[i] = future.result()
+            if done:
+                done(jobs[i])
+        return results
 
     def close(self) -> None:
         if self._pool is not None:
@@ -205,11 +218,7 @@ def ingest_files(files: list[Path], ranks: list[int], label_phase: str | None, o
         for f, r in zip(files, ranks)
     ]
     with (RankPool() if pool is None else _borrowed(pool)) as workers:
-        results = workers.map(jobs)
-    if progress:
-        for job in jobs:
-            progress(job[0])
-    return results
+        return workers.map(jobs, done=(lambda job: progress(job[0])) if progress else None)
 
 
 class _borrowed:
