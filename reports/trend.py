@@ -35,6 +35,7 @@ class Point:
     change_pct: float | None
     flagged: bool
     first_commit: str | None
+    band: float | None = None      # half-width of the band the value was judged against (regression.band)
 
 
 @dataclass
@@ -61,6 +62,7 @@ class Regression:
     noise: float
     change_pct: float
     in_last_run: bool
+    band: float | None = None
 
 
 @dataclass
@@ -92,8 +94,10 @@ def evaluate(runs: pa.Table, metrics: pa.Table) -> duckdb.DuckDBPyConnection:
     metrics needs run_id, rank, phase, metric, value, better, spread.
     """
     con = duckdb.connect()
-    con.register("_runs_in", runs)
-    con.register("_metrics_in", metrics)
+    # one chunk each: a table read from a thousand per-run files has a thousand, and DuckDB scans
+    # many small Arrow chunks slowly
+    con.register("_runs_in", runs.combine_chunks())
+    con.register("_metrics_in", metrics.combine_chunks())
     con.execute("CREATE TABLE runs AS SELECT * FROM _runs_in")
     con.execute("CREATE TABLE run_metrics AS SELECT * FROM _metrics_in")
     con.unregister("_runs_in")
@@ -123,44 +127,42 @@ def _metric_filter(patterns: list[str], names: list[str]) -> list[str]:
     return [n for n in names if any(n == p or fnmatch.fnmatchcase(n, p) for p in patterns)]
 
 
-def build_trend(con: duckdb.DuckDBPyConnection, where: dict[str, str] | None = None,
-                metrics: list[str] | None = None, since: str | None = None, last: int | None = None,
-                warehouse=None) -> TrendReport:
-    """The trend report. With `warehouse`, run metrics come from the per-run store
-    (warehouse.metrics: computed once per run); else from the run_metrics view of `con`."""
+def trend_inputs(con: duckdb.DuckDBPyConnection, where: dict[str, str] | None = None,
+                 warehouse=None) -> tuple[pa.Table, pa.Table | None]:
+    """The selected runs and their run_metrics rows of rank NULL, as `evaluate` takes them. With
+    `warehouse`, the rows come from the per-run store (warehouse.metrics: computed once per run); else
+    from the run_metrics view of `con`."""
     where = dict(where or {})
-    metrics = list(metrics or [])
     clauses = " AND ".join(
         "(labels[?] = ? OR (? = 'series' AND series = ?) OR (? = 'commit' AND commit = ?))" for _ in where)
     params: list = []
     for k, v in where.items():
         params += [k, v, k, v, k, v]
-    runs = con.execute(
+    runs = _arrow(con.execute(
         "SELECT run_id, ingested_at, labels, framework, model, hardware, commit, commit_time, series FROM runs"
-        + (f" WHERE {clauses}" if clauses else ""), params)
-    runs = _arrow(runs)
+        + (f" WHERE {clauses}" if clauses else ""), params))
     run_ids = runs.column("run_id").to_pylist()
-    rows = None
-    if run_ids and warehouse is not None:
+    if not run_ids:
+        return runs, None
+    if warehouse is not None:
         from warehouse.metrics import run_metric_rows
 
-        stored = run_metric_rows(warehouse, run_ids)
-        rows = _rank_null(stored)
-        if metrics:
-            chosen = set(_metric_filter(metrics, sorted(set(rows.column("metric").to_pylist()))))
-            rows = rows.filter(pa.compute.is_in(rows.column("metric"), pa.array(sorted(chosen) or [""])))
-    elif run_ids:
-        names = [r[0] for r in con.execute(
-            "SELECT DISTINCT metric FROM run_metrics WHERE rank IS NULL AND run_id IN (SELECT unnest(?))",
-            [run_ids]).fetchall()] if metrics else []
-        chosen = _metric_filter(metrics, names) if metrics else None
-        query = ("SELECT run_id, rank, phase, metric, value, better, spread FROM run_metrics "
-                 "WHERE rank IS NULL AND run_id IN (SELECT unnest(?))")
-        args: list = [run_ids]
-        if chosen is not None:
-            query += " AND metric IN (SELECT unnest(?))"
-            args.append(chosen or [""])
-        rows = _arrow(con.execute(query, args))
+        return runs, _rank_null(run_metric_rows(warehouse, run_ids))
+    return runs, _arrow(con.execute(
+        "SELECT run_id, rank, phase, metric, value, better, spread FROM run_metrics "
+        "WHERE rank IS NULL AND run_id IN (SELECT unnest(?))", [run_ids]))
+
+
+def build_trend(con: duckdb.DuckDBPyConnection, where: dict[str, str] | None = None,
+                metrics: list[str] | None = None, since: str | None = None, last: int | None = None,
+                warehouse=None) -> TrendReport:
+    """The trend report. With `warehouse`, run metrics come from the per-run store
+    (warehouse.metrics: computed once per run); else from the run_metrics view of `con`."""
+    metrics = list(metrics or [])
+    runs, rows = trend_inputs(con, where, warehouse)
+    if rows is not None and metrics:
+        chosen = _metric_filter(metrics, sorted(set(rows.column("metric").to_pylist())))
+        rows = rows.filter(pa.compute.is_in(rows.column("metric"), pa.array(sorted(chosen) or [""])))
     return build_trend_from_tables(runs, rows, where=where, metrics=metrics, since=since, last=last)
 
 
@@ -184,22 +186,22 @@ def build_trend_from_tables(runs: pa.Table, rows: pa.Table | None, *, where: dic
     report.params = dict(zip([d[0] for d in ev.description], p))
     result = ev.execute(
         "SELECT series, phase, metric, better, seq, run_id, commit, CAST(commit_time AS VARCHAR), value, baseline, "
-        "noise, change_pct, flagged, first_commit, "
+        "noise, change_pct, flagged, first_commit, band, "
         "max(commit_time) OVER (PARTITION BY series, phase) AS series_last_time, "
         "commit_time = max(commit_time) OVER (PARTITION BY series, phase) AS in_last_run "
         "FROM regression ORDER BY series, phase, metric, seq").fetchall()
     series: dict[tuple[str, str], dict[str, list]] = {}
     last_runs: dict[tuple[str, str], tuple[str, str | None, str]] = {}
     for (s, ph, metric, better, seq, run_id, commit, ctime, value, baseline, noise, change, flagged, first,
-         _last_time, in_last) in result:
+         band, _last_time, in_last) in result:
         key = (s, ph)
         series.setdefault(key, {}).setdefault(metric, []).append(
-            (better, Point(seq, run_id, commit, ctime, value, baseline, noise, change, bool(flagged), first),
+            (better, Point(seq, run_id, commit, ctime, value, baseline, noise, change, bool(flagged), first, band),
              bool(in_last)))
         if in_last:
             last_runs[key] = (run_id, commit, ctime)
         if flagged:
-            reg = Regression(s, ph, metric, run_id, commit, first, value, baseline, noise, change, bool(in_last))
+            reg = Regression(s, ph, metric, run_id, commit, first, value, baseline, noise, change, bool(in_last), band)
             if in_last:
                 report.failing.append(reg)
     for key in sorted(series):
@@ -222,7 +224,7 @@ def build_trend_from_tables(runs: pa.Table, rows: pa.Table | None, *, where: dic
                 if pt.flagged:
                     report.regressions.append(Regression(key[0], key[1], metric, pt.run_id, pt.commit, pt.first_commit,
                                                          pt.value, pt.baseline, pt.noise, pt.change_pct,
-                                                         final[2] and pt.run_id == final[1].run_id))
+                                                         final[2] and pt.run_id == final[1].run_id, pt.band))
         if lines:
             lr = last_runs.get(key, ("", None, ""))
             report.series.append(SeriesTrend(key[0], key[1], len(n_runs), lr[0], lr[1], lines))
