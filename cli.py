@@ -5,6 +5,7 @@ Thin on purpose: each command parses its options, calls one function, and prints
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -22,6 +23,12 @@ def _warehouse(ctx: click.Context):
     from warehouse.store import Warehouse
 
     return Warehouse(ctx.obj["warehouse"])
+
+
+def _engine_warehouse(ctx: click.Context, engine: str):
+    """The warehouse as the engine reads it: Spark takes s3a://, gs://, hdfs:// URIs as they are."""
+    root = ctx.obj["warehouse"]
+    return root if engine == "spark" and "://" in root else _warehouse(ctx)
 
 
 def _progress_enabled() -> bool:
@@ -59,6 +66,26 @@ def print_rows(columns: list[str], rows: list[tuple], fmt: str) -> None:
     for row in cells:
         click.echo("  ".join(v.ljust(w)[:w] if len(v) <= w else v[: w - 1] + "…" for v, w in zip(row, widths)))
     click.echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+
+
+def engine_options(fn):
+    """--engine and --master, the same on every command that reads the views."""
+    fn = click.option("--master", envvar="SPARK_MASTER", default=None,
+                      help="Spark master URL for --engine spark (env SPARK_MASTER; default local[2]).")(fn)
+    return click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb", show_default=True,
+                        help="Query engine: spark runs the same views, transpiled by sqlglot, on a SparkSession "
+                             "(pip install 'tracehouse[spark]'; Java 17+).")(fn)
+
+
+@contextlib.contextmanager
+def spark_errors():
+    """No pyspark or no Java: one line with a hint, like any expected failure."""
+    from warehouse.spark import SparkUnavailable
+
+    try:
+        yield
+    except SparkUnavailable as exc:
+        raise TracehouseError(str(exc), hint="or use --engine duckdb") from None
 
 
 def format_option(choices=("table", "csv", "json"), default="table"):
@@ -187,11 +214,7 @@ def runs(ctx, where, fmt):
 @main.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("query")
 @format_option()
-@click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb", show_default=True,
-              help="Query engine: spark runs the same views, transpiled by sqlglot, on a SparkSession "
-                   "(pip install 'tracehouse[spark]'; Java 17+).")
-@click.option("--master", envvar="SPARK_MASTER", default=None,
-              help="Spark master URL for --engine spark (env SPARK_MASTER; default local[2]).")
+@engine_options
 @click.pass_context
 def sql(ctx, query, fmt, engine, master):
     """Run one read-only SQL query over the warehouse's tables and views.
@@ -207,15 +230,11 @@ def sql(ctx, query, fmt, engine, master):
     """
     if engine == "spark":
         from warehouse.query import check_read_only
-        from warehouse.spark import SparkUnavailable, connect_spark, needed_views, run_query_spark
+        from warehouse.spark import connect_spark, needed_views, run_query_spark
 
         check_read_only(query)  # refuse before paying for a JVM
-        try:
-            root = ctx.obj["warehouse"]  # s3a://, gs://, hdfs:// warehouses are read by Spark as they are
-            catalog = connect_spark(root if "://" in root else _warehouse(ctx), master=master,
-                                    only=needed_views(query))
-        except SparkUnavailable as exc:
-            raise TracehouseError(str(exc), hint="or use --engine duckdb") from None
+        with spark_errors():
+            catalog = connect_spark(_engine_warehouse(ctx, engine), master=master, only=needed_views(query))
         columns, rows = run_query_spark(catalog, query)
         print_rows(columns, rows, fmt)
         return
@@ -350,8 +369,9 @@ def demo(folder):
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the report here.")
 @click.option("--template-dir", type=click.Path(file_okay=False, path_type=Path),
               help="A folder of templates that override the shipped ones (same file names).")
+@engine_options
 @click.pass_context
-def report(ctx, run, phase, mapping, fmt, output, template_dir):
+def report(ctx, run, phase, mapping, fmt, output, template_dir, engine, master):
     """The run report: kernels per phase, overlap and fusion opportunities, and one step's breakdown.
 
     Markdown for reading in a terminal or a PR, one self-contained HTML file with charts, or JSON
@@ -361,10 +381,14 @@ def report(ctx, run, phase, mapping, fmt, output, template_dir):
     Example:
       tracehouse report --run latest
       tracehouse report --run 3f2a --format html -o run.html
+      tracehouse report --run latest --engine spark --master spark://head:7077
     """
     from reports.run import write_run_report
 
-    _write_report(write_run_report(_warehouse(ctx), run, fmt, None, phase, mapping, template_dir), output)
+    with spark_errors():
+        text = write_run_report(_engine_warehouse(ctx, engine), run, fmt, None, phase, mapping, template_dir,
+                                engine=engine, master=master)
+    _write_report(text, output)
 
 # ---- diff and trend (issue 7) -------------------------------------------------------------------
 def _write_report(text: str, output) -> None:
@@ -380,8 +404,9 @@ def _write_report(text: str, output) -> None:
 @click.argument("target")
 @format_option(choices=("md", "html", "json"), default="md")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the report here.")
+@engine_options
 @click.pass_context
-def diff(ctx, base, target, fmt, output):
+def diff(ctx, base, target, fmt, output, engine, master):
     """What changed between two runs: per category and kernel, time per step, delta and ratio.
 
     BASE and TARGET are run ids, unique prefixes of one, or `latest`. Kernels are matched by exact
@@ -390,10 +415,13 @@ def diff(ctx, base, target, fmt, output):
     \b
     Example:
       tracehouse diff 3f2a latest --format html -o diff.html
+      tracehouse diff 3f2a latest --engine spark
     """
-    from reports.diff import build_diff, render_diff
+    from reports.diff import build_diff, diff_connection, render_diff
 
-    _write_report(render_diff(build_diff(_connect(ctx), base, target), fmt), output)
+    with spark_errors():
+        con = diff_connection(_engine_warehouse(ctx, engine), base, target, engine, master)
+    _write_report(render_diff(build_diff(con, base, target), fmt), output)
 
 
 @main.command(context_settings=CONTEXT_SETTINGS)
@@ -406,8 +434,9 @@ def diff(ctx, base, target, fmt, output):
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the report here.")
 @click.option("--fail-on-regression", is_flag=True,
               help="Exit with code 3 when the last run of a series has a flagged regression.")
+@engine_options
 @click.pass_context
-def trend(ctx, where, metrics, since, last, fmt, output, fail_on_regression):
+def trend(ctx, where, metrics, since, last, fmt, output, fail_on_regression, engine, master):
     """Metrics across the runs of each series, ordered by commit, with regressions flagged.
 
     Baselines and noise always use the whole history; --since and --last only bound what is shown.
@@ -415,10 +444,18 @@ def trend(ctx, where, metrics, since, last, fmt, output, fail_on_regression):
     \b
     Example:
       tracehouse trend --where series=decode-bench --metric 'category.*' --last 20 --fail-on-regression
+      tracehouse trend --where series=decode-bench --engine spark --master yarn
     """
     from reports.trend import build_trend, render_trend
 
-    report = build_trend(_connect(ctx), _parse_labels(where), list(metrics), since, last, warehouse=_warehouse(ctx))
+    if engine == "spark":  # run_metrics computed on Spark for the runs, not read from the DuckDB-made cache
+        from warehouse.spark_connection import spark_connection
+
+        with spark_errors():
+            con, store = spark_connection(_engine_warehouse(ctx, engine), master=master), None
+    else:
+        con, store = _connect(ctx), _warehouse(ctx)
+    report = build_trend(con, _parse_labels(where), list(metrics), since, last, warehouse=store)
     _write_report(render_trend(report, fmt), output)
     if fail_on_regression and report.failing:
         for g in report.failing:

@@ -181,6 +181,18 @@ def _critical_path(con, base_id: str, target_id: str) -> tuple[bool, list[Critic
     return bool(shares[base_id] or shares[target_id]), out
 
 
+def diff_connection(warehouse, base: str, target: str, engine: str = "duckdb", master: str | None = None):
+    """The connection build_diff reads: DuckDB over the warehouse, or ("spark") a Spark connection focused on
+    the two runs (warehouse.spark_connection: each view computed once, for these two runs only)."""
+    if engine == "spark":
+        from warehouse.spark_connection import focused_spark_connection
+
+        return focused_spark_connection(warehouse, [base, target], master=master)[0]
+    from warehouse.catalog import connect
+
+    return connect(warehouse)
+
+
 def build_diff(con: duckdb.DuckDBPyConnection, base: str, target: str, *, top: int = 10,
                critical_path: bool = True) -> DiffReport:
     base_id, target_id = resolve_run(con, base), resolve_run(con, target)

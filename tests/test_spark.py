@@ -5,6 +5,10 @@ Three runs: a multi-rank serving-decode run and a training run (synthesized), pl
 ../shared is there. Each view is computed once on Spark (connect_spark(materialize=True): each view's
 SQL runs on Spark over the views before it, as computed by Spark) and compared with DuckDB's rows,
 order-insensitive, floats to a relative 1e-9, NULLs exact.
+
+The reports run on Spark too (`report|trend|diff --engine spark`, warehouse/spark_connection.py): the
+builders get a SparkConnection over the same catalogue and must render what they render from DuckDB.
+A second decode run (same series, next commit) gives the trend and the diff a history of two points.
 """
 
 from __future__ import annotations
@@ -44,28 +48,45 @@ def _java_ok() -> bool:
 
 
 @pytest.fixture(scope="module")
-def engines(tmp_path_factory):
+def warehouse(tmp_path_factory):
+    """The ingested runs: {"decode", "decode2", "training"(, "real")} -> run id, and the Warehouse."""
     if not _java_ok():
         pytest.skip("`java -version` fails: Spark needs a working Java 17+")
     from synth import write_scenario
-    from warehouse.catalog import connect
     from warehouse.load import ingest_paths
-    from warehouse.spark import connect_spark, spark_session
     from warehouse.store import Warehouse
 
     base = tmp_path_factory.mktemp("spark")
     wh = Warehouse(base / "wh")
-    decode = write_scenario("serving-decode", base / "decode", ranks=2, steps=2, layers=2)
-    training = write_scenario("training", base / "training", ranks=1, steps=2, layers=2)
-    runs = [[decode], sorted(training.glob("*.trace.json.gz"))]
+    series = {"series": "decode-bench"}
+    runs = {
+        "decode": ([write_scenario("serving-decode", base / "decode", ranks=2, steps=2, layers=2)],
+                   {**series, "commit": "c01", "commit_time": "2026-01-01T00:00:00Z"}),
+        "decode2": ([write_scenario("serving-decode", base / "decode2", ranks=2, steps=2, layers=2, seed=1,
+                                    slow_kernel=("nvjet", 1.05))],
+                    {**series, "commit": "c02", "commit_time": "2026-01-02T00:00:00Z"}),
+        "training": (sorted(write_scenario("training", base / "training", ranks=1, steps=2, layers=2)
+                            .glob("*.trace.json.gz")), {}),
+    }
     if REAL_RUN.is_file():
-        runs.append([REAL_RUN])
-    for paths in runs:
-        [outcome] = ingest_paths(wh, paths)
+        runs["real"] = ([REAL_RUN], {})
+    ids = {}
+    for key, (paths, labels) in runs.items():
+        [outcome] = ingest_paths(wh, paths, labels)
         assert not outcome.problems, outcome.problems
+        ids[key] = outcome.run_id
+    return wh, ids
+
+
+@pytest.fixture(scope="module")
+def engines(warehouse):
+    from warehouse.catalog import connect
+    from warehouse.spark import connect_spark, spark_session
+
+    wh, ids = warehouse
     session = spark_session("local[2]")
     catalog = connect_spark(wh, spark=session, materialize=True)
-    yield connect(wh), catalog, len(runs)
+    yield connect(wh), catalog, len(ids)
     session.stop()
 
 
@@ -158,3 +179,113 @@ def test_sql_engine_spark_refuses_the_same(engines):
         run_query_spark(catalog, "SELECT no_such_column FROM kernels")
     columns, rows = run_query_spark(catalog, "SELECT kind, count(*) AS n FROM kernels GROUP BY kind ORDER BY kind")
     assert columns == ["kind", "n"] and rows
+
+
+# --- the reports on Spark ---------------------------------------------------------------------------
+
+def _same_json(a, b, where: str = "") -> None:
+    """Equal JSON documents, floats to a relative 1e-9 (sums in another order)."""
+    if isinstance(a, float) or isinstance(b, float):
+        assert isinstance(a, (int, float)) and isinstance(b, (int, float)), f"{where}: {a!r} != {b!r}"
+        assert math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12), f"{where}: {a!r} != {b!r}"
+    elif isinstance(a, dict) and isinstance(b, dict):
+        assert list(a) == list(b), f"{where}: keys {list(a)} != {list(b)}"
+        for k in a:
+            _same_json(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list) and isinstance(b, list):
+        assert len(a) == len(b), f"{where}: {len(a)} items != {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            _same_json(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+def _same_report(fmt: str, duck: str, spark: str) -> None:
+    if fmt == "json":
+        import json
+
+        _same_json(json.loads(duck), json.loads(spark))
+    else:  # Markdown: every figure as printed
+        assert duck.splitlines() == spark.splitlines()
+
+
+@pytest.mark.parametrize("fmt", ["md", "json"])
+@pytest.mark.parametrize("run", ["decode", "training"])
+def test_run_report_on_spark_same_as_duckdb(engines, warehouse, run, fmt):
+    from reports.run import build_run_report, render_run_report, report_connection
+    from warehouse.spark_connection import SparkConnection
+
+    _, catalog, _ = engines
+    wh, ids = warehouse
+    duck = render_run_report(build_run_report(report_connection(wh, [ids[run]]), ids[run]), fmt)
+    spark = render_run_report(build_run_report(SparkConnection(catalog), ids[run]), fmt)
+    _same_report(fmt, duck, spark)
+    assert "## " in duck or '"phases"' in duck
+
+
+@pytest.mark.parametrize("fmt", ["md", "json"])
+def test_trend_on_spark_same_as_duckdb(engines, warehouse, fmt):
+    """DuckDB as `tracehouse trend` runs it (run_metrics from the per-run cache) against Spark's run_metrics."""
+    from reports.trend import build_trend, render_trend
+    from warehouse.catalog import connect
+    from warehouse.spark_connection import SparkConnection
+
+    _, catalog, _ = engines
+    wh, _ = warehouse
+    for where in ({}, {"series": "decode-bench"}):
+        duck = build_trend(connect(wh), where, warehouse=wh)
+        spark = build_trend(SparkConnection(catalog), where)
+        assert [len(s.metrics) for s in spark.series] == [len(s.metrics) for s in duck.series]
+        _same_report(fmt, render_trend(duck, fmt), render_trend(spark, fmt))
+    bench = [s for s in duck.series if s.series == "decode-bench"]
+    assert bench and bench[0].runs == 2
+
+
+def test_diff_on_spark_same_as_duckdb(engines, warehouse):
+    from reports.diff import build_diff, render_diff
+    from warehouse.catalog import connect
+    from warehouse.spark_connection import SparkConnection
+
+    _, catalog, _ = engines
+    wh, ids = warehouse
+    duck = build_diff(connect(wh), ids["decode"], "latest")
+    spark = build_diff(SparkConnection(catalog), ids["decode"], "latest")
+    assert duck.critical_path_available and spark.critical_path_available
+    for fmt in ("md", "json"):
+        _same_report(fmt, render_diff(duck, fmt), render_diff(spark, fmt))
+
+
+@pytest.mark.slow
+def test_cli_engine_spark(engines, warehouse, cli_runner):
+    """The commands end to end: `report --engine spark` (its own focused catalogue, views computed on first
+    read) prints DuckDB's report; `diff` and `trend` take the options (trend over no runs: cheap)."""
+    from cli import main
+
+    wh, ids = warehouse
+    common = ["--warehouse", str(wh.root)]
+    args = common + ["report", "--run", ids["decode"][:8], "--format", "json"]
+    duck = cli_runner.invoke(main, args)
+    spark = cli_runner.invoke(main, args + ["--engine", "spark", "--master", "local[2]"])
+    assert duck.exit_code == 0 and spark.exit_code == 0, (duck.output, spark.output)
+    _same_report("json", duck.output, spark.output)
+    res = cli_runner.invoke(main, common + ["trend", "--where", "series=none", "--engine", "spark"])
+    assert res.exit_code == 0, res.output
+    res = cli_runner.invoke(main, common + ["diff", "nope", "latest", "--engine", "spark"])
+    assert res.exit_code == 1 and "no run 'nope'" in res.output
+
+
+def test_bind_parameters():
+    """Parameters become literals written by sqlglot: quotes, backslashes, lists, NULL; `?` in text stays."""
+    from warehouse.spark_connection import bind_parameters
+
+    assert bind_parameters("SELECT * FROM runs WHERE run_id = ? AND x = '?'", ["a'b\\c"]) == \
+        "SELECT * FROM runs WHERE run_id = 'a''b\\c' AND x = '?'"
+    assert bind_parameters("SELECT ? IS NULL, ?, ? -- ?", [None, 1.5, True]) == "SELECT NULL IS NULL, 1.5, TRUE -- ?"
+    assert bind_parameters("SELECT 1 WHERE r IN (SELECT unnest(?))", [["a", "b"]]) == \
+        "SELECT 1 WHERE r IN (SELECT unnest(['a', 'b']))"
+    assert bind_parameters("SELECT $run, $run || $other", {"run": "r1", "other": "y"}) == "SELECT 'r1', 'r1' || 'y'"
+    assert bind_parameters("SELECT $2, $1", ["a", 2]) == "SELECT 2, 'a'"
+    with pytest.raises(ValueError):
+        bind_parameters("SELECT ?, ?", [1])
+    with pytest.raises(ValueError):
+        bind_parameters("SELECT ?", [1, 2])

@@ -21,6 +21,7 @@ through Hadoop instead of the local file system.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING
 import sqlglot
 from sqlglot import exp
 
-from warehouse.catalog import SCHEMA_PARTITION, ordered_views, view_dependencies
+from warehouse.catalog import SCHEMA_PARTITION, ordered_views, view_dependencies, view_files
 from warehouse.store import ALL_TABLES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,6 +40,20 @@ if TYPE_CHECKING:  # pragma: no cover
     from warehouse.store import Warehouse
 
 DEFAULT_MASTER = "local[2]"
+
+
+# SQL settings the views rely on, set on every session (also on `new_session`'s)
+SESSION_CONF = {
+    # run_id stays a string ('0a1b...' would otherwise be read as a number or a date)
+    "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+    "spark.sql.session.timeZone": "UTC",
+    # DuckDB's semantics where Spark 4's ANSI default differs: x / 0 is NULL, not an error
+    "spark.sql.ansi.enabled": "false",
+    # critical_path walks a step's dependency chain with a recursive CTE: one level per node, and a
+    # step has thousands (Spark's default stops at 100; DuckDB has no limit)
+    "spark.sql.cteRecursionLevelLimit": "1000000",
+    "spark.sql.cteRecursionRowLimit": "1000000000",
+}
 
 
 class SparkUnavailable(RuntimeError):
@@ -62,20 +77,9 @@ def spark_session(master: str | None = None, app_name: str = "tracehouse") -> Sp
     elif "SPARK_HOME" not in os.environ and "PYSPARK_SUBMIT_ARGS" not in os.environ:
         builder = builder.master(DEFAULT_MASTER)
     local = (master or DEFAULT_MASTER).startswith("local")
-    builder = (
-        builder
-        # run_id stays a string ('0a1b...' would otherwise be read as a number or a date)
-        .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        # DuckDB's semantics where Spark 4's ANSI default differs: x / 0 is NULL, not an error
-        .config("spark.sql.ansi.enabled", "false")
-        # critical_path walks a step's dependency chain with a recursive CTE: one level per node, and a
-        # step has thousands (Spark's default stops at 100; DuckDB has no limit)
-        .config("spark.sql.cteRecursionLevelLimit", "1000000")
-        .config("spark.sql.cteRecursionRowLimit", "1000000000")
-    )
+    for key, value in SESSION_CONF.items():
+        builder = builder.config(key, value)
+    builder = builder.config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
     if local:  # small shuffles; the analyzer needs more than the default 1g for the deepest views
         builder = (builder.config("spark.sql.shuffle.partitions", "4").config("spark.default.parallelism", "4")
                    .config("spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", "2g")))
@@ -86,6 +90,17 @@ def spark_session(master: str | None = None, app_name: str = "tracehouse") -> Sp
     session.sparkContext.setLogLevel("ERROR")
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):  # each failed query, as JSON
         logging.getLogger(name).disabled = True
+    return session
+
+
+def new_session(spark: SparkSession) -> SparkSession:
+    """A session of the same Spark application with its own temporary views (one catalogue each), and
+    the settings of `spark` that the views and the shuffles depend on."""
+    session = spark.newSession()
+    for key in (*SESSION_CONF, "spark.sql.shuffle.partitions"):
+        value = spark.conf.get(key, None)
+        if value is not None:
+            session.conf.set(key, value)
     return session
 
 
@@ -122,6 +137,12 @@ def _spark_transforms(node: exp.Expression) -> exp.Expression:
     - `avg(x)`: DuckDB's is DOUBLE for every numeric x; Spark keeps DECIMAL for a DECIMAL x (`avg(CASE
       ... THEN 1.0 ELSE 0.0 END)` gives 0.05882, not 0.058823529411764705): x is cast to DOUBLE, which
       Spark does anyway for integer x.
+    - `x / y`: DuckDB's `/` is DOUBLE for every numeric x and y; Spark keeps DECIMAL for DECIMAL operands,
+      rounded to 6 or more decimals (`(8.0 * 0.3675 + 3.0) / (8.0 * 0.3675 + 1.0)` is off by 1e-8, which
+      regression's exp(w² / ν) turns into 1e-6): x is cast to DOUBLE, as Spark does anyway for integers.
+    - `any_value(x) FILTER (WHERE c)`: DuckDB's any_value skips NULLs, which sqlglot writes as Spark's
+      `ANY_VALUE(x) IGNORE NULLS` and then puts the FILTER after it, where Spark's grammar refuses it:
+      the FILTER goes before IGNORE / RESPECT NULLS.
     - `regexp_replace(s, p, r)` without the 'g' option replaces only the first match in DuckDB and
       every match in Spark: refused unless the pattern is anchored with ^ or $ (one match at most).
     """
@@ -129,6 +150,13 @@ def _spark_transforms(node: exp.Expression) -> exp.Expression:
         _inline_frameless_windows(node)
     if isinstance(node, exp.Window) and isinstance(node.this, _FRAMELESS) and node.args.get("spec"):
         node.set("spec", None)
+    if isinstance(node, exp.Filter) and isinstance(node.this, (exp.IgnoreNulls, exp.RespectNulls)):
+        nulls = node.this
+        return type(nulls)(this=exp.Filter(this=nulls.this, expression=node.expression))
+    if isinstance(node, exp.Div) and not node.args.get("typed") and not (
+            isinstance(node.this, exp.Cast) and node.this.to.is_type("double")):
+        return exp.Div(this=exp.Cast(this=node.this, to=exp.DataType.build("DOUBLE")), expression=node.expression,
+                       typed=False, safe=node.args.get("safe"))
     if isinstance(node, exp.Avg) and not isinstance(node.this, exp.Cast):
         return exp.Avg(this=exp.Cast(this=node.this, to=exp.DataType.build("DOUBLE")))
     if isinstance(node, exp.PercentileCont) and node.expression is not None:
@@ -146,9 +174,9 @@ def _spark_transforms(node: exp.Expression) -> exp.Expression:
     return node
 
 
-def to_spark_sql(sql: str) -> str:
-    """One DuckDB statement in Spark's dialect (CREATE VIEW becomes CREATE TEMPORARY VIEW)."""
-    statement = sqlglot.parse_one(sql, read="duckdb")
+def to_spark_sql(sql: str | exp.Expression) -> str:
+    """One DuckDB statement (text, or parsed) in Spark's dialect (CREATE VIEW becomes CREATE TEMPORARY VIEW)."""
+    statement = sqlglot.parse_one(sql, read="duckdb") if isinstance(sql, str) else sql.copy()
     statement = statement.transform(_spark_transforms)
     if isinstance(statement, exp.Create) and statement.kind == "VIEW":
         props = statement.args.get("properties") or exp.Properties(expressions=[])
@@ -176,14 +204,20 @@ def _partitions(location: str) -> list[str] | None:
                   if p.is_dir() and p.name.startswith("run_id=") and p.name != SCHEMA_PARTITION)
 
 
-def _read_table(spark: SparkSession, location: str):
-    """The table's rows (with run_id from the folder names), the _schema partition's columns when empty."""
+def _read_table(spark: SparkSession, location: str, runs: list[str] | None = None):
+    """The table's rows (with run_id from the folder names), the _schema partition's columns when empty.
+
+    runs: only these runs' partitions (locally, the other folders are not even listed by Spark)."""
     from pyspark.sql import functions as F
 
     reader = spark.read.option("basePath", location).option("mergeSchema", "true")
     parts = _partitions(location)
     if parts is None:  # remote: Spark lists the folders; the filter drops the schema partition
-        return reader.parquet(location).where(F.col("run_id") != "_schema")
+        frame = reader.parquet(location).where(F.col("run_id") != "_schema")
+        return frame if runs is None else frame.where(F.col("run_id").isin(list(runs)))
+    if runs is not None:
+        wanted = {f"run_id={r}" for r in runs}
+        parts = [p for p in parts if Path(p).name in wanted]
     if parts:
         return reader.parquet(*parts)
     return reader.parquet(location + "/" + SCHEMA_PARTITION)
@@ -224,18 +258,49 @@ def register_rule_tables(spark: SparkSession, rules_file: str | None = None) -> 
 
 @dataclass
 class SparkCatalog:
-    """A SparkSession with the warehouse's tables and views, and the views that could not be made there."""
+    """A SparkSession with the warehouse's tables and views, and the views that could not be made there.
+
+    Views are added on demand (`add_views`), in dependency order, each once; materialize: each view is
+    computed once when added (a local checkpoint) and the views above it read its rows.
+    """
 
     session: SparkSession
     unavailable: dict[str, str] = field(default_factory=dict)  # view -> why (Spark's message)
+    materialize: bool = False
+    built: set[str] = field(default_factory=set)  # the sql/ views made so far
 
     def sql(self, query: str):
         return self.session.sql(query)
 
+    def add_views(self, names: set[str] | None = None) -> None:
+        """Make these views of sql/ (None: all) and the views they read, those not made or tried yet.
+
+        A view that Spark cannot build (or, materialized, compute) is left out with the reason in
+        `unavailable`, and so are the views that read it.
+        """
+        wanted = None if names is None else _with_dependencies(names)
+        for name, path in _views()[0]:
+            if (wanted is not None and name not in wanted) or name in self.built or name in self.unavailable:
+                continue
+            sql = path.read_text()
+            missing = sorted(view_dependencies(sql) & set(self.unavailable))
+            if missing:
+                self.unavailable[name] = f"reads {', '.join(missing)}, which Spark cannot build"
+                continue
+            try:
+                self.session.sql(to_spark_sql(sql))
+                if self.materialize:
+                    self.session.table(name).localCheckpoint(eager=True).createOrReplaceTempView(name)
+                self.built.add(name)
+            except Exception as exc:  # noqa: BLE001 - AnalysisException, Py4JJavaError, ValueError (transforms)
+                self.unavailable[name] = f"sql/{path.name}: {_first_line(exc)}"
+                self.session.catalog.dropTempView(name)
+
 
 def connect_spark(warehouse: Warehouse | str, rules_file: str | None = None,
                   spark: SparkSession | None = None, master: str | None = None,
-                  materialize: bool = False, only: set[str] | None = None) -> SparkCatalog:
+                  materialize: bool = False, only: set[str] | None = None,
+                  runs: list[str] | None = None, materialize_tables: bool | None = None) -> SparkCatalog:
     """Every table and view of the warehouse as temporary views of a SparkSession.
 
     warehouse: a Warehouse (local) or a URI string (`s3a://bucket/wh`, `gs://bucket/wh`); a local
@@ -246,57 +311,70 @@ def connect_spark(warehouse: Warehouse | str, rules_file: str | None = None,
     A view that Spark cannot build (or, materialized, compute) is left out with the reason in
     `unavailable`, and so are the views that read it; the others work.
     only: build just these views and the views they read (`needed_views(query)`); analysing every
-    view costs minutes of planning, and one query reads a few.
+    view costs minutes of planning, and one query reads a few. Empty set: none yet (`add_views` later).
+    runs: only these runs, like catalog.connect(runs=...): every table and view sees no other run.
+    materialize_tables: also keep the base tables' rows (default: as materialize); off for a whole
+    history, whose tables are better read from Parquet again than held in memory.
+    One session holds one catalogue: a second connect_spark on the same session replaces the first.
     """
     if not isinstance(warehouse, str):
         from warehouse.catalog import ensure_schema_files
 
         ensure_schema_files(warehouse)
     spark = spark or spark_session(master)
-    catalog = SparkCatalog(spark)
+    catalog = SparkCatalog(spark, materialize=materialize)
     for table in ALL_TABLES:
-        _read_table(spark, _table_location(warehouse, table)).createOrReplaceTempView(f"_{table}_files")
+        _read_table(spark, _table_location(warehouse, table), runs).createOrReplaceTempView(f"_{table}_files")
     spark.sql("CREATE OR REPLACE TEMPORARY VIEW runs AS SELECT * FROM _runs_files WHERE run_id <> '_schema'")
     for table in ALL_TABLES:
         if table != "runs":  # a run is visible only once its runs row exists (store.publish's commit marker)
             spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {table} AS SELECT * FROM _{table}_files "
                       "WHERE run_id IN (SELECT run_id FROM runs)")
-    if materialize:
+    if materialize if materialize_tables is None else materialize_tables:
         for table in ALL_TABLES:
             spark.table(table).localCheckpoint(eager=True).createOrReplaceTempView(table)
     register_rule_tables(spark, rules_file)
-    for name, path in ordered_views():
-        if only is not None and name not in only:
-            continue
-        sql = path.read_text()
-        missing = sorted(view_dependencies(sql) & set(catalog.unavailable))
-        if missing:
-            catalog.unavailable[name] = f"reads {', '.join(missing)}, which Spark cannot build"
-            continue
-        try:
-            spark.sql(to_spark_sql(sql))
-            if materialize:
-                spark.table(name).localCheckpoint(eager=True).createOrReplaceTempView(name)
-        except Exception as exc:  # noqa: BLE001 - AnalysisException, Py4JJavaError, ValueError (transforms)
-            catalog.unavailable[name] = f"sql/{path.name}: {_first_line(exc)}"
-            spark.catalog.dropTempView(name)
+    catalog.add_views(only)
     return catalog
 
 
-def needed_views(query: str) -> set[str]:
-    """The sql/ views a query reads, directly or through other views."""
-    graph = {name: view_dependencies(path.read_text()) for name, path in ordered_views()}
-    try:
-        todo = list(view_dependencies(query))
-    except sqlglot.errors.SqlglotError:
-        return set(graph)
-    needed: set[str] = set()
+def _views() -> tuple[list[tuple[str, Path]], dict[str, set[str]]]:
+    """catalog.ordered_views() and each view's dependencies, parsed once while the sql/ files stay as they are
+    (a SparkConnection asks for each query: parsing every file takes seconds)."""
+    stamp = tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(view_files().values()))
+    return _parsed_views(stamp)
+
+
+@functools.lru_cache(maxsize=2)
+def _parsed_views(stamp: tuple) -> tuple[list[tuple[str, Path]], dict[str, set[str]]]:
+    order = ordered_views()
+    return order, {name: view_dependencies(path.read_text()) for name, path in order}
+
+
+def _view_graph() -> dict[str, set[str]]:
+    return _views()[1]
+
+
+def _with_dependencies(names: set[str] | list[str], graph: dict[str, set[str]] | None = None) -> set[str]:
+    """These sql/ views and every view they read, directly or through other views."""
+    graph = graph if graph is not None else _view_graph()
+    todo, found = list(names), set()
     while todo:
         name = todo.pop()
-        if name in graph and name not in needed:
-            needed.add(name)
+        if name in graph and name not in found:
+            found.add(name)
             todo.extend(graph[name])
-    return needed
+    return found
+
+
+def needed_views(query: str | exp.Expression) -> set[str]:
+    """The sql/ views a query (DuckDB dialect) reads, directly or through other views."""
+    graph = _view_graph()
+    try:
+        direct = view_dependencies(query if isinstance(query, str) else query.sql(dialect="duckdb"))
+    except sqlglot.errors.SqlglotError:
+        return set(graph)
+    return _with_dependencies(direct, graph)
 
 
 def _first_line(exc: BaseException) -> str:
