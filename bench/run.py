@@ -606,6 +606,37 @@ def bench_tuning(label: str, path: Path, reps: int, tmp: Path, report: Report) -
 
 
 # --------------------------------------------------------------------------------------------------
+# benchmark: run report latency (issue 6)
+
+
+TARGET_REPORT_S = 2.0  # `tracehouse report` of a run with 1M GPU activities, after ingest
+REPORT_ACTIVITIES = 1_000_000
+QUICK_REPORT_ACTIVITIES = 100_000
+
+
+def bench_report(report: Report, reps: int, activities: int, tmp: Path) -> None:
+    """bench/report_bench.py: a synthesized decode run of `activities` GPU activities, ingested, then its
+    run report written in each format (each a fresh connection, as `tracehouse report` does)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("report_bench", Path(__file__).parent / "report_bench.py")
+    report_bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = report_bench  # its dataclass resolves annotations through sys.modules
+    spec.loader.exec_module(report_bench)
+    say(f"[report] synthesizing and ingesting a run of {activities:,} GPU activities; {reps} render(s) per format")
+    b = report_bench.run(activities, keep=tmp / "report-bench", reps=reps, profile=True)
+    for fmt, seconds in b.render_s.items():
+        report.add("reports", f"`tracehouse report` ({fmt}) of a run of {b.activities:,} GPU activities, after ingest "
+                   f"(best of {reps})", f"{seconds:.2f} s ({b.render_cpu_s[fmt]:.1f} CPU-s)",
+                   f"< {TARGET_REPORT_S:.0f} s" if b.activities >= REPORT_ACTIVITIES else "",
+                   verdict(seconds < TARGET_REPORT_S) if b.activities >= REPORT_ACTIVITIES else "")
+    top = "; ".join(f"{what} {seconds:.2f} s" for seconds, what in b.profile[:4])
+    report.details.append(
+        f"report: {b.activities:,} GPU activities ({b.shape}), synthesized in {b.synth_s:.0f} s and ingested in "
+        f"{b.ingest_s:.0f} s. Where one md render's time goes, largest first: {top}.")
+
+
+# --------------------------------------------------------------------------------------------------
 # benchmark: trend latency (issue 7)
 
 
@@ -745,9 +776,7 @@ def main(argv: list[str] | None = None) -> int:
         if "ranks" in only:
             bench_ranks(synthesize(tmp / "synth-4ranks", 4, ranks_size), reps_big, tmp, report)
         if "reports" in only:
-            report.add("reports", "report latency (1M activities)", "skipped")
-            report.notes.append("reports: the `report` latency benchmark (bench/report_bench.py) is not in this "
-                                "table yet.")
+            bench_report(report, reps_big, QUICK_REPORT_ACTIVITIES if args.quick else REPORT_ACTIVITIES, tmp)
             bench_trend(report, reps_real)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -212,7 +212,7 @@ def build_run_report(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | N
             SELECT name, category, gpu_time_ns, share, launches, median_ns, python_site, python_site_share, launch_call
             FROM kernel_summary WHERE run_id = ? AND phase = ? AND (share >= ? OR rank_in_phase <= 10)
             ORDER BY gpu_time_ns DESC, name LIMIT {TOP_KERNELS}""".replace(
-            "FROM kernel_summary", "FROM (SELECT *, row_number() OVER (ORDER BY gpu_time_ns DESC) AS rank_in_phase "
+            "FROM kernel_summary", "FROM (SELECT *, row_number() OVER (ORDER BY gpu_time_ns DESC, name) AS rank_in_phase "
             "FROM kernel_summary WHERE run_id = ? AND phase = ?)"), [run_id, ph, run_id, ph, REPORT_BAR])]
         categories = [CategoryRow(**r) for r in _rows(con, """
             SELECT category, gpu_time_ns, share FROM category_summary WHERE run_id = ? AND phase = ?
@@ -284,7 +284,8 @@ def _fusion(con, run_id: str, phase_clause: str, params: list) -> list[FusionRow
         SELECT phase, pattern_name, pattern_framework AS framework, status, share, occurrences, evidence,
                fused_kernel, source_path, python_site
         FROM fusion_match WHERE run_id = ? AND coalesce(framework_match, true) {phase_clause}
-        ORDER BY phase, CASE status WHEN 'Confirmed' THEN 0 WHEN 'Likely' THEN 1 ELSE 2 END, share DESC NULLS LAST""",
+        ORDER BY phase, CASE status WHEN 'Confirmed' THEN 0 WHEN 'Likely' THEN 1 ELSE 2 END, share DESC NULLS LAST,
+                 pattern_name, pattern_framework""",
         [run_id] + params)]
 
 
@@ -300,12 +301,16 @@ def _representative_step(con, run_id: str, phase: str | None) -> dict | None:
     """The step with the median wall time among the steps with GPU work (of the phase, if given;
     decode before other phases), on the lowest rank."""
     phase_clause, params = ("AND phase = ?", [phase]) if phase else ("", [])
+    # step_breakdown has one row per step_spans row: its lowest rank is step_spans' own. Asked as a
+    # constant, the rank reaches the scans below step_breakdown (only that rank's timeline is swept).
+    (rank,) = con.execute("SELECT min(rank) FROM step_spans WHERE run_id = ?", [run_id]).fetchone()
+    if rank is None:
+        return None
     rows = _rows(con, f"""
         SELECT * FROM step_breakdown
-        WHERE run_id = ? AND activities > 0 {phase_clause}
-          AND rank = (SELECT min(rank) FROM step_breakdown WHERE run_id = ?)
+        WHERE run_id = ? AND rank = ? AND activities > 0 {phase_clause}
         ORDER BY CASE phase WHEN 'decode' THEN 0 WHEN 'prefill' THEN 1 ELSE 2 END, wall_ns, step""",
-                  [run_id] + params + [run_id])
+                  [run_id, rank] + params)
     if not rows:
         return None
     same_phase = [r for r in rows if r["phase"] == rows[0]["phase"]]
@@ -319,15 +324,53 @@ def _step(con, run_id: str, phase: str | None) -> StepSection | None:
     if s is None:
         return None
     key = [run_id, s["rank"], s["step"]]
+    scoped = _scope_to_step(con, key)
+    try:
+        return _step_section(con, s, key)
+    finally:
+        for name in scoped:
+            con.execute(f"DROP TABLE temp.{name}")
+
+
+# Views the step section reads several times for its one step (critical_path: through critical_stream,
+# critical_path_summary and itself): computed once for that step. Finding a path is a recursive walk
+# over the dependency graph of the whole rank, which no filter on the step reaches; every row of these
+# views relates rows of one (run, rank) only, so they are computed over that rank's base rows.
+STEP_VIEWS = ["critical_path"]
+RANK_TABLES = ["kernels", "cpu_ops", "step_spans"]  # the base tables STEP_VIEWS read
+
+
+def _scope_to_step(con, key: list) -> list[str]:
+    """Materialize STEP_VIEWS for this (run_id, rank, step) only, while the step section is built."""
+    if not isinstance(con, duckdb.DuckDBPyConnection):
+        return []
+    views = [v for v in STEP_VIEWS if _has(con, v)]
+    if not views:
+        return []
+    run_id, rank, _ = key
+    (attached,) = con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'catalog'").fetchone()
+    schema = "catalog.main" if attached else "main"
+    rows = "run_id = " + "'" + str(run_id).replace("'", "''") + f"' AND rank = {int(rank)}"
+    try:
+        for table in RANK_TABLES:  # temp views come first in the search path, as materialize's tables do
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM {schema}.{table} WHERE {rows}")
+        materialize(con, views, where="run_id = ? AND rank = ? AND step = ?", params=key)
+    finally:
+        for table in RANK_TABLES:
+            con.execute(f"DROP VIEW IF EXISTS temp.{table}")
+    return views
+
+
+def _step_section(con, s: dict, key: list) -> StepSection:
     wall = s["wall_ns"] or 1
     components = [CategoryRow(r["component"], int(r["ns"]), r["ns"] / wall) for r in _rows(con, """
         SELECT CASE WHEN category IN ('attention', 'moe', 'gemm', 'communication', 'norm') THEN category
                     ELSE 'other' END AS component, sum(dur_ns) AS ns
-        FROM _kernel_facts WHERE run_id = ? AND rank = ? AND step = ? GROUP BY 1 ORDER BY 2 DESC""", key)]
+        FROM _kernel_facts WHERE run_id = ? AND rank = ? AND step = ? GROUP BY 1 ORDER BY 2 DESC, 1""", key)]
     streams = [StreamRow(**r) for r in _rows(con, """
         SELECT device, stream, stream_name AS name, activities, busy_ns, exclusive_ns, share_of_span,
                coalesce(is_critical, false) AS critical
-        FROM stream_summary WHERE run_id = ? AND rank = ? AND step = ? ORDER BY busy_ns DESC""", key)]
+        FROM stream_summary WHERE run_id = ? AND rank = ? AND step = ? ORDER BY busy_ns DESC, device, stream""", key)]
     critical_stream = next((st.stream for st in streams if st.critical), None)
     period = repeats = None
     layer: list[LayerPosition] = []
@@ -342,7 +385,7 @@ def _step(con, run_id: str, phase: str | None) -> StepSection | None:
     gaps = _rows(con, """
         SELECT class, count(*) AS gaps, sum(gap_ns) AS total_ns
         FROM idle_gaps WHERE run_id = ? AND rank = ? AND step = ? AND scope = 'device'
-        GROUP BY class ORDER BY total_ns DESC""", key)
+        GROUP BY class ORDER BY total_ns DESC, class""", key)
     for g in gaps:
         g["share_of_wall"] = g["total_ns"] / wall
     path: list[PathRow] = []
@@ -350,7 +393,7 @@ def _step(con, run_id: str, phase: str | None) -> StepSection | None:
     if _has(con, "critical_path_summary"):
         path = [PathRow(**r) for r in _rows(con, """
             SELECT kind, category, time_ns, share FROM critical_path_summary
-            WHERE run_id = ? AND rank = ? AND step = ? ORDER BY time_ns DESC""", key)]
+            WHERE run_id = ? AND rank = ? AND step = ? ORDER BY time_ns DESC, kind, category""", key)]
         critical_ids = {r[0] for r in con.execute(
             "SELECT kernel_id FROM critical_path WHERE run_id = ? AND rank = ? AND step = ? AND kind = 'gpu'",
             key).fetchall()}
@@ -359,7 +402,7 @@ def _step(con, run_id: str, phase: str | None) -> StepSection | None:
         acts = [TimelineActivity(r["name"], r["category"], r["start_ns"], r["end_ns"], r["kernel_id"] in critical_ids)
                 for r in _rows(con, """
             SELECT kernel_id, name, category, start_ns, end_ns FROM _kernel_facts
-            WHERE run_id = ? AND rank = ? AND step = ? AND stream IS NOT DISTINCT FROM ? ORDER BY start_ns LIMIT 4000""",
+            WHERE run_id = ? AND rank = ? AND step = ? AND stream IS NOT DISTINCT FROM ? ORDER BY start_ns, kernel_id LIMIT 4000""",
             key + [stream.stream])]
         lanes.append(TimelineLane(stream.name or f"stream {stream.stream}", stream.critical, acts))
     return StepSection(
@@ -385,25 +428,45 @@ def report_json(report: RunReport) -> dict:
     return data
 
 
-# Views the report reads several times: computed once for the report's runs (warehouse.catalog.materialize)
-SHARED_VIEWS = ["_kernel_facts", "gpu_timeline", "kernel_overlap", "critical_path", "kernel_summary",
-                "category_summary", "steps", "stream_summary"]
+# Views the report reads several times over the whole run: computed once for the report's runs
+# (warehouse.catalog.materialize). The step section reads one step: its views (steps, stream_summary,
+# layer_pattern*, idle_gaps, critical_path*) are left as views, so that the step's filter reaches their
+# scans and only that step (or its rank) is computed.
+SHARED_VIEWS = ["kernel_category", "_kernel_facts", "kernel_summary", "category_summary", "kernel_overlap"]
+# the columns of _kernel_facts that the report's views and queries read (17 of its 39): the others would
+# only be copied
+KERNEL_FACT_COLUMNS = ["run_id", "rank", "kernel_id", "device", "stream", "step", "kind", "name", "start_ns",
+                       "end_ns", "dur_ns", "launch_call", "collective_name", "process_group", "category", "site",
+                       "phase_key"]
 
 
-def report_connection(warehouse: Warehouse, runs: list[str]) -> duckdb.DuckDBPyConnection:
-    """A connection focused on these runs, with the views the report shares computed once."""
+def report_connection(warehouse: Warehouse, runs: list[str], engine: str = "duckdb",
+                      master: str | None = None) -> duckdb.DuckDBPyConnection:
+    """A connection focused on these runs, with the views the report shares computed once.
+
+    engine "spark": the same views on Spark (warehouse.spark_connection), each computed once when read."""
+    if engine == "spark":
+        from warehouse.spark_connection import spark_connection
+
+        return spark_connection(warehouse, runs=runs, master=master)
     con = connect(warehouse, runs=runs)
-    materialize(con, [v for v in SHARED_VIEWS if _has(con, v)])
+    materialize(con, [v for v in SHARED_VIEWS if _has(con, v)], columns={"_kernel_facts": KERNEL_FACT_COLUMNS})
     return con
 
 
 def write_run_report(warehouse: Warehouse, run: str, fmt: str, path: str | Path | None = None,
                      phase: str | None = None, mapping_run: str | None = None,
-                     template_dir: str | Path | None = None) -> str:
-    lookup = connect(warehouse)
+                     template_dir: str | Path | None = None, engine: str = "duckdb",
+                     master: str | None = None) -> str:
+    if engine == "spark":
+        from warehouse.spark_connection import spark_connection
+
+        lookup = spark_connection(warehouse, master=master, materialize=False)
+    else:
+        lookup = connect(warehouse)
     run_id = resolve_run(lookup, run)
     mapping_id = resolve_run(lookup, mapping_run) if mapping_run else None
-    con = report_connection(warehouse, [run_id] + ([mapping_id] if mapping_id else []))
+    con = report_connection(warehouse, [run_id] + ([mapping_id] if mapping_id else []), engine, master)
     text = render_run_report(build_run_report(con, run_id, phase, mapping_id), fmt, template_dir)
     if path is not None:
         Path(path).write_text(text)

@@ -199,41 +199,47 @@ event_dep AS (
     WHERE d.probe_kind = 'wait_dst' AND d.kernel_id IS NOT NULL AND s.kernel_id IS NOT NULL
 ),
 stream_prev AS (
-    SELECT run_id, rank, kernel_id, start_ns, issue_ns,
+    SELECT run_id, rank, kernel_id, step, name, kind, stream, start_ns, end_ns, issue_ns, launch_op_id,
+           launch_call, launch_start_ns, launch_dur_ns,
            LAG(kernel_id) OVER w AS prev_id, LAG(end_ns) OVER w AS prev_end, LAG(issue_ns) OVER w AS prev_issue
     FROM act
     WINDOW w AS (PARTITION BY run_id, rank, device, stream ORDER BY start_ns, kernel_id)
 ),
-gpu_cand AS (
-    SELECT p.run_id, p.rank, p.kernel_id, 'gpu' AS pred_type, p.prev_id AS pred_id,
-           LEAST(p.prev_end, p.start_ns) AS ready_ns, 1 AS prio, 'stream_order' AS edge,
-           'kernel_gap' AS edge_kind, CAST(NULL AS VARCHAR) AS edge_name, CAST(NULL AS BIGINT) AS edge_op_id
-    FROM stream_prev p
-    WHERE p.prev_id IS NOT NULL AND p.prev_issue <= p.issue_ns
-    UNION ALL
-    SELECT e.run_id, e.rank, e.kernel_id, 'gpu', e.src_id, LEAST(s.end_ns, a.start_ns), 2, 'event_wait',
-           'sync_wait', 'cudaStreamWaitEvent', e.wait_op_id
-    FROM event_dep e
-    JOIN act a ON a.run_id = e.run_id AND a.rank = e.rank AND a.kernel_id = e.kernel_id
-    JOIN act s ON s.run_id = e.run_id AND s.rank = e.rank AND s.kernel_id = e.src_id
-    WHERE s.issue_ns < a.issue_ns
-    UNION ALL
-    SELECT a.run_id, a.rank, a.kernel_id, CASE WHEN b.op_id IS NULL THEN 'cpu' ELSE 'cpu_issue' END,
-           a.launch_op_id,
-           LEAST(CASE WHEN a.launch_call LIKE '%GraphLaunch%' THEN a.launch_start_ns
-                      ELSE a.launch_start_ns + a.launch_dur_ns END, a.start_ns),
-           3, 'launch', 'launch_delay', a.launch_call, a.launch_op_id
-    FROM act a
-    LEFT JOIN blocking_copy b ON b.run_id = a.run_id AND b.rank = a.rank AND b.op_id = a.launch_op_id
-    WHERE a.launch_op_id IS NOT NULL
-),
-gpu_pred AS (
+event_cand AS (
+    -- the latest-ready event wait of each activity (several waits can end before the same activity)
     SELECT * FROM (
-        SELECT c.*, ROW_NUMBER() OVER (PARTITION BY run_id, rank, kernel_id ORDER BY ready_ns DESC, prio)
-                    AS rn
-        FROM gpu_cand c
+        SELECT e.run_id, e.rank, e.kernel_id, e.src_id, e.wait_op_id, LEAST(s.end_ns, a.start_ns) AS ready_ns,
+               ROW_NUMBER() OVER (PARTITION BY e.run_id, e.rank, e.kernel_id
+                                  ORDER BY LEAST(s.end_ns, a.start_ns) DESC) AS rn
+        FROM event_dep e
+        JOIN act a ON a.run_id = e.run_id AND a.rank = e.rank AND a.kernel_id = e.kernel_id
+        JOIN act s ON s.run_id = e.run_id AND s.rank = e.rank AND s.kernel_id = e.src_id
+        WHERE s.issue_ns < a.issue_ns
     ) t
     WHERE rn = 1
+),
+gpu_cand AS (
+    -- the three candidates side by side (NULL ready: no such candidate)
+    SELECT p.*,
+           CASE WHEN p.prev_id IS NOT NULL AND p.prev_issue <= p.issue_ns THEN LEAST(p.prev_end, p.start_ns) END
+               AS stream_ready,
+           e.ready_ns AS event_ready, e.src_id AS event_src, e.wait_op_id AS event_op_id,
+           CASE WHEN p.launch_op_id IS NOT NULL
+                THEN LEAST(CASE WHEN p.launch_call LIKE '%GraphLaunch%' THEN p.launch_start_ns
+                                ELSE p.launch_start_ns + p.launch_dur_ns END, p.start_ns) END AS launch_ready,
+           b.op_id IS NOT NULL AS launch_blocking
+    FROM stream_prev p
+    LEFT JOIN event_cand e ON e.run_id = p.run_id AND e.rank = p.rank AND e.kernel_id = p.kernel_id
+    LEFT JOIN blocking_copy b ON b.run_id = p.run_id AND b.rank = p.rank AND b.op_id = p.launch_op_id
+),
+gpu_pred AS (
+    -- the latest ready time wins; ties go to stream_order, then event_wait, then launch
+    SELECT c.*,
+           CASE WHEN stream_ready IS NOT NULL AND stream_ready >= coalesce(event_ready, stream_ready)
+                     AND stream_ready >= coalesce(launch_ready, stream_ready) THEN 'stream_order'
+                WHEN event_ready IS NOT NULL AND event_ready >= coalesce(launch_ready, event_ready) THEN 'event_wait'
+                WHEN launch_ready IS NOT NULL THEN 'launch' END AS edge
+    FROM gpu_cand c
 ),
 call_prev AS (
     SELECT c.run_id, c.rank, c.op_id, c.name, c.start_ns, c.end_ns, c.parent_op_id,
@@ -241,11 +247,20 @@ call_prev AS (
     FROM calls c
     WINDOW w AS (PARTITION BY run_id, rank, pid, tid ORDER BY start_ns, op_id)
 )
-SELECT a.run_id, a.rank, 'gpu' AS node_type, a.kernel_id AS node_id, a.step, a.name, a.kind, a.stream,
-       a.start_ns AS node_start_ns, a.end_ns AS node_end_ns, a.start_ns AS node_lo_ns,
-       g.pred_type, g.pred_id, g.ready_ns, g.edge, g.edge_kind, g.edge_name, g.edge_op_id
-FROM act a
-LEFT JOIN gpu_pred g ON g.run_id = a.run_id AND g.rank = a.rank AND g.kernel_id = a.kernel_id
+SELECT g.run_id, g.rank, 'gpu' AS node_type, g.kernel_id AS node_id, g.step, g.name, g.kind, g.stream,
+       g.start_ns AS node_start_ns, g.end_ns AS node_end_ns, g.start_ns AS node_lo_ns,
+       CASE g.edge WHEN 'stream_order' THEN 'gpu' WHEN 'event_wait' THEN 'gpu'
+                   WHEN 'launch' THEN CASE WHEN g.launch_blocking THEN 'cpu_issue' ELSE 'cpu' END END AS pred_type,
+       CASE g.edge WHEN 'stream_order' THEN g.prev_id WHEN 'event_wait' THEN g.event_src
+                   WHEN 'launch' THEN g.launch_op_id END AS pred_id,
+       CASE g.edge WHEN 'stream_order' THEN g.stream_ready WHEN 'event_wait' THEN g.event_ready
+                   WHEN 'launch' THEN g.launch_ready END AS ready_ns,
+       g.edge,
+       CASE g.edge WHEN 'stream_order' THEN 'kernel_gap' WHEN 'event_wait' THEN 'sync_wait'
+                   WHEN 'launch' THEN 'launch_delay' END AS edge_kind,
+       CASE g.edge WHEN 'event_wait' THEN 'cudaStreamWaitEvent' WHEN 'launch' THEN g.launch_call END AS edge_name,
+       CASE g.edge WHEN 'event_wait' THEN g.event_op_id WHEN 'launch' THEN g.launch_op_id END AS edge_op_id
+FROM gpu_pred g
 UNION ALL
 SELECT c.run_id, c.rank, 'cpu', c.op_id, cs.step, c.name, CAST(NULL AS VARCHAR), CAST(NULL AS BIGINT),
        c.start_ns, c.end_ns,

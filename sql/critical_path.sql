@@ -12,6 +12,14 @@
 -- dependency being satisfied and the node starting, every boundary clamped to the boundaries already
 -- placed (a running minimum walking back in time), so that consecutive segments touch, never overlap,
 -- and sum(dur_ns) = span = end of the last activity - start of the first segment, exactly.
+-- The walk does not take one node at a time: most dependencies are the previous activity on the same
+-- stream (or the previous call on the same host thread) in the same step, and runs of those are chains
+-- that the walk passes through in one move. Nodes are numbered along their stream (host calls: in start
+-- order), a node continues its chain when its dependency is the node just before it with the same
+-- step, and the walk jumps from where it enters a chain to the chain's first node, listing every node in
+-- between; it takes single moves only across other edges (launch, event wait, host sync) and where it
+-- enters a host call of another step through a launch. So a step of thousands of activities on one
+-- stream is walked in a handful of moves.
 -- Zero-length segments are left out, except GPU activities (every activity on the chain is listed) and
 -- sync_wait edges (every synchronization the path crosses is listed).
 -- Columns:
@@ -36,16 +44,32 @@
 --   edge        NULL for a node (gpu activity or host call); for the time between nodes the dependency:
 --               stream_order, event_wait, launch, host_sync, program_order, step_start
 CREATE OR REPLACE VIEW critical_path AS
-WITH RECURSIVE pred AS (
-    -- a dense integer key per node keeps the recursive join cheap (one BIGINT probe per step of the walk)
-    SELECT p.*, ROW_NUMBER() OVER (ORDER BY p.run_id, p.rank, p.node_type, p.node_id) AS nkey
+WITH RECURSIVE ordered AS (
+    SELECT p.*,
+           ROW_NUMBER() OVER seq AS idx,
+           LAG(p.node_id) OVER seq AS prev_id,
+           LAG(p.step) OVER seq AS prev_step
     FROM _critical_path_pred p
+    WINDOW seq AS (PARTITION BY p.run_id, p.rank, p.node_type, p.stream ORDER BY p.node_start_ns, p.node_id)
 ),
-links AS (
-    SELECT p.nkey, q.nkey AS pkey, p.step, p.edge = 'launch' AS via_launch
-    FROM pred p
-    LEFT JOIN pred q
-      ON q.run_id = p.run_id AND q.rank = p.rank AND q.node_type = p.pred_type AND q.node_id = p.pred_id
+nodes AS (
+    -- a node continues its chain when its chosen dependency is the node just before it, in the same step
+    SELECT o.*,
+           MAX(CASE WHEN o.continues THEN NULL ELSE o.idx END) OVER (
+               PARTITION BY o.run_id, o.rank, o.node_type, o.stream ORDER BY o.idx
+               ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS head_idx
+    FROM (
+        SELECT ordered.*,
+               COALESCE(edge IN ('stream_order', 'program_order') AND pred_type = node_type AND pred_id = prev_id
+                        AND step = prev_step, FALSE) AS continues
+        FROM ordered
+    ) o
+),
+heads AS (
+    -- the first node of each chain, and the dependency the walk follows from it
+    SELECT run_id, rank, node_type, stream, idx, pred_type, pred_id, COALESCE(edge = 'launch', FALSE) AS via_launch
+    FROM nodes
+    WHERE idx = head_idx
 ),
 starts AS (
     SELECT run_id, rank, step, kernel_id
@@ -59,26 +83,51 @@ starts AS (
     WHERE rn = 1
 ),
 walk AS (
-    SELECT p.step, 0 AS pos, l.nkey, l.pkey, l.via_launch
+    -- one row per move: the node it enters (entry_idx, at entry_pos) in the chain chain_head, and the
+    -- first node it passes (first_idx, at head_pos): the chain's first node, or the entered node alone
+    SELECT n.run_id, n.rank, s.step, n.node_type, n.stream, n.head_idx AS chain_head, n.idx AS entry_idx,
+           n.head_idx AS first_idx, 0 AS entry_pos, n.idx - n.head_idx AS head_pos,
+           h.pred_type AS next_type, h.pred_id AS next_id, h.via_launch AS next_via_launch
     FROM starts s
-    JOIN pred p ON p.run_id = s.run_id AND p.rank = s.rank AND p.node_type = 'gpu' AND p.node_id = s.kernel_id
-    JOIN links l ON l.nkey = p.nkey
+    JOIN nodes n ON n.run_id = s.run_id AND n.rank = s.rank AND n.node_type = 'gpu' AND n.node_id = s.kernel_id
+    JOIN heads h
+      ON h.run_id = n.run_id AND h.rank = n.rank AND h.node_type = n.node_type
+     AND h.stream IS NOT DISTINCT FROM n.stream AND h.idx = n.head_idx
     UNION ALL
-    -- follow the chosen dependency while it stays in the step (a launch call always does)
-    SELECT w.step, w.pos + 1, l.nkey, l.pkey, l.via_launch
+    -- follow the chosen dependency while it stays in the step (a launch call always does); a node of
+    -- another step (a launch call) is entered alone
+    SELECT n.run_id, n.rank, w.step, n.node_type, n.stream, n.head_idx, n.idx,
+           CASE WHEN n.step = w.step THEN n.head_idx ELSE n.idx END,
+           w.head_pos + 1,
+           w.head_pos + 1 + CASE WHEN n.step = w.step THEN n.idx - n.head_idx ELSE 0 END,
+           CASE WHEN n.step = w.step THEN h.pred_type ELSE n.pred_type END,
+           CASE WHEN n.step = w.step THEN h.pred_id ELSE n.pred_id END,
+           CASE WHEN n.step = w.step THEN h.via_launch ELSE COALESCE(n.edge = 'launch', FALSE) END
     FROM walk w
-    JOIN links l ON l.nkey = w.pkey
-    WHERE l.step = w.step OR w.via_launch
+    JOIN nodes n
+      ON n.run_id = w.run_id AND n.rank = w.rank AND n.node_type = w.next_type AND n.node_id = w.next_id
+    LEFT JOIN heads h
+      ON h.run_id = n.run_id AND h.rank = n.rank AND h.node_type = n.node_type
+     AND h.stream IS NOT DISTINCT FROM n.stream AND h.idx = n.head_idx
+    WHERE n.step = w.step OR w.next_via_launch
+),
+path AS (
+    -- every node the walk passed, at its position from the end of the step
+    SELECT n.*, w.step AS walk_step, w.entry_pos + (w.entry_idx - n.idx) AS pos
+    FROM walk w
+    JOIN nodes n
+      ON n.run_id = w.run_id AND n.rank = w.rank AND n.node_type = w.node_type
+     AND n.stream IS NOT DISTINCT FROM w.stream AND n.head_idx = w.chain_head
+     AND n.idx >= w.first_idx AND n.idx <= w.entry_idx
 ),
 step_start AS (
     SELECT run_id, rank, step, MIN(start_ns) AS start_ns FROM step_spans GROUP BY run_id, rank, step
 ),
 linked AS (
-    SELECT p.run_id, p.rank, w.step, w.pos, p.node_type, p.node_id, p.name, p.kind, p.stream,
+    SELECT p.run_id, p.rank, p.walk_step AS step, p.pos, p.node_type, p.node_id, p.name, p.kind, p.stream,
            p.node_end_ns AS b, p.node_lo_ns AS a, p.ready_ns, p.edge, p.edge_kind, p.edge_name, p.edge_op_id,
-           LEAD(w.pos) OVER (PARTITION BY p.run_id, p.rank, w.step ORDER BY w.pos) IS NULL AS is_last
-    FROM walk w
-    JOIN pred p ON p.nkey = w.nkey
+           LEAD(p.pos) OVER (PARTITION BY p.run_id, p.rank, p.walk_step ORDER BY p.pos) IS NULL AS is_last
+    FROM path p
 ),
 chain AS (
     -- the last node has no dependency inside the step; a host call there is preceded by the host work

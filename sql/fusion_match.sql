@@ -10,6 +10,9 @@
 --              positions on the same (rank, device, stream), ordered by start time, matching steps 1..n
 --   Fused      the fused kernel runs in this run and phase (and no adjacent split chain was found)
 --   Likely     every split step has a matching activity in the run and phase, but never adjacent
+-- Method: the catalogue's regexes run once per distinct (name, category); whatever only counts
+-- activities by name (Likely, Fused, the evidence of Likely) is summed from per-name totals, and the
+-- adjacent chains come from one ordered pass per stream that puts the next two activities beside each one.
 -- Columns:
 --   run_id, phase          the run and phase (phase 'unknown' when none); the phase of a chain is the
 --                          phase of its first activity
@@ -32,16 +35,17 @@
 --   python_site_share      that site's share of that kernel's GPU time
 --   source_path, rationale, reference, catalog_version   from the catalogue
 CREATE OR REPLACE VIEW fusion_match AS
-WITH acts AS (
-    SELECT run_id, rank, device, stream, kernel_id, phase_key AS phase, name, category, dur_ns,
-           row_number() OVER (PARTITION BY run_id, rank, device, stream ORDER BY start_ns, kernel_id) AS seq
+WITH per_name AS (
+    -- launches and GPU time per name (and category) in each run and phase
+    SELECT run_id, phase_key AS phase, name, category, count(*) AS launches, sum(dur_ns) AS time_ns
     FROM _kernel_facts
+    GROUP BY run_id, phase_key, name, category
 ),
 phase_total AS (
-    SELECT run_id, phase, sum(dur_ns) AS total_ns FROM acts GROUP BY run_id, phase
+    SELECT run_id, phase, sum(time_ns) AS total_ns FROM per_name GROUP BY run_id, phase
 ),
 names AS (
-    SELECT DISTINCT name, category FROM acts
+    SELECT DISTINCT name, category FROM per_name
 ),
 step_names AS (
     SELECT s.pattern_id, s.step, n.name
@@ -57,45 +61,47 @@ fused_names AS (
       ON ';' || p.fused_categories || ';' LIKE '%;' || n.category || ';%'
      AND regexp_matches(n.name, p.fused_pattern)
 ),
-hits AS (
-    SELECT a.run_id, a.rank, a.device, a.stream, a.seq, a.kernel_id, a.phase, a.name, a.dur_ns,
-           sn.pattern_id, sn.step
-    FROM acts AS a
-    JOIN step_names AS sn ON sn.name = a.name
+sequenced AS (
+    -- each activity with the next two on its stream (rank, device, stream, in start order)
+    SELECT run_id, rank, kernel_id, phase_key AS phase, name, dur_ns,
+           lead(kernel_id, 1) OVER w AS kernel_id_2, lead(name, 1) OVER w AS name_2, lead(dur_ns, 1) OVER w AS dur_ns_2,
+           lead(kernel_id, 2) OVER w AS kernel_id_3, lead(name, 2) OVER w AS name_3, lead(dur_ns, 2) OVER w AS dur_ns_3
+    FROM _kernel_facts
+    WINDOW w AS (PARTITION BY run_id, rank, device, stream ORDER BY start_ns, kernel_id)
 ),
-chain_members AS (
-    -- for every activity h1 that matches step 1: the activity k-1 places later on its stream, if it
-    -- matches step k
-    SELECT h1.run_id, h1.rank, h1.device, h1.stream, h1.seq AS start_seq, h1.phase, h1.pattern_id,
-           h.step, h.kernel_id, h.name, h.dur_ns
-    FROM hits AS h1
-    JOIN hits AS h
-      ON h.run_id = h1.run_id AND h.rank = h1.rank AND h.device = h1.device AND h.stream = h1.stream
-     AND h.pattern_id = h1.pattern_id AND h.seq - h.step + 1 = h1.seq
-    WHERE h1.step = 1
-),
-complete_chains AS (
-    SELECT c.run_id, c.rank, c.device, c.stream, c.start_seq, c.pattern_id
-    FROM chain_members AS c
-    JOIN fusion_patterns AS p ON p.pattern_id = c.pattern_id
-    GROUP BY c.run_id, c.rank, c.device, c.stream, c.start_seq, c.pattern_id
-    HAVING count(DISTINCT c.step) = max(p.n_splits)
+chains AS (
+    -- complete chains: an activity matching step 1 followed on its stream by activities matching the
+    -- next steps, in order (one row per match of its first activity); the chain's phase is its first
+    -- activity's
+    SELECT a.run_id, a.rank, a.phase, s1.pattern_id, p.n_splits,
+           a.kernel_id AS kernel_id_1, a.name AS name_1, a.dur_ns AS dur_ns_1,
+           a.kernel_id_2, a.name_2, a.dur_ns_2, a.kernel_id_3, a.name_3, a.dur_ns_3
+    FROM sequenced AS a
+    JOIN step_names AS s1 ON s1.step = 1 AND s1.name = a.name
+    JOIN fusion_patterns AS p ON p.pattern_id = s1.pattern_id
+    JOIN (SELECT DISTINCT pattern_id, step, name FROM step_names) AS s2
+      ON s2.pattern_id = s1.pattern_id AND s2.step = 2 AND s2.name = a.name_2
+    LEFT JOIN (SELECT DISTINCT pattern_id, step, name FROM step_names) AS s3
+      ON s3.pattern_id = s1.pattern_id AND s3.step = 3 AND s3.name = a.name_3
+    WHERE p.n_splits = 2 OR s3.name IS NOT NULL
 ),
 chain_acts AS (
     -- the activities of complete chains, once each (a kernel can end one chain and start the next)
-    SELECT DISTINCT m.run_id, m.phase AS chain_phase, m.pattern_id, m.step, m.rank, m.kernel_id, m.name, m.dur_ns
-    FROM chain_members AS m
-    JOIN complete_chains AS c
-      ON c.run_id = m.run_id AND c.rank = m.rank AND c.device = m.device AND c.stream = m.stream
-     AND c.start_seq = m.start_seq AND c.pattern_id = m.pattern_id
+    SELECT DISTINCT run_id, chain_phase, pattern_id, step, rank, kernel_id, name, dur_ns
+    FROM (
+        SELECT run_id, phase AS chain_phase, pattern_id, 1 AS step, rank, kernel_id_1 AS kernel_id, name_1 AS name,
+               dur_ns_1 AS dur_ns
+        FROM chains
+        UNION ALL
+        SELECT run_id, phase, pattern_id, 2, rank, kernel_id_2, name_2, dur_ns_2 FROM chains
+        UNION ALL
+        SELECT run_id, phase, pattern_id, 3, rank, kernel_id_3, name_3, dur_ns_3 FROM chains WHERE n_splits >= 3
+    ) AS members
 ),
 confirmed AS (
-    SELECT c.run_id, m.phase, c.pattern_id, count(*) AS chains
-    FROM complete_chains AS c
-    JOIN chain_members AS m
-      ON m.run_id = c.run_id AND m.rank = c.rank AND m.device = c.device AND m.stream = c.stream
-     AND m.start_seq = c.start_seq AND m.pattern_id = c.pattern_id AND m.step = 1
-    GROUP BY c.run_id, m.phase, c.pattern_id
+    SELECT run_id, phase, pattern_id, count(*) AS chains
+    FROM chains
+    GROUP BY run_id, phase, pattern_id
 ),
 confirmed_time AS (
     SELECT run_id, chain_phase AS phase, pattern_id, sum(dur_ns) AS time_ns
@@ -103,9 +109,10 @@ confirmed_time AS (
     GROUP BY run_id, chain_phase, pattern_id
 ),
 step_presence AS (
-    SELECT run_id, phase, pattern_id, step, count(*) AS acts
-    FROM hits
-    GROUP BY run_id, phase, pattern_id, step
+    SELECT n.run_id, n.phase, s.pattern_id, s.step, CAST(sum(n.launches) AS BIGINT) AS acts
+    FROM per_name AS n
+    JOIN step_names AS s ON s.name = n.name
+    GROUP BY n.run_id, n.phase, s.pattern_id, s.step
 ),
 likely AS (
     SELECT s.run_id, s.phase, s.pattern_id, min(s.acts) AS sets
@@ -115,15 +122,17 @@ likely AS (
     HAVING count(DISTINCT s.step) = max(p.n_splits)
 ),
 likely_time AS (
-    SELECT run_id, phase, pattern_id, sum(dur_ns) AS time_ns
-    FROM (SELECT DISTINCT run_id, phase, pattern_id, rank, kernel_id, dur_ns FROM hits) AS x
-    GROUP BY run_id, phase, pattern_id
+    -- every activity that matches a step, once
+    SELECT n.run_id, n.phase, m.pattern_id, sum(n.time_ns) AS time_ns
+    FROM per_name AS n
+    JOIN (SELECT DISTINCT pattern_id, name FROM step_names) AS m ON m.name = n.name
+    GROUP BY n.run_id, n.phase, m.pattern_id
 ),
 fused_acts AS (
-    SELECT a.run_id, a.phase, f.pattern_id, a.name, count(*) AS launches, sum(a.dur_ns) AS time_ns
-    FROM acts AS a
-    JOIN fused_names AS f ON f.name = a.name
-    GROUP BY a.run_id, a.phase, f.pattern_id, a.name
+    SELECT n.run_id, n.phase, f.pattern_id, n.name, sum(n.launches) AS launches, sum(n.time_ns) AS time_ns
+    FROM per_name AS n
+    JOIN fused_names AS f ON f.name = n.name
+    GROUP BY n.run_id, n.phase, f.pattern_id, n.name
 ),
 fused AS (
     SELECT run_id, phase, pattern_id, sum(launches) AS launches, sum(time_ns) AS time_ns
@@ -162,11 +171,12 @@ evidence_pool AS (
     WHERE d.status = 'Confirmed'
     GROUP BY d.run_id, d.phase, d.pattern_id, x.step, x.name
     UNION ALL
-    SELECT d.run_id, d.phase, d.pattern_id, h.step, h.name, sum(h.dur_ns)
+    SELECT d.run_id, d.phase, d.pattern_id, s.step, n.name, sum(n.time_ns)
     FROM decided AS d
-    JOIN hits AS h ON h.run_id = d.run_id AND h.phase = d.phase AND h.pattern_id = d.pattern_id
+    JOIN per_name AS n ON n.run_id = d.run_id AND n.phase = d.phase
+    JOIN step_names AS s ON s.pattern_id = d.pattern_id AND s.name = n.name
     WHERE d.status = 'Likely'
-    GROUP BY d.run_id, d.phase, d.pattern_id, h.step, h.name
+    GROUP BY d.run_id, d.phase, d.pattern_id, s.step, n.name
 ),
 evidence_ranked AS (
     SELECT run_id, phase, pattern_id, step, name,

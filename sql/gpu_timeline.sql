@@ -1,10 +1,17 @@
 -- gpu_timeline: where the GPU's time went. One row per (run_id, rank, device, step, variant), plus one
 -- row per (run_id, rank, device, variant) with step NULL for the whole rank. The `hta` variant has
 -- whole-rank rows only.
--- Method: a sweep over the start (+1) and end (-1) of every interval, counting active compute, comm
--- and memory intervals; between two consecutive boundaries the state is constant, and each piece of
--- time goes to the first class active in the order compute > comm > memory, else to idle. So
--- compute_ns + exposed_comm_ns + exposed_memory_ns + idle_ns = span_ns holds exactly.
+-- Method: every figure is the length of a union of intervals, and each piece of time goes to the first
+-- class active in the order compute > comm > memory, else to idle:
+--   busy = |all|, compute = |C|, comm = |K|, exposed comm = |C ∪ K| − |C|,
+--   exposed memory = |all| − |C ∪ K|, comm ∩ compute = |C| + |K| − |C ∪ K|
+-- (C compute intervals, K communication intervals, all = every interval). A union's length comes from
+-- one ordered pass: with the intervals sorted by start, each adds the part of it that lies after the
+-- latest end of those before it (a running max), i.e. max(0, end − max(start, running max)); earlier
+-- intervals all start no later, so the one that reached that running max covers everything before it.
+-- The four unions share one sort per group, so compute_ns + exposed_comm_ns + exposed_memory_ns +
+-- idle_ns = span_ns holds exactly. Step rows and whole-rank rows are separate branches, so that a query
+-- for some steps (or some ranks) computes only those.
 -- Columns:
 --   run_id, rank, device, step   the group (step NULL: the whole rank)
 --   variant                      `exact`, `linked`, `hta_names` or `hta` (see _timeline_intervals)
@@ -19,79 +26,70 @@
 --   idle_ns                      span_ns - busy_ns
 --   comm_compute_overlap_pct     |comm ∩ compute| / |comm| * 100 (NULL without communication)
 CREATE OR REPLACE VIEW gpu_timeline AS
-WITH scoped AS (
-    -- each interval counts once for its step and once for the whole rank (step key -1)
-    SELECT run_id, rank, device, variant, step AS step_key, start_ns, end_ns, cls
-    FROM _timeline_intervals WHERE step IS NOT NULL
-    UNION ALL
-    SELECT run_id, rank, device, variant, -1 AS step_key, start_ns, end_ns, cls
+WITH step_sorted AS (
+    -- the running max of the ends before each interval, per union (NULL: none before it)
+    SELECT run_id, rank, device, step, variant, start_ns, end_ns, cls,
+           max(end_ns) OVER w AS before_all,
+           max(CASE WHEN cls = 'compute' THEN end_ns END) OVER w AS before_compute,
+           max(CASE WHEN cls = 'comm' THEN end_ns END) OVER w AS before_comm,
+           max(CASE WHEN cls <> 'memory' THEN end_ns END) OVER w AS before_compute_comm
     FROM _timeline_intervals
+    WHERE step IS NOT NULL
+    WINDOW w AS (PARTITION BY run_id, rank, device, variant, step ORDER BY start_ns
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ),
-marks AS (
-    SELECT run_id, rank, device, variant, step_key, start_ns AS t,
-           CASE WHEN cls = 'compute' THEN 1 ELSE 0 END AS d_compute,
-           CASE WHEN cls = 'comm' THEN 1 ELSE 0 END AS d_comm,
-           CASE WHEN cls = 'memory' THEN 1 ELSE 0 END AS d_memory
-    FROM scoped
+rank_sorted AS (
+    SELECT run_id, rank, device, CAST(NULL AS BIGINT) AS step, variant, start_ns, end_ns, cls,
+           max(end_ns) OVER w AS before_all,
+           max(CASE WHEN cls = 'compute' THEN end_ns END) OVER w AS before_compute,
+           max(CASE WHEN cls = 'comm' THEN end_ns END) OVER w AS before_comm,
+           max(CASE WHEN cls <> 'memory' THEN end_ns END) OVER w AS before_compute_comm
+    FROM _timeline_intervals
+    WINDOW w AS (PARTITION BY run_id, rank, device, variant ORDER BY start_ns
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+),
+added AS (
+    -- what each interval adds to each union it belongs to
+    SELECT run_id, rank, device, step, variant, start_ns, end_ns,
+           greatest(end_ns - greatest(start_ns, coalesce(before_all, start_ns)), 0) AS add_all,
+           CASE WHEN cls = 'compute'
+                THEN greatest(end_ns - greatest(start_ns, coalesce(before_compute, start_ns)), 0) ELSE 0 END
+               AS add_compute,
+           CASE WHEN cls = 'comm'
+                THEN greatest(end_ns - greatest(start_ns, coalesce(before_comm, start_ns)), 0) ELSE 0 END
+               AS add_comm,
+           CASE WHEN cls <> 'memory'
+                THEN greatest(end_ns - greatest(start_ns, coalesce(before_compute_comm, start_ns)), 0) ELSE 0 END
+               AS add_compute_comm
+    FROM step_sorted
     UNION ALL
-    SELECT run_id, rank, device, variant, step_key, end_ns,
-           CASE WHEN cls = 'compute' THEN -1 ELSE 0 END,
-           CASE WHEN cls = 'comm' THEN -1 ELSE 0 END,
-           CASE WHEN cls = 'memory' THEN -1 ELSE 0 END
-    FROM scoped
-),
-points AS (
-    SELECT run_id, rank, device, variant, step_key, t,
-           sum(d_compute) AS d_compute, sum(d_comm) AS d_comm, sum(d_memory) AS d_memory
-    FROM marks
-    GROUP BY run_id, rank, device, variant, step_key, t
-),
-states AS (
-    SELECT run_id, rank, device, variant, step_key, t,
-           lead(t) OVER running AS next_t,
-           sum(d_compute) OVER running AS n_compute,
-           sum(d_comm) OVER running AS n_comm,
-           sum(d_memory) OVER running AS n_memory
-    FROM points
-    WINDOW running AS (PARTITION BY run_id, rank, device, variant, step_key ORDER BY t
-                       ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
-),
-pieces AS (
-    SELECT run_id, rank, device, variant, step_key, next_t - t AS len,
-           n_compute > 0 AS in_compute, n_comm > 0 AS in_comm, n_memory > 0 AS in_memory
-    FROM states
-    WHERE next_t IS NOT NULL
+    SELECT run_id, rank, device, step, variant, start_ns, end_ns,
+           greatest(end_ns - greatest(start_ns, coalesce(before_all, start_ns)), 0),
+           CASE WHEN cls = 'compute'
+                THEN greatest(end_ns - greatest(start_ns, coalesce(before_compute, start_ns)), 0) ELSE 0 END,
+           CASE WHEN cls = 'comm'
+                THEN greatest(end_ns - greatest(start_ns, coalesce(before_comm, start_ns)), 0) ELSE 0 END,
+           CASE WHEN cls <> 'memory'
+                THEN greatest(end_ns - greatest(start_ns, coalesce(before_compute_comm, start_ns)), 0) ELSE 0 END
+    FROM rank_sorted
 ),
 totals AS (
-    SELECT run_id, rank, device, variant, step_key,
-           coalesce(sum(len) FILTER (WHERE in_compute OR in_comm OR in_memory), 0) AS busy_ns,
-           coalesce(sum(len) FILTER (WHERE in_compute), 0) AS compute_ns,
-           coalesce(sum(len) FILTER (WHERE in_comm), 0) AS comm_ns,
-           coalesce(sum(len) FILTER (WHERE in_comm AND NOT in_compute), 0) AS exposed_comm_ns,
-           coalesce(sum(len) FILTER (WHERE in_memory AND NOT in_compute AND NOT in_comm), 0) AS exposed_memory_ns,
-           coalesce(sum(len) FILTER (WHERE in_comm AND in_compute), 0) AS overlap_ns
-    FROM pieces
-    GROUP BY run_id, rank, device, variant, step_key
-),
-spans AS (
-    SELECT run_id, rank, device, variant, step_key, count(*) AS activities,
-           min(start_ns) AS first_start_ns, max(end_ns) AS last_end_ns
-    FROM scoped
-    GROUP BY run_id, rank, device, variant, step_key
+    SELECT run_id, rank, device, step, variant, count(*) AS activities,
+           min(start_ns) AS first_start_ns, max(end_ns) AS last_end_ns,
+           sum(add_all) AS busy_ns, sum(add_compute) AS compute_ns, sum(add_comm) AS comm_ns,
+           sum(add_compute_comm) AS compute_comm_ns
+    FROM added
+    GROUP BY run_id, rank, device, step, variant
 )
 SELECT
-    s.run_id, s.rank, s.device,
-    CASE WHEN s.step_key = -1 THEN NULL ELSE s.step_key END AS step,
-    s.variant, s.activities, s.first_start_ns, s.last_end_ns,
-    s.last_end_ns - s.first_start_ns AS span_ns,
-    coalesce(t.busy_ns, 0) AS busy_ns,
-    coalesce(t.compute_ns, 0) AS compute_ns,
-    coalesce(t.comm_ns, 0) AS comm_ns,
-    coalesce(t.exposed_comm_ns, 0) AS exposed_comm_ns,
-    coalesce(t.exposed_memory_ns, 0) AS exposed_memory_ns,
-    s.last_end_ns - s.first_start_ns - coalesce(t.busy_ns, 0) AS idle_ns,
-    CASE WHEN t.comm_ns > 0 THEN 100.0 * t.overlap_ns / t.comm_ns END AS comm_compute_overlap_pct
-FROM spans AS s
-LEFT JOIN totals AS t
-  ON t.run_id = s.run_id AND t.rank = s.rank AND t.device IS NOT DISTINCT FROM s.device
- AND t.variant = s.variant AND t.step_key = s.step_key;
+    run_id, rank, device, step, variant, activities, first_start_ns, last_end_ns,
+    last_end_ns - first_start_ns AS span_ns,
+    busy_ns,
+    compute_ns,
+    comm_ns,
+    compute_comm_ns - compute_ns AS exposed_comm_ns,
+    busy_ns - compute_comm_ns AS exposed_memory_ns,
+    last_end_ns - first_start_ns - busy_ns AS idle_ns,
+    CASE WHEN comm_ns > 0 THEN 100.0 * (compute_ns + comm_ns - compute_comm_ns) / comm_ns END
+        AS comm_compute_overlap_pct
+FROM totals;

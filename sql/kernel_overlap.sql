@@ -1,12 +1,14 @@
 -- kernel_overlap: one row per GPU activity: how much of it ran alone on its device and how much was
 -- hidden under work on other streams.
--- Method, per device, in one ordered pass (no range join): first each stream's activities are merged
--- into islands (an activity opens a new island when it starts after every earlier one on that stream
--- ended), likewise its compute activities; then a sweep over the island boundaries counts the busy
--- streams and the streams running compute, and carries three running totals: the time when exactly
--- one stream was busy (exclusive), when at least one and when at least two streams ran compute. The
--- activities' own start and end are points of the same sweep, so each activity's share of a total is
--- its value at the activity's end minus its value at its start.
+-- Method, in two ordered passes (no range join). First, per stream in start order, each activity keeps
+-- the part of it that no earlier activity of its stream covered: [max(start, latest end before it), end)
+-- (empty when that is not after its start). These pieces are disjoint and their union is the time the
+-- stream was busy; likewise the pieces of its compute activities among themselves. Then, per device, a
+-- sweep over the pieces' starts (+1) and ends (-1) counts the busy streams and the streams running
+-- compute, and carries three running totals: the time when exactly one stream was busy (exclusive),
+-- when at least one and when at least two streams ran compute. The activities' own start and end are
+-- points of the same sweep (a piece usually starts and ends there), so each activity's share of a total
+-- is the total at its end minus the total at its start.
 -- Columns:
 --   run_id, rank, kernel_id, device, stream, step, phase, name, category, dur_ns   the activity
 --   exclusive_ns              time while no other stream of the device was busy
@@ -20,66 +22,69 @@ WITH acts AS (
     FROM _kernel_facts
 ),
 ordered AS (
-    SELECT *,
-           max(end_ns) OVER (PARTITION BY run_id, rank, device, stream ORDER BY start_ns, end_ns
-                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end,
-           max(end_ns) OVER (PARTITION BY run_id, rank, device, stream, is_compute ORDER BY start_ns, end_ns
-                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_same_end
+    -- per stream in start order: the latest end before each activity, over all / compute activities
+    -- (an activity that does not end after its start never extends past a later one's start)
+    SELECT run_id, rank, device, kernel_id, start_ns, end_ns, is_compute,
+           max(end_ns) OVER before AS prev_end,
+           max(CASE WHEN is_compute THEN end_ns END) OVER before AS prev_compute_end
     FROM acts
-    WHERE end_ns > start_ns
+    WINDOW before AS (PARTITION BY run_id, rank, device, stream ORDER BY start_ns, kernel_id
+                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ),
-numbered AS (
-    SELECT *,
-           sum(CASE WHEN prev_end IS NULL OR start_ns > prev_end THEN 1 ELSE 0 END)
-               OVER (PARTITION BY run_id, rank, device, stream ORDER BY start_ns, end_ns
-                     ROWS UNBOUNDED PRECEDING) AS island,
-           sum(CASE WHEN prev_same_end IS NULL OR start_ns > prev_same_end THEN 1 ELSE 0 END)
-               OVER (PARTITION BY run_id, rank, device, stream, is_compute ORDER BY start_ns, end_ns
-                     ROWS UNBOUNDED PRECEDING) AS same_island
+pieces AS (
+    SELECT run_id, rank, device, kernel_id, start_ns, end_ns,
+           greatest(start_ns, coalesce(prev_end, start_ns)) AS busy_from,
+           CASE WHEN is_compute THEN greatest(start_ns, coalesce(prev_compute_end, start_ns)) END AS compute_from
     FROM ordered
 ),
-islands AS (
-    SELECT run_id, rank, device, min(start_ns) AS s, max(end_ns) AS e, 1 AS d_busy, 0 AS d_compute
-    FROM numbered GROUP BY run_id, rank, device, stream, island
-    UNION ALL
-    SELECT run_id, rank, device, min(start_ns), max(end_ns), 0, 1
-    FROM numbered WHERE is_compute GROUP BY run_id, rank, device, stream, same_island
-),
 marks AS (
-    SELECT run_id, rank, device, s AS t, d_busy, d_compute, CAST(NULL AS BIGINT) AS kernel_id, 0 AS edge FROM islands
+    -- the activity's start (point 1) and end (point 2), with the piece edges that fall there
+    SELECT run_id, rank, device, kernel_id, start_ns AS t, 1 AS point,
+           CASE WHEN end_ns > busy_from AND busy_from = start_ns THEN 1 ELSE 0 END AS d_busy,
+           CASE WHEN end_ns > compute_from AND compute_from = start_ns THEN 1 ELSE 0 END AS d_compute
+    FROM pieces
     UNION ALL
-    SELECT run_id, rank, device, e, -d_busy, -d_compute, NULL, 0 FROM islands
+    SELECT run_id, rank, device, kernel_id, end_ns, 2,
+           CASE WHEN end_ns > busy_from THEN -1 ELSE 0 END,
+           CASE WHEN end_ns > compute_from THEN -1 ELSE 0 END
+    FROM pieces
     UNION ALL
-    SELECT run_id, rank, device, start_ns, 0, 0, kernel_id, 1 FROM acts
+    -- a piece that starts after its activity's start (an earlier activity of the stream still ran)
+    SELECT run_id, rank, device, kernel_id, busy_from, 0, 1, 0
+    FROM pieces
+    WHERE end_ns > busy_from AND busy_from > start_ns
     UNION ALL
-    SELECT run_id, rank, device, end_ns, 0, 0, kernel_id, 2 FROM acts
+    SELECT run_id, rank, device, kernel_id, compute_from, 3, 0, 1
+    FROM pieces
+    WHERE end_ns > compute_from AND compute_from > start_ns
 ),
 states AS (
-    SELECT run_id, rank, device, t, kernel_id, edge,
+    -- the state after each row; only the last row at a time has a piece of time after it (len > 0)
+    SELECT run_id, rank, device, kernel_id, t, point,
            sum(d_busy) OVER running AS busy_streams,
            sum(d_compute) OVER running AS compute_streams,
-           lead(t) OVER (PARTITION BY run_id, rank, device ORDER BY t, edge, kernel_id, d_busy, d_compute) - t AS len
+           lead(t) OVER running - t AS len
     FROM marks
-    WINDOW running AS (PARTITION BY run_id, rank, device ORDER BY t, edge, kernel_id, d_busy, d_compute
+    WINDOW running AS (PARTITION BY run_id, rank, device ORDER BY t, kernel_id, point
                        ROWS UNBOUNDED PRECEDING)
 ),
 totals AS (
-    -- the running totals up to (not including) each row's own piece, i.e. their value at time t
-    SELECT kernel_id, edge, run_id, rank,
+    -- the running totals before each row, i.e. their value at time t
+    SELECT run_id, rank, kernel_id, point,
            coalesce(sum(CASE WHEN busy_streams = 1 THEN len ELSE 0 END) OVER before, 0) AS exclusive_at,
            coalesce(sum(CASE WHEN compute_streams >= 1 THEN len ELSE 0 END) OVER before, 0) AS compute1_at,
            coalesce(sum(CASE WHEN compute_streams >= 2 THEN len ELSE 0 END) OVER before, 0) AS compute2_at
     FROM states
-    WINDOW before AS (PARTITION BY run_id, rank, device ORDER BY t, edge, kernel_id, busy_streams, compute_streams
+    WINDOW before AS (PARTITION BY run_id, rank, device ORDER BY t, kernel_id, point
                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ),
 per_activity AS (
     SELECT run_id, rank, kernel_id,
-           max(CASE WHEN edge = 2 THEN exclusive_at END) - max(CASE WHEN edge = 1 THEN exclusive_at END) AS exclusive_ns,
-           max(CASE WHEN edge = 2 THEN compute1_at END) - max(CASE WHEN edge = 1 THEN compute1_at END) AS compute1_ns,
-           max(CASE WHEN edge = 2 THEN compute2_at END) - max(CASE WHEN edge = 1 THEN compute2_at END) AS compute2_ns
+           sum(CASE point WHEN 2 THEN exclusive_at WHEN 1 THEN -exclusive_at ELSE 0 END) AS exclusive_ns,
+           sum(CASE point WHEN 2 THEN compute1_at WHEN 1 THEN -compute1_at ELSE 0 END) AS compute1_ns,
+           sum(CASE point WHEN 2 THEN compute2_at WHEN 1 THEN -compute2_at ELSE 0 END) AS compute2_ns
     FROM totals
-    WHERE kernel_id IS NOT NULL
+    WHERE point IN (1, 2)
     GROUP BY run_id, rank, kernel_id
 )
 SELECT a.run_id, a.rank, a.kernel_id, a.device, a.stream, a.step, a.phase, a.name, a.category, a.dur_ns,

@@ -3,6 +3,8 @@
 -- layers of the block, i.e. the activities with ordinal start_ordinal + j × period + k (j = 0 .. repeats − 1;
 -- ordinal = rank of the activity by start time within the stream and step, as in layer_pattern_summary).
 -- Reports read the main stream (is_main_stream); the other streams' layers are here too.
+-- Each part reads the one before it once, partitioned by (run_id, rank, step, ...), so that a query for one
+-- step computes that step only.
 -- Columns:
 --   run_id, rank, step, phase, device, stream, is_main_stream   the stream (as in layer_pattern_summary)
 --   period, repeats          the layer's length on this stream and the full layers it is taken over
@@ -18,15 +20,12 @@
 --   median_offset_ns         median over the layers of (start − the layer's first start): where in the
 --                            layer it runs
 CREATE OR REPLACE VIEW layer_pattern AS
-WITH acts AS (
-    SELECT run_id, rank, step, device, stream, kernel_id, name, kind, category, start_ns, dur_ns
+WITH seq AS (
+    -- the same numbering as layer_pattern_summary
+    SELECT run_id, rank, step, device, stream, kernel_id, name, kind, category, start_ns, dur_ns,
+           row_number() OVER (PARTITION BY run_id, rank, step, device, stream ORDER BY start_ns, kernel_id) - 1 AS ordinal
     FROM _kernel_facts
     WHERE step IS NOT NULL
-),
-seq AS (
-    -- the same numbering as layer_pattern_summary
-    SELECT *, row_number() OVER (PARTITION BY run_id, rank, step, device, stream ORDER BY start_ns, kernel_id) - 1 AS ordinal
-    FROM acts
 ),
 patterns AS (
     SELECT run_id, rank, step, phase, device, stream, is_main_stream, period, repeats, start_ordinal
@@ -43,34 +42,36 @@ placed AS (
       ON p.run_id = s.run_id AND p.rank = s.rank AND p.step = s.step AND p.device = s.device AND p.stream = s.stream
     WHERE s.ordinal >= p.start_ordinal AND s.ordinal < p.start_ordinal + p.period * p.repeats
 ),
-with_offsets AS (
-    SELECT *, start_ns - min(start_ns) OVER (PARTITION BY run_id, rank, step, device, stream, layer) AS offset_ns
+counted AS (
+    -- where each activity starts in its layer, and how many layers have its name at its position
+    SELECT *,
+           start_ns - min(start_ns) OVER (PARTITION BY run_id, rank, step, device, stream, layer) AS offset_ns,
+           count(*) OVER (PARTITION BY run_id, rank, step, device, stream, position, name) AS n_named
     FROM placed
 ),
--- the most common name at each position
-names AS (
-    SELECT run_id, rank, step, device, stream, position, name, any_value(kind) AS kind,
-           any_value(category) AS category, count(*) AS n_named,
-           row_number() OVER (PARTITION BY run_id, rank, step, device, stream, position
-                              ORDER BY count(*) DESC, name) AS name_rank
-    FROM placed
-    GROUP BY run_id, rank, step, device, stream, position, name
+-- the most common name at each position (ties: the smallest name)
+ranked AS (
+    SELECT *,
+           first_value(name) OVER (PARTITION BY run_id, rank, step, device, stream, position
+                                   ORDER BY n_named DESC, name) AS top_name
+    FROM counted
 ),
 stats AS (
     SELECT run_id, rank, step, any_value(phase) AS phase, device, stream, any_value(is_main_stream) AS is_main_stream,
            any_value(period) AS period, any_value(repeats) AS repeats, position,
+           any_value(top_name) AS name,
+           any_value(kind) FILTER (WHERE name = top_name) AS kind,
+           any_value(category) FILTER (WHERE name = top_name) AS category,
+           count(*) FILTER (WHERE name = top_name) AS n_named,
            quantile_cont(dur_ns, 0.5) AS median_ns, avg(dur_ns) AS mean_ns, min(dur_ns) AS min_ns,
            max(dur_ns) AS max_ns, CAST(sum(dur_ns) AS BIGINT) AS total_ns, quantile_cont(offset_ns, 0.5) AS median_offset_ns,
            count(*) AS n_layers
-    FROM with_offsets
+    FROM ranked
     GROUP BY run_id, rank, step, device, stream, position
 )
-SELECT s.run_id, s.rank, s.step, s.phase, s.device, s.stream, s.is_main_stream, s.period, s.repeats, s.position,
-       n.name, n.kind, n.category, n.n_named / CAST(s.n_layers AS DOUBLE) AS name_share,
-       s.median_ns, s.mean_ns, s.min_ns, s.max_ns, s.total_ns,
-       s.median_ns / sum(s.median_ns) OVER (PARTITION BY s.run_id, s.rank, s.step, s.device, s.stream) AS share_of_layer,
-       s.median_offset_ns
-FROM stats AS s
-JOIN names AS n
-  ON n.run_id = s.run_id AND n.rank = s.rank AND n.step = s.step AND n.device = s.device AND n.stream = s.stream
- AND n.position = s.position AND n.name_rank = 1;
+SELECT run_id, rank, step, phase, device, stream, is_main_stream, period, repeats, position,
+       name, kind, category, n_named / CAST(n_layers AS DOUBLE) AS name_share,
+       median_ns, mean_ns, min_ns, max_ns, total_ns,
+       median_ns / sum(median_ns) OVER (PARTITION BY run_id, rank, step, device, stream) AS share_of_layer,
+       median_offset_ns
+FROM stats;

@@ -2,7 +2,9 @@
 -- the step: the repeating kernel sequence on that stream (one transformer layer), found by self-similarity.
 -- Algorithm, per stream of a step (activities numbered 0.. by start time: the ordinal):
 --   1. for every lag p (1 ≤ p ≤ n/2, p ≤ 1024), count the positions i with name[i] = name[i+p]
---      (a self-join on equal names, so the work is Σ count(name)², not n²);
+--      (a self-join on equal names within 1024 positions: the ordinals are cut into blocks of 256 and each
+--      activity meets the same name in its own block and the next four only, so the work is about
+--      n × 1280 / (distinct names), not Σ count(name)²);
 --   2. match_ratio(p) = matches / (n − p); the period is the smallest p whose ratio is at least 0.9 × the
 --      best ratio (multiples of the period score as well as the period itself), with ratio ≥ 0.6 and at
 --      least p matches (so that at least two layers repeat); otherwise there is no pattern (period NULL);
@@ -20,6 +22,9 @@
 -- adds up the periods of the streams of the step that repeat as often as the main stream, i.e. the
 -- activities per layer over all streams (e.g. 16 on the main stream + 4 routed-expert kernels on a side
 -- stream = 20).
+-- Every part of the computation is partitioned by (run_id, rank, step), and each part reads its own copy
+-- of the numbered sequence (DuckDB computes a CTE that is read twice once for all rows, which would stop
+-- a filter on the step from reaching the scans): a query for one step computes that step only.
 -- Columns:
 --   run_id, rank, step, phase      the step (phase from step_spans: prefill, decode, mixed, unknown)
 --   device, stream                 the stream
@@ -40,68 +45,79 @@
 --   step_layer_period              Σ period over the streams of the step whose repeats equal the main
 --                                  stream's (the same on every row of the step; NULL without a main pattern)
 CREATE OR REPLACE VIEW layer_pattern_summary AS
-WITH acts AS (
-    SELECT run_id, rank, step, device, stream, kernel_id, name, category, start_ns, end_ns, dur_ns
+WITH seq_a AS (
+    SELECT run_id, rank, step, device, stream, name,
+           row_number() OVER (PARTITION BY run_id, rank, step, device, stream
+                              ORDER BY start_ns, kernel_id) - 1 AS ordinal,
+           count(*) OVER (PARTITION BY run_id, rank, step, device, stream) AS n
     FROM _kernel_facts
     WHERE step IS NOT NULL
 ),
-seq AS (
-    SELECT *,
-           row_number() OVER (PARTITION BY run_id, rank, step, device, stream ORDER BY start_ns, kernel_id) - 1 AS ordinal,
-           count(*) OVER (PARTITION BY run_id, rank, step, device, stream) AS n
-    FROM acts
+seq_b AS (
+    SELECT run_id, rank, step, device, stream, name,
+           row_number() OVER (PARTITION BY run_id, rank, step, device, stream
+                              ORDER BY start_ns, kernel_id) - 1 AS ordinal
+    FROM _kernel_facts
+    WHERE step IS NOT NULL
 ),
-stream_sizes AS (
-    SELECT run_id, rank, step, device, stream, n,
-           row_number() OVER (PARTITION BY run_id, rank, step ORDER BY n DESC, device, stream) = 1 AS is_main_stream
-    FROM (SELECT DISTINCT run_id, rank, step, device, stream, n FROM seq) AS s
-    WHERE n >= 4
-),
--- step 1: every (i, p) with name[i] = name[i + p]
+-- step 1: every (i, p) with name[i] = name[i + p], 1 <= p <= min(n / 2, 1024): i meets the same name in its
+-- block of 256 ordinals and the next four blocks
 lag_matches AS (
-    SELECT a.run_id, a.rank, a.step, a.device, a.stream, a.ordinal AS i, b.ordinal - a.ordinal AS p
-    FROM seq AS a
-    JOIN seq AS b
+    SELECT a.run_id, a.rank, a.step, a.device, a.stream, a.n, a.ordinal AS i, b.ordinal - a.ordinal AS p
+    FROM seq_a AS a
+    CROSS JOIN (VALUES (0), (1), (2), (3), (4)) AS o(k)
+    JOIN seq_b AS b
       ON b.run_id = a.run_id AND b.rank = a.rank AND b.step = a.step AND b.device = a.device
      AND b.stream = a.stream AND b.name = a.name
-     AND b.ordinal > a.ordinal AND 2 * (b.ordinal - a.ordinal) <= a.n AND b.ordinal - a.ordinal <= 1024
-    WHERE a.n >= 4
+     AND CAST(floor(b.ordinal / 256) AS BIGINT) = CAST(floor(a.ordinal / 256) AS BIGINT) + o.k
+    WHERE a.n >= 4 AND b.ordinal > a.ordinal AND 2 * (b.ordinal - a.ordinal) <= a.n AND b.ordinal - a.ordinal <= 1024
 ),
 -- step 2: the score of every lag, then the period
 lag_scores AS (
-    SELECT m.run_id, m.rank, m.step, m.device, m.stream, m.p, count(*) AS matches,
-           count(*) / CAST(max(z.n) - m.p AS DOUBLE) AS ratio
-    FROM lag_matches AS m
-    JOIN stream_sizes AS z
-      ON z.run_id = m.run_id AND z.rank = m.rank AND z.step = m.step AND z.device = m.device AND z.stream = m.stream
-    GROUP BY m.run_id, m.rank, m.step, m.device, m.stream, m.p
+    SELECT run_id, rank, step, device, stream, p, count(*) AS matches,
+           count(*) / CAST(max(n) - p AS DOUBLE) AS ratio
+    FROM lag_matches
+    GROUP BY run_id, rank, step, device, stream, p
 ),
 eligible AS (
     SELECT *, max(ratio) OVER (PARTITION BY run_id, rank, step, device, stream) AS best_ratio
     FROM lag_scores
     WHERE matches >= p
 ),
-periods AS (
-    SELECT run_id, rank, step, device, stream, min(p) AS period
-    FROM eligible
-    WHERE best_ratio >= 0.6 AND ratio >= 0.9 * best_ratio
-    GROUP BY run_id, rank, step, device, stream
-),
 chosen AS (
-    SELECT e.run_id, e.rank, e.step, e.device, e.stream, e.p AS period, e.ratio AS match_ratio
-    FROM eligible AS e
-    JOIN periods AS q
-      ON q.run_id = e.run_id AND q.rank = e.rank AND q.step = e.step AND q.device = e.device
-     AND q.stream = e.stream AND q.period = e.p
+    SELECT run_id, rank, step, device, stream, p AS period, ratio AS match_ratio
+    FROM (
+        SELECT *, row_number() OVER (PARTITION BY run_id, rank, step, device, stream ORDER BY p) AS pick
+        FROM eligible
+        WHERE best_ratio >= 0.6 AND ratio >= 0.9 * best_ratio
+    ) AS candidates
+    WHERE pick = 1
 ),
 -- step 3: islands of matched positions at the chosen lag (gaps-and-islands with a tolerance)
+seq_c AS (
+    SELECT run_id, rank, step, device, stream, name,
+           row_number() OVER (PARTITION BY run_id, rank, step, device, stream
+                              ORDER BY start_ns, kernel_id) - 1 AS ordinal
+    FROM _kernel_facts
+    WHERE step IS NOT NULL
+),
+seq_d AS (
+    SELECT run_id, rank, step, device, stream, name,
+           row_number() OVER (PARTITION BY run_id, rank, step, device, stream
+                              ORDER BY start_ns, kernel_id) - 1 AS ordinal
+    FROM _kernel_facts
+    WHERE step IS NOT NULL
+),
 matched AS (
-    SELECT m.run_id, m.rank, m.step, m.device, m.stream, m.i, c.period,
-           m.i - lag(m.i) OVER (PARTITION BY m.run_id, m.rank, m.step, m.device, m.stream ORDER BY m.i) AS gap
-    FROM lag_matches AS m
-    JOIN chosen AS c
-      ON c.run_id = m.run_id AND c.rank = m.rank AND c.step = m.step AND c.device = m.device
-     AND c.stream = m.stream AND c.period = m.p
+    SELECT c.run_id, c.rank, c.step, c.device, c.stream, c.period, c.match_ratio, a.ordinal AS i,
+           a.ordinal - lag(a.ordinal) OVER (PARTITION BY c.run_id, c.rank, c.step, c.device, c.stream
+                                            ORDER BY a.ordinal) AS gap
+    FROM chosen AS c
+    JOIN seq_c AS a
+      ON a.run_id = c.run_id AND a.rank = c.rank AND a.step = c.step AND a.device = c.device AND a.stream = c.stream
+    JOIN seq_d AS b
+      ON b.run_id = c.run_id AND b.rank = c.rank AND b.step = c.step AND b.device = c.device AND b.stream = c.stream
+     AND b.ordinal = a.ordinal + c.period AND b.name = a.name
 ),
 islands AS (
     SELECT *,
@@ -112,12 +128,12 @@ islands AS (
 ),
 island_sizes AS (
     SELECT run_id, rank, step, device, stream, island, any_value(period) AS period,
-           min(i) AS first_i, max(i) AS last_i, count(*) AS matched_positions
+           any_value(match_ratio) AS match_ratio, min(i) AS first_i, max(i) AS last_i, count(*) AS matched_positions
     FROM islands
     GROUP BY run_id, rank, step, device, stream, island
 ),
 regions AS (
-    SELECT run_id, rank, step, device, stream, period, first_i, last_i + period + 1 AS region_end,
+    SELECT run_id, rank, step, device, stream, period, match_ratio, first_i, last_i + period + 1 AS region_end,
            CAST(floor((last_i + period + 1 - first_i) / period) AS BIGINT) AS repeats,
            (last_i + period + 1 - first_i) / CAST(period AS DOUBLE) AS block_layers
     FROM (
@@ -130,34 +146,40 @@ regions AS (
 -- the rotation: any start in [first_i, region_end − repeats × period] gives the same full layers (e.g. when
 -- the kernel before the block, the all-reduce that ends the last dense layer, equals the one that ends each
 -- MoE layer). Pre-norm transformer layers begin with a norm, so take the first norm in that range, else first_i.
-norm_starts AS (
-    SELECT r.run_id, r.rank, r.step, r.device, r.stream, min(s.ordinal) AS norm_start
-    FROM regions AS r
-    JOIN seq AS s
-      ON s.run_id = r.run_id AND s.rank = r.rank AND s.step = r.step AND s.device = r.device AND s.stream = r.stream
-    WHERE s.category = 'norm' AND s.ordinal >= r.first_i AND s.ordinal <= r.region_end - r.repeats * r.period
-    GROUP BY r.run_id, r.rank, r.step, r.device, r.stream
+-- Every layer lies inside [first_i, region_end), so one pass over that range finds the start and the layers.
+seq_e AS (
+    SELECT run_id, rank, step, device, stream, category, start_ns, end_ns, dur_ns,
+           row_number() OVER (PARTITION BY run_id, rank, step, device, stream
+                              ORDER BY start_ns, kernel_id) - 1 AS ordinal
+    FROM _kernel_facts
+    WHERE step IS NOT NULL
 ),
-blocks AS (
-    SELECT r.run_id, r.rank, r.step, r.device, r.stream, r.period, r.repeats, r.block_layers,
-           coalesce(n.norm_start, r.first_i) AS start_ordinal
+in_region AS (
+    SELECT r.run_id, r.rank, r.step, r.device, r.stream, r.period, r.repeats, r.block_layers, r.match_ratio,
+           s.ordinal, s.start_ns, s.end_ns, s.dur_ns,
+           coalesce(min(CASE WHEN s.category = 'norm' AND s.ordinal <= r.region_end - r.repeats * r.period
+                             THEN s.ordinal END)
+                        OVER (PARTITION BY r.run_id, r.rank, r.step, r.device, r.stream), r.first_i) AS start_ordinal
     FROM regions AS r
-    LEFT JOIN norm_starts AS n
-      ON n.run_id = r.run_id AND n.rank = r.rank AND n.step = r.step AND n.device = r.device AND n.stream = r.stream
+    JOIN seq_e AS s
+      ON s.run_id = r.run_id AND s.rank = r.rank AND s.step = r.step AND s.device = r.device AND s.stream = r.stream
+    WHERE s.ordinal >= r.first_i AND s.ordinal < r.region_end
 ),
 -- per layer of the block: its GPU time and its wall time on this stream
 layers AS (
-    SELECT s.run_id, s.rank, s.step, s.device, s.stream,
-           CAST(floor((s.ordinal - b.start_ordinal) / b.period) AS BIGINT) AS layer,
-           CAST(sum(s.dur_ns) AS BIGINT) AS gpu_ns, min(s.start_ns) AS first_start_ns, max(s.end_ns) AS last_end_ns
-    FROM seq AS s
-    JOIN blocks AS b
-      ON b.run_id = s.run_id AND b.rank = s.rank AND b.step = s.step AND b.device = s.device AND b.stream = s.stream
-    WHERE s.ordinal >= b.start_ordinal AND s.ordinal < b.start_ordinal + b.period * b.repeats
+    SELECT run_id, rank, step, device, stream,
+           CAST(floor((ordinal - start_ordinal) / period) AS BIGINT) AS layer,
+           any_value(period) AS period, any_value(repeats) AS repeats, any_value(block_layers) AS block_layers,
+           any_value(match_ratio) AS match_ratio, any_value(start_ordinal) AS start_ordinal,
+           CAST(sum(dur_ns) AS BIGINT) AS gpu_ns, min(start_ns) AS first_start_ns, max(end_ns) AS last_end_ns
+    FROM in_region
+    WHERE ordinal >= start_ordinal AND ordinal < start_ordinal + period * repeats
     GROUP BY 1, 2, 3, 4, 5, 6
 ),
 layer_times AS (
     SELECT run_id, rank, step, device, stream,
+           any_value(period) AS period, any_value(repeats) AS repeats, any_value(block_layers) AS block_layers,
+           any_value(match_ratio) AS match_ratio, any_value(start_ordinal) AS start_ordinal,
            quantile_cont(gpu_ns, 0.5) AS layer_gpu_ns,
            quantile_cont(coalesce(next_start_ns, last_end_ns) - first_start_ns, 0.5) AS layer_wall_ns
     FROM (
@@ -166,29 +188,35 @@ layer_times AS (
     ) AS l
     GROUP BY run_id, rank, step, device, stream
 ),
+seq_f AS (
+    SELECT DISTINCT run_id, rank, step, device, stream,
+           count(*) OVER (PARTITION BY run_id, rank, step, device, stream) AS n
+    FROM _kernel_facts
+    WHERE step IS NOT NULL
+),
+stream_sizes AS (
+    SELECT run_id, rank, step, device, stream, n,
+           row_number() OVER (PARTITION BY run_id, rank, step ORDER BY n DESC, device, stream) = 1 AS is_main_stream
+    FROM seq_f
+    WHERE n >= 4
+),
 summary AS (
     SELECT z.run_id, z.rank, z.step, sp.phase, z.device, z.stream, z.is_main_stream, z.n AS activities,
-           b.period, b.repeats, b.start_ordinal, b.start_ordinal + b.period * b.repeats AS end_ordinal,
-           c.match_ratio, b.block_layers, b.period * b.repeats / CAST(z.n AS DOUBLE) AS coverage,
+           t.period, t.repeats, t.start_ordinal, t.start_ordinal + t.period * t.repeats AS end_ordinal,
+           t.match_ratio, t.block_layers, t.period * t.repeats / CAST(z.n AS DOUBLE) AS coverage,
            t.layer_gpu_ns, t.layer_wall_ns
     FROM stream_sizes AS z
-    LEFT JOIN blocks AS b
-      ON b.run_id = z.run_id AND b.rank = z.rank AND b.step = z.step AND b.device = z.device AND b.stream = z.stream
-    LEFT JOIN chosen AS c
-      ON c.run_id = z.run_id AND c.rank = z.rank AND c.step = z.step AND c.device = z.device AND c.stream = z.stream
     LEFT JOIN layer_times AS t
       ON t.run_id = z.run_id AND t.rank = z.rank AND t.step = z.step AND t.device = z.device AND t.stream = z.stream
     LEFT JOIN step_spans AS sp
       ON sp.run_id = z.run_id AND sp.rank = z.rank AND sp.step = z.step
-),
-step_periods AS (
-    SELECT o.run_id, o.rank, o.step, CAST(sum(o.period) AS BIGINT) AS step_layer_period
-    FROM summary AS o
-    JOIN summary AS m
-      ON m.run_id = o.run_id AND m.rank = o.rank AND m.step = o.step AND m.is_main_stream
-    WHERE o.repeats = m.repeats
-    GROUP BY o.run_id, o.rank, o.step
 )
-SELECT s.*, p.step_layer_period
-FROM summary AS s
-LEFT JOIN step_periods AS p ON p.run_id = s.run_id AND p.rank = s.rank AND p.step = s.step;
+-- Σ period over the streams of the step that repeat as often as the main stream
+SELECT run_id, rank, step, phase, device, stream, is_main_stream, activities, period, repeats, start_ordinal,
+       end_ordinal, match_ratio, block_layers, coverage, layer_gpu_ns, layer_wall_ns,
+       CAST(sum(CASE WHEN repeats = main_repeats THEN period END)
+                OVER (PARTITION BY run_id, rank, step) AS BIGINT) AS step_layer_period
+FROM (
+    SELECT *, max(CASE WHEN is_main_stream THEN repeats END) OVER (PARTITION BY run_id, rank, step) AS main_repeats
+    FROM summary
+) AS s

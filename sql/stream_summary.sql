@@ -22,27 +22,28 @@ WITH per_step AS (
     GROUP BY run_id, rank, device, stream
 ),
 busy AS (
-    -- union per stream and step, by islands (as in kernel_overlap)
-    SELECT run_id, rank, device, stream, step, sum(e - s) AS busy_ns
+    -- union of the stream's activities per step (and for the whole rank): in start order, each adds the
+    -- part of it after the latest end before it (as in gpu_timeline)
+    SELECT run_id, rank, device, stream, step,
+           sum(greatest(end_ns - greatest(start_ns, coalesce(before_ns, start_ns)), 0)) AS busy_ns
     FROM (
-        SELECT run_id, rank, device, stream, step, island, min(start_ns) AS s, max(end_ns) AS e
-        FROM (
-            SELECT *, sum(CASE WHEN prev_end IS NULL OR start_ns > prev_end THEN 1 ELSE 0 END)
-                          OVER (PARTITION BY run_id, rank, device, stream, step_key ORDER BY start_ns, end_ns
-                                ROWS UNBOUNDED PRECEDING) AS island
-            FROM (
-                SELECT run_id, rank, device, stream, step, coalesce(step, -1) AS step_key, start_ns, end_ns,
-                       max(end_ns) OVER (PARTITION BY run_id, rank, device, stream, coalesce(step, -1)
-                                         ORDER BY start_ns, end_ns
-                                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-                FROM (SELECT run_id, rank, device, stream, step, start_ns, end_ns FROM kernels WHERE step IS NOT NULL
-                      UNION ALL
-                      SELECT run_id, rank, device, stream, NULL, start_ns, end_ns FROM kernels)
-            )
-        )
-        GROUP BY run_id, rank, device, stream, step, island
-    )
+        SELECT run_id, rank, device, stream, step, start_ns, end_ns,
+               max(end_ns) OVER (PARTITION BY run_id, rank, device, stream, step ORDER BY start_ns
+                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_ns
+        FROM kernels
+        WHERE step IS NOT NULL
+    ) AS by_step
     GROUP BY run_id, rank, device, stream, step
+    UNION ALL
+    SELECT run_id, rank, device, stream, NULL,
+           sum(greatest(end_ns - greatest(start_ns, coalesce(before_ns, start_ns)), 0))
+    FROM (
+        SELECT run_id, rank, device, stream, start_ns, end_ns,
+               max(end_ns) OVER (PARTITION BY run_id, rank, device, stream ORDER BY start_ns
+                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_ns
+        FROM kernels
+    ) AS whole
+    GROUP BY run_id, rank, device, stream
 ),
 names AS (
     SELECT run_id, rank, device, stream, name AS stream_name FROM streams

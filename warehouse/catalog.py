@@ -229,18 +229,27 @@ def focus(con: duckdb.DuckDBPyConnection, runs: list[str] | None) -> None:
         con.execute(f"SET VARIABLE {FOCUS} = ?::VARCHAR[]", [list(runs)])
 
 
-def materialize(con: duckdb.DuckDBPyConnection, views: list[str]) -> None:
+def materialize(con: duckdb.DuckDBPyConnection, views: list[str], columns: dict[str, list[str]] | None = None,
+                where: str | None = None, params: list | None = None) -> None:
     """Compute these views once, as temporary tables that shadow them for the rest of the connection.
 
     A report asks a dozen questions of the same few runs; every view is otherwise recomputed (and its
     whole tree re-planned) by each query that reads it. Temp tables come first in DuckDB's search path,
     also when other views are bound, so everything above them reads the stored rows. Use on a focused
-    connection (`focus`) only: the rows are those of the focused runs when this runs.
+    connection (`focus`) only: the rows are those of the focused runs when this runs. The views are
+    computed in the order given: list a view after the views it reads (ordering them here would parse
+    every sql/ file, tenths of a second on each report).
+
+    columns: for some views, keep only these columns (the ones the connection's queries read: a query
+    that reads another one fails to bind rather than reading wrong rows).
+    where (with params): keep only these rows of every view given; for a connection whose queries
+    all read within them (e.g. one step of one rank), as the other rows are gone.
     """
-    order = [name for name, _ in ordered_views()]
-    for name in sorted(views, key=order.index):
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM catalog.main.{name}"
-                    if _attached(con) else f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM main.{name}")
+    schema = "catalog.main" if _attached(con) else "main"
+    for name in views:
+        keep = ", ".join(columns[name]) if columns and name in columns else "*"
+        sql = f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {keep} FROM {schema}.{name}"
+        con.execute(sql + (f" WHERE {where}" if where else ""), params or [])
 
 
 def _attached(con: duckdb.DuckDBPyConnection) -> bool:
