@@ -181,13 +181,28 @@ def _first_line(exc: Exception) -> str:
 
 
 def _load_sizes(con, events_file: Path, mode: str, extra_args: dict[str, str] | None = None) -> dict[str, int]:
-    for size in OBJECT_SIZES:
+    for size, bigger in zip(OBJECT_SIZES, OBJECT_SIZES[1:] + (None,)):
         try:
             return _load(con, events_file, size, mode, extra_args)
         except duckdb.InvalidInputException as exc:
-            if "maximum_object_size" not in str(exc) or size == OBJECT_SIZES[-1]:
+            if "maximum_object_size" not in str(exc) or bigger is None:
                 raise
+            _allow_objects_of(con, bigger)  # the reader keeps buffers of about 2-3x the object size
     return {}
+
+
+_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40}
+
+
+def _allow_objects_of(con: duckdb.DuckDBPyConnection, size: int) -> None:
+    """Raise DuckDB's memory limit to 3x an object of `size` bytes, if it is lower: a file with one huge
+    event (a 100 MB kernel name) needs the room; every other file keeps the worker's limit."""
+    (text,) = con.execute("SELECT current_setting('memory_limit')").fetchone()
+    match = re.fullmatch(r"\s*([\d.]+)\s*([A-Za-z]+)\s*", str(text))
+    current = float(match.group(1)) * _UNITS.get(match.group(2).upper(), 0) if match else 0
+    if current and current < 3 * size:
+        con.execute(f"SET memory_limit = '{3 * size // (1 << 20)}MiB'")
 
 
 def _load(con: duckdb.DuckDBPyConnection, events_file: Path, max_object_size: int,

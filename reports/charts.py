@@ -65,14 +65,15 @@ def fmt_value(value: float | None, metric: str = "") -> str:
 
 
 def line_chart(points: list[dict], *, width: int = 560, height: int = 140, title: str = "") -> Markup:
-    """An SVG line chart of points [{x_label, value, baseline, noise, flagged}], with the noise band
-    (baseline ± 3 × noise) shaded and flagged points drawn in red. x is the point's position."""
+    """An SVG line chart of points [{x_label, value, baseline, band, flagged}], with the band each point
+    was judged against (baseline ± band, regression.band) shaded and flagged points drawn in red. x is the
+    point's position; points without a band (too little history) are not shaded."""
     pad_l, pad_r, pad_t, pad_b = 56, 8, 16, 18
     values = [p["value"] for p in points if p.get("value") is not None]
+    judged = [(i, p) for i, p in enumerate(points) if p.get("baseline") is not None and p.get("band") is not None]
     band = []
-    for p in points:
-        if p.get("baseline") is not None and p.get("noise") is not None:
-            band += [p["baseline"] - 3 * p["noise"], p["baseline"] + 3 * p["noise"]]
+    for _, p in judged:
+        band += [p["baseline"] - p["band"], p["baseline"] + p["band"]]
     allv = values + band
     if not allv:
         return Markup("")
@@ -93,14 +94,12 @@ def line_chart(points: list[dict], *, width: int = 560, height: int = 140, title
     parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
               f'viewBox="0 0 {width} {height}" role="img"><title>{escape(title)}</title>'),
              f'<rect x="{pad_l}" y="{pad_t}" width="{iw}" height="{ih}" fill="#fafafa" stroke="#ddd"/>']
-    upper = [(x(i), y(p["baseline"] + 3 * p["noise"])) for i, p in enumerate(points)
-             if p.get("baseline") is not None and p.get("noise") is not None]
-    lower = [(x(i), y(p["baseline"] - 3 * p["noise"])) for i, p in enumerate(points)
-             if p.get("baseline") is not None and p.get("noise") is not None]
+    upper = [(x(i), y(p["baseline"] + p["band"])) for i, p in judged]
+    lower = [(x(i), y(p["baseline"] - p["band"])) for i, p in judged]
     if len(upper) >= 2:
         poly = " ".join(f"{a:.1f},{b:.1f}" for a, b in upper + lower[::-1])
         parts.append(f'<polygon points="{poly}" fill="#9ecae1" fill-opacity="0.45" stroke="none">'
-                     f'<title>baseline ± 3 × noise</title></polygon>')
+                     f'<title>baseline ± band (the flag threshold)</title></polygon>')
         base = " ".join(f"{x(i):.1f},{y(p['baseline']):.1f}" for i, p in enumerate(points)
                         if p.get("baseline") is not None)
         parts.append(f'<polyline points="{base}" fill="none" stroke="#6baed6" stroke-dasharray="4 3"/>')
@@ -138,7 +137,7 @@ def bar_pair(base: float, target: float, scale: float, *, width: int = 160) -> M
 def _point_dict(point) -> dict:
     """A trend point (dataclass) as the dict line_chart reads."""
     return {"x_label": point.commit or point.run_id, "value": point.value, "baseline": point.baseline,
-            "noise": point.noise, "flagged": point.flagged}
+            "noise": point.noise, "band": point.band, "flagged": point.flagged}
 
 
 def render(template: str, context, html: bool) -> str:
