@@ -161,9 +161,9 @@ def ingest(ctx, paths, labels, commit, capture):
     if commit:
         label_map["commit"] = commit
 
-    def progress(path: str) -> None:
+    def progress(message: str) -> None:
         if _progress_enabled():
-            click.echo(f"  ingested {path}", err=True)
+            click.echo(f"  {message}", err=True)
 
     outcomes = ingest_paths(_warehouse(ctx), list(paths), label_map, capture, progress)
     failed = 0

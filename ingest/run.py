@@ -218,7 +218,7 @@ def ingest_files(files: list[Path], ranks: list[int], label_phase: str | None, o
         for f, r in zip(files, ranks)
     ]
     with (RankPool() if pool is None else _borrowed(pool)) as workers:
-        return workers.map(jobs, done=(lambda job: progress(job[0])) if progress else None)
+        return workers.map(jobs, done=(lambda job: progress(f"ingested {job[0]}")) if progress else None)
 
 
 class _borrowed:

@@ -15,6 +15,7 @@ import duckdb
 
 from reports.render import render_template
 from reports.takeaways import takeaways
+from reports.stored import use_stored, use_stored_step
 from warehouse.catalog import connect, materialize
 from warehouse.runs import resolve_run
 from warehouse.store import Warehouse
@@ -297,7 +298,11 @@ def _skew(con, run_id: str) -> list[SkewRow]:
         FROM rank_skew_summary WHERE run_id = ? ORDER BY rank""", [run_id])]
 
 
-def _representative_step(con, run_id: str, phase: str | None) -> dict | None:
+# The steps a report can show: the whole run's pick and each --phase's (stored at ingest, reports.stored)
+STEP_PICKS = [None, "decode", "prefill", "mixed", "unknown"]
+
+
+def representative_step(con, run_id: str, phase: str | None) -> dict | None:
     """The step with the median wall time among the steps with GPU work (of the phase, if given;
     decode before other phases), on the lowest rank."""
     phase_clause, params = ("AND phase = ?", [phase]) if phase else ("", [])
@@ -320,31 +325,34 @@ def _representative_step(con, run_id: str, phase: str | None) -> dict | None:
 
 
 def _step(con, run_id: str, phase: str | None) -> StepSection | None:
-    s = _representative_step(con, run_id, phase)
+    s = representative_step(con, run_id, phase)
     if s is None:
         return None
     key = [run_id, s["rank"], s["step"]]
-    scoped = _scope_to_step(con, key)
+    scoped = scope_step_views(con, key)
     try:
         return _step_section(con, s, key)
     finally:
-        for name in scoped:
-            con.execute(f"DROP TABLE temp.{name}")
+        unscope(con, scoped)
 
 
 # Views the step section reads several times for its one step (critical_path: through critical_stream,
 # critical_path_summary and itself): computed once for that step. Finding a path is a recursive walk
 # over the dependency graph of the whole rank, which no filter on the step reaches; every row of these
 # views relates rows of one (run, rank) only, so they are computed over that rank's base rows.
-STEP_VIEWS = ["critical_path"]
-RANK_TABLES = ["kernels", "cpu_ops", "step_spans"]  # the base tables STEP_VIEWS read
+COMPUTED_STEP_VIEWS = ["critical_path"]
+RANK_TABLES = ["kernels", "cpu_ops", "step_spans"]  # the base tables COMPUTED_STEP_VIEWS read
 
 
-def _scope_to_step(con, key: list) -> list[str]:
-    """Materialize STEP_VIEWS for this (run_id, rank, step) only, while the step section is built."""
+def scope_step_views(con, key: list) -> list[str]:
+    """While the step section of this (run_id, rank, step) is built: its stored views if the step is
+    stored (reports.stored), else COMPUTED_STEP_VIEWS materialized for it. What it created, for unscope."""
     if not isinstance(con, duckdb.DuckDBPyConnection):
         return []
-    views = [v for v in STEP_VIEWS if _has(con, v)]
+    stored = use_stored_step(con, key)
+    if stored:
+        return [f"VIEW temp.{name}" for name in stored]
+    views = [v for v in COMPUTED_STEP_VIEWS if _has(con, v)]
     if not views:
         return []
     run_id, rank, _ = key
@@ -358,7 +366,13 @@ def _scope_to_step(con, key: list) -> list[str]:
     finally:
         for table in RANK_TABLES:
             con.execute(f"DROP VIEW IF EXISTS temp.{table}")
-    return views
+    return [f"TABLE temp.{name}" for name in views]
+
+
+def unscope(con, scoped: list[str]) -> None:
+    """Drop what scope_step_views created ("VIEW temp.x" / "TABLE temp.x")."""
+    for what in scoped:
+        con.execute(f"DROP {what}")
 
 
 def _step_section(con, s: dict, key: list) -> StepSection:
@@ -428,21 +442,9 @@ def report_json(report: RunReport) -> dict:
     return data
 
 
-# Views the report reads several times over the whole run: computed once for the report's runs
-# (warehouse.catalog.materialize). The step section reads one step: its views (steps, stream_summary,
-# layer_pattern*, idle_gaps, critical_path*) are left as views, so that the step's filter reaches their
-# scans and only that step (or its rank) is computed.
-SHARED_VIEWS = ["kernel_category", "_kernel_facts", "kernel_summary", "category_summary", "kernel_overlap"]
-# the columns of _kernel_facts that the report's views and queries read (17 of its 39): the others would
-# only be copied
-KERNEL_FACT_COLUMNS = ["run_id", "rank", "kernel_id", "device", "stream", "step", "kind", "name", "start_ns",
-                       "end_ns", "dur_ns", "launch_call", "collective_name", "process_group", "category", "site",
-                       "phase_key"]
-
-
 def report_connection(warehouse: Warehouse, runs: list[str], engine: str = "duckdb",
                       master: str | None = None) -> duckdb.DuckDBPyConnection:
-    """A connection focused on these runs, with the views the report shares computed once.
+    """A connection focused on these runs, reading the report's views from the runs' stored analyses.
 
     engine "spark": the same views on Spark (warehouse.spark_connection), each computed once when read."""
     if engine == "spark":
@@ -450,7 +452,7 @@ def report_connection(warehouse: Warehouse, runs: list[str], engine: str = "duck
 
         return spark_connection(warehouse, runs=runs, master=master)
     con = connect(warehouse, runs=runs)
-    materialize(con, [v for v in SHARED_VIEWS if _has(con, v)], columns={"_kernel_facts": KERNEL_FACT_COLUMNS})
+    use_stored(con, warehouse, runs)  # the whole-run views, stored once per run (computed now if not yet)
     return con
 
 

@@ -193,10 +193,11 @@ def catalog_file(warehouse: Warehouse, rules_file: str | None = None) -> Path | 
 
 
 def connect(warehouse: Warehouse, rules_file: str | None = None, lockdown: bool = True,
-            runs: list[str] | None = None) -> duckdb.DuckDBPyConnection:
+            runs: list[str] | None = None, settings: dict[str, str] | None = None) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with every table and view; with lockdown, it can read nothing else.
 
-    runs: focus the connection on these runs only (see `focus`)."""
+    runs: focus the connection on these runs only (see `focus`).
+    settings: DuckDB settings made before the lockdown (e.g. memory_limit, temp_directory)."""
     ensure_schema_files(warehouse)
     path = catalog_file(warehouse, rules_file)
     # A fresh in-memory database per connection, so that settings (the lockdown below) never leak
@@ -211,6 +212,8 @@ def connect(warehouse: Warehouse, rules_file: str | None = None, lockdown: bool 
     con.execute(f"SET VARIABLE {ROOT} = ?", [str(warehouse.root)])
     con.execute("SET parquet_metadata_cache = true")
     focus(con, runs)
+    for name, value in (settings or {}).items():
+        con.execute(f"SET {name} = {_quote(str(value))}")
     if lockdown:
         con.execute(f"SET allowed_directories = [{_quote(str(warehouse.root) + '/')}]")
         con.execute("SET enable_external_access = false")

@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 
 from ingest.capture import attribute_run, capture_files, coverage
@@ -45,17 +46,19 @@ class RunOutcome:
 
 
 def ingest_paths(warehouse: Warehouse, paths: list[Path], labels: dict[str, str] | None = None,
-                 capture: Path | None = None, progress=None) -> list[RunOutcome]:
-    with Ingestor(warehouse, progress) as ingestor:
+                 capture: Path | None = None, progress=None, analyse: bool = True) -> list[RunOutcome]:
+    """analyse: also compute and store each new run's report views (reports.stored)."""
+    with Ingestor(warehouse, progress, analyse) as ingestor:
         return ingestor.ingest(paths, labels, capture)
 
 
 class Ingestor:
     """Ingests many commands' worth of paths with one pool of worker processes (see RankPool)."""
 
-    def __init__(self, warehouse: Warehouse, progress=None) -> None:
+    def __init__(self, warehouse: Warehouse, progress=None, analyse: bool = True) -> None:
         self.warehouse = warehouse
         self.progress = progress
+        self.analyse = analyse
         self.pool = RankPool()
         ensure_schema_files(warehouse)
 
@@ -63,7 +66,8 @@ class Ingestor:
                capture: Path | None = None) -> list[RunOutcome]:
         labels = dict(labels or {})
         return [
-            _ingest_plan(self.warehouse, plan.files, plan.skipped, labels, self.progress, plan.capture_dir, self.pool)
+            _ingest_plan(self.warehouse, plan.files, plan.skipped, labels, self.progress, plan.capture_dir, self.pool,
+                         self.analyse)
             for plan in plan_runs(paths, capture)
         ]
 
@@ -78,7 +82,8 @@ class Ingestor:
 
 
 def _ingest_plan(warehouse: Warehouse, files: list[Path], skipped: list[str], labels: dict[str, str],
-                 progress, capture: Path | None = None, pool: RankPool | None = None) -> RunOutcome:
+                 progress, capture: Path | None = None, pool: RankPool | None = None,
+                 analyse: bool = True) -> RunOutcome:
     captures = capture_files(capture)  # capture traces are part of the run, and of its id
     capture_hashes = [file_sha256(f) for f in captures]
     hashes = [file_sha256(f) for f in files]
@@ -114,11 +119,27 @@ def _ingest_plan(warehouse: Warehouse, files: list[Path], skipped: list[str], la
         write_runs_row(table, staging / "out")
         shutil.rmtree(staging / "work", ignore_errors=True)
         stored = warehouse.publish(staging, run_id)
+        if stored and analyse:
+            _store_analyses(warehouse, run_id, progress)
         return RunOutcome(run_id, names, stored=stored, problems=problems,
                           warnings=dict(table.column("warnings")[0].as_py()),
                           n_kernels=table.column("n_kernels")[0].as_py())
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _store_analyses(warehouse: Warehouse, run_id: str, progress) -> None:
+    """The report's views of the new run, computed once now (reports.stored): a report then reads them.
+    The run is published already; if this fails, the first report computes them instead."""
+    from reports.stored import store_analyses
+
+    if progress:
+        progress(f"analysing run {run_id} (stored for its reports)")
+    try:
+        store_analyses(warehouse, run_id)
+    except (duckdb.Error, OSError) as e:
+        eprint(f"warning: run {run_id} is stored, but its analyses could not be ({e}); "
+               "its first report computes them")
 
 
 def eprint(*args) -> None:

@@ -1,0 +1,185 @@
+"""Stored analyses: the views a run report reads, computed once per run and kept beside the tables.
+
+A report of a large run asks for seconds of whole-run work (categories and launch sites of every GPU
+activity, the overlap sweep, fusion chains, the step breakdown) and for the critical path and the
+per-stream, layer and gap views of one step. Like a warehouse refreshing its materialized views at load,
+`tracehouse ingest` computes them once per run (`store_analyses`), with the very views of sql/, and the
+report reads the stored rows (`use_stored`): a report is then a few small reads, whatever the run's size.
+
+    <warehouse>/cache/analyses-<fingerprint>/<run_id>/
+        <view>.parquet        RUN_VIEWS: every row of the run
+        step-<rank>-<step>/<view>.parquet   STEP_VIEWS: the rows of that step, for the steps in manifest.json
+        manifest.json         each stored view's column types, and the (rank, step) keys stored: the step
+                              the report picks for the whole run and for each phase (reports.run.STEP_PICKS)
+
+The fingerprint covers the SQL and rule files and what is stored, so a changed definition is computed
+anew (by the next report, which stores it), never mixed with old rows. A step that is not stored (an
+older warehouse, a changed rule for picking it) is computed from the views as before: slower, same rows.
+A folder appears whole or not at all (written aside, then renamed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import duckdb
+
+from warehouse.catalog import catalog_fingerprint, connect, materialize
+from warehouse.store import Warehouse
+
+STORE_VERSION = 1
+# the columns of _kernel_facts that the report's views and queries read (17 of its 39): the others would
+# only be copied
+KERNEL_FACT_COLUMNS = ["run_id", "rank", "kernel_id", "device", "stream", "step", "kind", "name", "start_ns",
+                       "end_ns", "dur_ns", "launch_call", "collective_name", "process_group", "category", "site",
+                       "phase_key"]
+# Whole-run views, computed in this order (a view after the views it reads); the stored ones are read by
+# the report, the others only feed them. view -> columns kept (None: all)
+COMPUTE_ORDER = ["kernel_category", "_kernel_facts", "kernel_summary", "category_summary", "kernel_overlap",
+                 "overlap_opportunity", "fusion_match", "step_breakdown", "rank_skew_summary"]
+RUN_VIEWS = {"_kernel_facts": KERNEL_FACT_COLUMNS, "kernel_summary": None, "category_summary": None,
+             "overlap_opportunity": None, "fusion_match": None, "step_breakdown": None, "rank_skew_summary": None}
+# Step views: the rows of one (run_id, rank, step), in this order (critical_path first: the others read it)
+STEP_VIEWS = ["critical_path", "critical_path_summary", "stream_summary",
+              "layer_pattern_summary", "layer_pattern", "idle_gaps"]
+# the order rows are stored in: a step's rows are then a few row groups of the file
+SORT = {"_kernel_facts": "rank, step, stream, start_ns, kernel_id"}
+ROW_GROUP = 65_536
+STORED_STEPS = "tracehouse_stored_steps"  # temp table of a report connection: the steps it can read stored
+
+
+def analyses_dir(warehouse: Warehouse) -> Path:
+    spec = repr((STORE_VERSION, catalog_fingerprint(None), RUN_VIEWS, STEP_VIEWS, SORT))
+    return warehouse.root / "cache" / f"analyses-{hashlib.sha256(spec.encode()).hexdigest()[:16]}"
+
+
+def run_folder(warehouse: Warehouse, run_id: str) -> Path:
+    return analyses_dir(warehouse) / run_id
+
+
+def is_stored(warehouse: Warehouse, run_id: str) -> bool:
+    return (run_folder(warehouse, run_id) / "manifest.json").is_file()
+
+
+def store_analyses(warehouse: Warehouse, run_id: str) -> Path:
+    """Compute the report's views for one run and store them (nothing if they are already stored)."""
+    from ingest.rank import MEMORY_LIMIT
+    from reports.run import STEP_PICKS, representative_step, scope_step_views, unscope
+
+    final = run_folder(warehouse, run_id)
+    if is_stored(warehouse, run_id):
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    partial = final.parent / f".{run_id}.{os.getpid()}.tmp"
+    shutil.rmtree(partial, ignore_errors=True)
+    (partial / "spill").mkdir(parents=True)
+    # Not locked down (it writes its files; no user SQL runs on it), and bounded like ingest: a run larger
+    # than memory spills to disk. Files are written by DuckDB as the rows stream.
+    con = connect(warehouse, runs=[run_id], lockdown=False,
+                  settings={"memory_limit": MEMORY_LIMIT, "temp_directory": str(partial / "spill")})
+    manifest: dict = {"run_id": run_id, "steps": [], "types": {}, "step_types": {}}
+    try:
+        materialize(con, [v for v in COMPUTE_ORDER if _has_view(con, v)], columns={"_kernel_facts": KERNEL_FACT_COLUMNS})
+        for view, columns in RUN_VIEWS.items():
+            if _has_view(con, view):
+                manifest["types"][view] = _copy(con, view, columns, SORT.get(view), partial / f"{view}.parquet")
+        for phase in STEP_PICKS:
+            step = representative_step(con, run_id, phase)
+            if step is not None and [step["rank"], step["step"]] not in manifest["steps"]:
+                manifest["steps"].append([step["rank"], step["step"]])
+        for rank, step in manifest["steps"]:
+            key = [run_id, rank, step]
+            scoped = scope_step_views(con, key)
+            try:
+                (partial / _step_folder(rank, step)).mkdir()
+                for view in STEP_VIEWS:
+                    if _has_view(con, view):
+                        manifest["step_types"][view] = _copy(
+                            con, view, None, None, partial / _step_folder(rank, step) / f"{view}.parquet",
+                            f"run_id = {_quote(run_id)} AND rank = {int(rank)} AND step = {int(step)}")
+            finally:
+                unscope(con, scoped)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    finally:
+        con.close()
+    shutil.rmtree(partial / "spill", ignore_errors=True)
+    (partial / "manifest.json").write_text(json.dumps(manifest))
+    try:
+        os.rename(partial, final)  # a reader sees no folder or the whole folder
+    except OSError:  # another process stored it first: same rows
+        shutil.rmtree(partial, ignore_errors=True)
+    return final
+
+
+def _step_folder(rank: int, step: int) -> str:
+    return f"step-{int(rank)}-{int(step)}"
+
+
+def _has_view(con: duckdb.DuckDBPyConnection, view: str) -> bool:
+    return bool(con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = ?", [view]).fetchall()[0][0])
+
+
+def _copy(con, view: str, columns: list[str] | None, order: str | None, path: Path,
+          where: str | None = None) -> list[list[str]]:
+    """Write a view's rows to a Parquet file; its columns' DuckDB types. HUGEINT (Parquet has none;
+    DuckDB would write a lossy DOUBLE) is written as DECIMAL(38, 0) and cast back on reading."""
+    sql = f"SELECT {', '.join(columns) if columns else '*'} FROM {view}" + (f" WHERE {where}" if where else "")
+    described = con.execute(f"DESCRIBE {sql}").fetchall()
+    types = [[row[0], row[1]] for row in described]
+    exact = ", ".join(f'CAST("{name}" AS DECIMAL(38, 0)) AS "{name}"' if kind == "HUGEINT" else f'"{name}"'
+                      for name, kind in types)
+    con.execute(f"COPY (SELECT {exact} FROM ({sql}){f' ORDER BY {order}' if order else ''}) TO {_quote(str(path))} "
+                f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {ROW_GROUP})")
+    return types
+
+
+def use_stored(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, run_ids: list[str]) -> None:
+    """On a report connection: read RUN_VIEWS from the stored analyses of these runs (stored first where
+    missing), as temp views that shadow the catalogue's; record which steps `use_stored_step` can read."""
+    folders = [run_folder(warehouse, r) if is_stored(warehouse, r) else store_analyses(warehouse, r)
+               for r in run_ids]
+    manifests = [json.loads((f / "manifest.json").read_text()) for f in folders]
+    for view in RUN_VIEWS:
+        files = [f / f"{view}.parquet" for f in folders if (f / f"{view}.parquet").is_file()]
+        if len(files) == len(folders):
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS "
+                        + _typed_read(files, manifests[0]["types"][view]))
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {STORED_STEPS} (run_id VARCHAR, rank BIGINT, step BIGINT, folder VARCHAR)")
+    for folder, manifest in zip(folders, manifests):
+        for rank, step in manifest["steps"]:
+            con.execute(f"INSERT INTO {STORED_STEPS} VALUES (?, ?, ?, ?)", [manifest["run_id"], rank, step, str(folder)])
+
+
+def use_stored_step(con: duckdb.DuckDBPyConnection, key: list) -> list[str]:
+    """Shadow STEP_VIEWS with the stored rows of this (run_id, rank, step), if that step is stored; the
+    temp views created (to drop after the step section), or [] when it is not stored."""
+    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND temporary",
+                       [STORED_STEPS]).fetchall()[0][0]:
+        return []
+    found = con.execute(f"SELECT folder FROM {STORED_STEPS} WHERE run_id = ? AND rank = ? AND step = ?", key).fetchall()
+    if not found:
+        return []
+    run_folder_ = Path(found[0][0])
+    folder = run_folder_ / _step_folder(key[1], key[2])
+    manifest = json.loads((run_folder_ / "manifest.json").read_text())
+    views = []
+    for view, types in manifest["step_types"].items():
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS " + _typed_read([folder / f"{view}.parquet"], types))
+        views.append(view)
+    return views
+
+
+def _typed_read(files: list[Path], types: list[list[str]]) -> str:
+    """SELECT of stored files with each column cast back to the view's own type (Parquet has no HUGEINT)."""
+    columns = ", ".join(f'CAST("{name}" AS {kind}) AS "{name}"' for name, kind in types)
+    return f"SELECT {columns} FROM read_parquet([{', '.join(_quote(str(f)) for f in files)}])"
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"

@@ -1,0 +1,119 @@
+"""Stored analyses (reports/stored.py): ingest stores each run's report views, the report reads them, and
+the report they give is the report the views give when computed live, in every format and for every phase.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from conftest import TRACES, require_shared
+
+from reports.run import STEP_PICKS, build_run_report, render_run_report, report_connection, report_json
+from reports.stored import RUN_VIEWS, analyses_dir, is_stored, run_folder, store_analyses
+from synth import write_scenario
+from warehouse.catalog import connect
+from warehouse.load import ingest_paths
+from warehouse.store import Warehouse
+
+SCENARIOS = {"serving-decode": dict(ranks=2, steps=3, layers=2), "serving-prefill": dict(ranks=2, steps=2, layers=2),
+             "training": dict(ranks=2, steps=3, layers=2)}
+# real traces with CUDA graphs, prefill + decode, several streams and NCCL, AMD, two ranks
+REAL = ["inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz",
+        "nvidia/a100_multistream_rank0.json.gz", "amd/mi300_qwen1.5-0.5b.json.gz", "multirank/sampled_2ranks"]
+
+
+@pytest.fixture(scope="module")
+def synth_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("stored")
+    wh = Warehouse(root / "wh")
+    runs = {}
+    for scenario, opts in SCENARIOS.items():
+        [outcome] = ingest_paths(wh, [write_scenario(scenario, root / scenario, seed=3, **opts)])
+        runs[scenario] = outcome.run_id
+    return wh, runs
+
+
+def _live(wh: Warehouse, run_id: str, phase: str | None):
+    """The report with every view computed from the tables (no stored analyses read)."""
+    return build_run_report(connect(wh, runs=[run_id]), run_id, phase)
+
+
+def _stored(wh: Warehouse, run_id: str, phase: str | None):
+    con = report_connection(wh, [run_id])
+    stored_views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE temporary AND NOT internal").fetchall()}
+    assert stored_views == set(RUN_VIEWS), "the report connection reads every stored whole-run view"
+    return build_run_report(con, run_id, phase)
+
+
+def _same(wh: Warehouse, run_id: str) -> None:
+    phases = [r[0] for r in connect(wh, runs=[run_id]).execute(
+        "SELECT DISTINCT phase FROM step_breakdown WHERE run_id = ?", [run_id]).fetchall()]
+    for phase in [None] + [p for p in phases if p in STEP_PICKS]:
+        live, stored = _live(wh, run_id, phase), _stored(wh, run_id, phase)
+        # as JSON text: a number stored as another type (a DECIMAL for a HUGEINT, a float for an int) differs
+        assert json.dumps(report_json(stored), default=str) == json.dumps(report_json(live), default=str), phase
+        for fmt in ("md", "html"):
+            assert render_run_report(stored, fmt) == render_run_report(live, fmt), (phase, fmt)
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_stored_report_equals_live_report_synth(synth_runs, scenario):
+    wh, runs = synth_runs
+    assert is_stored(wh, runs[scenario]), "ingest stores the run's analyses"
+    _same(wh, runs[scenario])
+
+
+@pytest.mark.parametrize("rel", REAL)
+def test_stored_report_equals_live_report_real(tmp_path, rel):
+    require_shared()
+    wh = Warehouse(tmp_path / "wh")
+    [outcome] = ingest_paths(wh, [TRACES / rel])
+    assert not outcome.problems and is_stored(wh, outcome.run_id)
+    _same(wh, outcome.run_id)
+
+
+def test_every_phase_pick_is_stored(synth_runs):
+    """Each --phase's step (and the default's) is stored, so no report computes a critical path."""
+    wh, runs = synth_runs
+    run_id = runs["serving-decode"]
+    manifest = json.loads((run_folder(wh, run_id) / "manifest.json").read_text())
+    con = report_connection(wh, [run_id])
+    report = build_run_report(con, run_id)
+    assert [report.step.rank, report.step.step] in manifest["steps"]
+    assert con.execute("SELECT count(*) FROM tracehouse_stored_steps").fetchone()[0] == len(manifest["steps"])
+
+
+def test_missing_analyses_are_computed_by_the_report_and_stored(synth_runs):
+    wh, runs = synth_runs
+    run_id = runs["training"]
+    before = render_run_report(build_run_report(report_connection(wh, [run_id]), run_id), "md")
+    shutil.rmtree(run_folder(wh, run_id))
+    assert not is_stored(wh, run_id)
+    after = render_run_report(build_run_report(report_connection(wh, [run_id]), run_id), "md")
+    assert after == before and is_stored(wh, run_id)
+
+
+def test_half_written_folder_is_never_read(synth_runs):
+    """A folder without its manifest (a killed store) is not stored; the store writes aside and renames."""
+    wh, runs = synth_runs
+    run_id = runs["serving-prefill"]
+    folder = run_folder(wh, run_id)
+    shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    (folder / "_kernel_facts.parquet").write_bytes(b"not parquet")
+    assert not is_stored(wh, run_id)
+    shutil.rmtree(folder)
+    store_analyses(wh, run_id)
+    assert is_stored(wh, run_id)
+    assert not [p for p in analyses_dir(wh).iterdir() if p.name.startswith(".")], "no partial folder left"
+
+
+def test_ingest_without_analysis_stores_none(tmp_path):
+    wh = Warehouse(tmp_path / "wh")
+    [outcome] = ingest_paths(wh, [write_scenario("serving-decode", tmp_path / "run", ranks=1, steps=2, layers=1)],
+                             analyse=False)
+    assert outcome.stored and not is_stored(wh, outcome.run_id)
+    report = build_run_report(report_connection(wh, [outcome.run_id]), outcome.run_id)
+    assert report.step is not None and is_stored(wh, outcome.run_id)
