@@ -41,19 +41,18 @@ KERNEL_FACT_COLUMNS = ["run_id", "rank", "kernel_id", "device", "stream", "step"
 # the report, the others only feed them. view -> columns kept (None: all)
 COMPUTE_ORDER = ["kernel_category", "_kernel_facts", "kernel_summary", "category_summary", "kernel_overlap",
                  "overlap_opportunity", "fusion_match", "step_breakdown", "rank_skew_summary"]
-RUN_VIEWS = {"_kernel_facts": KERNEL_FACT_COLUMNS, "kernel_summary": None, "category_summary": None,
-             "overlap_opportunity": None, "fusion_match": None, "step_breakdown": None, "rank_skew_summary": None}
-# Step views: the rows of one (run_id, rank, step), in this order (critical_path first: the others read it)
-STEP_VIEWS = ["critical_path", "critical_path_summary", "stream_summary",
-              "layer_pattern_summary", "layer_pattern", "idle_gaps"]
-# the order rows are stored in: a step's rows are then a few row groups of the file
-SORT = {"_kernel_facts": "rank, step, stream, start_ns, kernel_id"}
-ROW_GROUP = 65_536
+RUN_VIEWS = {"kernel_summary": None, "category_summary": None, "overlap_opportunity": None, "fusion_match": None,
+             "step_breakdown": None, "rank_skew_summary": None}
+# Step views: the rows of one (run_id, rank, step), in this order (critical_path first: the others read it).
+# _kernel_facts is only read per step by the report (its components and timeline), so only the stored
+# steps' rows are kept (17 columns): the whole run's would nearly double the run's size on disk.
+STEP_VIEWS = ["critical_path", "critical_path_summary", "stream_summary", "layer_pattern_summary", "layer_pattern",
+              "idle_gaps", "_kernel_facts"]
 STORED_STEPS = "tracehouse_stored_steps"  # temp table of a report connection: the steps it can read stored
 
 
 def analyses_dir(warehouse: Warehouse) -> Path:
-    spec = repr((STORE_VERSION, catalog_fingerprint(None), RUN_VIEWS, STEP_VIEWS, SORT))
+    spec = repr((STORE_VERSION, catalog_fingerprint(None), RUN_VIEWS, STEP_VIEWS, KERNEL_FACT_COLUMNS))
     return warehouse.root / "cache" / f"analyses-{hashlib.sha256(spec.encode()).hexdigest()[:16]}"
 
 
@@ -86,7 +85,7 @@ def store_analyses(warehouse: Warehouse, run_id: str) -> Path:
         materialize(con, [v for v in COMPUTE_ORDER if _has_view(con, v)], columns={"_kernel_facts": KERNEL_FACT_COLUMNS})
         for view, columns in RUN_VIEWS.items():
             if _has_view(con, view):
-                manifest["types"][view] = _copy(con, view, columns, SORT.get(view), partial / f"{view}.parquet")
+                manifest["types"][view] = _copy(con, view, columns, partial / f"{view}.parquet")
         for phase in STEP_PICKS:
             step = representative_step(con, run_id, phase)
             if step is not None and [step["rank"], step["step"]] not in manifest["steps"]:
@@ -99,7 +98,7 @@ def store_analyses(warehouse: Warehouse, run_id: str) -> Path:
                 for view in STEP_VIEWS:
                     if _has_view(con, view):
                         manifest["step_types"][view] = _copy(
-                            con, view, None, None, partial / _step_folder(rank, step) / f"{view}.parquet",
+                            con, view, None, partial / _step_folder(rank, step) / f"{view}.parquet",
                             f"run_id = {_quote(run_id)} AND rank = {int(rank)} AND step = {int(step)}")
             finally:
                 unscope(con, scoped)
@@ -125,8 +124,7 @@ def _has_view(con: duckdb.DuckDBPyConnection, view: str) -> bool:
     return bool(con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = ?", [view]).fetchall()[0][0])
 
 
-def _copy(con, view: str, columns: list[str] | None, order: str | None, path: Path,
-          where: str | None = None) -> list[list[str]]:
+def _copy(con, view: str, columns: list[str] | None, path: Path, where: str | None = None) -> list[list[str]]:
     """Write a view's rows to a Parquet file; its columns' DuckDB types. HUGEINT (Parquet has none;
     DuckDB would write a lossy DOUBLE) is written as DECIMAL(38, 0) and cast back on reading."""
     sql = f"SELECT {', '.join(columns) if columns else '*'} FROM {view}" + (f" WHERE {where}" if where else "")
@@ -134,8 +132,7 @@ def _copy(con, view: str, columns: list[str] | None, order: str | None, path: Pa
     types = [[row[0], row[1]] for row in described]
     exact = ", ".join(f'CAST("{name}" AS DECIMAL(38, 0)) AS "{name}"' if kind == "HUGEINT" else f'"{name}"'
                       for name, kind in types)
-    con.execute(f"COPY (SELECT {exact} FROM ({sql}){f' ORDER BY {order}' if order else ''}) TO {_quote(str(path))} "
-                f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {ROW_GROUP})")
+    con.execute(f"COPY (SELECT {exact} FROM ({sql})) TO {_quote(str(path))} (FORMAT parquet, COMPRESSION zstd)")
     return types
 
 
