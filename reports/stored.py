@@ -12,8 +12,9 @@ report reads the stored rows (`use_stored`): a report is then a few small reads,
         manifest.json         each stored view's column types, and the (rank, step) keys stored: the step
                               the report picks for the whole run and for each phase (reports.run.STEP_PICKS)
 
-The fingerprint covers the SQL and rule files and what is stored, so a changed definition is computed
-anew (by the next report, which stores it), never mixed with old rows. A step that is not stored (an
+The fingerprint covers the SQL of the stored views and of every view they read, the rule files, and what
+is stored, so a changed definition is computed anew (by the next report, which stores it), never mixed
+with old rows. A step that is not stored (an
 older warehouse, a changed rule for picking it) is computed from the views as before: slower, same rows.
 A folder appears whole or not at all (written aside, then renamed).
 """
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import duckdb
 
-from warehouse.catalog import catalog_fingerprint, connect, materialize
+from warehouse.catalog import connect, materialize, views_fingerprint
 from warehouse.store import Warehouse
 
 STORE_VERSION = 1
@@ -52,7 +53,8 @@ STORED_STEPS = "tracehouse_stored_steps"  # temp table of a report connection: t
 
 
 def analyses_dir(warehouse: Warehouse) -> Path:
-    spec = repr((STORE_VERSION, catalog_fingerprint(None), RUN_VIEWS, STEP_VIEWS, KERNEL_FACT_COLUMNS))
+    views = list(RUN_VIEWS) + STEP_VIEWS
+    spec = repr((STORE_VERSION, views_fingerprint(views), RUN_VIEWS, STEP_VIEWS, KERNEL_FACT_COLUMNS))
     return warehouse.root / "cache" / f"analyses-{hashlib.sha256(spec.encode()).hexdigest()[:16]}"
 
 

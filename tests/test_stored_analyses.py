@@ -117,3 +117,35 @@ def test_ingest_without_analysis_stores_none(tmp_path):
     assert outcome.stored and not is_stored(wh, outcome.run_id)
     report = build_run_report(report_connection(wh, [outcome.run_id]), outcome.run_id)
     assert report.step is not None and is_stored(wh, outcome.run_id)
+
+
+def test_fingerprints_follow_only_what_the_stored_rows_depend_on(tmp_path, monkeypatch):
+    """Editing a view changes the key of the stored rows that read it, directly or through other views,
+    and of nothing else: trend's views do not recompute analyses or run metrics; a report view does not
+    recompute run metrics; _kernel_facts (read by both) recomputes both."""
+    import warehouse.catalog as catalog
+    from warehouse.metrics import metrics_dir
+
+    sql = tmp_path / "sql"
+    shutil.copytree(catalog.SQL_DIR, sql)
+    monkeypatch.setattr(catalog, "SQL_DIR", sql)
+    wh = Warehouse(tmp_path / "wh")
+
+    def keys():
+        return analyses_dir(wh).name, metrics_dir(wh).name
+
+    def edit(view):
+        path = sql / f"{view}.sql"
+        path.write_text(path.read_text() + "\n-- edited\n")
+
+    start = keys()
+    edit("regression")
+    assert keys() == start
+    edit("overlap_opportunity")
+    after_report_view = keys()
+    assert after_report_view[0] != start[0] and after_report_view[1] == start[1]
+    edit("_kernel_facts")
+    after_shared = keys()
+    assert after_shared[0] != after_report_view[0] and after_shared[1] != after_report_view[1]
+    (sql / "rules" / "kernel_categories.csv").write_text((sql / "rules" / "kernel_categories.csv").read_text() + "\n")
+    assert all(a != b for a, b in zip(keys(), after_shared))

@@ -11,6 +11,7 @@ import fcntl
 import graphlib
 import hashlib
 import os
+import re
 from pathlib import Path
 
 import duckdb
@@ -138,6 +139,34 @@ def catalog_fingerprint(rules_file: str | None) -> str:
     digest.update(Path(__file__).read_bytes())
     if rules_file:
         digest.update(Path(rules_file).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def views_fingerprint(views: list[str]) -> str:
+    """What the rows of these views depend on: the catalogue's versions, the rule files, and the SQL of
+    these views and of every view they read, transitively. Stored per-run results (run metrics, stored
+    analyses) are keyed on it, so that editing an unrelated view does not recompute them. A view's
+    dependencies are the view names that appear as words in its SQL outside comments (a name in a string
+    counts too: that can only recompute more often, never less)."""
+    files = view_files()
+    texts = {name: path.read_text() for name, path in files.items()}
+    needed, todo = set(), list(views)
+    while todo:
+        name = todo.pop()
+        if name in needed or name not in texts:
+            continue
+        needed.add(name)
+        code = re.sub(r"--[^\n]*|/\*.*?\*/", " ", texts[name], flags=re.S)  # the SQL, not its comments
+        todo.extend(set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", code)) & texts.keys())
+    digest = hashlib.sha256()
+    for part in (str(CATALOG_VERSION), duckdb.__version__):
+        digest.update(part.encode() + b"\0")
+    for name in sorted(needed):
+        digest.update(name.encode() + b"\0" + texts[name].encode())
+    code = [Path(__file__).with_name(name) for name in ("catalog.py", "rules.py", "fusion.py")]  # build the catalogue
+    for path in sorted((SQL_DIR / "rules").rglob("*")) + code:
+        if path.is_file() and path.suffix in (".csv", ".json", ".py"):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 

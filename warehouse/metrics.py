@@ -3,8 +3,9 @@
 The `run_metrics` view (sql/run_metrics.sql) defines every metric; computing it walks a run's whole
 analysis (timeline, critical path, ...), seconds per run. A trend over a thousand runs cannot redo
 that each time, so each run's rows are written once, the first time a trend needs them, to
-<warehouse>/cache/run_metrics-<fingerprint>/<run_id>.parquet. The fingerprint is the catalogue's (the
-SQL and rule files), so changing a metric's definition recomputes every run, never mixing the two.
+<warehouse>/cache/run_metrics-<fingerprint>/<run_id>.parquet. The fingerprint covers run_metrics' SQL and
+that of every view it reads, and the rule files (catalog.views_fingerprint), so changing a metric's
+definition recomputes every run, never mixing the two; editing a view it does not read recomputes nothing.
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from warehouse.catalog import catalog_fingerprint, connect
+from warehouse.catalog import connect, views_fingerprint
 from warehouse.store import Warehouse
 
 COLUMNS = ["run_id", "rank", "phase", "metric", "value", "better", "spread"]
 
 
 def metrics_dir(warehouse: Warehouse):
-    return warehouse.root / "cache" / f"run_metrics-{catalog_fingerprint(None)}"
+    return warehouse.root / "cache" / f"run_metrics-{views_fingerprint(['run_metrics'])}"
 
 
 def run_metric_rows(warehouse: Warehouse, run_ids: list[str]) -> pa.Table | None:
