@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import duckdb
@@ -140,9 +141,17 @@ def _copy(con, view: str, columns: list[str] | None, path: Path, where: str | No
 
 def use_stored(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, run_ids: list[str]) -> None:
     """On a report connection: read RUN_VIEWS from the stored analyses of these runs (stored first where
-    missing), as temp views that shadow the catalogue's; record which steps `use_stored_step` can read."""
-    folders = [run_folder(warehouse, r) if is_stored(warehouse, r) else store_analyses(warehouse, r)
-               for r in run_ids]
+    missing), as temp views that shadow the catalogue's; record which steps `use_stored_step` can read.
+    Where they cannot be stored (a warehouse this user may only read), they are computed on `con` for
+    this report alone."""
+    try:
+        folders = [run_folder(warehouse, r) if is_stored(warehouse, r) else store_analyses(warehouse, r)
+                   for r in run_ids]
+    except (OSError, duckdb.IOException, duckdb.PermissionException) as e:
+        print(f"note: the analyses of run(s) {', '.join(run_ids)} could not be stored ({e}); computing them for "
+              "this report only (slower)", file=sys.stderr)
+        materialize(con, [v for v in COMPUTE_ORDER if _has_view(con, v)], columns={"_kernel_facts": KERNEL_FACT_COLUMNS})
+        return
     manifests = [json.loads((f / "manifest.json").read_text()) for f in folders]
     for view in RUN_VIEWS:
         files = [f / f"{view}.parquet" for f in folders if (f / f"{view}.parquet").is_file()]

@@ -149,3 +149,21 @@ def test_fingerprints_follow_only_what_the_stored_rows_depend_on(tmp_path, monke
     assert after_shared[0] != after_report_view[0] and after_shared[1] != after_report_view[1]
     (sql / "rules" / "kernel_categories.csv").write_text((sql / "rules" / "kernel_categories.csv").read_text() + "\n")
     assert all(a != b for a, b in zip(keys(), after_shared))
+
+
+def test_unwritable_store_computes_for_the_report_alone(synth_runs, monkeypatch, capsys):
+    """A warehouse the user may only read: the report is the same, computed on its connection."""
+    import reports.stored as stored
+
+    wh, runs = synth_runs
+    run_id = runs["serving-decode"]
+    expected = render_run_report(build_run_report(report_connection(wh, [run_id]), run_id), "md")
+    shutil.rmtree(run_folder(wh, run_id))
+
+    def refuse(*_args, **_kw):
+        raise PermissionError(13, "Permission denied", str(analyses_dir(wh)))
+
+    monkeypatch.setattr(stored, "store_analyses", refuse)
+    assert render_run_report(build_run_report(report_connection(wh, [run_id]), run_id), "md") == expected
+    assert "could not be stored" in capsys.readouterr().err
+    assert not is_stored(wh, run_id)
