@@ -17,8 +17,9 @@ from warehouse.catalog import connect
 from warehouse.load import ingest_paths
 from warehouse.store import Warehouse
 
-SCENARIOS = {"serving-decode": dict(ranks=2, steps=3, layers=2), "serving-prefill": dict(ranks=2, steps=2, layers=2),
-             "training": dict(ranks=2, steps=3, layers=2)}
+SCENARIOS = {"serving-decode": {"ranks": 2, "steps": 3, "layers": 2},
+             "serving-prefill": {"ranks": 2, "steps": 2, "layers": 2},
+             "training": {"ranks": 2, "steps": 3, "layers": 2}}
 # real traces with CUDA graphs, prefill + decode, several streams and NCCL, AMD, two ranks
 REAL = ["inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz",
         "nvidia/a100_multistream_rank0.json.gz", "amd/mi300_qwen1.5-0.5b.json.gz", "multirank/sampled_2ranks"]
@@ -123,7 +124,7 @@ def test_fingerprints_follow_only_what_the_stored_rows_depend_on(tmp_path, monke
     """Editing a view changes the key of the stored rows that read it, directly or through other views,
     and of nothing else: trend's views do not recompute analyses or run metrics; a report view does not
     recompute run metrics; _kernel_facts (read by both) recomputes both."""
-    import warehouse.catalog as catalog
+    from warehouse import catalog
     from warehouse.metrics import metrics_dir
 
     sql = tmp_path / "sql"
@@ -153,7 +154,7 @@ def test_fingerprints_follow_only_what_the_stored_rows_depend_on(tmp_path, monke
 
 def test_unwritable_store_computes_for_the_report_alone(synth_runs, monkeypatch, capsys):
     """A warehouse the user may only read: the report is the same, computed on its connection."""
-    import reports.stored as stored
+    from reports import stored
 
     wh, runs = synth_runs
     run_id = runs["serving-decode"]

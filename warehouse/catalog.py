@@ -156,7 +156,7 @@ def views_fingerprint(views: list[str]) -> str:
         if name in needed or name not in texts:
             continue
         needed.add(name)
-        code = re.sub(r"--[^\n]*|/\*.*?\*/", " ", texts[name], flags=re.S)  # the SQL, not its comments
+        code = re.sub(r"--[^\n]*|/\*.*?\*/", " ", texts[name], flags=re.DOTALL)  # the SQL, not its comments
         todo.extend(set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", code)) & texts.keys())
     digest = hashlib.sha256()
     for part in (str(CATALOG_VERSION), duckdb.__version__):
