@@ -452,16 +452,18 @@ def hwm():
     for line in open('/proc/self/status'):
         if line.startswith('VmHWM:'):
             return int(line.split()[1]) / 1024
+from reports.stored import is_stored
 from warehouse.load import ingest_paths
 from warehouse.store import Warehouse
 base = hwm()
 wh = tempfile.mkdtemp(dir=sys.argv[3])
 try:
-    out = ingest_paths(Warehouse(wh), [Path(sys.argv[2])])
+    out = ingest_paths(Warehouse(wh), [Path(sys.argv[2])])  # as `tracehouse ingest`: stored analyses included
     ok = bool(out) and out[0].stored and not out[0].problems
+    analysed = ok and is_stored(Warehouse(wh), out[0].run_id)
 finally:
     shutil.rmtree(wh, ignore_errors=True)
-print(json.dumps({"baseline_mb": base, "peak_mb": hwm(), "ok": ok}))
+print(json.dumps({"baseline_mb": base, "peak_mb": hwm(), "ok": ok, "analysed": analysed}))
 """
 
 
@@ -471,7 +473,7 @@ def peak_rss(path: Path, tmp: Path) -> dict:
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"RSS child failed: {proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return {**json.loads(proc.stdout.strip().splitlines()[-1]), "stderr": proc.stderr[-2000:]}
 
 
 def bench_rss(traces: list[tuple[str, Path]], tmp: Path, report: Report) -> None:
@@ -483,7 +485,10 @@ def bench_rss(traces: list[tuple[str, Path]], tmp: Path, report: Report) -> None
         gb = json_bytes / 1e9
         points.append((gb, r["peak_mb"]))
         report.add("rss", f"peak RSS, {label} ({json_bytes / MB:.0f} MB JSON)",
-                   f"{r['peak_mb']:.0f} MB ({r['peak_mb'] / gb:.0f} MB/GB; imports alone {r['baseline_mb']:.0f} MB)")
+                   f"{r['peak_mb']:.0f} MB ({r['peak_mb'] / gb:.0f} MB/GB; imports alone {r['baseline_mb']:.0f} MB; "
+                   f"stored analyses {'included' if r['analysed'] else 'FAILED (see the notes)'})")
+        if not r["analysed"]:
+            report.notes.append(f"rss, {label}: the run's analyses were not stored: {r['stderr']}")
     if len(points) >= 2:
         (g1, p1), (g2, p2) = min(points), max(points)
         slope = (p2 - p1) / (g2 - g1) if g2 > g1 else 0.0

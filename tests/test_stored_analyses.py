@@ -168,3 +168,15 @@ def test_unwritable_store_computes_for_the_report_alone(synth_runs, monkeypatch,
     assert render_run_report(build_run_report(report_connection(wh, [run_id]), run_id), "md") == expected
     assert "could not be stored" in capsys.readouterr().err
     assert not is_stored(wh, run_id)
+
+
+def test_cli_ingest_stores_analyses_unless_asked_not_to(tmp_path, cli_runner):
+    from cli import main
+
+    run = write_scenario("serving-decode", tmp_path / "run", ranks=1, steps=2, layers=1)
+    for flag, expected in (["--no-analyses"], False), ([], True):
+        wh = tmp_path / f"wh{len(flag)}"
+        res = cli_runner.invoke(main, ["--warehouse", str(wh), "ingest", str(run), *flag])
+        assert res.exit_code == 0, res.output
+        run_id = res.output.split()[0]
+        assert is_stored(Warehouse(wh), run_id) is expected
