@@ -78,17 +78,25 @@ def store_analyses(warehouse: Warehouse, run_id: str) -> Path:
     final.parent.mkdir(parents=True, exist_ok=True)
     partial = final.parent / f".{run_id}.{os.getpid()}.tmp"
     shutil.rmtree(partial, ignore_errors=True)
-    (partial / "spill").mkdir(parents=True)
-    # Not locked down (it writes its files; no user SQL runs on it), and bounded like ingest: a run larger
-    # than memory spills to disk. Files are written by DuckDB as the rows stream.
+    work = partial / "work"
+    (work / "spill").mkdir(parents=True)
+    # Not locked down (it writes its files; no user SQL runs on it), and bounded like ingest: DuckDB spills
+    # to disk beyond the limit. Each whole-run view is computed once and written to Parquet as its rows
+    # stream, and the views after it read that file (a temp view over it): nothing is held in memory
+    # between views, whatever the run's size.
     con = connect(warehouse, runs=[run_id], lockdown=False,
-                  settings={"memory_limit": MEMORY_LIMIT, "temp_directory": str(partial / "spill")})
+                  settings={"memory_limit": MEMORY_LIMIT, "temp_directory": str(work / "spill"),
+                            "preserve_insertion_order": "false"})
     manifest: dict = {"run_id": run_id, "steps": [], "types": {}, "step_types": {}}
     try:
-        materialize(con, [v for v in COMPUTE_ORDER if _has_view(con, v)], columns={"_kernel_facts": KERNEL_FACT_COLUMNS})
-        for view, columns in RUN_VIEWS.items():
-            if _has_view(con, view):
-                manifest["types"][view] = _copy(con, view, columns, partial / f"{view}.parquet")
+        for view in COMPUTE_ORDER:
+            if not _has_view(con, view):
+                continue
+            target = (partial if view in RUN_VIEWS else work) / f"{view}.parquet"
+            types = _copy(con, view, KERNEL_FACT_COLUMNS if view == "_kernel_facts" else None, target)
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS " + _typed_read([target], types))
+            if view in RUN_VIEWS:
+                manifest["types"][view] = types
         for phase in STEP_PICKS:
             step = representative_step(con, run_id, phase)
             if step is not None and [step["rank"], step["step"]] not in manifest["steps"]:
@@ -96,13 +104,20 @@ def store_analyses(warehouse: Warehouse, run_id: str) -> Path:
         for rank, step in manifest["steps"]:
             key = [run_id, rank, step]
             scoped = scope_step_views(con, key)
+            folder = partial / _step_folder(rank, step)
+            folder.mkdir()
             try:
-                (partial / _step_folder(rank, step)).mkdir()
                 for view in STEP_VIEWS:
-                    if _has_view(con, view):
-                        manifest["step_types"][view] = _copy(
-                            con, view, None, partial / _step_folder(rank, step) / f"{view}.parquet",
-                            f"run_id = {_quote(run_id)} AND rank = {int(rank)} AND step = {int(step)}")
+                    if not _has_view(con, view):
+                        continue
+                    manifest["step_types"][view] = types = _copy(
+                        con, view, None, folder / f"{view}.parquet",
+                        f"run_id = {_quote(run_id)} AND rank = {int(rank)} AND step = {int(step)}")
+                    # the step views after it read its rows (unless it is computed already: a whole-run view, or
+                    # the step's critical_path)
+                    if view not in COMPUTE_ORDER and f"TABLE temp.{view}" not in scoped:
+                        con.execute(f"CREATE TEMP VIEW {view} AS " + _typed_read([folder / f"{view}.parquet"], types))
+                        scoped.append(f"VIEW temp.{view}")
             finally:
                 unscope(con, scoped)
     except BaseException:
@@ -110,7 +125,7 @@ def store_analyses(warehouse: Warehouse, run_id: str) -> Path:
         raise
     finally:
         con.close()
-    shutil.rmtree(partial / "spill", ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
     (partial / "manifest.json").write_text(json.dumps(manifest))
     try:
         os.rename(partial, final)  # a reader sees no folder or the whole folder
