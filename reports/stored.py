@@ -67,9 +67,10 @@ def is_stored(warehouse: Warehouse, run_id: str) -> bool:
     return (run_folder(warehouse, run_id) / "manifest.json").is_file()
 
 
-def store_analyses(warehouse: Warehouse, run_id: str) -> Path:
-    """Compute the report's views for one run and store them (nothing if they are already stored)."""
-    from ingest.rank import MEMORY_LIMIT
+def store_analyses(warehouse: Warehouse, run_id: str, memory_limit: str | None = None) -> Path:
+    """Compute the report's views for one run and store them (nothing if they are already stored).
+
+    memory_limit: DuckDB's (ingest passes its own; None: DuckDB's default, most of the machine's memory)."""
     from reports.run import STEP_PICKS, representative_step, scope_step_views, unscope
 
     final = run_folder(warehouse, run_id)
@@ -80,13 +81,13 @@ def store_analyses(warehouse: Warehouse, run_id: str) -> Path:
     shutil.rmtree(partial, ignore_errors=True)
     work = partial / "work"
     (work / "spill").mkdir(parents=True)
-    # Not locked down (it writes its files; no user SQL runs on it), and bounded like ingest: DuckDB spills
-    # to disk beyond the limit. Each whole-run view is computed once and written to Parquet as its rows
+    # Not locked down (it writes its files; no user SQL runs on it); DuckDB spills to disk beyond the memory
+    # limit where it can. Each whole-run view is computed once and written to Parquet as its rows
     # stream, and the views after it read that file (a temp view over it): nothing is held in memory
     # between views, whatever the run's size.
+    settings = {"temp_directory": str(work / "spill"), "preserve_insertion_order": "false"}
     con = connect(warehouse, runs=[run_id], lockdown=False,
-                  settings={"memory_limit": MEMORY_LIMIT, "temp_directory": str(work / "spill"),
-                            "preserve_insertion_order": "false"})
+                  settings=settings | ({"memory_limit": memory_limit} if memory_limit else {}))
     manifest: dict = {"run_id": run_id, "steps": [], "types": {}, "step_types": {}}
     try:
         for view in COMPUTE_ORDER:

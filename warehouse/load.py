@@ -130,16 +130,19 @@ def _ingest_plan(warehouse: Warehouse, files: list[Path], skipped: list[str], la
 
 def _store_analyses(warehouse: Warehouse, run_id: str, progress) -> None:
     """The report's views of the new run, computed once now (reports.stored): a report then reads them.
-    The run is published already; if this fails, the first report computes them instead."""
+    Bounded by ingest's memory limit. The run is published already; if this fails (a run too large for
+    that limit), the first report computes them instead, with more memory."""
+    from ingest.rank import MEMORY_LIMIT
     from reports.stored import store_analyses
 
     if progress:
         progress(f"analysing run {run_id} (stored for its reports)")
     try:
-        store_analyses(warehouse, run_id)
+        store_analyses(warehouse, run_id, MEMORY_LIMIT)
     except (duckdb.Error, OSError) as e:
-        eprint(f"warning: run {run_id} is stored, but its analyses could not be ({e}); "
-               "its first report computes them")
+        first_line = str(e).splitlines()[0] if str(e) else type(e).__name__
+        eprint(f"note: run {run_id} is stored; its report views were not ({first_line}): its first report "
+               "computes and stores them")
 
 
 def eprint(*args) -> None:
