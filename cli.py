@@ -153,7 +153,7 @@ def ingest(ctx, paths, labels, commit, capture, no_analyses):
     A directory is one run (its files are the ranks); files named together are one run.
     The same files ingested twice give the same run id and store nothing new. Prints the run ids.
     Each new run's report views are then computed once and stored, so that `report` is quick
-    (about a fifth more ingest time; --no-analyses leaves that to the first report).
+    (they add about half to the ingest time; --no-analyses leaves that to the first report).
 
     \b
     Example:
