@@ -21,6 +21,28 @@ GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
             "memcpy": "memcpy", "memset": "memset"}
 
 
+# the synthesized runs whose reports the tests check (golden Markdown, stored analyses)
+REPORT_SCENARIOS = {"serving-decode": {"ranks": 2, "steps": 3, "layers": 2},
+                    "serving-prefill": {"ranks": 2, "steps": 2, "layers": 2},
+                    "training": {"ranks": 2, "steps": 3, "layers": 2}}
+
+
+@pytest.fixture(scope="session")
+def synth_warehouse(tmp_path_factory):
+    """One warehouse with a run of each REPORT_SCENARIOS (seed 7); returns (Warehouse, {scenario: run id})."""
+    from synth import write_scenario
+    from warehouse.load import ingest_paths
+    from warehouse.store import Warehouse
+
+    root = tmp_path_factory.mktemp("reports")
+    wh = Warehouse(root / "wh")
+    runs = {}
+    for scenario, opts in REPORT_SCENARIOS.items():
+        [outcome] = ingest_paths(wh, [write_scenario(scenario, root / scenario, seed=7, **opts)])
+        runs[scenario] = outcome.run_id
+    return wh, runs
+
+
 def pytest_report_header(config):
     import duckdb
     import pyarrow

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import ROOT, real_trace_files
+from conftest import REPORT_SCENARIOS, ROOT, real_trace_files
 from tracebuilder import launch_pair, simple_events, write_trace
 
 from reports.run import build_run_report, render_run_report, report_connection, report_json
@@ -20,8 +20,6 @@ from warehouse.store import Warehouse
 
 GOLDEN = ROOT / "tests" / "golden"
 SCHEMA = json.loads((ROOT / "reports" / "run_report.schema.json").read_text())
-SCENARIOS = {"serving-decode": dict(ranks=2, steps=3, layers=2), "serving-prefill": dict(ranks=2, steps=2, layers=2),
-             "training": dict(ranks=2, steps=3, layers=2)}
 
 
 def _validate(data: dict) -> None:
@@ -29,18 +27,7 @@ def _validate(data: dict) -> None:
     jsonschema.validate(data, SCHEMA)
 
 
-@pytest.fixture(scope="module")
-def synth_warehouse(tmp_path_factory):
-    root = tmp_path_factory.mktemp("reports")
-    wh = Warehouse(root / "wh")
-    runs = {}
-    for scenario, opts in SCENARIOS.items():
-        [outcome] = ingest_paths(wh, [write_scenario(scenario, root / scenario, seed=7, **opts)])
-        runs[scenario] = outcome.run_id
-    return wh, runs
-
-
-@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+@pytest.mark.parametrize("scenario", sorted(REPORT_SCENARIOS))
 def test_markdown_matches_golden(synth_warehouse, scenario):
     """Regenerate with UPDATE_GOLDEN=1 after a deliberate change, and review the diff."""
     wh, runs = synth_warehouse

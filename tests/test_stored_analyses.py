@@ -8,7 +8,7 @@ import json
 import shutil
 
 import pytest
-from conftest import TRACES, require_shared
+from conftest import REPORT_SCENARIOS, TRACES, require_shared
 
 from reports.run import STEP_PICKS, build_run_report, render_run_report, report_connection, report_json
 from reports.stored import RUN_VIEWS, analyses_dir, is_stored, run_folder, store_analyses
@@ -17,23 +17,9 @@ from warehouse.catalog import connect
 from warehouse.load import ingest_paths
 from warehouse.store import Warehouse
 
-SCENARIOS = {"serving-decode": {"ranks": 2, "steps": 3, "layers": 2},
-             "serving-prefill": {"ranks": 2, "steps": 2, "layers": 2},
-             "training": {"ranks": 2, "steps": 3, "layers": 2}}
 # real traces with CUDA graphs, prefill + decode, several streams and NCCL, AMD, two ranks
 REAL = ["inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz",
         "nvidia/a100_multistream_rank0.json.gz", "amd/mi300_qwen1.5-0.5b.json.gz", "multirank/sampled_2ranks"]
-
-
-@pytest.fixture(scope="module")
-def synth_runs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("stored")
-    wh = Warehouse(root / "wh")
-    runs = {}
-    for scenario, opts in SCENARIOS.items():
-        [outcome] = ingest_paths(wh, [write_scenario(scenario, root / scenario, seed=3, **opts)])
-        runs[scenario] = outcome.run_id
-    return wh, runs
 
 
 def _live(wh: Warehouse, run_id: str, phase: str | None):
@@ -59,9 +45,9 @@ def _same(wh: Warehouse, run_id: str) -> None:
             assert render_run_report(stored, fmt) == render_run_report(live, fmt), (phase, fmt)
 
 
-@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
-def test_stored_report_equals_live_report_synth(synth_runs, scenario):
-    wh, runs = synth_runs
+@pytest.mark.parametrize("scenario", sorted(REPORT_SCENARIOS))
+def test_stored_report_equals_live_report_synth(synth_warehouse, scenario):
+    wh, runs = synth_warehouse
     assert is_stored(wh, runs[scenario]), "ingest stores the run's analyses"
     _same(wh, runs[scenario])
 
@@ -75,9 +61,9 @@ def test_stored_report_equals_live_report_real(tmp_path, rel):
     _same(wh, outcome.run_id)
 
 
-def test_every_phase_pick_is_stored(synth_runs):
+def test_every_phase_pick_is_stored(synth_warehouse):
     """Each --phase's step (and the default's) is stored, so no report computes a critical path."""
-    wh, runs = synth_runs
+    wh, runs = synth_warehouse
     run_id = runs["serving-decode"]
     manifest = json.loads((run_folder(wh, run_id) / "manifest.json").read_text())
     con = report_connection(wh, [run_id])
@@ -86,8 +72,8 @@ def test_every_phase_pick_is_stored(synth_runs):
     assert con.execute("SELECT count(*) FROM tracehouse_stored_steps").fetchone()[0] == len(manifest["steps"])
 
 
-def test_missing_analyses_are_computed_by_the_report_and_stored(synth_runs):
-    wh, runs = synth_runs
+def test_missing_analyses_are_computed_by_the_report_and_stored(synth_warehouse):
+    wh, runs = synth_warehouse
     run_id = runs["training"]
     before = render_run_report(build_run_report(report_connection(wh, [run_id]), run_id), "md")
     shutil.rmtree(run_folder(wh, run_id))
@@ -96,9 +82,9 @@ def test_missing_analyses_are_computed_by_the_report_and_stored(synth_runs):
     assert after == before and is_stored(wh, run_id)
 
 
-def test_half_written_folder_is_never_read(synth_runs):
+def test_half_written_folder_is_never_read(synth_warehouse):
     """A folder without its manifest (a killed store) is not stored; the store writes aside and renames."""
-    wh, runs = synth_runs
+    wh, runs = synth_warehouse
     run_id = runs["serving-prefill"]
     folder = run_folder(wh, run_id)
     shutil.rmtree(folder)
@@ -152,11 +138,11 @@ def test_fingerprints_follow_only_what_the_stored_rows_depend_on(tmp_path, monke
     assert all(a != b for a, b in zip(keys(), after_shared))
 
 
-def test_unwritable_store_computes_for_the_report_alone(synth_runs, monkeypatch, capsys):
+def test_unwritable_store_computes_for_the_report_alone(synth_warehouse, monkeypatch, capsys):
     """A warehouse the user may only read: the report is the same, computed on its connection."""
     from reports import stored
 
-    wh, runs = synth_runs
+    wh, runs = synth_warehouse
     run_id = runs["serving-decode"]
     expected = render_run_report(build_run_report(report_connection(wh, [run_id]), run_id), "md")
     shutil.rmtree(run_folder(wh, run_id))
