@@ -14,9 +14,8 @@ report reads the stored rows (`use_stored`): a report is then a few small reads,
 
 The fingerprint covers the SQL of the stored views and of every view they read, the rule files, and what
 is stored, so a changed definition is computed anew (by the next report, which stores it), never mixed
-with old rows. A step that is not stored (an
-older warehouse, a changed rule for picking it) is computed from the views as before: slower, same rows.
-A folder appears whole or not at all (written aside, then renamed).
+with old rows. A step that is not stored (a changed rule for picking it) is computed from the views as
+before: slower, same rows. A folder appears whole or not at all (written aside, then renamed).
 """
 
 from __future__ import annotations
@@ -39,12 +38,12 @@ STORE_VERSION = 1
 KERNEL_FACT_COLUMNS = ["run_id", "rank", "kernel_id", "device", "stream", "step", "kind", "name", "start_ns",
                        "end_ns", "dur_ns", "launch_call", "collective_name", "process_group", "category", "site",
                        "phase_key"]
-# Whole-run views, computed in this order (a view after the views it reads); the stored ones are read by
-# the report, the others only feed them. view -> columns kept (None: all)
+# Whole-run views, computed in this order (a view after the views it reads); RUN_VIEWS are stored and read
+# by the report, the others only feed them.
 COMPUTE_ORDER = ["kernel_category", "_kernel_facts", "kernel_summary", "category_summary", "kernel_overlap",
                  "overlap_opportunity", "fusion_match", "step_breakdown", "rank_skew_summary"]
-RUN_VIEWS = {"kernel_summary": None, "category_summary": None, "overlap_opportunity": None, "fusion_match": None,
-             "step_breakdown": None, "rank_skew_summary": None}
+RUN_VIEWS = ["kernel_summary", "category_summary", "overlap_opportunity", "fusion_match", "step_breakdown",
+             "rank_skew_summary"]
 # Step views: the rows of one (run_id, rank, step), in this order (critical_path first: the others read it).
 # _kernel_facts is only read per step by the report (its components and timeline), so only the stored
 # steps' rows are kept (17 columns): the whole run's would nearly double the run's size on disk.
@@ -54,8 +53,7 @@ STORED_STEPS = "tracehouse_stored_steps"  # temp table of a report connection: t
 
 
 def analyses_dir(warehouse: Warehouse) -> Path:
-    views = list(RUN_VIEWS) + STEP_VIEWS
-    spec = repr((STORE_VERSION, views_fingerprint(views), RUN_VIEWS, STEP_VIEWS, KERNEL_FACT_COLUMNS))
+    spec = repr((STORE_VERSION, views_fingerprint(RUN_VIEWS + STEP_VIEWS), RUN_VIEWS, STEP_VIEWS, KERNEL_FACT_COLUMNS))
     return warehouse.root / "cache" / f"analyses-{hashlib.sha256(spec.encode()).hexdigest()[:16]}"
 
 
