@@ -14,8 +14,8 @@ from pathlib import Path
 import duckdb
 
 from reports.render import render_template
-from reports.takeaways import takeaways
 from reports.stored import use_stored, use_stored_step
+from reports.takeaways import takeaways
 from warehouse.catalog import connect, materialize
 from warehouse.runs import resolve_run
 from warehouse.store import Warehouse
