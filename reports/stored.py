@@ -75,6 +75,7 @@ def store_analyses(warehouse: Warehouse, run_id: str, memory_limit: str | None =
     if is_stored(warehouse, run_id):
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
+    _remove_abandoned(final.parent)
     partial = final.parent / f".{run_id}.{os.getpid()}.tmp"
     shutil.rmtree(partial, ignore_errors=True)
     work = partial / "work"
@@ -131,6 +132,24 @@ def store_analyses(warehouse: Warehouse, run_id: str, memory_limit: str | None =
     except OSError:  # another process stored it first: same rows
         shutil.rmtree(partial, ignore_errors=True)
     return final
+
+
+def _remove_abandoned(folder: Path) -> None:
+    """Remove the partial folders (.<run>.<pid>.tmp) of stores whose process is gone (killed mid-way)."""
+    for partial in folder.glob(".*.*.tmp"):
+        pid = partial.name.split(".")[-2]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(partial, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _step_folder(rank: int, step: int) -> str:

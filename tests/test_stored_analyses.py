@@ -166,3 +166,25 @@ def test_cli_ingest_stores_analyses_unless_asked_not_to(tmp_path, cli_runner):
         assert res.exit_code == 0, res.output
         run_id = res.output.split()[0]
         assert is_stored(Warehouse(wh), run_id) is expected
+
+
+def test_abandoned_partial_folders_are_removed(synth_warehouse):
+    """A store killed mid-way leaves .<run>.<pid>.tmp; the next store removes it once that process is gone,
+    and leaves a running store's folder alone."""
+    import os
+    import subprocess
+    import sys
+
+    wh, runs = synth_warehouse
+    run_id = runs["training"]
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    dead = analyses_dir(wh) / f".{run_id}.{gone}.tmp"
+    running = analyses_dir(wh) / f".another-run.{os.getpid()}.tmp"  # this process is alive
+    for folder in (dead, running):
+        (folder / "work").mkdir(parents=True)
+    shutil.rmtree(run_folder(wh, run_id))
+    store_analyses(wh, run_id)
+    assert not dead.exists() and is_stored(wh, run_id)
+    assert running.exists()
+    shutil.rmtree(running)
