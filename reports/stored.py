@@ -178,8 +178,7 @@ def use_stored(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, run_ids: li
     Where they cannot be stored (a warehouse this user may only read), they are computed on `con` for
     this report alone."""
     try:
-        folders = [run_folder(warehouse, r) if is_stored(warehouse, r) else store_analyses(warehouse, r)
-                   for r in run_ids]
+        folders = [run_folder(warehouse, r) if is_stored(warehouse, r) else _store_now(warehouse, r) for r in run_ids]
     except (OSError, duckdb.IOException, duckdb.PermissionException) as e:
         print(f"note: the analyses of run(s) {', '.join(run_ids)} could not be stored ({e}); computing them for "
               "this report only (slower)", file=sys.stderr)
@@ -195,6 +194,12 @@ def use_stored(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, run_ids: li
     for folder, manifest in zip(folders, manifests):
         for rank, step in manifest["steps"]:
             con.execute(f"INSERT INTO {STORED_STEPS} VALUES (?, ?, ?, ?)", [manifest["run_id"], rank, step, str(folder)])
+
+
+def _store_now(warehouse: Warehouse, run_id: str) -> Path:
+    if sys.stderr.isatty():  # progress on a terminal only, as the CLI's
+        print(f"  analysing run {run_id} once (stored for its later reports)", file=sys.stderr)
+    return store_analyses(warehouse, run_id)
 
 
 def use_stored_step(con: duckdb.DuckDBPyConnection, key: list) -> list[str]:
