@@ -30,7 +30,7 @@ from pathlib import Path
 import duckdb
 
 from warehouse.catalog import connect, materialize, views_fingerprint
-from warehouse.store import Warehouse
+from warehouse.store import Warehouse, process_alive
 
 STORE_VERSION = 1
 # the columns of _kernel_facts that the report's views and queries read (17 of its 39): the others would
@@ -138,18 +138,8 @@ def _remove_abandoned(folder: Path) -> None:
     """Remove the partial folders (.<run>.<pid>.tmp) of stores whose process is gone (killed mid-way)."""
     for partial in folder.glob(".*.*.tmp"):
         pid = partial.name.split(".")[-2]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not process_alive(int(pid)):
             shutil.rmtree(partial, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def _step_folder(rank: int, step: int) -> str:

@@ -115,11 +115,12 @@ class Warehouse:
         if self.staging_dir.is_dir():
             for stage in self.staging_dir.iterdir():
                 pid = stage.name.split("-", 1)[0]
-                if pid.isdigit() and not _alive(int(pid)):
+                if pid.isdigit() and not process_alive(int(pid)):
                     shutil.rmtree(stage, ignore_errors=True)
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process with this id runs (a folder named after it is still being written)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
