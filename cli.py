@@ -287,8 +287,9 @@ def _pair(text: str | None, what: str, cast=float):
 
 
 @main.command(context_settings=CONTEXT_SETTINGS)
-@click.argument("scenario", type=click.Choice(["serving-decode", "serving-prefill", "training"]))
-@click.option("-o", "--out", "out", required=True, type=click.Path(path_type=Path, file_okay=False),
+@click.argument("scenario", required=False)
+@click.option("--list", "list_all", is_flag=True, help="List the scenarios and situations, one a line, and exit.")
+@click.option("-o", "--out", "out", type=click.Path(path_type=Path, file_okay=False),
               help="Folder to write the run into (trace files, capture_traces/, ground_truth.json).")
 @click.option("--ranks", default=2, show_default=True, help="Ranks (one trace file each).")
 @click.option("--steps", default=4, show_default=True, help="Steps (decode iterations / training steps).")
@@ -299,16 +300,44 @@ def _pair(text: str | None, what: str, cast=float):
 @click.option("--straggler-rank", help="R:US - rank R arrives US µs late at every collective.")
 @click.option("--host-stall-us", default=0.0, help="A host stall of this many µs before some steps.")
 @click.option("--slow-kernel", help="REGEX:FACTOR - kernels matching REGEX run FACTOR times longer.")
-def synth(scenario, out, ranks, steps, layers, vendor, seed, target_size, straggler_rank, host_stall_us,
+def synth(scenario, list_all, out, ranks, steps, layers, vendor, seed, target_size, straggler_rank, host_stall_us,
           slow_kernel):
     """Write a realistic synthetic run, plus ground_truth.json with every figure it should give.
+
+    SCENARIO is a whole run (serving-decode, serving-prefill, training: the options below shape it) or a
+    situation: a small trace of one shape that analyses get wrong (a blocking copy at the end of a step,
+    a DataLoader stall, eager attention ...), whose ground_truth.json says what a correct analysis
+    concludes. `--list` names them all.
 
     \b
     Example:
       tracehouse synth serving-decode --ranks 4 --slow-kernel 'nvjet:1.08' -o /tmp/decode-run
       tracehouse ingest /tmp/decode-run
+      tracehouse synth --list
+      tracehouse synth blocking-d2h-copy -o /tmp/blocking-copy
     """
-    from synth import write_scenario
+    from synth import SCENARIOS, write_scenario
+
+    if list_all or not scenario:
+        from synth.situations import SITUATIONS
+
+        if not list_all:
+            raise click.UsageError("name a SCENARIO or a situation (tracehouse synth --list names them)")
+        for name in SCENARIOS:
+            click.echo(f"{name}\tscenario")
+        for name, sit in sorted(SITUATIONS.items()):
+            click.echo(f"{name}\tsituation: {sit.summary}")
+        return
+    if out is None:
+        raise click.UsageError("-o DIR is required: the folder to write the run into")
+    if scenario not in SCENARIOS:
+        from synth.situations import write_situation
+
+        try:
+            click.echo(str(write_situation(scenario, out)))
+        except ValueError as exc:
+            raise click.BadParameter(f"{exc}; or a scenario: {', '.join(SCENARIOS)}", param_hint="SCENARIO")
+        return
 
     straggler = _pair(straggler_rank, "R:US")
     slow = _pair(slow_kernel, "REGEX:FACTOR")

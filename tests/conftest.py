@@ -114,3 +114,23 @@ def real_warehouse(tmp_path_factory):
         assert not outcomes[0].problems, outcomes[0].problems
         run_of[rel] = outcomes[0].run_id
     return wh, run_of
+
+
+@pytest.fixture(scope="session")
+def situation_warehouse(tmp_path_factory):
+    """One warehouse holding every synthesized situation (synth/situations) as its own run, analyses
+    not stored; returns (Warehouse, {situation: run id}, {situation: its `expect` ground truth})."""
+    from synth.situations import SITUATIONS, write_situation
+    from warehouse.load import ingest_paths
+    from warehouse.store import Warehouse
+
+    root = tmp_path_factory.mktemp("situations")
+    wh = Warehouse(root / "wh")
+    runs, expect = {}, {}
+    for name in sorted(SITUATIONS):
+        out = write_situation(name, root / name)
+        [outcome] = ingest_paths(wh, [out], analyse=False)
+        assert not outcome.problems, (name, outcome.problems)
+        runs[name] = outcome.run_id
+        expect[name] = json.loads((out / "ground_truth.json").read_text())["expect"]
+    return wh, runs, expect
