@@ -11,17 +11,34 @@
 --                   bounds the record: the last activity on A launched before the wait;
 --                 - its launch call (edge `launch`, kind launch_delay): ready at the call's end, or at
 --                   its start for a graph launch (cudaGraphLaunch / hipGraphLaunch), which precedes every
---                   activity it replays and usually ends after the first of them started.
+--                   activity it replays and usually ends after the first of them started, and for any
+--                   call that ended after its activity started (a blocking copy returns when its copy is
+--                   done): the activity did not wait for such a call's return, only for its issue. So a
+--                   blocking copy's own launch edge never beats the stream order of the work it queued
+--                   behind, and the path runs through the GPU work the host was blocked on.
+--                   A launch edge of 1 ms or more is kind `gpu_queued`, not launch_delay: no launch takes
+--                   that long; the activity was held by GPU work the trace does not show as its
+--                   dependency (work queued before the profiled window, an unrecorded cross-stream wait)
+--                   or by a host/GPU clock offset, never by the host.
 --                 Ready times are clamped to the activity's start. The latest ready time wins; ties go
 --                 to stream_order, then event_wait, then launch.
 --   host call     - a blocking sync (cudaStreamSynchronize: the stream from its "Stream Sync" record,
 --                   cudaDeviceSynchronize: every stream, cudaEventSynchronize: the recorded stream up to
---                   the cudaEventRecord, blocking memcpy: cudaMemcpy / hipMemcpy or a copy to or from
---                   pageable memory: its own copy) whose awaited GPU activity (the last one launched
---                   before the call on those streams and ending by the call's end) ended after the call
---                   began: that activity (edge `host_sync`, kind sync_wait, ready at its end);
+--                   the cudaEventRecord, blocking memcpy: its own copy; a copy is blocking when its call
+--                   is a synchronous one (cudaMemcpy, hipMemcpy, hipMemcpyWithStream, cuMemcpyDtoH ...),
+--                   when it copies to or from pageable memory, or, whatever the call, when the call
+--                   returned only after its copy had ended) whose awaited GPU activity (the last one
+--                   launched before the call on those streams and ending by the call's end) ended after
+--                   the call began: that activity (edge `host_sync`, kind sync_wait, ready at its end).
+--                   A host blocked on the GPU is waiting for the GPU: the GPU work it waits on is the path;
 --                 - otherwise the previous host CUDA call on the same thread (edge `program_order`,
---                   kind cpu, ready at its end, clamped to this call's start).
+--                   kind cpu, ready at its end, clamped to this call's start);
+--                 - except when the thread issued no CUDA call for at least 100 us (or this is its first
+--                   call) and another thread of the rank launched GPU work in that gap (the main thread
+--                   inside backward() while the autograd thread runs it, a DDP or pipeline thread): the
+--                   last launch call of another thread that ended in the gap, later than the thread's own
+--                   previous call (edge `thread_handoff`, kind cpu, ready at its end). Program order
+--                   across such a wait would credit the waiting thread's idle time to the host.
 -- Every edge goes strictly back in issue order (GPU activity: its launch call's start, else its own
 -- start; host call: its start), so the graph has no cycles even on traces with skewed clocks.
 -- Columns:
@@ -41,8 +58,9 @@
 --                   left at its end (the time inside it is the sync_wait edge)
 --   pred_type, pred_id  the chosen predecessor (NULL when the node has none)
 --   ready_ns        when that dependency was satisfied (clamped as above)
---   edge            stream_order / event_wait / launch / host_sync / program_order
---   edge_kind       the path segment kind of the edge: kernel_gap / sync_wait / launch_delay / cpu
+--   edge            stream_order / event_wait / launch / host_sync / program_order / thread_handoff
+--   edge_kind       the path segment kind of the edge: kernel_gap / sync_wait / launch_delay / gpu_queued
+--                   / cpu
 --   edge_name       what the edge segment is named on the path: the launch call, the sync call or
 --                   cudaStreamWaitEvent, the host op around a program-order gap; NULL for kernel gaps
 --   edge_op_id      the cpu_ops op_id behind that name (NULL for kernel gaps)
@@ -72,9 +90,14 @@ blocking_copy AS (
     SELECT DISTINCT a.run_id, a.rank, a.launch_op_id AS op_id
     FROM act a
     WHERE a.kind = 'memcpy' AND a.launch_op_id IS NOT NULL
-      AND (a.launch_call IN ('cudaMemcpy', 'hipMemcpy', 'cudaMemcpy2D', 'hipMemcpy2D', 'cuMemcpyDtoH_v2',
-                             'cuMemcpyHtoD_v2', 'cudaMemcpyToSymbol', 'cudaMemcpyFromSymbol')
-           OR a.name LIKE '%Pageable%')
+      AND (a.launch_call IN ('cudaMemcpy', 'hipMemcpy', 'cudaMemcpy2D', 'hipMemcpy2D', 'cuMemcpy', 'cuMemcpyDtoH',
+                             'cuMemcpyHtoD', 'cuMemcpyDtoH_v2', 'cuMemcpyHtoD_v2', 'cudaMemcpyToSymbol',
+                             'cudaMemcpyFromSymbol', 'hipMemcpyWithStream', 'hipMemcpyDtoH', 'hipMemcpyHtoD',
+                             'hipMemcpyToSymbol', 'hipMemcpyFromSymbol')
+           OR a.name LIKE '%Pageable%'
+           -- whatever the API: a copy call that returned only after its copy had ended waited for it
+           OR (a.launch_call NOT LIKE '%Graph%' AND a.launch_start_ns <= a.start_ns
+               AND a.launch_start_ns + a.launch_dur_ns >= a.end_ns AND a.end_ns > a.start_ns))
 ),
 sync_rec AS (
     -- Kineto's GPU-side synchronization records, keyed by the correlation of the host call
@@ -226,6 +249,7 @@ gpu_cand AS (
            e.ready_ns AS event_ready, e.src_id AS event_src, e.wait_op_id AS event_op_id,
            CASE WHEN p.launch_op_id IS NOT NULL
                 THEN LEAST(CASE WHEN p.launch_call LIKE '%GraphLaunch%' THEN p.launch_start_ns
+                                WHEN p.launch_start_ns + p.launch_dur_ns > p.start_ns THEN p.launch_start_ns
                                 ELSE p.launch_start_ns + p.launch_dur_ns END, p.start_ns) END AS launch_ready,
            b.op_id IS NOT NULL AS launch_blocking
     FROM stream_prev p
@@ -241,11 +265,46 @@ gpu_pred AS (
                 WHEN launch_ready IS NOT NULL THEN 'launch' END AS edge
     FROM gpu_cand c
 ),
-call_prev AS (
-    SELECT c.run_id, c.rank, c.op_id, c.name, c.start_ns, c.end_ns, c.parent_op_id,
+call_prev0 AS (
+    SELECT c.run_id, c.rank, c.op_id, c.name, c.tid, c.start_ns, c.end_ns, c.parent_op_id,
            LAG(c.op_id) OVER w AS prev_id, LAG(c.end_ns) OVER w AS prev_end
     FROM calls c
     WINDOW w AS (PARTITION BY run_id, rank, pid, tid ORDER BY start_ns, op_id)
+),
+launch_calls AS (
+    -- host calls that launched GPU work, in end order, with the last one before them of another thread
+    SELECT l.*, FIRST_VALUE(l.lag_id) OVER (PARTITION BY l.run_id, l.rank, l.run_no ORDER BY l.end_ns, l.op_id)
+                    AS other_id
+    FROM (
+        SELECT t.*, SUM(CASE WHEN t.lag_tid IS DISTINCT FROM t.tid THEN 1 ELSE 0 END) OVER (
+                        PARTITION BY t.run_id, t.rank ORDER BY t.end_ns, t.op_id
+                        ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS run_no
+        FROM (
+            SELECT c.run_id, c.rank, c.op_id, c.tid, c.end_ns,
+                   LAG(c.tid) OVER w AS lag_tid, LAG(c.op_id) OVER w AS lag_id
+            FROM calls c
+            WHERE c.op_id IN (SELECT launch_op_id FROM act WHERE launch_op_id IS NOT NULL)
+            WINDOW w AS (PARTITION BY c.run_id, c.rank ORDER BY c.end_ns, c.op_id)
+        ) t
+    ) l
+),
+handoff AS (
+    -- a thread that issued no CUDA call for at least 100 us while another thread launched GPU work
+    -- waited for that thread (the main thread inside backward() while the autograd thread runs it):
+    -- the other thread's last launch call that ended in the gap
+    SELECT c.run_id, c.rank, c.op_id,
+           CASE WHEN l.tid IS DISTINCT FROM c.tid THEN l.op_id ELSE l.other_id END AS ho_id
+    FROM call_prev0 c
+    ASOF JOIN launch_calls l ON l.run_id = c.run_id AND l.rank = c.rank AND c.start_ns >= l.end_ns
+    WHERE c.prev_end IS NULL OR c.start_ns - c.prev_end >= 100000
+),
+call_prev AS (
+    SELECT c.*, o.op_id AS ho_id, o.end_ns AS ho_end
+    FROM call_prev0 c
+    LEFT JOIN handoff h ON h.run_id = c.run_id AND h.rank = c.rank AND h.op_id = c.op_id
+    LEFT JOIN calls o
+      ON o.run_id = h.run_id AND o.rank = h.rank AND o.op_id = h.ho_id AND o.start_ns < c.start_ns
+     AND o.end_ns > coalesce(c.prev_end, o.end_ns - 1)
 )
 SELECT g.run_id, g.rank, 'gpu' AS node_type, g.kernel_id AS node_id, g.step, g.name, g.kind, g.stream,
        g.start_ns AS node_start_ns, g.end_ns AS node_end_ns, g.start_ns AS node_lo_ns,
@@ -257,7 +316,8 @@ SELECT g.run_id, g.rank, 'gpu' AS node_type, g.kernel_id AS node_id, g.step, g.n
                    WHEN 'launch' THEN g.launch_ready END AS ready_ns,
        g.edge,
        CASE g.edge WHEN 'stream_order' THEN 'kernel_gap' WHEN 'event_wait' THEN 'sync_wait'
-                   WHEN 'launch' THEN 'launch_delay' END AS edge_kind,
+                   WHEN 'launch' THEN CASE WHEN g.start_ns - g.launch_ready >= 1000000 THEN 'gpu_queued'
+                                           ELSE 'launch_delay' END END AS edge_kind,
        CASE g.edge WHEN 'event_wait' THEN 'cudaStreamWaitEvent' WHEN 'launch' THEN g.launch_call END AS edge_name,
        CASE g.edge WHEN 'event_wait' THEN g.event_op_id WHEN 'launch' THEN g.launch_op_id END AS edge_op_id
 FROM gpu_pred g
@@ -265,11 +325,13 @@ UNION ALL
 SELECT c.run_id, c.rank, 'cpu', c.op_id, cs.step, c.name, CAST(NULL AS VARCHAR), CAST(NULL AS BIGINT),
        c.start_ns, c.end_ns,
        CASE WHEN st.end_ns > c.start_ns THEN c.end_ns ELSE c.start_ns END,
-       CASE WHEN st.end_ns > c.start_ns THEN 'gpu' WHEN c.prev_id IS NOT NULL THEN 'cpu' END,
-       CASE WHEN st.end_ns > c.start_ns THEN st.kernel_id ELSE c.prev_id END,
-       CASE WHEN st.end_ns > c.start_ns THEN st.end_ns ELSE LEAST(c.prev_end, c.start_ns) END,
-       CASE WHEN st.end_ns > c.start_ns THEN 'host_sync' WHEN c.prev_id IS NOT NULL THEN 'program_order' END,
-       CASE WHEN st.end_ns > c.start_ns THEN 'sync_wait' WHEN c.prev_id IS NOT NULL THEN 'cpu' END,
+       CASE WHEN st.end_ns > c.start_ns THEN 'gpu' WHEN c.ho_id IS NOT NULL OR c.prev_id IS NOT NULL THEN 'cpu' END,
+       CASE WHEN st.end_ns > c.start_ns THEN st.kernel_id ELSE coalesce(c.ho_id, c.prev_id) END,
+       CASE WHEN st.end_ns > c.start_ns THEN st.end_ns
+            WHEN c.ho_id IS NOT NULL THEN LEAST(c.ho_end, c.start_ns) ELSE LEAST(c.prev_end, c.start_ns) END,
+       CASE WHEN st.end_ns > c.start_ns THEN 'host_sync' WHEN c.ho_id IS NOT NULL THEN 'thread_handoff'
+            WHEN c.prev_id IS NOT NULL THEN 'program_order' END,
+       CASE WHEN st.end_ns > c.start_ns THEN 'sync_wait' WHEN c.ho_id IS NOT NULL OR c.prev_id IS NOT NULL THEN 'cpu' END,
        CASE WHEN st.end_ns > c.start_ns THEN c.name ELSE par.name END,
        CASE WHEN st.end_ns > c.start_ns THEN c.op_id ELSE c.parent_op_id END
 FROM call_prev c
@@ -280,9 +342,10 @@ UNION ALL
 -- a blocking copy call entered through the launch of its own copy: the issuing part, in program order
 SELECT c.run_id, c.rank, 'cpu_issue', c.op_id, cs.step, c.name, CAST(NULL AS VARCHAR), CAST(NULL AS BIGINT),
        c.start_ns, c.end_ns, c.start_ns,
-       CASE WHEN c.prev_id IS NOT NULL THEN 'cpu' END, c.prev_id, LEAST(c.prev_end, c.start_ns),
-       CASE WHEN c.prev_id IS NOT NULL THEN 'program_order' END,
-       CASE WHEN c.prev_id IS NOT NULL THEN 'cpu' END, par.name, c.parent_op_id
+       CASE WHEN c.ho_id IS NOT NULL OR c.prev_id IS NOT NULL THEN 'cpu' END, coalesce(c.ho_id, c.prev_id),
+       LEAST(coalesce(c.ho_end, c.prev_end), c.start_ns),
+       CASE WHEN c.ho_id IS NOT NULL THEN 'thread_handoff' WHEN c.prev_id IS NOT NULL THEN 'program_order' END,
+       CASE WHEN c.ho_id IS NOT NULL OR c.prev_id IS NOT NULL THEN 'cpu' END, par.name, c.parent_op_id
 FROM call_prev c
 JOIN blocking_copy b ON b.run_id = c.run_id AND b.rank = c.rank AND b.op_id = c.op_id
 LEFT JOIN call_step cs ON cs.run_id = c.run_id AND cs.rank = c.rank AND cs.op_id = c.op_id

@@ -3,7 +3,9 @@
 -- of the step that ends last (ties: later start, higher kernel_id) and, at each node, follows the
 -- dependency that was satisfied last (see _critical_path_pred: previous activity on the stream, the
 -- launch call (1:N for graph launches), a cudaEventRecord -> cudaStreamWaitEvent wait, a blocking host
--- sync or copy, host program order on the thread). It stops where that dependency lies outside the
+-- sync or copy, host program order on the thread, a hand-off from another host thread). A host call
+-- that blocks on the GPU (a blocking copy, a synchronize) is not the path: the GPU work it waits for
+-- is (the sync_wait edge leads to it). It stops where that dependency lies outside the
 -- step (an activity of another step, a host call outside the step's window) or where there is none;
 -- when it stops at a host call, the host time from the step's start (step_spans.start_ns) to that call
 -- is the path's first segment (kind cpu, edge `step_start`). A launch call always belongs to the step
@@ -26,10 +28,15 @@
 --   run_id, rank, step  the step (kernels.step)
 --   seq         1.. in time order along the path, from its start
 --   kind        gpu           a GPU activity running
---               launch_delay  from the launch call (its end; a graph launch: its start) to the activity's
---                             start, when the launch was the last dependency satisfied
+--               launch_delay  from the launch call (its end; a graph launch or a call that ended after the
+--                             activity started: its start) to the activity's start, when the launch was
+--                             the last dependency satisfied, under 1 ms
+--               gpu_queued    the same edge when it is 1 ms or more: the activity waited on the GPU, held
+--                             by work the trace does not show (queued before the profiled window, an
+--                             unrecorded wait) or a host/GPU clock offset; not host time
 --               kernel_gap    from the end of the previous activity on the same stream to the start
 --               cpu           a host CUDA call, or host time between two calls of a thread (program order)
+--                             or between another thread's launch and this thread's next call (hand-off)
 --               sync_wait     a wait on other GPU work: from the end of the awaited activity to the start
 --                             of the activity that waited on the event, or to the end of the blocking
 --                             host sync call / copy
@@ -42,7 +49,7 @@
 --   op_id       cpu_ops op_id of the host call or op named (cpu, launch_delay, sync_wait rows)
 --   stream      the activity's stream (gpu rows)
 --   edge        NULL for a node (gpu activity or host call); for the time between nodes the dependency:
---               stream_order, event_wait, launch, host_sync, program_order, step_start
+--               stream_order, event_wait, launch, host_sync, program_order, thread_handoff, step_start
 CREATE OR REPLACE VIEW critical_path AS
 WITH RECURSIVE ordered AS (
     SELECT p.*,

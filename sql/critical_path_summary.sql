@@ -2,7 +2,7 @@
 -- of the path that kind of segment takes (category only for kind `gpu`; NULL for the others).
 -- Columns:
 --   run_id, rank, step  the step
---   kind                gpu / launch_delay / kernel_gap / cpu / sync_wait (see critical_path)
+--   kind                gpu / launch_delay / gpu_queued / kernel_gap / cpu / sync_wait (see critical_path)
 --   category            kernel category of the gpu time; NULL for the other kinds
 --   time_ns             sum of the segments' dur_ns
 --   share               time_ns / the path's span (the shares of a step sum to 1)

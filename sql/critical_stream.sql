@@ -1,5 +1,8 @@
 -- critical_stream: one row per (run_id, rank, step) that has a critical path: the path's extent and its
--- critical stream, the stream with the most `gpu` time on the path (ties: the lower stream id).
+-- critical stream, the stream with the most `gpu` time on the path (ties: the lower stream id). Only GPU
+-- time on the path counts (never host time, launch delays, gaps or waits). When the path holds no GPU
+-- time the step has no critical stream (NULL) and gpu_share is 0; where gpu_share is small (a host-bound
+-- or queued step) the critical stream names little of the path: read critical_stream_share beside it.
 -- Columns:
 --   run_id, rank, step   the step
 --   path_start_ns        start of the path's first segment
@@ -9,6 +12,8 @@
 --   gpu_ns               gpu time on the path (all streams)
 --   critical_stream      the stream with the most gpu time on the path (NULL if the path holds none)
 --   critical_stream_ns   that stream's gpu time on the path
+--   gpu_share            gpu_ns / span_ns (0 when span_ns is 0)
+--   critical_stream_share  critical_stream_ns / span_ns (NULL without a critical stream)
 CREATE OR REPLACE VIEW critical_stream AS
 WITH by_stream AS (
     -- one pass over the path: per stream (NULL: segments that are not gpu)
@@ -27,6 +32,11 @@ ranked AS (
 SELECT run_id, rank, step, MIN(first_ns) AS path_start_ns, MAX(last_ns) AS path_end_ns,
        MAX(last_ns) - MIN(first_ns) AS span_ns, SUM(n) AS segments, SUM(gpu_ns) AS gpu_ns,
        MAX(CASE WHEN rn = 1 THEN stream END) AS critical_stream,
-       MAX(CASE WHEN rn = 1 AND stream IS NOT NULL THEN gpu_ns END) AS critical_stream_ns
+       MAX(CASE WHEN rn = 1 AND stream IS NOT NULL THEN gpu_ns END) AS critical_stream_ns,
+       CASE WHEN MAX(last_ns) > MIN(first_ns) THEN CAST(SUM(gpu_ns) AS DOUBLE) / (MAX(last_ns) - MIN(first_ns))
+            ELSE 0.0 END AS gpu_share,
+       CASE WHEN MAX(last_ns) > MIN(first_ns)
+            THEN CAST(MAX(CASE WHEN rn = 1 AND stream IS NOT NULL THEN gpu_ns END) AS DOUBLE)
+                 / (MAX(last_ns) - MIN(first_ns)) END AS critical_stream_share
 FROM ranked
 GROUP BY run_id, rank, step

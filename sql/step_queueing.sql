@@ -1,0 +1,61 @@
+-- step_queueing: one row per (run_id, rank, step) with GPU activities: whether the step's first GPU
+-- activities waited on the GPU long after they were launched, i.e. whether the time before the step's
+-- GPU work is GPU queueing (the GPU busy with earlier work: of an earlier step, or from before the
+-- profiled window, which the trace does not show; or a host/GPU clock offset) and not host setup.
+-- An activity's launch-to-start delay runs from its launch (the launch call's end; the call's start for
+-- a graph launch or a call that ended after the activity started) to its start. A launch takes
+-- microseconds; the rule: the step is `gpu_queued` when its first activity started at least 1 ms
+-- (1 000 000 ns) after its launch (the same 1 ms bar makes a launch edge of the critical path
+-- `gpu_queued` rather than `launch_delay`). Its followers often run promptly (a blocking copy among them
+-- re-synchronizes host and GPU), so the rule reads the first activity; the first few (up to 8, in start
+-- order, those with a launch call in the trace) are summarized beside it.
+-- Columns:
+--   run_id, rank, step   the step (kernels.step)
+--   first_delay_ns       the step's first activity's launch-to-start delay (NULL: no launch call)
+--   first_activities     how many first activities were measured (0: none has a launch call)
+--   min_delay_ns         the smallest launch-to-start delay among them (NULL when none)
+--   median_delay_ns      their median delay (the lower middle value for an even count; NULL when none)
+--   queued_ns            the time the step's first activity waited, launched, inside the step's wall
+--                        (= step_breakdown.gpu_queued_ns): its start minus the later of its launch and
+--                        the wall's start (the earlier of the step's host start and first GPU start)
+--   gpu_queued           first_delay_ns >= 1 000 000 (FALSE when the first activity has no launch call)
+CREATE OR REPLACE VIEW step_queueing AS
+WITH acts AS (
+    SELECT run_id, rank, step, kernel_id, start_ns,
+           CASE WHEN launch_start_ns IS NULL THEN NULL
+                WHEN launch_call LIKE '%GraphLaunch%' OR launch_start_ns + launch_dur_ns > start_ns
+                    THEN launch_start_ns
+                ELSE launch_start_ns + launch_dur_ns END AS launched_ns,
+           ROW_NUMBER() OVER (PARTITION BY run_id, rank, step ORDER BY start_ns, kernel_id) AS rn
+    FROM kernels
+    WHERE step IS NOT NULL
+),
+launched AS (
+    SELECT a.*, ROW_NUMBER() OVER (PARTITION BY run_id, rank, step ORDER BY start_ns, kernel_id) AS ln
+    FROM acts a
+    WHERE launched_ns IS NOT NULL
+),
+delays AS (
+    SELECT run_id, rank, step, COUNT(*) AS n, MIN(start_ns - launched_ns) AS min_delay_ns,
+           quantile_disc(start_ns - launched_ns, 0.5) AS median_delay_ns
+    FROM launched
+    WHERE ln <= 8
+    GROUP BY run_id, rank, step
+),
+host AS (
+    SELECT run_id, rank, step, MIN(start_ns) AS host_start_ns FROM step_spans GROUP BY run_id, rank, step
+),
+firsts AS (
+    SELECT a.run_id, a.rank, a.step, a.start_ns, a.launched_ns,
+           least(a.start_ns, coalesce(h.host_start_ns, a.start_ns)) AS w_start
+    FROM acts a
+    LEFT JOIN host h ON h.run_id = a.run_id AND h.rank = a.rank AND h.step = a.step
+    WHERE a.rn = 1
+)
+SELECT f.run_id, f.rank, f.step, f.start_ns - f.launched_ns AS first_delay_ns,
+       coalesce(d.n, 0) AS first_activities, d.min_delay_ns, d.median_delay_ns,
+       CASE WHEN f.launched_ns IS NULL THEN 0
+            ELSE f.start_ns - greatest(f.w_start, least(f.launched_ns, f.start_ns)) END AS queued_ns,
+       coalesce(f.start_ns - f.launched_ns >= 1000000, FALSE) AS gpu_queued
+FROM firsts f
+LEFT JOIN delays d ON d.run_id = f.run_id AND d.rank = f.rank AND d.step = f.step
