@@ -13,8 +13,10 @@
 --                   its start for a graph launch (cudaGraphLaunch / hipGraphLaunch), which precedes every
 --                   activity it replays and usually ends after the first of them started, and for any
 --                   call that ended after its activity started (a blocking copy returns when its copy is
---                   done): the activity did not wait for such a call's return, only for its issue. So a
---                   blocking copy's own launch edge never beats the stream order of the work it queued
+--                   done): the activity did not wait for such a call's return, only for its issue, so the
+--                   launch is compared with the other candidates at the call's start (when it wins, its
+--                   edge is still ready at the activity's start: the call's time before is host time).
+--                   So a blocking copy's own launch never beats the stream order of the work it queued
 --                   behind, and the path runs through the GPU work the host was blocked on.
 --                   A launch edge of 1 ms or more is kind `gpu_queued`, not launch_delay: no launch takes
 --                   that long; the activity was held by GPU work the trace does not show as its
@@ -249,8 +251,13 @@ gpu_cand AS (
            e.ready_ns AS event_ready, e.src_id AS event_src, e.wait_op_id AS event_op_id,
            CASE WHEN p.launch_op_id IS NOT NULL
                 THEN LEAST(CASE WHEN p.launch_call LIKE '%GraphLaunch%' THEN p.launch_start_ns
-                                WHEN p.launch_start_ns + p.launch_dur_ns > p.start_ns THEN p.launch_start_ns
                                 ELSE p.launch_start_ns + p.launch_dur_ns END, p.start_ns) END AS launch_ready,
+           -- what the launch is compared with: a call that ended after its activity started counts from
+           -- its start (the activity waited for its issue, not its return)
+           CASE WHEN p.launch_op_id IS NOT NULL
+                THEN CASE WHEN p.launch_call LIKE '%GraphLaunch%' OR p.launch_start_ns + p.launch_dur_ns > p.start_ns
+                          THEN LEAST(p.launch_start_ns, p.start_ns)
+                          ELSE p.launch_start_ns + p.launch_dur_ns END END AS launch_cmp,
            b.op_id IS NOT NULL AS launch_blocking
     FROM stream_prev p
     LEFT JOIN event_cand e ON e.run_id = p.run_id AND e.rank = p.rank AND e.kernel_id = p.kernel_id
@@ -260,8 +267,8 @@ gpu_pred AS (
     -- the latest ready time wins; ties go to stream_order, then event_wait, then launch
     SELECT c.*,
            CASE WHEN stream_ready IS NOT NULL AND stream_ready >= coalesce(event_ready, stream_ready)
-                     AND stream_ready >= coalesce(launch_ready, stream_ready) THEN 'stream_order'
-                WHEN event_ready IS NOT NULL AND event_ready >= coalesce(launch_ready, event_ready) THEN 'event_wait'
+                     AND stream_ready >= coalesce(launch_cmp, stream_ready) THEN 'stream_order'
+                WHEN event_ready IS NOT NULL AND event_ready >= coalesce(launch_cmp, event_ready) THEN 'event_wait'
                 WHEN launch_ready IS NOT NULL THEN 'launch' END AS edge
     FROM gpu_cand c
 ),
