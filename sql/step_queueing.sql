@@ -19,6 +19,12 @@
 --                        (= step_breakdown.gpu_queued_ns): its start minus the later of its launch and
 --                        the wall's start (the earlier of the step's host start and first GPU start)
 --   gpu_queued           first_delay_ns >= 1 000 000 (FALSE when the first activity has no launch call)
+--   visible_busy_ns      how much of the first activity's wait (its launch to its start) the trace shows
+--                        the rank's GPU busy: the union of the rank's activities clipped to that window
+--   queue_cause          why a gpu_queued step waited: `earlier_gpu_work` when the trace shows the GPU busy
+--                        for at least half the wait (e.g. the host running ahead of the previous step's
+--                        GPU work), else `unseen_work_or_clock_offset` (work from before the profiled
+--                        window, or host and GPU clocks offset); NULL when the step is not gpu_queued
 CREATE OR REPLACE VIEW step_queueing AS
 WITH acts AS (
     SELECT run_id, rank, step, kernel_id, start_ns,
@@ -51,11 +57,42 @@ firsts AS (
     FROM acts a
     LEFT JOIN host h ON h.run_id = a.run_id AND h.rank = a.rank AND h.step = a.step
     WHERE a.rn = 1
+),
+win AS (
+    SELECT run_id, rank, step, launched_ns AS lo, start_ns AS hi FROM firsts WHERE launched_ns < start_ns
+),
+clipped AS (
+    SELECT w.run_id, w.rank, w.step, greatest(k.start_ns, w.lo) AS s, least(k.end_ns, w.hi) AS e, k.kernel_id
+    FROM win w
+    JOIN kernels k ON k.run_id = w.run_id AND k.rank = w.rank AND k.end_ns > w.lo AND k.start_ns < w.hi
+),
+islands AS (
+    SELECT c.*, SUM(CASE WHEN c.s > c.prev_e THEN 1 ELSE 0 END) OVER (
+                    PARTITION BY run_id, rank, step ORDER BY s, kernel_id
+                    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS island
+    FROM (
+        SELECT c.*, coalesce(MAX(e) OVER (PARTITION BY run_id, rank, step ORDER BY s, kernel_id
+                                          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), c.s) AS prev_e
+        FROM clipped c
+    ) c
+),
+busy AS (
+    SELECT run_id, rank, step, SUM(hi - lo) AS busy_ns
+    FROM (SELECT run_id, rank, step, island, MIN(s) AS lo, MAX(e) AS hi FROM islands GROUP BY ALL) t
+    GROUP BY run_id, rank, step
+),
+out AS (
+    SELECT f.run_id, f.rank, f.step, f.start_ns - f.launched_ns AS first_delay_ns,
+           coalesce(d.n, 0) AS first_activities, d.min_delay_ns, d.median_delay_ns,
+           CASE WHEN f.launched_ns IS NULL THEN 0
+                ELSE f.start_ns - greatest(f.w_start, least(f.launched_ns, f.start_ns)) END AS queued_ns,
+           coalesce(f.start_ns - f.launched_ns >= 1000000, FALSE) AS gpu_queued,
+           coalesce(b.busy_ns, 0) AS visible_busy_ns
+    FROM firsts f
+    LEFT JOIN delays d ON d.run_id = f.run_id AND d.rank = f.rank AND d.step = f.step
+    LEFT JOIN busy b ON b.run_id = f.run_id AND b.rank = f.rank AND b.step = f.step
 )
-SELECT f.run_id, f.rank, f.step, f.start_ns - f.launched_ns AS first_delay_ns,
-       coalesce(d.n, 0) AS first_activities, d.min_delay_ns, d.median_delay_ns,
-       CASE WHEN f.launched_ns IS NULL THEN 0
-            ELSE f.start_ns - greatest(f.w_start, least(f.launched_ns, f.start_ns)) END AS queued_ns,
-       coalesce(f.start_ns - f.launched_ns >= 1000000, FALSE) AS gpu_queued
-FROM firsts f
-LEFT JOIN delays d ON d.run_id = f.run_id AND d.rank = f.rank AND d.step = f.step
+SELECT *, CASE WHEN NOT gpu_queued THEN NULL
+               WHEN 2 * visible_busy_ns >= first_delay_ns THEN 'earlier_gpu_work'
+               ELSE 'unseen_work_or_clock_offset' END AS queue_cause
+FROM out

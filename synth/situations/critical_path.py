@@ -6,7 +6,7 @@ expect keys read by tests/test_cp_situations.py:
   steps                       number of steps
   critical_path[step]         {"span_ns", "kinds_ns": {kind: ns}, "critical_stream", "critical_stream_ns"}
   step_breakdown[step]        {"host_setup_ns", "gpu_queued_ns"}
-  step_queueing[step]         {"first_delay_ns", "gpu_queued"}
+  step_queueing[step]         {"first_delay_ns", "gpu_queued", "queue_cause"}
   gpu_busy_share_min          lower bound of GPU busy / step wall (the situation's premise)
 """
 from __future__ import annotations
@@ -52,7 +52,7 @@ def _decode_steps_with_blocking_copy(tl: Timeline, copy_name: str, copy_call: st
                                       "kernel_gap": 2 * US},
                          "critical_stream": 7, "critical_stream_ns": 2006 * US}
         sb[str(step)] = {"host_setup_ns": 13 * US, "gpu_queued_ns": 5 * US}
-        sq[str(step)] = {"first_delay_ns": 5 * US, "gpu_queued": False}
+        sq[str(step)] = {"first_delay_ns": 5 * US, "gpu_queued": False, "queue_cause": None}
         t = end + 30 * US
     return {"steps": steps, "critical_path": cp, "step_breakdown": sb, "step_queueing": sq,
             "gpu_busy_share_min": 0.97}
@@ -114,8 +114,9 @@ def gpu_queued_at_window_start(out: Path) -> dict:
                       "critical_stream": 7, "critical_stream_ns": 500 * US}},
             "step_breakdown": {"0": {"host_setup_ns": 103 * US, "gpu_queued_ns": q - 103 * US},
                                "1": {"host_setup_ns": 13 * US, "gpu_queued_ns": 5 * US}},
-            "step_queueing": {"0": {"first_delay_ns": q - 103 * US, "gpu_queued": True},
-                              "1": {"first_delay_ns": 5 * US, "gpu_queued": False}},
+            "step_queueing": {"0": {"first_delay_ns": q - 103 * US, "gpu_queued": True,
+                                    "queue_cause": "unseen_work_or_clock_offset"},
+                              "1": {"first_delay_ns": 5 * US, "gpu_queued": False, "queue_cause": None}},
             "gpu_busy_share_min": 0.0}
 
 
@@ -169,5 +170,41 @@ def ddp_backward_thread(out: Path) -> dict:
                                                  "gpu": gpu},
                                     "critical_stream": 7, "critical_stream_ns": gpu - 800 * US}},
             "step_breakdown": {"0": {"host_setup_ns": 14 * US, "gpu_queued_ns": 6 * US}},
-            "step_queueing": {"0": {"first_delay_ns": 6 * US, "gpu_queued": False}},
+            "step_queueing": {"0": {"first_delay_ns": 6 * US, "gpu_queued": False, "queue_cause": None}},
             "gpu_busy_share_min": 0.95}
+
+
+@situation("host-runs-ahead",
+           "two training steps without a sync between them: the host launches step 1 while the GPU still "
+           "runs step 0, so step 1's first kernel waits 3.8 ms on the GPU behind step 0's work")
+def host_runs_ahead(out: Path) -> dict:
+    """Step 0 (host 0..200 us): 20 launches at 10 us + 5 us*i (3 us calls), kernels back to back from 18 us,
+    200 us each (to 4018 us). Step 1 (host 200 us..8040 us): 20 launches at 210 us + 5 us*i, kernels back
+    to back from 4018 us (to 8018 us); a cudaDeviceSynchronize from 400 us returns at 8030 us.
+    Step 1's first kernel, launched at 213 us, starts at 4018 us: 3805 us queued behind step 0's kernels,
+    visible in the trace. Its path starts at that kernel (its dependency, step 0's last kernel, is outside
+    the step): 4000 us of GPU work.
+    """
+    tl = Timeline()
+    tl.op("ProfilerStep#0", 0, 200 * US, cat="user_annotation")
+    for i in range(20):
+        tl.launch("void cutlass_gemm<128>()", 10 * US + 5 * US * i, 18 * US + 200 * US * i, 200 * US, stream=7,
+                  call_dur=3 * US)
+    tl.op("ProfilerStep#1", 200 * US, 8040 * US, cat="user_annotation")
+    for i in range(20):
+        tl.launch("void cutlass_gemm<128>()", 210 * US + 5 * US * i, 4018 * US + 200 * US * i, 200 * US, stream=7,
+                  call_dur=3 * US)
+    tl.call(tl.calls["device_sync"], 400 * US, 8030 * US)
+    tl.write(out / "rank-0.pt.trace.json.gz")
+    return {"steps": 2,
+            "critical_path": {
+                "0": {"span_ns": 4018 * US, "kinds_ns": {"cpu": 13 * US, "launch_delay": 5 * US, "gpu": 4 * MS},
+                      "critical_stream": 7, "critical_stream_ns": 4 * MS},
+                "1": {"span_ns": 4 * MS, "kinds_ns": {"gpu": 4 * MS}, "critical_stream": 7,
+                      "critical_stream_ns": 4 * MS}},
+            "step_breakdown": {"0": {"host_setup_ns": 13 * US, "gpu_queued_ns": 5 * US},
+                               "1": {"host_setup_ns": 13 * US, "gpu_queued_ns": 3805 * US}},
+            "step_queueing": {"0": {"first_delay_ns": 5 * US, "gpu_queued": False, "queue_cause": None},
+                              "1": {"first_delay_ns": 3805 * US, "gpu_queued": True,
+                                    "queue_cause": "earlier_gpu_work"}},
+            "gpu_busy_share_min": 0.5}

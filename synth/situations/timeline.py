@@ -177,10 +177,12 @@ class Timeline:
             events.append((g.start, 1, g))
         events.sort(key=lambda e: (e[0], e[1], -(e[2].end if hasattr(e[2], "end") else 0)))
         dev = self.rank
+        sync_corrs = {corr for _, _, _, _, corr, _ in self.syncs}   # Kineto links a sync record to its call too
         for _, _, e in events:
             if isinstance(e, Range):
                 w.x(e.cat, e.name, PID, e.tid, T0_NS + e.start, e.end - e.start, e.args)
-                if e.cat.startswith("cuda_") and any(g.call is e for g in self.gpu if g.call is not None):
+                if e.cat.startswith("cuda_") and (any(g.call is e for g in self.gpu if g.call is not None)
+                                                  or e.args.get("correlation") in sync_corrs):
                     w.flow("s", e.args["correlation"], PID, e.tid, T0_NS + e.start)
             else:
                 args: dict[str, Any] = {"device": dev, "stream": e.stream}
