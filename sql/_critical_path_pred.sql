@@ -11,13 +11,13 @@
 --                   bounds the record: the last activity on A launched before the wait;
 --                 - its launch call (edge `launch`, kind launch_delay): ready at the call's end, or at
 --                   its start for a graph launch (cudaGraphLaunch / hipGraphLaunch), which precedes every
---                   activity it replays and usually ends after the first of them started, and for any
---                   call that ended after its activity started (a blocking copy returns when its copy is
---                   done): the activity did not wait for such a call's return, only for its issue, so the
---                   launch is compared with the other candidates at the call's start (when it wins, its
---                   edge is still ready at the activity's start: the call's time before is host time).
---                   So a blocking copy's own launch never beats the stream order of the work it queued
---                   behind, and the path runs through the GPU work the host was blocked on.
+--                   activity it replays and usually ends after the first of them started. Any other call
+--                   that ended after its activity had started (a blocking copy returns only when its copy
+--                   is done) is compared with the other candidates at its start: the activity waited for
+--                   its issue, not its return (when the launch still wins, its edge is ready at the
+--                   activity's start and the call's time before that is host time). So a blocking copy's
+--                   own launch never beats the stream order of the work it queued behind, and the path
+--                   runs through the GPU work the host was blocked on.
 --                   A launch edge of 1 ms or more is kind `gpu_queued`, not launch_delay: no launch takes
 --                   that long; the activity was held by GPU work the trace does not show as its
 --                   dependency (work queued before the profiled window, an unrecorded cross-stream wait)
@@ -295,15 +295,31 @@ launch_calls AS (
         ) t
     ) l
 ),
+handoff_probe AS (
+    -- threads coming back from a long gap (>= 100 us without a CUDA call) or issuing their first call
+    SELECT run_id, rank, op_id, tid, start_ns FROM call_prev0
+    WHERE prev_end IS NULL OR start_ns - prev_end >= 100000
+),
+handoff_seen AS (
+    -- for each probe, the last launch call (of any thread) that ended by its start
+    SELECT run_id, rank, op_id, cls,
+           LAST_VALUE(lc_id IGNORE NULLS) OVER (PARTITION BY run_id, rank ORDER BY t, cls, op_id
+                                                ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS last_id
+    FROM (
+        SELECT run_id, rank, op_id, end_ns AS t, 0 AS cls, op_id AS lc_id FROM launch_calls
+        UNION ALL
+        SELECT run_id, rank, op_id, start_ns, 1, CAST(NULL AS BIGINT) FROM handoff_probe
+    ) u
+),
 handoff AS (
     -- a thread that issued no CUDA call for at least 100 us while another thread launched GPU work
     -- waited for that thread (the main thread inside backward() while the autograd thread runs it):
     -- the other thread's last launch call that ended in the gap
-    SELECT c.run_id, c.rank, c.op_id,
-           CASE WHEN l.tid IS DISTINCT FROM c.tid THEN l.op_id ELSE l.other_id END AS ho_id
-    FROM call_prev0 c
-    ASOF JOIN launch_calls l ON l.run_id = c.run_id AND l.rank = c.rank AND c.start_ns >= l.end_ns
-    WHERE c.prev_end IS NULL OR c.start_ns - c.prev_end >= 100000
+    SELECT p.run_id, p.rank, p.op_id,
+           CASE WHEN l.tid IS DISTINCT FROM p.tid THEN l.op_id ELSE l.other_id END AS ho_id
+    FROM handoff_probe p
+    JOIN handoff_seen s ON s.run_id = p.run_id AND s.rank = p.rank AND s.op_id = p.op_id AND s.cls = 1
+    JOIN launch_calls l ON l.run_id = s.run_id AND l.rank = s.rank AND l.op_id = s.last_id
 ),
 call_prev AS (
     SELECT c.*, o.op_id AS ho_id, o.end_ns AS ho_end

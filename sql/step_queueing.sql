@@ -42,10 +42,16 @@ launched AS (
     WHERE launched_ns IS NOT NULL
 ),
 delays AS (
-    SELECT run_id, rank, step, COUNT(*) AS n, MIN(start_ns - launched_ns) AS min_delay_ns,
-           quantile_disc(start_ns - launched_ns, 0.5) AS median_delay_ns
-    FROM launched
-    WHERE ln <= 8
+    -- the median is the lower middle value: rank r of n with 2r = n or 2r - 1 = n
+    SELECT run_id, rank, step, COUNT(*) AS n, MIN(d) AS min_delay_ns,
+           MAX(CASE WHEN 2 * r = n OR 2 * r - 1 = n THEN d END) AS median_delay_ns
+    FROM (
+        SELECT run_id, rank, step, start_ns - launched_ns AS d,
+               ROW_NUMBER() OVER (PARTITION BY run_id, rank, step ORDER BY start_ns - launched_ns, kernel_id) AS r,
+               COUNT(*) OVER (PARTITION BY run_id, rank, step) AS n
+        FROM launched
+        WHERE ln <= 8
+    ) t
     GROUP BY run_id, rank, step
 ),
 host AS (
@@ -78,7 +84,8 @@ islands AS (
 ),
 busy AS (
     SELECT run_id, rank, step, SUM(hi - lo) AS busy_ns
-    FROM (SELECT run_id, rank, step, island, MIN(s) AS lo, MAX(e) AS hi FROM islands GROUP BY ALL) t
+    FROM (SELECT run_id, rank, step, island, MIN(s) AS lo, MAX(e) AS hi FROM islands
+          GROUP BY run_id, rank, step, island) t
     GROUP BY run_id, rank, step
 ),
 out AS (
@@ -92,7 +99,9 @@ out AS (
     LEFT JOIN delays d ON d.run_id = f.run_id AND d.rank = f.rank AND d.step = f.step
     LEFT JOIN busy b ON b.run_id = f.run_id AND b.rank = f.rank AND b.step = f.step
 )
-SELECT *, CASE WHEN NOT gpu_queued THEN NULL
+SELECT run_id, rank, step, first_delay_ns, first_activities, min_delay_ns, median_delay_ns, queued_ns,
+       gpu_queued, visible_busy_ns,
+       CASE WHEN NOT gpu_queued THEN NULL
                WHEN 2 * visible_busy_ns >= first_delay_ns THEN 'earlier_gpu_work'
                ELSE 'unseen_work_or_clock_offset' END AS queue_cause
 FROM out
