@@ -184,3 +184,54 @@ def test_vllm_graph_replay_queued_copy_is_not_launch_delay(real_cp):
     assert kinds.get("launch_delay", 0) < 100_000
     assert kinds["gpu_queued"] > 7_000_000
     assert con.execute("SELECT gpu_queued FROM step_queueing WHERE run_id = ?", [run_id]).fetchone()[0]
+
+
+# ---------------------------------------------------------------------------------------------------
+# tiny inline graphs (tests/test_critical_path.py's Mini) for the rules' edges
+# ---------------------------------------------------------------------------------------------------
+
+def _on_thread(m, kernel_id: int, tid: str) -> None:
+    """Move the launch call of kernel_id to host thread tid."""
+    op = next(k[7] for k in m.kernels if k[0] == kernel_id)
+    m.ops = [(o[0], o[1], tid, *o[3:]) if o[0] == op else o for o in m.ops]
+
+
+def test_copy_call_returning_after_its_copy_is_a_host_sync():
+    """Whatever the API (here an async device-to-device copy), a copy call that returned only after its
+    copy ended waited for it: the path crosses it as a sync_wait to the copy, not as 90 ns of host time."""
+    from test_critical_path import Mini, assert_tiles, path
+
+    m = Mini()
+    m.launch("gemm_a", 7, host=0, host_dur=5, start=10, dur=90)
+    m.launch("Memcpy DtoD (Device -> Device)", 7, host=20, host_dur=90, start=102, dur=3, call="cudaMemcpyAsync",
+             kind="memcpy")
+    m.launch("add_b", 7, host=120, host_dur=5, start=130, dur=10)
+    rows = path(m.connect())
+    assert_tiles(rows)
+    assert [(r[0], r[2], r[3], r[4]) for r in rows] == [
+        ("cpu", 0, 5, None), ("launch_delay", 5, 5, "launch"), ("gpu", 10, 90, None),
+        ("kernel_gap", 100, 2, "stream_order"), ("gpu", 102, 3, None), ("sync_wait", 105, 5, "host_sync"),
+        ("cpu", 110, 10, "program_order"), ("cpu", 120, 5, None), ("launch_delay", 125, 5, "launch"),
+        ("gpu", 130, 10, None)]
+
+
+@pytest.mark.parametrize("gap", [50_000, 150_000])
+def test_thread_handoff_needs_a_long_gap(gap):
+    """Thread 1 launches at 0, thread 2 at 20 us, thread 1 again `gap` after its first call: a gap of
+    100 us or more (thread 1 waited) hands off to thread 2's launch; a shorter one is program order.
+    Thread 2's first call always takes over from thread 1's last launch before it."""
+    from test_critical_path import Mini, path
+
+    m = Mini()
+    m.launch("k_a", 7, host=0, host_dur=5_000, start=10_000, dur=1_000)
+    b = m.launch("k_b", 8, host=20_000, host_dur=5_000, start=30_000, dur=1_000)
+    _on_thread(m, b, "2")
+    m.launch("k_c", 7, host=5_000 + gap, host_dur=5_000, start=gap + 20_000, dur=1_000)
+    rows = path(m.connect())
+    edges = [r[4] for r in rows if r[0] == "cpu" and r[4] not in (None, "step_start")]
+    if gap < 100_000:
+        assert edges == ["program_order"]
+    else:
+        # thread 1's call [0, 5 us] -> thread 2's call [20, 25 us] -> thread 1's call at 5 us + gap
+        assert [(r[2], r[3]) for r in rows if r[4] == "thread_handoff"] == [(5_000, 15_000),
+                                                                            (25_000, 5_000 + gap - 25_000)]
