@@ -19,8 +19,8 @@
 -- Columns:
 --   run_id, rank, step, phase, name   the step (steps view)
 --   wall_start_ns, wall_end_ns, wall_ns   the wall clock of the step, as above
---   host_setup_ns, gpu_queued_ns, compute_ns, exposed_comm_ns, exposed_memory_ns, gpu_idle_ns,
---   host_tail_ns       as above
+--   host_setup_ns, gpu_queued_ns, compute_ns, exposed_comm_ns, exposed_memory_ns   as above
+--   gpu_idle_ns, host_tail_ns   as above
 --   gpu_utilization    gpu busy / wall (0..1)
 --   activities         GPU activities of the step
 CREATE OR REPLACE VIEW step_breakdown AS
