@@ -43,8 +43,9 @@ def dataloader_stall(out: Path) -> dict:
     for i in range(20):
         tl.launch(GEMM if i % 2 == 0 else ADD, 10 * US + i * 10 * US, 20 * US + i * 30 * US, 30 * US)
     gpu_end = 20 * US + 20 * 30 * US                      # 620 us
-    # the sync: called 200 ns before the GPU finishes, returns 500 ns after (0.7 us)
-    tl.stream_sync(gpu_end - 200, gpu_end + 500, 7)
+    # the sync: called 200 ns before the GPU finishes, returns 500 ns after (0.7 us); the host call only
+    # (Timeline.stream_sync also writes a cuda_sync record whose flow has no start event)
+    tl.call(tl.calls["stream_sync"], gpu_end - 200, gpu_end + 500)
     # step 1: the DataLoader, then the launches
     dl_start, dl_end = 622 * US, 622 * US + 126 * MS
     first_launch = dl_end + 2 * US
@@ -102,13 +103,14 @@ def stream_sync_wait(out: Path) -> dict:
     tl.launch(GEMM, 2 * US, 10 * US, 100 * US, stream=7)
     tl.launch(NCCL, 6 * US, 12 * US, 2000 * US, stream=8)
     sync_start, sync_end = 20 * US, 2017 * US
-    tl.stream_sync(sync_start, sync_end, 8)
+    tl.call(tl.calls["stream_sync"], sync_start, sync_end)
     c_launch = 2020 * US
     c_start = c_launch + 8 * US
     tl.launch(NORM, c_launch, c_start, 50 * US, stream=7)                      # C [2028, 2078) us
     # D on stream 8 runs 300 us; E on stream 7 is launched right away but waits (GPU side) for D's event
     tl.launch(GEMM, 2030 * US, 2080 * US, 300 * US, stream=8)                  # D [2080, 2380) us
-    tl.record_and_wait(2035 * US, 2040 * US, 8, 7)
+    tl.call(tl.calls["record"], 2035 * US, 2037 * US)
+    tl.call(tl.calls["wait"], 2040 * US, 2042 * US)
     tl.launch(ADD, 2045 * US, 2380 * US, 40 * US, stream=7)                    # E [2380, 2420) us
     # F: a 3 ms launch call that began 10 us before the GPU went idle; F starts before the call returns
     f_call = 2410 * US
