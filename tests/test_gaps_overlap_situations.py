@@ -31,7 +31,7 @@ def sit(situation_warehouse):
 
 # ---- idle gaps on the situations --------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["dataloader-stall", "stream-sync-wait"])
+@pytest.mark.parametrize("name", ["dataloader-stall", "stream-sync-wait", "backward-thread-gap"])
 def test_idle_gap_parts_class_and_host_op_match_the_ground_truth(sit, name):
     con, runs, expect = sit
     for want in expect[name]["idle_gaps"]:
@@ -41,7 +41,8 @@ def test_idle_gap_parts_class_and_host_op_match_the_ground_truth(sit, name):
         assert got == [{c: want[c] for c in GAP_COLUMNS}], (name, want)
 
 
-@pytest.mark.parametrize("name", ["dataloader-stall", "back-to-back-1ns", "same-stream-overlap"])
+@pytest.mark.parametrize("name", ["dataloader-stall", "back-to-back-1ns", "same-stream-overlap",
+                                  "backward-thread-gap"])
 def test_idle_gap_class_counts_match_the_ground_truth(sit, name):
     con, runs, expect = sit
     for scope, counts in expect[name]["idle_class_counts"].items():

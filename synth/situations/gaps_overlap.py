@@ -216,3 +216,27 @@ def same_stream_overlap(out: Path) -> dict:
             "streams": {"7": {"busy_ns": busy, "exclusive_ns": busy}},
             "sum_of_activity_exclusive_ns": n * dur,
             "idle_class_counts": {"device": {}, "stream": {}}}
+
+
+@situation("backward-thread-gap",
+           "DDP-like: the main thread sits in cudaStreamSynchronize on a long all-reduce (stream 9) while the "
+           "autograd thread spends 1.95 ms on the CPU before it launches the next backward kernel on stream 7: "
+           "stream 7's gap is host_bound (the launching thread was busy), not sync_wait (another thread waited)")
+def backward_thread_gap(out: Path) -> dict:
+    tl = Timeline()
+    bwd = 4243
+    step = tl.op("ProfilerStep#0", 0, 0, cat="user_annotation")
+    tl.launch(GEMM, 2 * US, 10 * US, 100 * US, stream=7)                      # A [10, 110) us
+    tl.launch(NCCL, 6 * US, 20 * US, 3000 * US, stream=9)                     # all-reduce [20, 3020) us
+    tl.call(tl.calls["stream_sync"], 30 * US, 3025 * US)                      # main thread waits on it
+    work_start, work_end = 150 * US, 2100 * US
+    tl.op("autograd::engine::evaluate_function: MmBackward0", work_start, work_end + 10 * US, tid=bwd)
+    b_launch = work_end + 2 * US
+    b_start = b_launch + 8 * US
+    tl.launch(GEMM, b_launch, b_start, 200 * US, stream=7, tid=bwd)           # B [2110, 2310) us
+    step.end = 3100 * US
+    tl.write(out / "rank-0.pt.trace.json.gz")
+    gap = _gap("stream", 7, 110 * US, b_start, "host_bound", wait=0, host=b_launch - 110 * US + 4 * US,
+               host_op="autograd::engine::evaluate_function: MmBackward0", host_op_ns=work_end + 10 * US - 150 * US)
+    return {"steps": 1, "idle_gaps": [gap], "old_rule_class": "sync_wait",
+            "idle_class_counts": {"device": {}, "stream": {"host_bound": 1}}}
