@@ -31,7 +31,8 @@ def sit(situation_warehouse):
 
 # ---- idle gaps on the situations --------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["dataloader-stall", "stream-sync-wait", "backward-thread-gap"])
+@pytest.mark.parametrize("name", ["dataloader-stall", "stream-sync-wait", "backward-thread-gap",
+                                  "pageable-h2d-copy"])
 def test_idle_gap_parts_class_and_host_op_match_the_ground_truth(sit, name):
     con, runs, expect = sit
     for want in expect[name]["idle_gaps"]:
@@ -42,7 +43,7 @@ def test_idle_gap_parts_class_and_host_op_match_the_ground_truth(sit, name):
 
 
 @pytest.mark.parametrize("name", ["dataloader-stall", "back-to-back-1ns", "same-stream-overlap",
-                                  "backward-thread-gap"])
+                                  "backward-thread-gap", "pageable-h2d-copy"])
 def test_idle_gap_class_counts_match_the_ground_truth(sit, name):
     con, runs, expect = sit
     for scope, counts in expect[name]["idle_class_counts"].items():

@@ -240,3 +240,29 @@ def backward_thread_gap(out: Path) -> dict:
                host_op="autograd::engine::evaluate_function: MmBackward0", host_op_ns=work_end + 10 * US - 150 * US)
     return {"steps": 1, "idle_gaps": [gap], "old_rule_class": "sync_wait",
             "idle_class_counts": {"device": {}, "stream": {"host_bound": 1}}}
+
+
+@situation("pageable-h2d-copy",
+           "a blocking cudaMemcpy of pageable host memory: the call stages the data for 2 ms while the GPU "
+           "idles, then the copy runs; the gap is the host issuing its next activity (host_bound), not a "
+           "sync_wait, although cudaMemcpy blocks")
+def pageable_h2d_copy(out: Path) -> dict:
+    tl = Timeline()
+    step = tl.op("ProfilerStep#0", 0, 0, cat="user_annotation")
+    tl.launch(GEMM, 2 * US, 10 * US, 100 * US)                                # A [10, 110) us
+    call_start, copy_start, copy_dur = 100 * US, 2100 * US, 90 * US
+    tl.launch("Memcpy HtoD (Pageable -> Device)", call_start, copy_start, copy_dur, kind="memcpy",
+              call="cudaMemcpy", call_dur=copy_start + copy_dur + 5 * US - call_start)
+    tl.launch(ADD, 2200 * US, 2208 * US, 50 * US)                             # B after the copy returned
+    step.end = 2300 * US
+    tl.write(out / "rank-0.pt.trace.json.gz")
+    copy_gap = _gap("device", None, 110 * US, copy_start, "host_bound", wait=0, host=copy_start - 110 * US,
+                    host_op="cudaMemcpy", host_op_ns=copy_start - 110 * US)
+    # after the copy [2190, 2208) us: the host is in cudaMemcpy until 2195 (a wait here: it is not B's
+    # launch call), then 5 us of host and B's 4 us call (host 9 us), 4 us of latency; nothing below the
+    # step covers more than half of the 18 us
+    after = _gap("device", None, copy_start + copy_dur, 2208 * US, "host_bound", wait=5 * US, host=9 * US,
+                 host_op="ProfilerStep#0", host_op_ns=18 * US)
+    return {"steps": 1, "idle_gaps": [copy_gap, after, {**copy_gap, "scope": "stream", "stream": 7}],
+            "old_rule_class": "sync_wait",
+            "idle_class_counts": {"device": {"host_bound": 2}, "stream": {"host_bound": 2}}}
