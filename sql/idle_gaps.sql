@@ -30,7 +30,7 @@
 -- host ranges) on the launching thread that covers more than half of the gap, with host_op_ns its overlap
 -- with the gap: "126 ms in enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__". A range
 -- covering more than half contains the gap's midpoint, so the candidates are the ranges open at the
--- midpoint, one per nesting depth (an ASOF lookup per depth); NULL for tiny gaps, unlinked activities and
+-- midpoint, one per nesting depth (an ordered pass per thread and depth); NULL for tiny gaps, unlinked activities and
 -- gaps that no single range covers for more than half (ProfilerStep#N usually does, when nothing deeper).
 -- Columns:
 --   run_id, rank, device      where
@@ -47,8 +47,9 @@
 --                             else `kernel_wait` (gap < 30 µs), else `other`
 --   offset_in_step_ns         gap_start_ns - the step's first GPU start
 -- Method (no range join): the waits of each lane (a launching thread; lane `*` for unlinked activities)
--- are merged into disjoint islands, and C(t), the wait time before t, is an ASOF lookup of the last
--- island starting at or before t; the wait time in [x, y) is C(y) - C(x).
+-- are merged into disjoint islands, and C(t), the wait time before t, comes from the last island starting
+-- at or before t (an ordered pass over the islands' starts and the points); the wait time in [x, y) is
+-- C(y) - C(x).
 -- Each part is partitioned by rank (and scope), so that a query for one rank or scope computes only that.
 CREATE OR REPLACE VIEW idle_gaps AS
 WITH device_order AS (
@@ -127,19 +128,39 @@ islands AS (
 ),
 points AS (
     -- the four times at which C(t) is needed, per gap
-    SELECT g.run_id, g.rank, g.lane, g.scope, g.device, g.stream, g.next_kernel_id, p.which, p.t
-    FROM gaps AS g,
-         LATERAL (VALUES (0, g.gap_start_ns), (1, g.launch_from), (2, g.launch_to), (3, g.gap_end_ns)) AS p(which, t)
+    SELECT run_id, rank, lane, scope, device, stream, next_kernel_id, 0 AS which, gap_start_ns AS t FROM gaps
+    UNION ALL
+    SELECT run_id, rank, lane, scope, device, stream, next_kernel_id, 1, launch_from FROM gaps
+    UNION ALL
+    SELECT run_id, rank, lane, scope, device, stream, next_kernel_id, 2, launch_to FROM gaps
+    UNION ALL
+    SELECT run_id, rank, lane, scope, device, stream, next_kernel_id, 3, gap_end_ns FROM gaps
+),
+looked_up AS (
+    -- an ordered pass over the islands' starts and the points: a point sees the last island that
+    -- started at or before it
+    SELECT run_id, rank, scope, device, stream, next_kernel_id, which, t, is_point,
+           last_value(i_s IGNORE NULLS) OVER latest AS i_s,
+           last_value(i_e IGNORE NULLS) OVER latest AS i_e,
+           last_value(i_before IGNORE NULLS) OVER latest AS i_before
+    FROM (
+        SELECT run_id, rank, lane, scope, device, stream, next_kernel_id, which, t, 1 AS is_point,
+               NULL::BIGINT AS i_s, NULL::BIGINT AS i_e, NULL::BIGINT AS i_before
+        FROM points
+        UNION ALL
+        SELECT run_id, rank, lane, NULL, NULL, NULL, NULL, NULL, s, 0, s, e, covered_before FROM islands
+    ) AS marks
+    WINDOW latest AS (PARTITION BY run_id, rank, lane ORDER BY t, is_point ROWS UNBOUNDED PRECEDING)
 ),
 covered AS (
-    SELECT p.run_id, p.rank, p.scope, p.device, p.stream, p.next_kernel_id,
-           max(CASE WHEN p.which = 0 THEN coalesce(i.covered_before + least(p.t, i.e) - i.s, 0) END) AS c0,
-           max(CASE WHEN p.which = 1 THEN coalesce(i.covered_before + least(p.t, i.e) - i.s, 0) END) AS c1,
-           max(CASE WHEN p.which = 2 THEN coalesce(i.covered_before + least(p.t, i.e) - i.s, 0) END) AS c2,
-           max(CASE WHEN p.which = 3 THEN coalesce(i.covered_before + least(p.t, i.e) - i.s, 0) END) AS c3
-    FROM points AS p
-    ASOF LEFT JOIN islands AS i ON i.run_id = p.run_id AND i.rank = p.rank AND i.lane = p.lane AND p.t >= i.s
-    GROUP BY p.run_id, p.rank, p.scope, p.device, p.stream, p.next_kernel_id
+    SELECT run_id, rank, scope, device, stream, next_kernel_id,
+           max(CASE WHEN which = 0 THEN coalesce(i_before + least(t, i_e) - i_s, 0) END) AS c0,
+           max(CASE WHEN which = 1 THEN coalesce(i_before + least(t, i_e) - i_s, 0) END) AS c1,
+           max(CASE WHEN which = 2 THEN coalesce(i_before + least(t, i_e) - i_s, 0) END) AS c2,
+           max(CASE WHEN which = 3 THEN coalesce(i_before + least(t, i_e) - i_s, 0) END) AS c3
+    FROM looked_up
+    WHERE is_point = 1
+    GROUP BY run_id, rank, scope, device, stream, next_kernel_id
 ),
 parts AS (
     SELECT g.*,
@@ -157,7 +178,7 @@ probes AS (
     -- per gap of 1 µs or more with a launching thread: one probe per nesting depth of that thread
     SELECT g.run_id, g.rank, g.scope, g.device, g.stream, g.next_kernel_id, g.gap_start_ns, g.gap_end_ns,
            g.launch_pid AS pid, g.launch_tid AS tid, d.depth,
-           g.gap_start_ns + (g.gap_end_ns - g.gap_start_ns) // 2 AS mid_ns
+           g.gap_start_ns + CAST(((g.gap_end_ns - g.gap_start_ns) - (g.gap_end_ns - g.gap_start_ns) % 2) / 2 AS BIGINT) AS mid_ns
     FROM gaps AS g
     JOIN thread_depths AS d ON d.run_id = g.run_id AND d.rank = g.rank AND d.pid = g.launch_pid AND d.tid = g.launch_tid
     WHERE g.gap_end_ns - g.gap_start_ns >= 1000 AND g.lane <> '*'
