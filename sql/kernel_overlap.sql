@@ -12,6 +12,13 @@
 -- Columns:
 --   run_id, rank, kernel_id, device, stream, step, phase, name, category, dur_ns   the activity
 --   exclusive_ns              time while no other stream of the device was busy
+--   stream_exclusive_ns       the part of exclusive_ns in the activity's own piece (the part of it that no
+--                             earlier activity of its stream covered). Two activities of one stream can
+--                             overlap (programmatic dependent launch on Hopper/Blackwell: b200_eager has 74
+--                             such pairs); each one's exclusive_ns counts the shared time, so a sum of
+--                             exclusive_ns over a stream counts it twice and can exceed the stream's busy
+--                             time. Summed over a stream (or a stream's activities in a step) this column
+--                             is the stream's exclusive time, never more than its busy time
 --   hidden_ns                 dur_ns - exclusive_ns: time while another stream was busy too
 --   hidden_under_compute_ns   time while another stream ran compute (not communication, not memory)
 --   exclusive_ratio, hidden_ratio   the two as fractions of dur_ns (NULL for zero-length activities)
@@ -38,29 +45,33 @@ pieces AS (
     FROM ordered
 ),
 marks AS (
-    -- the activity's start (point 1) and end (point 2), with the piece edges that fall there
+    -- the activity's start (point 1) and end (point 2), with the piece edges that fall there; `piece` marks
+    -- the rows that bound the activity's own piece (its start when the piece starts there, the piece's
+    -- later start, its end), for the stream totals
     SELECT run_id, rank, device, kernel_id, start_ns AS t, 1 AS point,
            CASE WHEN end_ns > busy_from AND busy_from = start_ns THEN 1 ELSE 0 END AS d_busy,
-           CASE WHEN end_ns > compute_from AND compute_from = start_ns THEN 1 ELSE 0 END AS d_compute
+           CASE WHEN end_ns > compute_from AND compute_from = start_ns THEN 1 ELSE 0 END AS d_compute,
+           CASE WHEN end_ns > busy_from AND busy_from = start_ns THEN 1 ELSE 0 END AS piece
     FROM pieces
     UNION ALL
     SELECT run_id, rank, device, kernel_id, end_ns, 2,
            CASE WHEN end_ns > busy_from THEN -1 ELSE 0 END,
-           CASE WHEN end_ns > compute_from THEN -1 ELSE 0 END
+           CASE WHEN end_ns > compute_from THEN -1 ELSE 0 END,
+           CASE WHEN end_ns > busy_from THEN 1 ELSE 0 END
     FROM pieces
     UNION ALL
     -- a piece that starts after its activity's start (an earlier activity of the stream still ran)
-    SELECT run_id, rank, device, kernel_id, busy_from, 0, 1, 0
+    SELECT run_id, rank, device, kernel_id, busy_from, 0, 1, 0, 1
     FROM pieces
     WHERE end_ns > busy_from AND busy_from > start_ns
     UNION ALL
-    SELECT run_id, rank, device, kernel_id, compute_from, 3, 0, 1
+    SELECT run_id, rank, device, kernel_id, compute_from, 3, 0, 1, 0
     FROM pieces
     WHERE end_ns > compute_from AND compute_from > start_ns
 ),
 states AS (
     -- the state after each row; only the last row at a time has a piece of time after it (len > 0)
-    SELECT run_id, rank, device, kernel_id, t, point,
+    SELECT run_id, rank, device, kernel_id, t, point, piece,
            sum(d_busy) OVER running AS busy_streams,
            sum(d_compute) OVER running AS compute_streams,
            lead(t) OVER running - t AS len
@@ -70,7 +81,7 @@ states AS (
 ),
 totals AS (
     -- the running totals before each row, i.e. their value at time t
-    SELECT run_id, rank, kernel_id, point,
+    SELECT run_id, rank, kernel_id, point, piece,
            coalesce(sum(CASE WHEN busy_streams = 1 THEN len ELSE 0 END) OVER before, 0) AS exclusive_at,
            coalesce(sum(CASE WHEN compute_streams >= 1 THEN len ELSE 0 END) OVER before, 0) AS compute1_at,
            coalesce(sum(CASE WHEN compute_streams >= 2 THEN len ELSE 0 END) OVER before, 0) AS compute2_at
@@ -82,13 +93,16 @@ per_activity AS (
     SELECT run_id, rank, kernel_id,
            sum(CASE point WHEN 2 THEN exclusive_at WHEN 1 THEN -exclusive_at ELSE 0 END) AS exclusive_ns,
            sum(CASE point WHEN 2 THEN compute1_at WHEN 1 THEN -compute1_at ELSE 0 END) AS compute1_ns,
-           sum(CASE point WHEN 2 THEN compute2_at WHEN 1 THEN -compute2_at ELSE 0 END) AS compute2_ns
+           sum(CASE point WHEN 2 THEN compute2_at WHEN 1 THEN -compute2_at ELSE 0 END) AS compute2_ns,
+           sum(CASE WHEN piece = 0 THEN 0 WHEN point = 2 THEN exclusive_at ELSE -exclusive_at END)
+               AS stream_exclusive_ns
     FROM totals
-    WHERE point IN (1, 2)
+    WHERE point IN (0, 1, 2)
     GROUP BY run_id, rank, kernel_id
 )
 SELECT a.run_id, a.rank, a.kernel_id, a.device, a.stream, a.step, a.phase, a.name, a.category, a.dur_ns,
        coalesce(p.exclusive_ns, 0) AS exclusive_ns,
+       coalesce(p.stream_exclusive_ns, 0) AS stream_exclusive_ns,
        a.dur_ns - coalesce(p.exclusive_ns, 0) AS hidden_ns,
        -- another stream ran compute: for a compute activity, a second compute stream; else any
        coalesce(CASE WHEN a.is_compute THEN p.compute2_ns ELSE p.compute1_ns END, 0) AS hidden_under_compute_ns,

@@ -1,15 +1,26 @@
 -- overlap_opportunity: one row per (run_id, phase, kernel name): could this kernel's time be hidden under
--- work on another stream, and what to do about it. Every kernel is kept; `reportable` marks the rows at
--- or above the 1.0 % reporting bar that the report shows.
+-- work on another stream, and what to do about it. Every kernel is kept; `reportable` marks the rows
+-- that the report shows as overlap recommendations.
 -- Formal signal (from kernel_overlap, summed over the kernel's activities on all ranks and streams):
 -- exclusive time ran while no other stream of the device was busy; hidden time ran under another stream.
--- Verdict:
---   headroom        gpu_time_ns >= 5000 (5 us in total) and exclusive_ratio >= 0.45: it mostly runs
---                   alone, so overlapping it could save time
---   low-roi-hidden  hidden_ratio >= 0.65: it is mostly hidden already
---   neutral         neither
--- Priority by share of the phase's GPU time: P1 >= 10 %, P2 >= 5 %, P3 >= 2 %, P4 >= 1 %, P5 below.
--- Dependency risk, from the activities just before and just after each activity on the same stream
+-- Overlap needs a second stream: on a device where only one stream ran work, every kernel is trivially
+-- 100 % exclusive and "overlap it" is not a finding (nothing runs beside it to overlap with). Such a
+-- kernel (peer_streams = 0: no device it ran on had another stream with GPU activity in the run) gets the
+-- verdict `single-stream`, the recommendation `not applicable`, second_stream_needed = TRUE, and is not
+-- reportable; a single-stream run has no overlap rows in the report. Its exclusive time is still here.
+-- Verdict (the legend a report quotes):
+--   single-stream   no other stream of its device ran work: overlapping it would first need a second
+--                   stream (its exclusive 100 % carries no information)
+--   headroom        gpu_time_ns >= 5000 (5 us in total) and exclusive_ratio >= 0.45: at least 45 % of its
+--                   time nothing ran on another stream of the device, so moving it (or work around it)
+--                   beside other streams' work could save up to its exclusive time
+--   low-roi-hidden  hidden_ratio >= 0.65: at least 65 % of its time already ran under another stream's
+--                   work; little left to gain (low return on investment)
+--   neutral         neither (or under 5 us in total)
+-- Priority, by share of the phase's GPU time (kernel_summary.share): P1 >= 10 %, P2 >= 5 %, P3 >= 2 %,
+-- P4 >= 1 %, P5 below 1 %. P1 is the most worth looking at.
+-- Dependency risk: how likely the kernel's neighbours depend on it (so it cannot simply run elsewhere),
+-- from the activities just before and just after each activity on the same stream
 -- (rank, device, stream, ordered by start time). A producer -> consumer pair is a category pair in which
 -- the consumer reads the producer's output directly:
 --   gemm -> activation, moe -> activation, activation -> gemm, activation -> moe, activation -> quantize,
@@ -20,12 +31,13 @@
 -- another stream could take); unclear otherwise (a neighbour of the same category, e.g. a chain of GEMMs,
 -- or no neighbour at all). Per kernel: high when >= 50 % of its launches are high, else low when >= 50 %
 -- are low, else unclear.
--- Recommendation (rule table):
+-- Recommendation (rule table, first match):
+--   verdict single-stream                  -> not applicable (no recommendation: a second stream needed)
 --   verdict headroom,       risk low      -> try overlap   (move it, or the work around it, to another stream)
 --   verdict headroom,       risk high     -> try fusion    (its neighbour consumes its output: fuse rather than overlap)
---   verdict headroom,       risk unclear  -> check deps
---   verdict low-roi-hidden, any risk      -> skip overlap
---   verdict neutral,        priority P1/P2 -> manual check
+--   verdict headroom,       risk unclear  -> check deps    (read the data dependencies before moving it)
+--   verdict low-roi-hidden, any risk      -> skip overlap  (already hidden)
+--   verdict neutral,        priority P1/P2 -> manual check (large, but the signal is mixed)
 --   verdict neutral,        otherwise     -> observe later
 -- Python scopes: python_site comes from kernel_summary of the same run ("formal" mode). Mapping mode
 -- (PRODUCT.md `--mapping RUN`, a graph-off run of the same workload) is not a view: join this view to
@@ -34,18 +46,22 @@
 --   run_id, phase, name           the kernel (phase 'unknown' when none)
 --   category                      its category (kernel_category)
 --   launches, streams             activities, and distinct (rank, device, stream) they ran on
+--   peer_streams                  the most other streams with GPU activity on any device it ran on (0: it
+--                                 ran only on single-stream devices)
+--   second_stream_needed          peer_streams = 0
 --   gpu_time_ns                   sum of durations
 --   exclusive_ns, hidden_ns, hidden_under_compute_ns   sums from kernel_overlap
 --   exclusive_ratio, hidden_ratio exclusive_ns / gpu_time_ns, hidden_ns / gpu_time_ns (NULL when 0)
 --   exclusive_pct, hidden_pct     the two ratios in percent
---   verdict                       headroom, low-roi-hidden or neutral
+--   verdict                       single-stream, headroom, low-roi-hidden or neutral
 --   share                         gpu_time_ns / the phase's GPU time (kernel_summary.share)
 --   priority                      P1 .. P5
 --   dep_high_ratio, dep_low_ratio share of its launches whose neighbours make the risk high / low
 --   prev_category, next_category  the most common category just before / after it on its stream
 --   dependency_risk               low, high or unclear
---   recommendation                try overlap, try fusion, check deps, skip overlap, manual check, observe later
---   reportable                    share >= 0.01 (the reporting bar)
+--   recommendation                not applicable, try overlap, try fusion, check deps, skip overlap,
+--                                 manual check, observe later
+--   reportable                    share >= 0.01 (the 1 % reporting bar) and not single-stream
 --   python_site, python_site_share  top launch site and its share of the kernel's time (kernel_summary)
 --   scope_source                  'formal' (sites from this run)
 CREATE OR REPLACE VIEW overlap_opportunity AS
@@ -95,14 +111,19 @@ next_ranked AS (
     FROM risk WHERE next_category IS NOT NULL
     GROUP BY run_id, phase, name, next_category
 ),
+device_streams AS (
+    SELECT run_id, rank, device, count(DISTINCT stream) AS n_streams FROM _kernel_facts GROUP BY run_id, rank, device
+),
 formal AS (
-    SELECT run_id, phase, name, count(*) AS launches,
-           count(DISTINCT CAST(rank AS VARCHAR) || ':' || CAST(device AS VARCHAR) || ':' || CAST(stream AS VARCHAR))
+    SELECT o.run_id, o.phase, o.name, count(*) AS launches,
+           count(DISTINCT CAST(o.rank AS VARCHAR) || ':' || CAST(o.device AS VARCHAR) || ':' || CAST(o.stream AS VARCHAR))
                AS streams,
-           sum(dur_ns) AS gpu_time_ns, sum(exclusive_ns) AS exclusive_ns, sum(hidden_ns) AS hidden_ns,
-           sum(hidden_under_compute_ns) AS hidden_under_compute_ns
-    FROM kernel_overlap
-    GROUP BY run_id, phase, name
+           max(d.n_streams) - 1 AS peer_streams,
+           sum(o.dur_ns) AS gpu_time_ns, sum(o.exclusive_ns) AS exclusive_ns, sum(o.hidden_ns) AS hidden_ns,
+           sum(o.hidden_under_compute_ns) AS hidden_under_compute_ns
+    FROM kernel_overlap AS o
+    JOIN device_streams AS d ON d.run_id = o.run_id AND d.rank = o.rank AND d.device = o.device
+    GROUP BY o.run_id, o.phase, o.name
 ),
 judged AS (
     SELECT f.*,
@@ -117,6 +138,7 @@ judged AS (
 classified AS (
     SELECT j.*,
            CASE
+               WHEN j.peer_streams = 0 THEN 'single-stream'
                WHEN j.gpu_time_ns >= 5000 AND j.exclusive_ratio >= 0.45 THEN 'headroom'
                WHEN j.hidden_ratio >= 0.65 THEN 'low-roi-hidden'
                ELSE 'neutral'
@@ -136,7 +158,8 @@ classified AS (
     FROM judged AS j
 )
 SELECT
-    c.run_id, c.phase, c.name, c.category, c.launches, c.streams, c.gpu_time_ns,
+    c.run_id, c.phase, c.name, c.category, c.launches, c.streams, c.peer_streams,
+    c.peer_streams = 0 AS second_stream_needed, c.gpu_time_ns,
     c.exclusive_ns, c.hidden_ns, c.hidden_under_compute_ns,
     c.exclusive_ratio, c.hidden_ratio,
     100.0 * c.exclusive_ratio AS exclusive_pct,
@@ -150,6 +173,7 @@ SELECT
     nr.next_category,
     c.dependency_risk,
     CASE
+        WHEN c.verdict = 'single-stream' THEN 'not applicable'
         WHEN c.verdict = 'headroom' AND c.dependency_risk = 'low' THEN 'try overlap'
         WHEN c.verdict = 'headroom' AND c.dependency_risk = 'high' THEN 'try fusion'
         WHEN c.verdict = 'headroom' THEN 'check deps'
@@ -157,7 +181,7 @@ SELECT
         WHEN c.priority IN ('P1', 'P2') THEN 'manual check'
         ELSE 'observe later'
     END AS recommendation,
-    coalesce(c.share >= 0.01, FALSE) AS reportable,
+    coalesce(c.share >= 0.01, FALSE) AND c.verdict <> 'single-stream' AS reportable,
     c.python_site,
     c.python_site_share,
     'formal' AS scope_source

@@ -6,18 +6,24 @@
 --   activities                GPU activities on the stream
 --   busy_ns                   union of its activities (sum of durations when they do not overlap)
 --   share_of_span             busy_ns / the span of the device's GPU work in the step (gpu_timeline exact)
---   exclusive_ns              time while no other stream of the device was busy (kernel_overlap)
+--   exclusive_ns              time while this stream was busy and no other stream of the device was: the
+--                             sum of kernel_overlap.stream_exclusive_ns (each activity's exclusive time in
+--                             its own piece, the part no earlier activity of the stream covered), so time
+--                             when two activities of the stream overlap (programmatic dependent launch)
+--                             counts once. Invariant: exclusive_ns <= busy_ns on every row (a sum of the
+--                             activities' exclusive_ns would count that time twice: b200_eager's stream 7
+--                             had exclusive 11.666 ms > busy 11.596 ms that way)
 --   gpu_time_ns               sum of its activities' durations
 --   is_critical               the stream with the most gpu time on the step's critical path
 --                             (critical_stream); NULL on whole-rank rows and steps without a path
 CREATE OR REPLACE VIEW stream_summary AS
 WITH per_step AS (
     SELECT run_id, rank, device, stream, step, count(*) AS activities, sum(dur_ns) AS gpu_time_ns,
-           sum(exclusive_ns) AS exclusive_ns
+           sum(stream_exclusive_ns) AS exclusive_ns
     FROM kernel_overlap WHERE step IS NOT NULL
     GROUP BY run_id, rank, device, stream, step
     UNION ALL
-    SELECT run_id, rank, device, stream, NULL, count(*), sum(dur_ns), sum(exclusive_ns)
+    SELECT run_id, rank, device, stream, NULL, count(*), sum(dur_ns), sum(stream_exclusive_ns)
     FROM kernel_overlap
     GROUP BY run_id, rank, device, stream
 ),
