@@ -33,7 +33,7 @@
 --               sync_wait     a wait on other GPU work: from the end of the awaited activity to the start
 --                             of the activity that waited on the event, or to the end of the blocking
 --                             host sync call / copy
---   category    kernel_category of the activity (gpu rows only)
+--   category    activity_category of the activity (gpu rows only)
 --   name        activity name (gpu), host call name (cpu node), the op around a host gap (cpu edge),
 --               the launch call (launch_delay), the sync call or cudaStreamWaitEvent (sync_wait);
 --               NULL for kernel gaps
@@ -179,4 +179,4 @@ SELECT s.run_id, s.rank, s.step,
        CASE WHEN s.kind = 'gpu' THEN COALESCE(kc.category, 'other') END AS category,
        s.name, s.start_ns, s.dur_ns, s.kernel_id, s.op_id, s.stream, s.edge
 FROM segments s
-LEFT JOIN kernel_category kc ON s.kind = 'gpu' AND kc.name = s.name AND kc.kind = s.activity_kind
+LEFT JOIN activity_category kc ON s.kind = 'gpu' AND kc.run_id = s.run_id AND kc.rank = s.rank AND kc.kernel_id = s.kernel_id
