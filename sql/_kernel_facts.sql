@@ -9,10 +9,12 @@
 CREATE OR REPLACE VIEW _kernel_facts AS
 SELECT
     k.*,
-    coalesce(c.category, 'other') AS category,
+    coalesce(o.category, c.category, 'other') AS category,
     s.site,
     s.site_source,
     coalesce(k.phase, 'unknown') AS phase_key
 FROM kernels AS k
-LEFT JOIN activity_category AS c ON c.run_id = k.run_id AND c.rank = k.rank AND c.kernel_id = k.kernel_id
+-- activity_category, written out: the name's category unless an op rule decides (_category_override, few rows)
+LEFT JOIN kernel_category AS c ON c.name = k.name AND c.kind = k.kind
+LEFT JOIN _category_override AS o ON o.run_id = k.run_id AND o.rank = k.rank AND o.kernel_id = k.kernel_id
 LEFT JOIN kernel_launch_site AS s ON s.run_id = k.run_id AND s.rank = k.rank AND s.kernel_id = k.kernel_id;

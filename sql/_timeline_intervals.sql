@@ -34,7 +34,7 @@ WITH activities AS (
     SELECT k.run_id, k.rank, k.device, k.step, k.start_ns, k.end_ns, k.linked, k.kind, k.name, k.correlation,
            k.launch_start_ns,
            CASE WHEN k.kind IN ('memcpy', 'memset') THEN 'memory'
-                WHEN c.category = 'communication' THEN 'comm'
+                WHEN coalesce(o.category, c.category) = 'communication' THEN 'comm'
                 ELSE 'compute' END AS cls,
            -- TraceLens: memset is computation; communication by name (nccl, rccl, cross_device_reduce)
            CASE WHEN k.kind = 'memcpy' THEN 'memory'
@@ -44,7 +44,9 @@ WITH activities AS (
                 WHEN lower(k.name) LIKE 'nccl%' THEN 'comm'
                 ELSE 'compute' END AS hta_cls
     FROM kernels AS k
-    LEFT JOIN activity_category AS c ON c.run_id = k.run_id AND c.rank = k.rank AND c.kernel_id = k.kernel_id
+    -- activity_category, written out: the name's category unless an op rule decides (_category_override)
+    LEFT JOIN kernel_category AS c ON c.name = k.name AND c.kind = k.kind
+    LEFT JOIN _category_override AS o ON o.run_id = k.run_id AND o.rank = k.rank AND o.kernel_id = k.kernel_id
 ),
 main_device AS (
     SELECT run_id, rank, min(device) AS device FROM kernels GROUP BY run_id, rank

@@ -176,7 +176,9 @@ segments AS (
 SELECT s.run_id, s.rank, s.step,
        ROW_NUMBER() OVER (PARTITION BY s.run_id, s.rank, s.step ORDER BY s.pos DESC, s.part) AS seq,
        s.kind,
-       CASE WHEN s.kind = 'gpu' THEN COALESCE(kc.category, 'other') END AS category,
+       CASE WHEN s.kind = 'gpu' THEN COALESCE(ko.category, kc.category, 'other') END AS category,
        s.name, s.start_ns, s.dur_ns, s.kernel_id, s.op_id, s.stream, s.edge
 FROM segments s
-LEFT JOIN activity_category kc ON s.kind = 'gpu' AND kc.run_id = s.run_id AND kc.rank = s.rank AND kc.kernel_id = s.kernel_id
+LEFT JOIN kernel_category kc ON s.kind = 'gpu' AND kc.name = s.name AND kc.kind = s.activity_kind
+-- an op rule's per-activity decision (activity_category)
+LEFT JOIN _category_override ko ON s.kind = 'gpu' AND ko.run_id = s.run_id AND ko.rank = s.rank AND ko.kernel_id = s.kernel_id

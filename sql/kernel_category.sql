@@ -2,10 +2,10 @@
 -- that the name-only rules of the ordered rule table `category_rules` give it (warehouse/rules.py loads
 -- that table from sql/rules/kernel_categories.csv, user rules first): the rule-by-name listing. Memcpy and
 -- memset activities are `memory` by their kind, before any name rule; every other activity takes the
--- category of the first name-only rule (lowest rule_order, op_pattern NULL) whose pattern (RE2 / Java
+-- category of the first name-only rule (lowest rule_order, op_pattern and module_pattern NULL) whose pattern (RE2 / Java
 -- regex, searched anywhere in the name) matches its name; a name that no rule matches is `other`.
 -- This is NOT the category of every activity of that name: rules with an op_pattern look at the op that
--- launched the activity (its name and input shapes), so one kernel name can be `attention` under an
+-- launched the activity (its name and input shapes), rules with a module_pattern at its nn.Module, so one kernel name can be `attention` under an
 -- attention-shaped aten::bmm and `gemm` under aten::mm. The per-activity category, which every analysis
 -- uses, is activity_category (and _kernel_facts.category); this view is its fallback where no op rule
 -- applies, and the listing of which name rule files which name.
@@ -37,7 +37,7 @@ candidates AS (
     FROM names AS n
     LEFT JOIN category_rules AS r
         ON n.kind NOT IN ('memcpy', 'memset')
-        AND r.op_pattern IS NULL
+        AND r.op_pattern IS NULL AND r.module_pattern IS NULL
         AND regexp_matches(n.name, r.pattern)
 ),
 ranked AS (

@@ -6,7 +6,8 @@ op_pattern, op_shape, note``): an ordered list of conditions on a GPU activity; 
 the activity's name; a rule may also (``op_pattern``, optional) require a launching op: the innermost
 ``cpu_op`` around the activity's launch call, or one of the cpu_ops enclosing it (``OP_LEVELS`` levels in
 all), whose name matches ``op_pattern`` and whose input dims satisfy ``op_shape`` (optional, one of
-``OP_SHAPES``). Name-only rules decide ``sql/kernel_category.sql`` (per name); every rule decides
+``OP_SHAPES``), or (``module_pattern``, optional) require the innermost ``nn.Module`` frame around the launch
+(with_stack traces) to match. Name-only rules decide ``sql/kernel_category.sql`` (per name); every rule decides
 ``sql/activity_category.sql`` (per activity). Patterns are
 RE2 (DuckDB's ``regexp_matches``) and must also mean the same in Java regex (Spark's ``RLIKE``): no
 lookarounds, no backreferences, ``(?i)`` for case-insensitive matching. A match is a search, not a full
@@ -43,7 +44,7 @@ CATEGORIES: tuple[str, ...] = (
 )
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("rule_order", "rule_name", "category", "pattern")
-OPTIONAL_COLUMNS: tuple[str, ...] = ("op_pattern", "op_shape", "note")
+OPTIONAL_COLUMNS: tuple[str, ...] = ("op_pattern", "op_shape", "module_pattern", "note")
 
 #: How many cpu_ops of the launching op chain an ``op_pattern`` is tried on: the innermost cpu_op around the
 #: launch call (level 0) and the cpu_ops enclosing it, up to level OP_LEVELS - 1 (sql/activity_category.sql).
@@ -53,6 +54,10 @@ OP_LEVELS = 5
 #: sql/rules/README.md define them exactly). `scores` also defines the run's attention score tensors that the
 #: other three compare with.
 OP_SHAPES: tuple[str, ...] = ("scores", "scores_matmul", "on_scores")
+
+#: How many Python frames below an ``nn.Module`` frame a ``module_pattern`` reaches (without entering a nested
+#: module): the launch's innermost frame must be the module frame or within MODULE_LEVELS - 1 levels below it.
+MODULE_LEVELS = 7
 
 # Constructs that RE2 or Java regex lack, or that mean different things in the two.
 _NOT_PORTABLE: tuple[tuple[str, str], ...] = (
@@ -163,8 +168,13 @@ def _parse(text: str, source: str, con: object | None) -> list[dict[str, object]
         pattern = row.get("pattern", "")
         op_pattern = row.get("op_pattern", "")
         op_shape = row.get("op_shape", "")
-        if not pattern and not op_pattern:
-            raise RulesError(f"{where}: empty pattern (a rule needs a pattern, an op_pattern or both)")
+        module_pattern = row.get("module_pattern", "")
+        if not pattern and not op_pattern and not module_pattern:
+            raise RulesError(f"{where}: empty pattern (a rule needs a pattern, an op_pattern or a module_pattern)")
+        if op_pattern and module_pattern:
+            raise RulesError(f"{where}: a rule has an op_pattern or a module_pattern, not both (write two rules)")
+        if module_pattern:
+            _check_pattern(module_pattern, where, con)
         if pattern:
             _check_pattern(pattern, where, con)
         if op_pattern:
@@ -179,7 +189,8 @@ def _parse(text: str, source: str, con: object | None) -> list[dict[str, object]
             raise RulesError(f"{where}: rule_order {order} repeats the one on line {seen_orders[order]}")
         seen_names[name], seen_orders[order] = line, line
         rows.append({"rule_order": order, "rule_name": name, "category": category, "pattern": pattern,
-                     "op_pattern": op_pattern or None, "op_shape": op_shape or None})
+                     "op_pattern": op_pattern or None, "op_shape": op_shape or None,
+                     "module_pattern": module_pattern or None})
     if header is None:
         raise RulesError(f"{source}: empty rule file; expected a header {','.join(REQUIRED_COLUMNS)}[,note]")
     rows.sort(key=lambda r: r["rule_order"])  # type: ignore[arg-type, return-value]
@@ -193,7 +204,8 @@ def load_category_rules(user_file: str | Path | None = None) -> pa.Table:
     ``rule_name`` (user rules prefixed ``user:``), ``category``, ``pattern`` (RE2/Java regex searched in
     the activity name; '' matches every name), ``op_pattern`` (regex searched in the names of the launching
     op chain; NULL: the rule is on the name alone), ``op_shape`` (a shape condition of OP_SHAPES on that op's
-    input dims; NULL: none) and ``rules_version`` (the same on every row: the version of the whole table).
+    input dims; NULL: none), ``module_pattern`` (regex searched in the name of the innermost ``nn.Module: ...``
+    Python frame around the launch; NULL: none) and ``rules_version`` (the same on every row: the version of the whole table).
     Raises RulesError (a ValueError) naming the file and line of a bad rule.
     """
     con = _regex_judge()
@@ -228,6 +240,7 @@ def load_category_rules(user_file: str | Path | None = None) -> pa.Table:
             "pattern": pa.array([r["pattern"] for r in rules], type=pa.string()),
             "op_pattern": pa.array([r["op_pattern"] for r in rules], type=pa.string()),
             "op_shape": pa.array([r["op_shape"] for r in rules], type=pa.string()),
+            "module_pattern": pa.array([r["module_pattern"] for r in rules], type=pa.string()),
             "rules_version": pa.array([version] * len(rules), type=pa.string()),
         }
     )

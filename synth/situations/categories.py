@@ -264,3 +264,61 @@ def embedding_index_select(out: Path) -> dict:
            ("Memset (Device)", 2 * US, "memory", "memset"),
            ("void at::native::(anonymous namespace)::embedding_backward_feature_kernel<c10::BFloat16, float, long>(long const*, c10::BFloat16 const*, c10::BFloat16*, int, long, int, int)", 20 * US, "embedding")])
     return _write(tl, e, out)
+
+
+def _in_frames(e: _Eager, frames: list[tuple[str, str]], body) -> None:
+    """Run body() inside nested Python frames, outermost first: ("module", "LlamaRMSNorm_0") is an
+    `nn.Module: LlamaRMSNorm_0` frame, ("frame", "file.py(12): forward") a python_function frame."""
+    n = len(frames)
+    s0 = e.host
+    e.host += (n + 1) * 300
+    body()
+    end = e.host - 2 * US
+    for level, (kind, label) in enumerate(frames):
+        start, stop = s0 + level * 300, end + (n - level) * 200
+        if kind == "module":
+            e.tl.module(label, start, stop)
+        else:
+            file, rest = label.split("(", 1)
+            line, func = rest.split("): ", 1)
+            e.tl.frame(file, int(line), func, start, stop)
+    e.host = end + n * 200 + 4 * US
+
+
+@situation("eager-rmsnorm-module",
+           "a with_stack eager decoder: LlamaRMSNorm modules running as to/pow/mean/rsqrt/mul kernels (norm), an "
+           "AdaLayerNorm whose nn.Linear is still a GEMM, and the same elementwise kernels outside a norm module")
+def eager_rmsnorm_module(out: Path) -> dict:
+    tl = Timeline()
+    e = _Eager(tl)
+    x = [[1, 512, 4096]]
+    pow_k = ("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::pow_tensor_scalar_kernel_impl"
+             "<float, float>(at::TensorIteratorBase&, float)::{lambda(float)#1}, std::array<char*, 2ul> >()")
+    mean_k = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, unsigned int, float, 4, 4> >()"
+    rsqrt_k = "void at::native::vectorized_elementwise_kernel<4, at::native::rsqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() const::{lambda(float)#1}, std::array<char*, 2ul> >()"
+
+    def rmsnorm() -> None:
+        e.run([("aten::to", x + [[]] * 4), ("aten::_to_copy", x + [[]] * 6), ("aten::copy_", [x[0], x[0], []])],
+              [(COPY, 6 * US, "norm")])
+        e.run([("aten::pow", [x[0], []])], [(pow_k, 5 * US, "norm")])
+        e.run([("aten::mean", [x[0], [], [], []])], [(mean_k, 7 * US, "norm")])
+        e.run([("aten::add", [[1, 512, 1], [], []])], [(ADD, 2 * US, "norm")])
+        e.run([("aten::rsqrt", [[1, 512, 1]])], [(rsqrt_k, 2 * US, "norm")])
+        e.run([("aten::mul", [x[0], [1, 512, 1]])], [(MUL, 5 * US, "norm")])
+        e.run([("aten::mul", [[4096], x[0]])], [(MUL, 5 * US, "norm")])
+
+    norm_frames = [("module", "LlamaRMSNorm_0"), ("frame", "transformers/models/llama/modeling_llama.py(70): forward")]
+    _in_frames(e, norm_frames, rmsnorm)
+    _in_frames(e, [("module", "Linear_0"), ("frame", "torch/nn/modules/linear.py(125): forward")],
+               lambda: _linear(e, 512, 4096, 4096))
+    # the same mul and add kernels in the MLP (no norm module around them): elementwise
+    _in_frames(e, [("module", "LlamaMLP_0"), ("frame", "transformers/models/llama/modeling_llama.py(160): forward")],
+               lambda: (e.run([("aten::mul", [[1, 512, 11008], [1, 512, 11008]])], [(MUL, 9 * US, "elementwise")]),
+                        e.run([("aten::add", [x[0], x[0], []])], [(ADD, 4 * US, "elementwise")])))
+    # an adaptive layer norm: its Linear (the innermost module of the GEMM) is a GEMM, its scale-shift the norm
+    _in_frames(e, [("module", "AdaLayerNormZero_0"), ("frame", "diffusers/models/normalization.py(160): forward")],
+               lambda: (_in_frames(e, [("module", "Linear_3"), ("frame", "torch/nn/modules/linear.py(125): forward")],
+                                   lambda: _linear(e, 2, 1536, 9216, dur=6 * US)),
+                        e.run([("aten::mul", [[2, 4096, 1536], [2, 1, 1536]])], [(MUL, 8 * US, "norm")])))
+    _in_frames(e, norm_frames, rmsnorm)
+    return _write(tl, e, out)
