@@ -12,6 +12,13 @@ WITH op_rules AS (
     FROM category_rules
     WHERE op_pattern IS NOT NULL
 ),
+ops AS (
+    -- the host ranges' nesting, read once (narrow) for the walks below
+    SELECT run_id, rank, op_id, parent_op_id FROM cpu_ops
+),
+frames AS (
+    SELECT run_id, rank, frame_id, parent_frame_id, name, name LIKE 'nn.Module: %' AS is_module FROM python_frames
+),
 op_names AS (
     SELECT DISTINCT name FROM cpu_ops WHERE cat = 'cpu_op'
 ),
@@ -112,19 +119,19 @@ d0 AS (
 -- the host ranges below a matching op, level by level (cpu_ops.parent_op_id), 4 levels down
 d1 AS (
     SELECT c.run_id, c.rank, c.op_id, d.rule_order
-    FROM cpu_ops AS c JOIN d0 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.op_id = c.parent_op_id
+    FROM ops AS c JOIN d0 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.op_id = c.parent_op_id
 ),
 d2 AS (
     SELECT c.run_id, c.rank, c.op_id, d.rule_order
-    FROM cpu_ops AS c JOIN d1 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.op_id = c.parent_op_id
+    FROM ops AS c JOIN d1 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.op_id = c.parent_op_id
 ),
 d3 AS (
     SELECT c.run_id, c.rank, c.op_id, d.rule_order
-    FROM cpu_ops AS c JOIN d2 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.op_id = c.parent_op_id
+    FROM ops AS c JOIN d2 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.op_id = c.parent_op_id
 ),
 d4 AS (
     SELECT c.run_id, c.rank, c.op_id, d.rule_order
-    FROM cpu_ops AS c JOIN d3 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.op_id = c.parent_op_id
+    FROM ops AS c JOIN d3 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.op_id = c.parent_op_id
 ),
 under AS (
     SELECT DISTINCT run_id, rank, op_id, rule_order
@@ -138,42 +145,42 @@ mod_rules AS (
 ),
 mod_names AS (
     SELECT n.name, r.rule_order
-    FROM (SELECT DISTINCT name FROM python_frames WHERE name LIKE 'nn.Module: %') AS n
+    FROM (SELECT DISTINCT name FROM frames WHERE is_module) AS n
     JOIN mod_rules AS r ON regexp_matches(n.name, r.module_pattern)
 ),
 f0 AS (
     SELECT f.run_id, f.rank, f.frame_id, m.rule_order
-    FROM python_frames AS f JOIN mod_names AS m ON m.name = f.name
+    FROM frames AS f JOIN mod_names AS m ON m.name = f.name
 ),
 f1 AS (
     SELECT c.run_id, c.rank, c.frame_id, d.rule_order
-    FROM python_frames AS c JOIN f0 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.frame_id = c.parent_frame_id
-    WHERE c.name NOT LIKE 'nn.Module: %'
+    FROM frames AS c JOIN f0 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.frame_id = c.parent_frame_id
+    WHERE NOT c.is_module
 ),
 f2 AS (
     SELECT c.run_id, c.rank, c.frame_id, d.rule_order
-    FROM python_frames AS c JOIN f1 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.frame_id = c.parent_frame_id
-    WHERE c.name NOT LIKE 'nn.Module: %'
+    FROM frames AS c JOIN f1 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.frame_id = c.parent_frame_id
+    WHERE NOT c.is_module
 ),
 f3 AS (
     SELECT c.run_id, c.rank, c.frame_id, d.rule_order
-    FROM python_frames AS c JOIN f2 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.frame_id = c.parent_frame_id
-    WHERE c.name NOT LIKE 'nn.Module: %'
+    FROM frames AS c JOIN f2 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.frame_id = c.parent_frame_id
+    WHERE NOT c.is_module
 ),
 f4 AS (
     SELECT c.run_id, c.rank, c.frame_id, d.rule_order
-    FROM python_frames AS c JOIN f3 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.frame_id = c.parent_frame_id
-    WHERE c.name NOT LIKE 'nn.Module: %'
+    FROM frames AS c JOIN f3 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.frame_id = c.parent_frame_id
+    WHERE NOT c.is_module
 ),
 f5 AS (
     SELECT c.run_id, c.rank, c.frame_id, d.rule_order
-    FROM python_frames AS c JOIN f4 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.frame_id = c.parent_frame_id
-    WHERE c.name NOT LIKE 'nn.Module: %'
+    FROM frames AS c JOIN f4 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.frame_id = c.parent_frame_id
+    WHERE NOT c.is_module
 ),
 f6 AS (
     SELECT c.run_id, c.rank, c.frame_id, d.rule_order
-    FROM python_frames AS c JOIN f5 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.frame_id = c.parent_frame_id
-    WHERE c.name NOT LIKE 'nn.Module: %'
+    FROM frames AS c JOIN f5 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.frame_id = c.parent_frame_id
+    WHERE NOT c.is_module
 ),
 in_module AS (
     SELECT DISTINCT run_id, rank, frame_id, rule_order

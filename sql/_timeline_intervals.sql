@@ -38,14 +38,16 @@ WITH activities AS (
                 ELSE 'compute' END AS cls,
            -- TraceLens: memset is computation; communication by name (nccl, rccl, cross_device_reduce)
            CASE WHEN k.kind = 'memcpy' THEN 'memory'
-                WHEN k.kind = 'kernel' AND regexp_matches(lower(k.name), 'nccl|rccl|cross_device_reduce') THEN 'comm'
+                WHEN k.kind = 'kernel' AND c.tracelens_comm THEN 'comm'
                 ELSE 'compute' END AS tracelens_cls,
            CASE WHEN k.kind IN ('memcpy', 'memset') OR k.name LIKE 'Memcpy%' OR k.name LIKE 'Memset%' THEN 'memory'
                 WHEN lower(k.name) LIKE 'nccl%' THEN 'comm'
                 ELSE 'compute' END AS hta_cls
     FROM kernels AS k
     -- activity_category, written out: the name's category unless an op rule decides (_category_override)
-    LEFT JOIN kernel_category AS c ON c.name = k.name AND c.kind = k.kind
+    -- (TraceLens' name test runs once per distinct name, not per activity)
+    LEFT JOIN (SELECT name, kind, category, regexp_matches(lower(name), 'nccl|rccl|cross_device_reduce') AS tracelens_comm
+               FROM kernel_category) AS c ON c.name = k.name AND c.kind = k.kind
     LEFT JOIN _category_override AS o ON o.run_id = k.run_id AND o.rank = k.rank AND o.kernel_id = k.kernel_id
 ),
 main_device AS (
