@@ -4,8 +4,20 @@
 --   run_id, rank, device  where the interval ran
 --   step                  the step it belongs to (kernels.step; NULL when outside every step)
 --   variant               `exact`: every GPU activity (kernel, memcpy, memset) at its exact ns times,
---                                   classified by tracehouse's categories;
---                         `linked`: the same, for linked activities only (TraceLens' default view);
+--                                   classified by tracehouse's categories (activity_category:
+--                                   communication = comm, memcpy/memset = memory, the rest compute);
+--                         `linked`: TraceLens' gpu_timeline exactly (its default view, ../shared/oracles/
+--                                   README.md): linked activities only (kernels.linked: the launch call is
+--                                   in the trace), exact ns times, and TraceLens' classes, which differ
+--                                   from tracehouse's: a memset is computation (not memory), a memcpy is
+--                                   memory, and communication is a kernel whose name contains `nccl`,
+--                                   `rccl` or `cross_device_reduce` (case-insensitive; tracehouse's
+--                                   communication category also holds e.g. multimem / symmetric-memory
+--                                   all-reduces, which TraceLens counts as computation). So its compute_ns
+--                                   is TraceLens' computation_time, exposed_comm_ns its exposed_comm_time,
+--                                   exposed_memory_ns its exposed_memcpy_time;
+--                         `tracelens_all`: the same with every activity, linked or not (TraceLens'
+--                                   `..._unlinked` numbers);
 --                         `hta_names`: every activity at exact times, classified by HTA's name rule
 --                                   (communication = name starts with `nccl`): isolates the category
 --                                   difference from HTA's other rules;
@@ -22,13 +34,21 @@ WITH activities AS (
     SELECT k.run_id, k.rank, k.device, k.step, k.start_ns, k.end_ns, k.linked, k.kind, k.name, k.correlation,
            k.launch_start_ns,
            CASE WHEN k.kind IN ('memcpy', 'memset') THEN 'memory'
-                WHEN c.category = 'communication' THEN 'comm'
+                WHEN coalesce(o.category, c.category) = 'communication' THEN 'comm'
                 ELSE 'compute' END AS cls,
+           -- TraceLens: memset is computation; communication by name (nccl, rccl, cross_device_reduce)
+           CASE WHEN k.kind = 'memcpy' THEN 'memory'
+                WHEN k.kind = 'kernel' AND c.tracelens_comm THEN 'comm'
+                ELSE 'compute' END AS tracelens_cls,
            CASE WHEN k.kind IN ('memcpy', 'memset') OR k.name LIKE 'Memcpy%' OR k.name LIKE 'Memset%' THEN 'memory'
                 WHEN lower(k.name) LIKE 'nccl%' THEN 'comm'
                 ELSE 'compute' END AS hta_cls
     FROM kernels AS k
-    LEFT JOIN kernel_category AS c ON c.name = k.name AND c.kind = k.kind
+    -- activity_category, written out: the name's category unless an op rule decides (_category_override)
+    -- (TraceLens' name test runs once per distinct name, not per activity)
+    LEFT JOIN (SELECT name, kind, category, regexp_matches(lower(name), 'nccl|rccl|cross_device_reduce') AS tracelens_comm
+               FROM kernel_category) AS c ON c.name = k.name AND c.kind = k.kind
+    LEFT JOIN _category_override AS o ON o.run_id = k.run_id AND o.rank = k.rank AND o.kernel_id = k.kernel_id
 ),
 main_device AS (
     SELECT run_id, rank, min(device) AS device FROM kernels GROUP BY run_id, rank
@@ -89,7 +109,9 @@ hta_rounded AS (
 )
 SELECT run_id, rank, device, step, 'exact' AS variant, start_ns, end_ns, cls FROM activities
 UNION ALL
-SELECT run_id, rank, device, step, 'linked', start_ns, end_ns, cls FROM activities WHERE linked
+SELECT run_id, rank, device, step, 'linked', start_ns, end_ns, tracelens_cls FROM activities WHERE linked
+UNION ALL
+SELECT run_id, rank, device, step, 'tracelens_all', start_ns, end_ns, tracelens_cls FROM activities
 UNION ALL
 SELECT run_id, rank, device, step, 'hta_names', start_ns, end_ns, hta_cls FROM activities
 UNION ALL

@@ -40,7 +40,7 @@
 --               sync_wait     a wait on other GPU work: from the end of the awaited activity to the start
 --                             of the activity that waited on the event, or to the end of the blocking
 --                             host sync call / copy
---   category    kernel_category of the activity (gpu rows only)
+--   category    activity_category of the activity (gpu rows only)
 --   name        activity name (gpu), host call name (cpu node), the op around a host gap (cpu edge),
 --               the launch call (launch_delay), the sync call or cudaStreamWaitEvent (sync_wait);
 --               NULL for kernel gaps
@@ -183,7 +183,9 @@ segments AS (
 SELECT s.run_id, s.rank, s.step,
        ROW_NUMBER() OVER (PARTITION BY s.run_id, s.rank, s.step ORDER BY s.pos DESC, s.part) AS seq,
        s.kind,
-       CASE WHEN s.kind = 'gpu' THEN COALESCE(kc.category, 'other') END AS category,
+       CASE WHEN s.kind = 'gpu' THEN COALESCE(ko.category, kc.category, 'other') END AS category,
        s.name, s.start_ns, s.dur_ns, s.kernel_id, s.op_id, s.stream, s.edge
 FROM segments s
 LEFT JOIN kernel_category kc ON s.kind = 'gpu' AND kc.name = s.name AND kc.kind = s.activity_kind
+-- an op rule's per-activity decision (activity_category)
+LEFT JOIN _category_override ko ON s.kind = 'gpu' AND ko.run_id = s.run_id AND ko.rank = s.rank AND ko.kernel_id = s.kernel_id

@@ -14,7 +14,8 @@
 -- for some steps (or some ranks) computes only those.
 -- Columns:
 --   run_id, rank, device, step   the group (step NULL: the whole rank)
---   variant                      `exact`, `linked`, `hta_names` or `hta` (see _timeline_intervals)
+--   variant                      `exact`, `linked` (TraceLens' default view, its classes), `tracelens_all`,
+--                                `hta_names` or `hta` (see _timeline_intervals)
 --   activities                   intervals in the group
 --   first_start_ns, last_end_ns  first GPU start and last GPU end
 --   span_ns                      last_end_ns - first_start_ns

@@ -148,7 +148,8 @@ def test_one_row_per_distinct_name_and_kind():
 
 def test_shipped_rules_table():
     rules = load_category_rules()
-    assert rules.column_names == ["rule_order", "rule_name", "category", "pattern", "rules_version"]
+    assert rules.column_names == ["rule_order", "rule_name", "category", "pattern", "op_pattern", "op_shape",
+                                  "module_pattern", "rules_version"]
     assert rules.schema.field("rule_order").type == pa.int32()
     orders = rules.column("rule_order").to_pylist()
     assert orders == sorted(orders) and len(set(orders)) == len(orders)

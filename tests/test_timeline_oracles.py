@@ -6,7 +6,9 @@
 - `hta` equals HTA 0.5.0's own temporal breakdown and overlap within 0.01 pp.
 - `linked` / `exact` equal TraceLens' gpu_timeline rows for total, busy and idle within 0.001 ms; its
   computation figure is reproduced with a query (TraceLens counts memset as compute and only
-  nccl|rccl|cross_device_reduce as communication), and the difference to ours is printed.
+  nccl|rccl|cross_device_reduce as communication).
+- `linked` (TraceLens' default: linked kernels) and `tracelens_all` (every kernel) reproduce every figure of
+  TraceLens' rows, computation, exposed comm and exposed memcpy included, with TraceLens' own classes.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ def _pct(part_ns: float, span_ns: float) -> float:
 
 @pytest.mark.parametrize("rel", sorted(k for k, v in HTA.items() if v.get("exact_reference")))
 def test_exact_matches_exact_reference(real_warehouse, timelines, rel, capsys):
-    wh, run_of = real_warehouse
+    _wh, run_of = real_warehouse
     ref = HTA[rel]["exact_reference"]
     exact = timelines[run_of[rel], "exact"]
     names = timelines[run_of[rel], "hta_names"]
@@ -72,7 +74,7 @@ def test_exact_matches_exact_reference(real_warehouse, timelines, rel, capsys):
 
 def test_b200_symmetric_memory_all_reduce_is_communication(real_warehouse, timelines):
     """HTA files multimem_all_reduce_kernel (19 % of GPU time) as compute; tracehouse as communication."""
-    wh, run_of = real_warehouse
+    _wh, run_of = real_warehouse
     rel = "nvidia/b200_eager_rank0.json.gz"
     exact = timelines[run_of[rel], "exact"]
     names = timelines[run_of[rel], "hta_names"]
@@ -82,7 +84,7 @@ def test_b200_symmetric_memory_all_reduce_is_communication(real_warehouse, timel
 
 @pytest.mark.parametrize("rel", sorted(k for k, v in HTA.items() if v.get("temporal_breakdown")))
 def test_hta_variant_matches_hta(real_warehouse, timelines, rel):
-    wh, run_of = real_warehouse
+    _wh, run_of = real_warehouse
     breakdown = HTA[rel]["temporal_breakdown"]
     if isinstance(breakdown, list):
         breakdown = breakdown[0]
@@ -124,6 +126,21 @@ def test_linked_and_exact_match_tracelens(real_warehouse, timelines, row):
         SELECT sum(e - s) FROM (SELECT island, min(start_ns) s, max(end_ns) e FROM i GROUP BY island)
     """, [run_of[row["trace"]]]).fetchone()[0]
     assert abs(tracelens_compute / 1e6 - row["computation_time_ms"]) <= 0.001
+
+
+@pytest.mark.parametrize("row", _tracelens_rows(), ids=lambda r: f"{r['trace']}:{r['variant'][:6]}")
+def test_tracelens_variants_reproduce_tracelens(timelines, real_warehouse, row):
+    """`linked` IS TraceLens' default gpu_timeline and `tracelens_all` its all-kernels one: every figure of the
+    oracle row, including computation (memset counts as compute there), exposed comm and exposed memcpy,
+    within 0.001 ms, with the identity computation + exposed_comm + exposed_memcpy + idle = total."""
+    _wh, run_of = real_warehouse
+    variant = "linked" if row["variant"].startswith("linked") else "tracelens_all"
+    ours = timelines[run_of[row["trace"]], variant]
+    for column, key in (("compute_ns", "computation_time_ms"), ("exposed_comm_ns", "exposed_comm_time_ms"),
+                        ("exposed_memory_ns", "exposed_memcpy_time_ms"), ("busy_ns", "busy_time_ms"),
+                        ("idle_ns", "idle_time_ms"), ("span_ns", "total_time_ms"), ("comm_ns", "total_comm_time_ms")):
+        assert abs(ours[column] / 1e6 - row[key]) <= 0.001, (variant, column, ours[column] / 1e6, row[key])
+    assert ours["compute_ns"] + ours["exposed_comm_ns"] + ours["exposed_memory_ns"] + ours["idle_ns"] == ours["span_ns"]
 
 
 @pytest.mark.parametrize("rel", ["nvidia/b200_eager_rank0.json.gz", "nvidia/h100_qwen1.5-0.5b.json.gz"])

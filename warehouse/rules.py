@@ -1,8 +1,14 @@
 """The kernel category rule table: shipped data, versioned, extendable by the user.
 
 The rules live in ``sql/rules/kernel_categories.csv`` (columns ``rule_order, rule_name, category, pattern,
-note``): an ordered list of regular expressions matched against a GPU activity's name; the first match by
-``rule_order`` decides the activity's category (``sql/kernel_category.sql`` applies them). Patterns are
+op_pattern, op_shape, note``): an ordered list of conditions on a GPU activity; the first match by
+``rule_order`` decides the activity's category. A rule's ``pattern`` is a regular expression matched against
+the activity's name; a rule may also (``op_pattern``, optional) require a launching op: the innermost
+``cpu_op`` around the activity's launch call, or one of the cpu_ops enclosing it (``OP_LEVELS`` levels in
+all), whose name matches ``op_pattern`` and whose input dims satisfy ``op_shape`` (optional, one of
+``OP_SHAPES``), or (``module_pattern``, optional) require the innermost ``nn.Module`` frame around the launch
+(with_stack traces) to match. Name-only rules decide ``sql/kernel_category.sql`` (per name); every rule decides
+``sql/activity_category.sql`` (per activity). Patterns are
 RE2 (DuckDB's ``regexp_matches``) and must also mean the same in Java regex (Spark's ``RLIKE``): no
 lookarounds, no backreferences, ``(?i)`` for case-insensitive matching. A match is a search, not a full
 match: anchor with ``^``/``$`` where needed.
@@ -38,6 +44,20 @@ CATEGORIES: tuple[str, ...] = (
 )
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("rule_order", "rule_name", "category", "pattern")
+OPTIONAL_COLUMNS: tuple[str, ...] = ("op_pattern", "op_shape", "module_pattern", "note")
+
+#: How many cpu_ops of the launching op chain an ``op_pattern`` is tried on: the innermost cpu_op around the
+#: launch call (level 0) and the cpu_ops enclosing it, up to level OP_LEVELS - 1 (sql/activity_category.sql).
+OP_LEVELS = 5
+
+#: The shape conditions a rule can put on its launching op's `Input Dims` (sql/activity_category.sql and
+#: sql/rules/README.md define them exactly). `scores` also defines the run's attention score tensors that the
+#: other three compare with.
+OP_SHAPES: tuple[str, ...] = ("scores", "scores_matmul", "on_scores")
+
+#: How many Python frames below an ``nn.Module`` frame a ``module_pattern`` reaches (without entering a nested
+#: module): the launch's innermost frame must be the module frame or within MODULE_LEVELS - 1 levels below it.
+MODULE_LEVELS = 7
 
 # Constructs that RE2 or Java regex lack, or that mean different things in the two.
 _NOT_PORTABLE: tuple[tuple[str, str], ...] = (
@@ -55,7 +75,8 @@ _NOT_PORTABLE: tuple[tuple[str, str], ...] = (
 class RulesError(TracehouseError, ValueError):
     """A category rule file that cannot be used: names the file, the line and what is wrong."""
 
-    hint = "fix the rule file (columns rule_order,rule_name,category,pattern[,note]) and run again"
+    hint = ("fix the rule file (columns rule_order,rule_name,category,pattern[,op_pattern,op_shape,note]) "
+            "and run again")
 
 
 def _read_version() -> tuple[str, str]:
@@ -117,6 +138,12 @@ def _parse(text: str, source: str, con: object | None) -> list[dict[str, object]
                     f"{source}:{line}: header lacks column(s) {', '.join(missing)}; "
                     f"expected {','.join(REQUIRED_COLUMNS)}[,note]"
                 )
+            unknown = [c for c in header if c not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS]
+            if unknown:  # a misspelt op_pattern would otherwise turn an op rule into a name rule
+                raise RulesError(
+                    f"{source}:{line}: unknown column(s) {', '.join(unknown)}; expected "
+                    f"{','.join(REQUIRED_COLUMNS)}[,{','.join(OPTIONAL_COLUMNS)}]"
+                )
             continue
         if len(record) > len(header):
             raise RulesError(
@@ -139,15 +166,31 @@ def _parse(text: str, source: str, con: object | None) -> list[dict[str, object]
                 f"{where}: unknown category {category!r}; expected one of: {', '.join(CATEGORIES)}"
             )
         pattern = row.get("pattern", "")
-        if not pattern:
-            raise RulesError(f"{where}: empty pattern")
-        _check_pattern(pattern, where, con)
+        op_pattern = row.get("op_pattern", "")
+        op_shape = row.get("op_shape", "")
+        module_pattern = row.get("module_pattern", "")
+        if not pattern and not op_pattern and not module_pattern:
+            raise RulesError(f"{where}: empty pattern (a rule needs a pattern, an op_pattern or a module_pattern)")
+        if op_pattern and module_pattern:
+            raise RulesError(f"{where}: a rule has an op_pattern or a module_pattern, not both (write two rules)")
+        if module_pattern:
+            _check_pattern(module_pattern, where, con)
+        if pattern:
+            _check_pattern(pattern, where, con)
+        if op_pattern:
+            _check_pattern(op_pattern, where, con)
+        if op_shape and op_shape not in OP_SHAPES:
+            raise RulesError(f"{where}: unknown op_shape {op_shape!r}; expected one of: {', '.join(OP_SHAPES)}")
+        if op_shape and not op_pattern:
+            raise RulesError(f"{where}: op_shape {op_shape!r} needs an op_pattern (the op whose dims it reads)")
         if name in seen_names:
             raise RulesError(f"{where}: rule_name repeats the one on line {seen_names[name]}")
         if order in seen_orders:
             raise RulesError(f"{where}: rule_order {order} repeats the one on line {seen_orders[order]}")
         seen_names[name], seen_orders[order] = line, line
-        rows.append({"rule_order": order, "rule_name": name, "category": category, "pattern": pattern})
+        rows.append({"rule_order": order, "rule_name": name, "category": category, "pattern": pattern,
+                     "op_pattern": op_pattern or None, "op_shape": op_shape or None,
+                     "module_pattern": module_pattern or None})
     if header is None:
         raise RulesError(f"{source}: empty rule file; expected a header {','.join(REQUIRED_COLUMNS)}[,note]")
     rows.sort(key=lambda r: r["rule_order"])  # type: ignore[arg-type, return-value]
@@ -159,7 +202,10 @@ def load_category_rules(user_file: str | Path | None = None) -> pa.Table:
 
     Columns: ``rule_order`` (int32, 1-based position in the effective order: the lowest wins),
     ``rule_name`` (user rules prefixed ``user:``), ``category``, ``pattern`` (RE2/Java regex searched in
-    the activity name) and ``rules_version`` (the same on every row: the version of the whole table).
+    the activity name; '' matches every name), ``op_pattern`` (regex searched in the names of the launching
+    op chain; NULL: the rule is on the name alone), ``op_shape`` (a shape condition of OP_SHAPES on that op's
+    input dims; NULL: none), ``module_pattern`` (regex searched in the name of the innermost ``nn.Module: ...``
+    Python frame around the launch; NULL: none) and ``rules_version`` (the same on every row: the version of the whole table).
     Raises RulesError (a ValueError) naming the file and line of a bad rule.
     """
     con = _regex_judge()
@@ -192,6 +238,9 @@ def load_category_rules(user_file: str | Path | None = None) -> pa.Table:
             "rule_name": pa.array([r["rule_name"] for r in rules], type=pa.string()),
             "category": pa.array([r["category"] for r in rules], type=pa.string()),
             "pattern": pa.array([r["pattern"] for r in rules], type=pa.string()),
+            "op_pattern": pa.array([r["op_pattern"] for r in rules], type=pa.string()),
+            "op_shape": pa.array([r["op_shape"] for r in rules], type=pa.string()),
+            "module_pattern": pa.array([r["module_pattern"] for r in rules], type=pa.string()),
             "rules_version": pa.array([version] * len(rules), type=pa.string()),
         }
     )
