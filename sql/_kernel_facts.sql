@@ -4,7 +4,6 @@
 --   category      VARCHAR  the activity's category (kernel_category)
 --   site          VARCHAR  'file(line): function' of its Python launch site (NULL: none known)
 --   site_source   VARCHAR  'trace' or 'capture'
---   module_path   VARCHAR  the nn.Module chain around its launch (kernel_launch_site.module_path)
 --   phase_key     VARCHAR  kernels.phase, 'unknown' when NULL (so that it can be grouped and joined)
 CREATE OR REPLACE VIEW _kernel_facts AS
 SELECT
@@ -12,7 +11,6 @@ SELECT
     coalesce(c.category, 'other') AS category,
     s.site,
     s.site_source,
-    s.module_path,
     coalesce(k.phase, 'unknown') AS phase_key
 FROM kernels AS k
 LEFT JOIN kernel_category AS c ON c.name = k.name AND c.kind = k.kind

@@ -179,11 +179,16 @@ regions AS (
 --   norm:   a `norm` kernel that has a `norm` kernel one period later (pre-norm layers begin with their norm);
 -- the earliest module candidate wins, else the earliest norm candidate, else the block's first position.
 -- repeats = ⌊(block end − start) / period⌋ full layers from there.
+module_paths AS (
+    SELECT f.run_id, f.rank, f.step, f.device, f.stream, f.kernel_id, s.module_path
+    FROM _kernel_facts AS f
+    JOIN kernel_launch_site AS s ON s.run_id = f.run_id AND s.rank = f.rank AND s.kernel_id = f.kernel_id
+    WHERE f.step IS NOT NULL AND s.module_path IS NOT NULL
+),
 mod_parts AS (
     SELECT run_id, rank, step, device, stream, kernel_id, u.part, u.depth,
            regexp_replace(u.part, '_[0-9]+$', '') AS cls
-    FROM _kernel_facts, unnest(string_split(module_path, '.')) WITH ORDINALITY AS u(part, depth)
-    WHERE step IS NOT NULL AND module_path IS NOT NULL
+    FROM module_paths, unnest(string_split(module_path, '.')) WITH ORDINALITY AS u(part, depth)
 ),
 repeated_classes AS (
     SELECT run_id, rank, step, device, stream, depth, cls
