@@ -1,7 +1,8 @@
 -- kernel_launch_site: one row per GPU activity (run_id, rank, kernel_id) with the Python line that
 -- launched it, from one place whether it ran eagerly or under CUDA-graph replay.
 -- The stack of a launch is every `python_function` frame around the launch call, innermost first: from the
--- trace's own frames (kernels.python_frame_id, then its parents up to the root) or, for an activity that a
+-- trace's own frames (kernels.python_frame_id and every frame of its thread that encloses it) or, for an
+-- activity that a
 -- graph launch replayed, from the same launch in the capture trace (`kernel_sites.stack`, ingest/capture.py).
 -- The launch site is the first frame, walking from the innermost frame outwards, that has a source file
 -- and is not launcher plumbing: the rule table `launch_site_rules` (sql/rules/launch_site_plumbing.csv,
@@ -52,38 +53,42 @@
 --                               when the capture was not used)
 --   capture_file       VARCHAR  the capture trace the site came from (NULL when not from capture)
 CREATE OR REPLACE VIEW kernel_launch_site AS
-WITH RECURSIVE
-launch_frames AS (
-    SELECT DISTINCT run_id, rank, python_frame_id AS leaf_id
-    FROM kernels
-    WHERE python_frame_id IS NOT NULL
+WITH launch_frames AS (
+    SELECT DISTINCT f.run_id, f.rank, f.frame_id AS leaf_id, f.pid, f.tid, f.start_ns, f.start_ns + f.dur_ns AS end_ns
+    FROM kernels AS k
+    JOIN python_frames AS f ON f.run_id = k.run_id AND f.rank = k.rank AND f.frame_id = k.python_frame_id
 ),
--- the trace's stacks: each launch's innermost frame, then its parents (Python parent id) up to the root
-frame_walk (run_id, rank, leaf_id, frame_id, depth) AS (
-    SELECT run_id, rank, leaf_id, leaf_id, 0 FROM launch_frames
-    UNION ALL
-    SELECT w.run_id, w.rank, w.leaf_id, f.parent_frame_id, w.depth + 1
-    FROM frame_walk AS w
-    JOIN python_frames AS f ON f.run_id = w.run_id AND f.rank = w.rank AND f.frame_id = w.frame_id
-    WHERE f.parent_frame_id IS NOT NULL AND w.depth < 1000
-),
+-- the trace's stacks: the launch's innermost frame and every frame of its thread that encloses it (Python
+-- frames of one thread nest in time), innermost first: by start descending, then the shorter, then the
+-- later-recorded (a child can share its parent's start and end to the ns)
 trace_frames AS (
-    SELECT 'trace' AS source, w.run_id, w.rank, w.leaf_id AS key_id, w.depth, f.name, f.file, f.line, f.function
-    FROM frame_walk AS w
-    JOIN python_frames AS f ON f.run_id = w.run_id AND f.rank = w.rank AND f.frame_id = w.frame_id
+    SELECT 'trace' AS source, l.run_id, l.rank, l.leaf_id AS key_id,
+           row_number() OVER (PARTITION BY l.run_id, l.rank, l.leaf_id
+                              ORDER BY a.start_ns DESC, a.dur_ns, a.frame_id DESC) AS depth,
+           a.name, a.file, a.line, a.function
+    FROM launch_frames AS l
+    JOIN python_frames AS a
+      ON a.run_id = l.run_id AND a.rank = l.rank AND a.pid = l.pid AND a.tid = l.tid
+     AND a.start_ns <= l.start_ns AND a.start_ns + a.dur_ns >= l.end_ns
 ),
 -- the capture's stacks, split like python_frames splits a frame name (ingest/sql/40_python_frames.sql)
 capture_names AS (
     SELECT s.run_id, s.rank, s.kernel_id AS key_id, u.depth, u.name
     FROM kernel_sites AS s, unnest(s.stack) WITH ORDINALITY AS u(name, depth)
 ),
-capture_frames AS (
-    SELECT 'capture' AS source, run_id, rank, key_id, depth, name,
+capture_split AS (
+    -- each distinct frame name is split once
+    SELECT name,
            nullif(regexp_extract(name, '^(.*)\((\d+)\): ', 1), '') AS file,
            TRY_CAST(nullif(regexp_extract(name, '^(.*)\((\d+)\): ', 2), '') AS INTEGER) AS line,
            CASE WHEN regexp_matches(name, '^(.*)\((\d+)\): ')
                 THEN regexp_replace(name, '^(.*)\((\d+)\): ', '') ELSE name END AS function
-    FROM capture_names
+    FROM (SELECT DISTINCT name FROM capture_names) AS n
+),
+capture_frames AS (
+    SELECT 'capture' AS source, c.run_id, c.rank, c.key_id, c.depth, c.name, x.file, x.line, x.function
+    FROM capture_names AS c
+    JOIN capture_split AS x ON x.name = c.name
 ),
 stack_frames AS (
     SELECT * FROM trace_frames
@@ -93,8 +98,11 @@ stack_frames AS (
 -- each distinct frame name meets the rules once: the first matching rule decides
 frame_actions AS (
     SELECT n.name, arg_min(r.action, r.rule_order) AS action
-    FROM (SELECT DISTINCT name FROM stack_frames WHERE file IS NOT NULL) AS n
-    JOIN launch_site_rules AS r ON regexp_matches(n.name, r.pattern)
+    FROM (SELECT DISTINCT name FROM python_frames WHERE file IS NOT NULL
+          UNION
+          SELECT name FROM capture_split WHERE file IS NOT NULL) AS n
+    -- the literal (a substring every match contains) spares the regular expression for most pairs
+    JOIN launch_site_rules AS r ON contains(n.name, r.literal) AND regexp_matches(n.name, r.pattern)
     GROUP BY n.name
 ),
 flagged AS (
