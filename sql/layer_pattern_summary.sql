@@ -174,8 +174,10 @@ regions AS (
 -- residual add, so the block starts one kernel into the layer). Candidates lie within one period either
 -- side of the block's first matched position:
 --   module: where the kernel's layer module changes. The layer module of a kernel is the component of its
---           nn.Module path (kernel_launch_site.module_path) at the outermost depth where one module class has
---           two or more instances in the step (Qwen3DecoderLayer_0 .. _35, ViTLayer_0 .. _11);
+--           nn.Module path (kernel_launch_site.module_path) of the layer class: of the module classes with
+--           two or more instances in the step (at one depth of the path), the one around the most kernels,
+--           the outermost on a tie (Qwen3DecoderLayer_0 .. _35, ViTLayer_0 .. _11; not BERT's three
+--           Embedding_N, nor the Linear_N inside each layer);
 --   norm:   a `norm` kernel that has a `norm` kernel one period later (pre-norm layers begin with their norm);
 -- the earliest module candidate wins, else the earliest norm candidate, else the block's first position.
 -- repeats = ⌊(block end − start) / period⌋ full layers from there.
@@ -191,25 +193,26 @@ mod_parts AS (
     FROM module_paths, unnest(string_split(module_path, '.')) WITH ORDINALITY AS u(part, depth)
 ),
 repeated_classes AS (
-    SELECT run_id, rank, step, device, stream, depth, cls
+    SELECT run_id, rank, step, device, stream, depth, cls, count(*) AS kernels
     FROM mod_parts
     GROUP BY run_id, rank, step, device, stream, depth, cls
     HAVING count(DISTINCT part) >= 2
 ),
 layer_level AS (
-    SELECT run_id, rank, step, device, stream, min(depth) AS depth
-    FROM repeated_classes
-    GROUP BY run_id, rank, step, device, stream
+    -- the layer class: the repeated class around the most kernels, the outermost on a tie (a layer's
+    -- Linear_N modules repeat too, but around fewer kernels than the layers that hold them)
+    SELECT run_id, rank, step, device, stream, depth, cls
+    FROM (SELECT *, row_number() OVER (PARTITION BY run_id, rank, step, device, stream
+                                       ORDER BY kernels DESC, depth, cls) AS pick
+          FROM repeated_classes) AS ranked
+    WHERE pick = 1
 ),
 layer_of AS (
     SELECT m.run_id, m.rank, m.step, m.device, m.stream, m.kernel_id, m.part AS layer_module
     FROM mod_parts AS m
     JOIN layer_level AS l
       ON l.run_id = m.run_id AND l.rank = m.rank AND l.step = m.step AND l.device = m.device
-     AND l.stream = m.stream AND l.depth = m.depth
-    JOIN repeated_classes AS c
-      ON c.run_id = m.run_id AND c.rank = m.rank AND c.step = m.step AND c.device = m.device
-     AND c.stream = m.stream AND c.depth = m.depth AND c.cls = m.cls
+     AND l.stream = m.stream AND l.depth = m.depth AND l.cls = m.cls
 ),
 seq_e AS (
     SELECT f.run_id, f.rank, f.step, f.device, f.stream, f.category, f.start_ns, f.end_ns, f.dur_ns,

@@ -269,3 +269,20 @@ def test_real_layer_counts(real, rel):
     s = rows[0]
     assert s["repeats"] == REAL[rel][1], (s["period"], s["repeats"], s["start_ordinal"])
     assert s["layer_span_ns"] > 0 and s["layer_span_min_ns"] <= s["layer_span_ns"] <= s["layer_span_max_ns"]
+    # every one of these traces has nn.Module frames (in the capture for the SGLang replay): the layer
+    # starts at the decoder layer's first kernel, e.g. SGLang's input add_rmsnorm (before: the QKV GEMM
+    # after it), BERT's (post-norm) query GEMM, HF Qwen2's RMSNorm upcast (an elementwise copy)
+    assert s["layer_start"] == "module"
+    (first,) = con.execute("SELECT category FROM layer_pattern WHERE run_id = ? AND is_main_stream AND step = ? "
+                           "AND position = 0", [run_of[rel], s["step"]]).fetchone()
+    assert first == FIRST_CATEGORY[rel]
+
+
+FIRST_CATEGORY = {
+    "inference/sglang_decode": "norm",
+    "inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz": "norm",
+    "nvidia/b200_eager_rank0.json.gz": "norm",
+    "nvidia/h100_qwen1.5-0.5b.json.gz": "elementwise",
+    "amd/mi300_qwen1.5-0.5b.json.gz": "elementwise",
+    "nvidia/h100_falconsai-nsfw.json.gz": "norm",
+}
