@@ -58,7 +58,7 @@ SCHEMA = pa.schema([
     ("function", pa.string()), ("cpu_op_name", pa.string()), ("cpu_op_input_dims", pa.string()),
     ("source", pa.string()), ("capture_file", pa.string()), ("capture_window", pa.int32()),
     ("capture_seq", pa.int32()), ("capture_kernel_name", pa.string()), ("match", pa.string()),
-    ("graph_correlation", pa.int64()),
+    ("graph_correlation", pa.int64()), ("stack", pa.list_(pa.string())),
 ])
 
 BS_PATTERNS = (
@@ -83,6 +83,7 @@ class CaptureLaunch:
     function: str | None
     cpu_op_name: str | None
     cpu_op_input_dims: str | None
+    stack: list[str] | None = None  # python_function frame names around the launch, innermost first
 
 
 @dataclass
@@ -185,12 +186,21 @@ gpu_by_flow AS (
     FROM flows f JOIN events e ON e.ev_id = f.dst_event_id AND e.gpu_kind IS NOT NULL
     WHERE f.src_event_id IS NOT NULL GROUP BY f.src_event_id
 ),
-frame_hits AS (
-    SELECT c.ev_id, f.file, f.line, f.function,
-           row_number() OVER (PARTITION BY c.ev_id ORDER BY f.start_ns DESC, f.dur_ns, f.frame_id DESC) AS rn
+all_frame_hits AS (
+    -- every python_function frame around the launch (the whole stack, nn.Module frames included)
+    SELECT c.ev_id, f.name, f.file, f.line, f.function,
+           row_number() OVER (PARTITION BY c.ev_id ORDER BY f.start_ns DESC, f.dur_ns, f.frame_id DESC) AS depth
     FROM chosen c JOIN python_frames f
       ON f.pid = c.pid AND f.tid = c.tid AND f.start_ns <= c.start_ns AND f.start_ns + f.dur_ns >= c.start_ns
-    WHERE f.file IS NOT NULL
+),
+frame_hits AS (
+    SELECT ev_id, file, line, function,
+           row_number() OVER (PARTITION BY ev_id ORDER BY depth) AS rn
+    FROM all_frame_hits
+    WHERE file IS NOT NULL
+),
+stacks AS (
+    SELECT ev_id, list(name ORDER BY depth) AS stack FROM all_frame_hits GROUP BY ev_id
 ),
 op_hits AS (
     SELECT c.ev_id, o.name, o.input_dims,
@@ -202,13 +212,15 @@ op_hits AS (
 SELECT c.window_id, c.ev_id, c.call, c.kind, c.start_ns,
        coalesce(nullif(trim(e.kernel_arg), ''), g.name, fl.name) AS name,
        coalesce(e.stream, g.stream, fl.stream) AS stream,
-       fh.file, fh.line, fh.function, oh.name AS cpu_op_name, oh.input_dims AS cpu_op_input_dims
+       fh.file, fh.line, fh.function, oh.name AS cpu_op_name, oh.input_dims AS cpu_op_input_dims,
+       st.stack
 FROM chosen c
 JOIN events e ON e.ev_id = c.ev_id
 LEFT JOIN gpu_by_corr g ON g.correlation = c.correlation
 LEFT JOIN gpu_by_flow fl ON fl.ev_id = c.ev_id
 LEFT JOIN frame_hits fh ON fh.ev_id = c.ev_id AND fh.rn = 1
 LEFT JOIN op_hits oh ON oh.ev_id = c.ev_id AND oh.rn = 1
+LEFT JOIN stacks st ON st.ev_id = c.ev_id
 ORDER BY c.window_id, c.start_ns, c.ev_id
 """
 
@@ -263,8 +275,8 @@ def read_capture_windows(path: Path, work_dir: Path, details: dict[str, dict] | 
                                 [(i, w[1], w[2], w[3], w[4]) for i, w in enumerate(windows)])
             con.execute(LAUNCHES_SQL)
             launches = con.execute(
-                "SELECT window_id, call, kind, name, stream, file, line, function, cpu_op_name, cpu_op_input_dims "
-                "FROM capture_launches ORDER BY window_id, start_ns, ev_id").fetchall()
+                "SELECT window_id, call, kind, name, stream, file, line, function, cpu_op_name, cpu_op_input_dims, "
+                "stack FROM capture_launches ORDER BY window_id, start_ns, ev_id").fetchall()
         finally:
             con.close()
     finally:
@@ -287,7 +299,7 @@ def read_capture_windows(path: Path, work_dir: Path, details: dict[str, dict] | 
         win = out[row[0]]
         win.launches.append(CaptureLaunch(len(win.launches), row[1], row[2], row[3],
                                           None if row[4] is None else int(row[4]), row[5], row[6], row[7],
-                                          row[8], row[9]))
+                                          row[8], row[9], list(row[10]) if row[10] is not None else None))
     return [w for w in out if w.launches]
 
 
@@ -482,6 +494,7 @@ def attribute_rank(out_dir: Path, rank: int, windows: list[CaptureWindow]) -> tu
                 "cpu_op_input_dims": launch.cpu_op_input_dims, "source": "capture",
                 "capture_file": window.file, "capture_window": window.index, "capture_seq": launch.seq,
                 "capture_kernel_name": launch.name, "match": match, "graph_correlation": corr,
+                "stack": launch.stack,
             })
     rows.sort(key=lambda r: r["kernel_id"])
     return pa.Table.from_pylist(rows, schema=SCHEMA), len(kernels)

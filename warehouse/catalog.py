@@ -123,6 +123,10 @@ def register_rules(con: duckdb.DuckDBPyConnection, rules_file: str | None = None
     from warehouse.fusion import register_fusion_patterns  # the fusion catalogue (sql/fusion_match.sql)
 
     register_fusion_patterns(con)
+    from warehouse.site_rules import load_site_rules, user_site_rules_file  # sql/kernel_launch_site.sql
+
+    site_rules = load_site_rules(user_site_rules_file())  # noqa: F841 - read by name below
+    con.execute("CREATE OR REPLACE TABLE launch_site_rules AS SELECT * FROM site_rules")
 
 
 CATALOG_VERSION = 2  # bump when the way the catalogue is built changes
@@ -137,9 +141,24 @@ def catalog_fingerprint(rules_file: str | None) -> str:
         if path.is_file() and path.suffix in (".sql", ".csv", ".json"):
             digest.update(str(path.relative_to(SQL_DIR)).encode() + b"\0" + path.read_bytes())
     digest.update(Path(__file__).read_bytes())
+    digest.update(Path(__file__).with_name("site_rules.py").read_bytes())
     if rules_file:
         digest.update(Path(rules_file).read_bytes())
+    digest.update(_site_rules_digest())
     return digest.hexdigest()[:16]
+
+
+def _site_rules_digest() -> bytes:
+    """The user's launch-site rule file (TRACEHOUSE_SITE_RULES), by path and content: b'' when unset."""
+    from warehouse.site_rules import user_site_rules_file
+
+    user = user_site_rules_file()
+    if not user:
+        return b""
+    try:
+        return user.encode() + b"\0" + Path(user).read_bytes()
+    except OSError:
+        return user.encode()
 
 
 def views_fingerprint(views: list[str]) -> str:
@@ -163,10 +182,11 @@ def views_fingerprint(views: list[str]) -> str:
         digest.update(part.encode() + b"\0")
     for name in sorted(needed):
         digest.update(name.encode() + b"\0" + texts[name].encode())
-    code = [Path(__file__).with_name(name) for name in ("catalog.py", "rules.py", "fusion.py")]  # build the catalogue
-    for path in sorted((SQL_DIR / "rules").rglob("*")) + code:
+    code = [Path(__file__).with_name(name) for name in ("catalog.py", "rules.py", "fusion.py", "site_rules.py")]
+    for path in sorted((SQL_DIR / "rules").rglob("*")) + code:  # the rule files and the code that loads them
         if path.is_file() and path.suffix in (".csv", ".json", ".py"):
             digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    digest.update(_site_rules_digest())
     return digest.hexdigest()[:16]
 
 

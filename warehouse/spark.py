@@ -5,7 +5,7 @@
 1. one temporary view per base table over `<warehouse>/tables/<table>/` (plain Hive layout: `run_id`
    comes from the folder name and stays a string), without the zero-row `run_id=_schema` partition, and
    with the same visibility rule: a run is visible only once its `runs` row exists;
-2. the rule tables (`category_rules`, `fusion_patterns`, `fusion_pattern_steps`) from the same Arrow
+2. the rule tables (`category_rules`, `fusion_patterns`, `fusion_pattern_steps`, `launch_site_rules`) from the same Arrow
    tables that DuckDB registers;
 3. every view of sql/, in the same dependency order (`catalog.ordered_views`), transpiled by sqlglot from
    the DuckDB dialect to Spark's, as a temporary view.
@@ -254,6 +254,9 @@ def register_rule_tables(spark: SparkSession, rules_file: str | None = None) -> 
     head, steps = load_fusion_catalog()
     _arrow_to_spark(spark, head).createOrReplaceTempView("fusion_patterns")
     _arrow_to_spark(spark, steps).createOrReplaceTempView("fusion_pattern_steps")
+    from warehouse.site_rules import load_site_rules, user_site_rules_file
+
+    _arrow_to_spark(spark, load_site_rules(user_site_rules_file())).createOrReplaceTempView("launch_site_rules")
 
 
 @dataclass

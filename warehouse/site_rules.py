@@ -1,0 +1,161 @@
+"""The launch-site plumbing rule table: which Python frames are launcher plumbing, not a launch site.
+
+The rules live in ``sql/rules/launch_site_plumbing.csv`` (columns ``rule_order, rule_name, action,
+pattern, note``): an ordered list of regular expressions searched in a Python frame's name (the
+profiler's ``path/file.py(123): function``). The first match by ``rule_order`` decides the frame's
+``action``: ``plumbing`` (framework or library machinery between the caller and the kernel: torch
+internals, the Triton runtime, Inductor's generated code, kernel-library bindings ...) or ``site`` (a
+rule that keeps a frame that a later rule would call plumbing). A frame no rule matches is a site.
+``sql/kernel_launch_site.sql`` walks each launch's stack from the innermost frame outwards and takes
+the first frame with a source file that is not plumbing.
+
+Patterns follow the category rules' dialect (RE2 and Java regex, see warehouse/rules.py). The version is
+in ``sql/rules/launch_site_plumbing.version.json`` with the CSV's sha256. A user file of the same format
+(``TRACEHOUSE_SITE_RULES``, or the argument) goes before the shipped rules, so user rules win; the
+version becomes ``<shipped>+user.<first 12 hex of its sha256>`` and user rule names get ``user:``.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+
+from warehouse.rules import RULES_DIR, RulesError, _check_pattern, _regex_judge
+
+SHIPPED_SITE_RULES = RULES_DIR / "launch_site_plumbing.csv"
+SITE_VERSION_FILE = RULES_DIR / "launch_site_plumbing.version.json"
+USER_SITE_RULES_ENV = "TRACEHOUSE_SITE_RULES"
+ACTIONS: tuple[str, ...] = ("plumbing", "site")
+REQUIRED: tuple[str, ...] = ("rule_order", "rule_name", "action", "pattern")
+
+
+def site_rules_version() -> str:
+    return str(json.loads(SITE_VERSION_FILE.read_text(encoding="utf-8"))["rules_version"])
+
+
+def shipped_site_rules_sha256() -> str:
+    return hashlib.sha256(SHIPPED_SITE_RULES.read_bytes()).hexdigest()
+
+
+def user_site_rules_file() -> str | None:
+    """The user's rule file named by TRACEHOUSE_SITE_RULES (None when unset or empty)."""
+    return os.environ.get(USER_SITE_RULES_ENV) or None
+
+
+def required_literal(pattern: str) -> str:
+    """The longest run of plain characters that every match of `pattern` contains ('' when none is sure).
+
+    The view tests `contains(name, literal)` before the regular expression: DuckDB compiles a pattern
+    read from a table once per row, and the substring test spares that for the frames that cannot match."""
+    try:
+        from re import _parser as sre_parse  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover - Python < 3.11
+        import sre_parse  # type: ignore[no-redef]
+    try:
+        parsed = sre_parse.parse(pattern)
+    except Exception:  # noqa: BLE001 - the loader has already validated it with RE2
+        return ""
+    if parsed.state.flags & 2:  # re.IGNORECASE: a literal would have to match in any case
+        return ""
+    best, run = "", []
+    for op, arg in list(parsed) + [(None, None)]:
+        if op is sre_parse.LITERAL:
+            run.append(chr(arg))
+            continue
+        if len("".join(run)) > len(best):
+            best = "".join(run)
+        run = []
+    return best
+
+
+def _parse(text: str, source: str, con: object | None) -> list[dict[str, object]]:
+    reader = csv.reader(io.StringIO(text))
+    header: list[str] | None = None
+    rows: list[dict[str, object]] = []
+    names: dict[str, int] = {}
+    orders: dict[int, int] = {}
+    for record in reader:
+        line = reader.line_num
+        if not record or all(not cell.strip() for cell in record):
+            continue
+        if header is None:
+            header = [cell.strip().lstrip("\ufeff") for cell in record]
+            missing = [c for c in REQUIRED if c not in header]
+            if missing:
+                raise RulesError(f"{source}:{line}: header lacks column(s) {', '.join(missing)}; "
+                                 f"expected {','.join(REQUIRED)}[,note]")
+            continue
+        if len(record) > len(header):
+            raise RulesError(f"{source}:{line}: {len(record)} fields but the header has {len(header)} "
+                             "(quote patterns that contain commas)")
+        row = dict(zip(header, (cell.strip() for cell in record)))
+        name = row.get("rule_name", "")
+        if not name:
+            raise RulesError(f"{source}:{line}: empty rule_name")
+        where = f"{source}:{line} (rule {name!r})"
+        try:
+            order = int(row.get("rule_order", ""))
+        except ValueError:
+            raise RulesError(f"{where}: rule_order {row.get('rule_order')!r} is not an integer") from None
+        action = row.get("action", "")
+        if action not in ACTIONS:
+            raise RulesError(f"{where}: unknown action {action!r}; expected one of: {', '.join(ACTIONS)}")
+        pattern = row.get("pattern", "")
+        if not pattern:
+            raise RulesError(f"{where}: empty pattern")
+        _check_pattern(pattern, where, con)
+        if name in names:
+            raise RulesError(f"{where}: rule_name repeats the one on line {names[name]}")
+        if order in orders:
+            raise RulesError(f"{where}: rule_order {order} repeats the one on line {orders[order]}")
+        names[name], orders[order] = line, line
+        rows.append({"rule_order": order, "rule_name": name, "action": action, "pattern": pattern})
+    if header is None:
+        raise RulesError(f"{source}: empty rule file; expected a header {','.join(REQUIRED)}[,note]")
+    rows.sort(key=lambda r: r["rule_order"])  # type: ignore[arg-type, return-value]
+    return rows
+
+
+def load_site_rules(user_file: str | Path | None = None) -> pa.Table:
+    """The effective plumbing rules: user rules (if any) first, then the shipped ones.
+
+    Columns: rule_order (int32, 1-based effective order: the lowest wins), rule_name, action
+    (plumbing | site), pattern, literal (a substring every match contains, '' when none: see
+    required_literal), rules_version (of the whole table). Raises RulesError on a bad rule."""
+    con = _regex_judge()
+    try:
+        rules = _parse(SHIPPED_SITE_RULES.read_text(encoding="utf-8"), str(SHIPPED_SITE_RULES), con)
+        version = site_rules_version()
+        if user_file is not None:
+            path = Path(user_file)
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                raise RulesError(f"{path}: cannot read the launch-site rule file: {exc.strerror or exc}") from None
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise RulesError(f"{path}: the launch-site rule file is not UTF-8 text") from None
+            user = _parse(text, str(path), con)
+            for row in user:
+                if not str(row["rule_name"]).startswith("user:"):
+                    row["rule_name"] = f"user:{row['rule_name']}"
+            rules = user + rules
+            version = f"{version}+user.{hashlib.sha256(data).hexdigest()[:12]}"
+    finally:
+        if con is not None:
+            con.close()  # type: ignore[attr-defined]
+    return pa.table({
+        "rule_order": pa.array(range(1, len(rules) + 1), type=pa.int32()),
+        "rule_name": pa.array([r["rule_name"] for r in rules], type=pa.string()),
+        "action": pa.array([r["action"] for r in rules], type=pa.string()),
+        "pattern": pa.array([r["pattern"] for r in rules], type=pa.string()),
+        "literal": pa.array([required_literal(str(r["pattern"])) for r in rules], type=pa.string()),
+        "rules_version": pa.array([version] * len(rules), type=pa.string()),
+    })
