@@ -52,8 +52,8 @@
 --                          joined with ' -> ' (e.g. 'aten::silu [[16,559,2816]] -> aten::mul
 --                          [[16,559,2816],[16,559,2816]]'); NULL when no launching op is known
 --   evidence_sequence      the whole evidence, uncut: per step 'kernel ×launches (op dims)' joined with
---                          ' -> ', then the chain counts ('; N adjacent, M near chain(s)'); Fused: the fused
---                          kernel ×launches
+--                          ' -> ', then the chain counts ('; N adjacent, M near chain(s)'); Fused: every
+--                          fused kernel 'name ×launches', joined with ' + ' (most GPU time first)
 --   evidence_basis         'ops' (every counted chain had its launching ops; shapes checked where the
 --                          pattern has a rule), 'ops and kernel names' (some had), 'kernel names' (none
 --                          had, e.g. graph replays: judged by kernel names and order alone); NULL for Fused
@@ -65,17 +65,26 @@
 --   source_path            where the fused implementation lives (generic rows: 'framework: path; ...')
 --   rationale, reference, catalog_version   from the catalogue
 CREATE OR REPLACE VIEW fusion_match AS
-WITH facts AS (
-    -- every activity with its scope and its launching op (name, dims, first input's dims)
+WITH launched AS (
+    -- every activity with its scope and its launching op (name, dims)
     SELECT f.run_id, f.rank, f.kernel_id, f.device, f.stream, f.start_ns, f.dur_ns, f.name, f.category,
            f.phase_key AS phase,
            coalesce(f.step, -1) AS step_key,
-           CASE WHEN f.launch_call LIKE '%GraphLaunch%' THEN coalesce(f.correlation, -2) ELSE -1 END AS replay_key,
+           CASE WHEN f.launch_call LIKE '%GraphLaunch%' THEN coalesce(k.correlation, -2) ELSE -1 END AS replay_key,
            o.name AS op_name,
-           o.input_dims AS op_dims,
-           nullif(regexp_extract(o.input_dims, '^\[(\[[0-9,]*\])', 1), '') AS first_dims
+           replace(o.input_dims, ' ', '') AS op_dims
     FROM _kernel_facts AS f
-    LEFT JOIN cpu_ops AS o ON o.run_id = f.run_id AND o.rank = f.rank AND o.op_id = f.cpu_op_id
+    -- the launch's correlation and op come from `kernels` (a stored _kernel_facts keeps fewer columns)
+    LEFT JOIN kernels AS k ON k.run_id = f.run_id AND k.rank = f.rank AND k.kernel_id = f.kernel_id
+    LEFT JOIN cpu_ops AS o ON o.run_id = k.run_id AND o.rank = k.rank AND o.op_id = k.cpu_op_id
+),
+facts AS (
+    -- first_dims: the first input's dims ('[[16,559,2816],[...]]' -> '[16,559,2816]'); NULL when the op has
+    -- no dims or its first input is a list of tensors (string functions, no regex: the same on Spark)
+    SELECT *,
+           CASE WHEN op_dims LIKE '[[%' AND substr(op_dims, 3, 1) <> '['
+                THEN substr(op_dims, 2, strpos(op_dims, ']') - 1) END AS first_dims
+    FROM launched
 ),
 positioned AS (
     SELECT run_id, rank, kernel_id,
@@ -145,7 +154,7 @@ raw_chains AS (
                         ELSE b.op_dims = '[' || a.first_dims || ',' || a.first_dims || ']' END
                WHEN 'logits_2d' THEN
                    CASE WHEN a.first_dims IS NULL THEN NULL
-                        ELSE regexp_matches(a.first_dims, '^\[[0-9]+,[0-9]+\]$') END
+                        ELSE length(a.first_dims) - length(replace(a.first_dims, ',', '')) = 1 END
            END AS shape_ok,
            b.pos - a.pos + coalesce(c.pos - b.pos, 0) AS span
     FROM candidates AS a
@@ -195,7 +204,8 @@ fused_acts AS (
     GROUP BY n.run_id, n.phase, f.pattern_id, n.name
 ),
 fused AS (
-    SELECT run_id, phase, pattern_id, sum(launches) AS launches, sum(time_ns) AS time_ns
+    SELECT run_id, phase, pattern_id, sum(launches) AS launches, sum(time_ns) AS time_ns,
+           string_agg(name || ' ×' || CAST(launches AS VARCHAR), ' + ' ORDER BY time_ns DESC, name) AS names_text
     FROM fused_acts
     GROUP BY run_id, phase, pattern_id
 ),
@@ -215,7 +225,7 @@ decided AS (
                 WHEN coalesce(f.launches, 0) > 0 THEN 'Fused' ELSE 'Likely' END AS status,
            coalesce(c.chains_adjacent, 0) AS chains_adjacent, coalesce(c.chains_near, 0) AS chains_near,
            c.ops_known_adjacent, c.ops_known_all, c.some_ops_adjacent, c.some_ops_all,
-           f.launches AS fused_launches, f.time_ns AS fused_time_ns
+           f.launches AS fused_launches, f.time_ns AS fused_time_ns, f.names_text AS fused_text
     FROM keys AS k
     LEFT JOIN chain_stats AS c ON c.run_id = k.run_id AND c.phase = k.phase AND c.pattern_id = k.pattern_id
     LEFT JOIN fused AS f ON f.run_id = k.run_id AND f.phase = k.phase AND f.pattern_id = k.pattern_id
@@ -311,7 +321,7 @@ rowed AS (
         CASE WHEN d.status <> 'Fused' AND coalesce(e.ops_1, e.ops_2, e.ops_3) IS NOT NULL
              THEN concat_ws(' -> ', coalesce(e.ops_1, '?'), coalesce(e.ops_2, '?'),
                             CASE WHEN p.n_splits = 3 THEN coalesce(e.ops_3, '?') END) END AS evidence_ops,
-        CASE WHEN d.status = 'Fused' THEN ft.name || ' ×' || CAST(ft.launches AS VARCHAR)
+        CASE WHEN d.status = 'Fused' THEN d.fused_text
              ELSE concat_ws(' -> ', e.text_1, e.text_2, e.text_3)
                   || '; ' || CAST(d.chains_adjacent AS VARCHAR) || ' adjacent, '
                   || CAST(d.chains_near AS VARCHAR) || ' near chain(s)' END AS evidence_sequence,

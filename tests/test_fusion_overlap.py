@@ -81,7 +81,7 @@ def test_views_transpile_to_spark():
 
 FACT_COLUMNS = ("run_id VARCHAR, rank INTEGER, kernel_id BIGINT, device INTEGER, stream INTEGER, kind VARCHAR, "
                 "name VARCHAR, start_ns BIGINT, dur_ns BIGINT, end_ns BIGINT, step INTEGER, category VARCHAR, "
-                "site VARCHAR, launch_call VARCHAR, phase_key VARCHAR, cpu_op_id BIGINT, correlation BIGINT")
+                "site VARCHAR, launch_call VARCHAR, phase_key VARCHAR")
 
 
 def _handmade(rows: list[tuple], runs: dict[str, str]) -> duckdb.DuckDBPyConnection:
@@ -91,10 +91,12 @@ def _handmade(rows: list[tuple], runs: dict[str, str]) -> duckdb.DuckDBPyConnect
     con.execute(f"CREATE TABLE _kernel_facts ({FACT_COLUMNS})")
     for i, (run, stream, name, cat, start, dur, *site) in enumerate(rows):
         con.execute("INSERT INTO _kernel_facts VALUES (?, 0, ?, 0, ?, 'kernel', ?, ?, ?, ?, 0, ?, ?, "
-                    "'cudaLaunchKernel', 'decode', NULL, NULL)",
+                    "'cudaLaunchKernel', 'decode')",
                     [run, i + 1, stream, name, start, dur, start + dur, cat, site[0] if site else None])
     con.execute("CREATE TABLE runs (run_id VARCHAR, framework VARCHAR)")
-    # fusion_match reads the launching op (none here: every activity is judged by name and order)
+    # fusion_match reads each launch's op and correlation (none here: activities are judged by name and order)
+    con.execute("CREATE TABLE kernels (run_id VARCHAR, rank INTEGER, kernel_id BIGINT, cpu_op_id BIGINT, "
+                "correlation BIGINT)")
     con.execute("CREATE TABLE cpu_ops (run_id VARCHAR, rank INTEGER, op_id BIGINT, name VARCHAR, input_dims VARCHAR)")
     con.executemany("INSERT INTO runs VALUES (?, ?)", list(runs.items()))
     fusion.register_fusion_patterns(con)

@@ -126,11 +126,13 @@ def test_shape_rules_are_checked_on_handmade_chains():
     ]
     con = duckdb.connect()
     con.execute(f"CREATE TABLE _kernel_facts ({FACT_COLUMNS})")
+    con.execute("CREATE TABLE kernels (run_id VARCHAR, rank INTEGER, kernel_id BIGINT, cpu_op_id BIGINT, "
+                "correlation BIGINT)")
     con.execute("CREATE TABLE cpu_ops (run_id VARCHAR, rank INTEGER, op_id BIGINT, name VARCHAR, input_dims VARCHAR)")
     for i, (run, name, cat, op, dims) in enumerate(acts):
         con.execute("INSERT INTO _kernel_facts VALUES (?, 0, ?, 0, 7, 'kernel', ?, ?, 10, ?, 0, ?, NULL, "
-                    "'cudaLaunchKernel', 'decode', ?, NULL)",
-                    [run, i + 1, name, i * 10, i * 10 + 10, cat, i + 1 if op else None])
+                    "'cudaLaunchKernel', 'decode')", [run, i + 1, name, i * 10, i * 10 + 10, cat])
+        con.execute("INSERT INTO kernels VALUES (?, 0, ?, ?, NULL)", [run, i + 1, i + 1 if op else None])
         if op:
             con.execute("INSERT INTO cpu_ops VALUES (?, 0, ?, ?, ?)", [run, i + 1, op, dims])
     con.execute("CREATE TABLE runs (run_id VARCHAR, framework VARCHAR)")
