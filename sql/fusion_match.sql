@@ -135,45 +135,71 @@ candidates AS (
     LEFT JOIN step_ops AS so ON so.pattern_id = s.pattern_id AND so.step = s.step AND so.op_name = f.op_name
     WHERE s.ops IS NULL OR f.op_name IS NULL OR so.op_name IS NOT NULL
 ),
-raw_chains AS (
-    SELECT a.run_id, a.rank, a.phase, a.pattern_id, p.n_splits, p.shape_rule,
-           a.kernel_id AS kernel_id_1, a.name AS name_1, a.dur_ns AS dur_ns_1,
-           b.kernel_id AS kernel_id_2, b.name AS name_2, b.dur_ns AS dur_ns_2,
-           c.kernel_id AS kernel_id_3, c.name AS name_3, c.dur_ns AS dur_ns_3,
-           a.op_name AS op_1, a.op_dims AS dims_1, b.op_name AS op_2, b.op_dims AS dims_2,
-           c.op_name AS op_3, c.op_dims AS dims_3,
-           a.op_name IS NOT NULL AND b.op_name IS NOT NULL AND (p.n_splits = 2 OR c.op_name IS NOT NULL) AS ops_known,
-           b.pos = a.pos + 1 AND (p.n_splits = 2 OR c.pos = b.pos + 1) AS adjacent,
-           CASE p.shape_rule
-               WHEN 'same_input' THEN
-                   CASE WHEN a.first_dims IS NULL OR b.first_dims IS NULL
-                             OR (p.n_splits = 3 AND c.first_dims IS NULL) THEN NULL
-                        ELSE b.first_dims = a.first_dims AND (p.n_splits = 2 OR c.first_dims = a.first_dims) END
-               WHEN 'gate_product' THEN
-                   CASE WHEN a.first_dims IS NULL OR b.op_dims IS NULL THEN NULL
-                        ELSE b.op_dims = '[' || a.first_dims || ',' || a.first_dims || ']' END
-               WHEN 'logits_2d' THEN
-                   CASE WHEN a.first_dims IS NULL THEN NULL
-                        ELSE length(a.first_dims) - length(replace(a.first_dims, ',', '')) = 1 END
-           END AS shape_ok,
-           b.pos - a.pos + coalesce(c.pos - b.pos, 0) AS span
+gaps AS (
+    -- how far the next step may be on its stream: directly next, or 1 or 2 activities later (an equality
+    -- join per gap, so the chains are found in time linear in the candidates)
+    SELECT 1 AS o UNION ALL SELECT 2 UNION ALL SELECT 3
+),
+pairs AS (
+    -- steps 1 and 2 of a chain: the same stream, step and graph replay, step 2 at most 3 positions later
+    SELECT a.run_id, a.rank, a.device, a.stream, a.step_key, a.replay_key, a.phase, a.pattern_id,
+           p.n_splits, p.shape_rule, p.requires_category,
+           a.kernel_id AS kernel_id_1, a.name AS name_1, a.dur_ns AS dur_ns_1, a.op_name AS op_1,
+           a.op_dims AS dims_1, a.first_dims AS first_1, a.pos AS pos_1,
+           b.kernel_id AS kernel_id_2, b.name AS name_2, b.dur_ns AS dur_ns_2, b.op_name AS op_2,
+           b.op_dims AS dims_2, b.first_dims AS first_2, b.pos AS pos_2
     FROM candidates AS a
     JOIN fusion_patterns AS p ON p.pattern_id = a.pattern_id
+    CROSS JOIN gaps AS g
     JOIN candidates AS b
       ON b.run_id = a.run_id AND b.rank = a.rank AND b.device = a.device AND b.stream = a.stream
      AND b.pattern_id = a.pattern_id AND b.step = 2
      AND b.step_key = a.step_key AND b.replay_key = a.replay_key
-     AND b.pos > a.pos AND b.pos <= a.pos + 3
-    LEFT JOIN candidates AS c
-      ON p.n_splits = 3 AND c.run_id = b.run_id AND c.rank = b.rank AND c.device = b.device AND c.stream = b.stream
-     AND c.pattern_id = b.pattern_id AND c.step = 3
-     AND c.step_key = b.step_key AND c.replay_key = b.replay_key
-     AND c.pos > b.pos AND c.pos <= b.pos + 3
+     AND b.pos = a.pos + g.o
     WHERE a.step = 1
-      AND (p.n_splits = 2 OR c.kernel_id IS NOT NULL)
-      AND (p.requires_category IS NULL OR EXISTS (
-              SELECT 1 FROM per_name AS q
-              WHERE q.run_id = a.run_id AND q.phase = a.phase AND q.category = p.requires_category))
+),
+sequences AS (
+    -- complete sequences: the pairs of two-step patterns, and the pairs followed by their step 3
+    SELECT x.*, CAST(NULL AS BIGINT) AS kernel_id_3, CAST(NULL AS VARCHAR) AS name_3,
+           CAST(NULL AS BIGINT) AS dur_ns_3, CAST(NULL AS VARCHAR) AS op_3, CAST(NULL AS VARCHAR) AS dims_3,
+           CAST(NULL AS VARCHAR) AS first_3, CAST(NULL AS BIGINT) AS pos_3
+    FROM pairs AS x
+    WHERE x.n_splits = 2
+    UNION ALL
+    SELECT x.*, c.kernel_id, c.name, c.dur_ns, c.op_name, c.op_dims, c.first_dims, c.pos
+    FROM pairs AS x
+    CROSS JOIN gaps AS g
+    JOIN candidates AS c
+      ON c.run_id = x.run_id AND c.rank = x.rank AND c.device = x.device AND c.stream = x.stream
+     AND c.pattern_id = x.pattern_id AND c.step = 3
+     AND c.step_key = x.step_key AND c.replay_key = x.replay_key
+     AND c.pos = x.pos_2 + g.o
+    WHERE x.n_splits = 3
+),
+raw_chains AS (
+    SELECT q.run_id, q.rank, q.phase, q.pattern_id, q.n_splits, q.shape_rule,
+           q.kernel_id_1, q.name_1, q.dur_ns_1, q.kernel_id_2, q.name_2, q.dur_ns_2,
+           q.kernel_id_3, q.name_3, q.dur_ns_3,
+           q.op_1, q.dims_1, q.op_2, q.dims_2, q.op_3, q.dims_3,
+           q.op_1 IS NOT NULL AND q.op_2 IS NOT NULL AND (q.n_splits = 2 OR q.op_3 IS NOT NULL) AS ops_known,
+           q.pos_2 = q.pos_1 + 1 AND (q.n_splits = 2 OR q.pos_3 = q.pos_2 + 1) AS adjacent,
+           CASE q.shape_rule
+               WHEN 'same_input' THEN
+                   CASE WHEN q.first_1 IS NULL OR q.first_2 IS NULL OR (q.n_splits = 3 AND q.first_3 IS NULL)
+                        THEN NULL
+                        ELSE q.first_2 = q.first_1 AND (q.n_splits = 2 OR q.first_3 = q.first_1) END
+               WHEN 'gate_product' THEN
+                   CASE WHEN q.first_1 IS NULL OR q.dims_2 IS NULL THEN NULL
+                        ELSE q.dims_2 = '[' || q.first_1 || ',' || q.first_1 || ']' END
+               WHEN 'logits_2d' THEN
+                   CASE WHEN q.first_1 IS NULL THEN NULL
+                        ELSE length(q.first_1) - length(replace(q.first_1, ',', '')) = 1 END
+           END AS shape_ok,
+           q.pos_2 - q.pos_1 + coalesce(q.pos_3 - q.pos_2, 0) AS span
+    FROM sequences AS q
+    WHERE q.requires_category IS NULL OR EXISTS (
+              SELECT 1 FROM per_name AS r
+              WHERE r.run_id = q.run_id AND r.phase = q.phase AND r.category = q.requires_category)
 ),
 chains AS (
     -- one chain per first activity: the nearest one whose shapes do not contradict the rule

@@ -101,55 +101,97 @@ def test_piecewise_graph_boundary_breaks_a_chain(sit):
     assert _rows(con, "SELECT * FROM fusion_match WHERE run_id = ? AND pattern_key = 'add_rmsnorm'", [run]) == []
 
 
-def test_shape_rules_are_checked_on_handmade_chains():
-    """gate_product / logits_2d / same_input decide a chain where the launching ops have dims."""
+SHAPE_ACTS = [  # run, kernel, category, launching op, its Input Dims (no op: a graph replay's kernel)
+    ("g", "silu_kernel_x", "activation", "aten::silu", "[[4,8]]"),
+    ("g", "MulFunctor_x", "elementwise", "aten::mul", "[[4,8],[4,8]]"),
+    ("s", "silu_kernel_x", "activation", "aten::silu", "[[4,8]]"),
+    ("s", "MulFunctor_x", "elementwise", "aten::mul", "[[4,8],[]]"),
+    ("b", "silu_kernel_x", "activation", "aten::silu", "[[4,8]]"),
+    ("b", "MulFunctor_x", "elementwise", "aten::mul", "[[4,8],[1,8]]"),
+    ("w", "silu_kernel_x", "activation", "aten::sigmoid", "[[4,8]]"),
+    ("w", "MulFunctor_x", "elementwise", "aten::mul", "[[4,8],[4,8]]"),
+    ("a", "CUDAFunctor_add_x", "elementwise", "aten::add", "[[4,8],[4,8],[]]"),
+    ("a", "vllm::rms_norm_kernel_x", "norm", "_C::rms_norm", "[[4, 8],[8],[]]"),
+    ("x", "CUDAFunctor_add_x", "elementwise", "aten::add", "[[4,8],[4,8],[]]"),
+    ("x", "vllm::rms_norm_kernel_x", "norm", "_C::rms_norm", "[[2,8],[8],[]]"),
+    ("l", "cunn_SoftMaxForward_x", "activation", "aten::_softmax", "[[4,32000],[],[]]"),
+    ("l", "gatherTopK_x", "reduction", "aten::topk", "[[4,32000]]"),
+    ("l", "multinomial_x", "sampling", "aten::multinomial", "[[4,50],[]]"),
+    ("d", "cunn_SoftMaxForward_x", "activation", "aten::_softmax", "[[2,8,64,64],[],[]]"),
+    ("d", "gatherTopK_x", "reduction", "aten::topk", "[[2,64]]"),
+    ("d", "multinomial_x", "sampling", "aten::multinomial", "[[2,50],[]]"),
+    ("n", "silu_kernel_x", "activation", None, None),
+    ("n", "MulFunctor_x", "elementwise", None, None),
+]
+SHAPE_EXPECTED = {
+    ("g", "vllm_act_and_mul"): ("Confirmed", "ops"),          # the gate product
+    ("a", "vllm_fused_add_rms_norm"): ("Confirmed", "ops"),   # the norm of the add's output (dims with a space)
+    ("l", "vllm_sampling"): ("Confirmed", "ops"),             # softmax over [tokens, vocab]
+    ("n", "vllm_act_and_mul"): ("Confirmed", "kernel names"),  # no launching op: names and order alone
+}
+# s: mul by a scalar; b: broadcast mul; w: the op is not a silu/gelu; x: the norm is not of the add's
+# output; d: softmax over 4-D attention scores: no row
+
+
+def _shape_connection():
     import duckdb
 
     from tests.test_fusion_overlap import FACT_COLUMNS, SQL
     from warehouse import fusion
 
-    silu, mul = "silu_kernel_x", "MulFunctor_x"
-    add, rms = "CUDAFunctor_add_x", "vllm::rms_norm_kernel_x"
-    soft, topk, multi = "cunn_SoftMaxForward_x", "gatherTopK_x", "multinomial_x"
-    acts = [  # run, kernel, category, op, dims
-        ("g", silu, "activation", "aten::silu", "[[4,8]]"), ("g", mul, "elementwise", "aten::mul", "[[4,8],[4,8]]"),
-        ("s", silu, "activation", "aten::silu", "[[4,8]]"), ("s", mul, "elementwise", "aten::mul", "[[4,8],[]]"),
-        ("b", silu, "activation", "aten::silu", "[[4,8]]"), ("b", mul, "elementwise", "aten::mul", "[[4,8],[1,8]]"),
-        ("w", silu, "activation", "aten::sigmoid", "[[4,8]]"), ("w", mul, "elementwise", "aten::mul", "[[4,8],[4,8]]"),
-        ("a", add, "elementwise", "aten::add", "[[4,8],[4,8],[]]"), ("a", rms, "norm", "_C::rms_norm", "[[4,8],[8],[]]"),
-        ("x", add, "elementwise", "aten::add", "[[4,8],[4,8],[]]"), ("x", rms, "norm", "_C::rms_norm", "[[2,8],[8],[]]"),
-        ("l", soft, "activation", "aten::_softmax", "[[4,32000],[],[]]"), ("l", topk, "reduction", "aten::topk", "[[4,32000]]"),
-        ("l", multi, "sampling", "aten::multinomial", "[[4,50],[]]"),
-        ("d", soft, "activation", "aten::_softmax", "[[2,8,64,64],[],[]]"), ("d", topk, "reduction", "aten::topk", "[[2,64]]"),
-        ("d", multi, "sampling", "aten::multinomial", "[[2,50],[]]"),
-        ("n", silu, "activation", None, None), ("n", mul, "elementwise", None, None),
-    ]
     con = duckdb.connect()
     con.execute(f"CREATE TABLE _kernel_facts ({FACT_COLUMNS})")
     con.execute("CREATE TABLE kernels (run_id VARCHAR, rank INTEGER, kernel_id BIGINT, cpu_op_id BIGINT, "
                 "correlation BIGINT)")
     con.execute("CREATE TABLE cpu_ops (run_id VARCHAR, rank INTEGER, op_id BIGINT, name VARCHAR, input_dims VARCHAR)")
-    for i, (run, name, cat, op, dims) in enumerate(acts):
+    for i, (run, name, cat, op, dims) in enumerate(SHAPE_ACTS):
         con.execute("INSERT INTO _kernel_facts VALUES (?, 0, ?, 0, 7, 'kernel', ?, ?, 10, ?, 0, ?, NULL, "
                     "'cudaLaunchKernel', 'decode')", [run, i + 1, name, i * 10, i * 10 + 10, cat])
         con.execute("INSERT INTO kernels VALUES (?, 0, ?, ?, NULL)", [run, i + 1, i + 1 if op else None])
         if op:
             con.execute("INSERT INTO cpu_ops VALUES (?, 0, ?, ?, ?)", [run, i + 1, op, dims])
     con.execute("CREATE TABLE runs (run_id VARCHAR, framework VARCHAR)")
-    con.executemany("INSERT INTO runs VALUES (?, 'vllm')", [[r] for r in "gsbwaxldn"])
+    con.executemany("INSERT INTO runs VALUES (?, 'vllm')", [[r] for r in sorted({a[0] for a in SHAPE_ACTS})])
     fusion.register_fusion_patterns(con)
-    for view in ("kernel_overlap", "kernel_summary", "fusion_match"):
+    for view in ("kernel_summary", "fusion_match"):
         con.execute((SQL / f"{view}.sql").read_text())
+    return con
+
+
+def test_shape_rules_are_checked_on_handmade_chains():
+    """gate_product / logits_2d / same_input decide a chain where the launching ops have dims."""
+    con = _shape_connection()
     got = {(r, p): (s, b) for r, p, s, b in con.execute(
         "SELECT run_id, pattern_id, status, evidence_basis FROM fusion_match").fetchall()}
-    assert got == {
-        ("g", "vllm_act_and_mul"): ("Confirmed", "ops"),          # the gate product
-        ("a", "vllm_fused_add_rms_norm"): ("Confirmed", "ops"),   # the norm of the add's output
-        ("l", "vllm_sampling"): ("Confirmed", "ops"),             # softmax over [tokens, vocab]
-        ("n", "vllm_act_and_mul"): ("Confirmed", "kernel names"),  # no launching op: names and order alone
-    }
-    # s: mul by a scalar; b: broadcast mul; w: the op is not a silu/gelu; x: the norm is not of the add's
-    # output; d: softmax over 4-D attention scores
+    assert got == SHAPE_EXPECTED
+
+
+@pytest.mark.slow
+def test_fusion_match_same_rows_on_spark():
+    """The view transpiled to Spark gives the same rows on the handmade chains."""
+    pytest.importorskip("pyspark", reason="pyspark is not installed")
+    import shutil
+
+    if shutil.which("java") is None:
+        pytest.skip("Java is not on PATH")
+    from tests.test_fusion_overlap import SQL
+    from warehouse.spark import _arrow_to_spark, register_rule_tables, spark_session, to_spark_sql
+
+    con = _shape_connection()
+    session = spark_session("local[1]")
+    try:
+        for table in ("_kernel_facts", "kernels", "cpu_ops", "runs"):
+            _arrow_to_spark(session, con.execute(f"SELECT * FROM {table}").to_arrow_table()).createOrReplaceTempView(table)
+        register_rule_tables(session)
+        for view in ("kernel_summary", "fusion_match"):
+            session.sql(to_spark_sql((SQL / f"{view}.sql").read_text()))
+        cols = "run_id, pattern_id, status, occurrences, related_gpu_time_ns, evidence_ops, evidence_sequence, " \
+               "evidence_basis, source_path"
+        duck = sorted(con.execute(f"SELECT {cols} FROM fusion_match").fetchall())
+        spark = sorted(tuple(r) for r in session.sql(f"SELECT {cols} FROM fusion_match").collect())
+        assert spark == duck
+    finally:
+        session.stop()
 
 
 # ---- real traces, checked by hand ------------------------------------------------------------------
