@@ -235,14 +235,19 @@ class _borrowed:
 
 
 def detect_framework(results: list[RankResult], files: list[Path]) -> str:
+    """runs.framework (unless --label framework=X): tensorrt-llm when Python frames lie in a
+    `tensorrt_llm/` package folder, sglang when frames lie in an `sglang/` package folder or SGLang's step
+    annotations or trace names are there, vllm likewise for `vllm/` (SGLang first: it imports vLLM modules),
+    tensorrt-llm when a kernel name says tensorrt_llm, else pytorch. A folder merely named like a framework
+    (`vllm_bench/run.py`) is not evidence (ingest/sql/80_summary.sql counts package folders only). The
+    fusion catalogue's framework rows key on this value (sql/fusion_match.sql)."""
     hints: dict[str, int] = {}
     for r in results:
         for k, v in r.hints.items():
             hints[k] = hints.get(k, 0) + v
     names = " ".join(f.name for f in files)
-    if hints.get("trtllm_frames") or hints.get("trtllm_kernels", 0) > 0 and not hints.get("sglang_frames"):
-        if hints.get("trtllm_frames"):
-            return "tensorrt-llm"
+    if hints.get("trtllm_frames"):
+        return "tensorrt-llm"
     if hints.get("sglang_frames") or hints.get("sglang_steps") or parse_trace_name(names).stage in ("DECODE", "EXTEND"):
         return "sglang"
     if hints.get("vllm_frames") or hints.get("vllm_steps"):

@@ -1,45 +1,101 @@
--- fusion_match: one row per (run_id, phase, pattern_id) for every pattern of the fusion catalogue
--- (sql/rules/fusion_patterns.csv, tables fusion_patterns / fusion_pattern_steps) that the run shows
--- evidence of. Patterns without evidence have no row.
--- Matching. A GPU activity counts for split step k of a pattern when its name matches the step's regex
--- AND its category (kernel_category) is one of the step's categories; the fused kernel likewise. The
--- category gate keeps evidence specific: a grouped MoE GEMM (category moe) is never evidence for an
--- attention or KV-cache-store step, whatever its name says.
+-- fusion_match: one row per (run_id, phase, pattern) of the fusion catalogue (sql/rules/fusion_patterns.csv,
+-- tables fusion_patterns / fusion_pattern_steps) that the run shows evidence of. No evidence, no row.
+-- Evidence is the pattern's OWN op sequence, never the mere presence of kernels somewhere in the run.
+-- Step match. A GPU activity counts for split step k when (1) its name matches the step's regex, (2) its
+--   category (kernel_category) is one of the step's categories (a grouped MoE GEMM is never evidence for
+--   an attention or KV-cache-store step), and (3) where the step names a launching host op (column
+--   split_k_ops) and the activity has one (kernels.cpu_op_id: the innermost op enclosing the launch), that
+--   op's name matches it. Graph replays have no launching op: their kernels are judged by (1) and (2).
+-- Chain. Activities matching steps 1..n IN ORDER on one (rank, device, stream), in start order, inside
+--   one scope: the same step (kernels.step) and the same graph replay (the cudaGraphLaunch correlation;
+--   all eager activities share one scope). A chain never spans a step or a graph boundary (piecewise CUDA
+--   graphs: split kernels on either side of a graph boundary are not evidence). Between consecutive
+--   steps at most 2 other activities may run; a chain whose steps follow each other directly is adjacent.
+--   Each activity matching step 1 starts at most one chain (the nearest complete one).
+-- Shape rule (column shape_rule, checked on the launching ops' `Input Dims`; first input = the first
+--   tensor's dims of the op):
+--   same_input    every step's op has step 1's first input shape (residual add -> norm of its output)
+--   gate_product  step 2's op has exactly two inputs, both of step 1's first input shape: the gate product
+--                 act(gate) * up; a scaling by a scalar or a broadcast (attention scaling, RoPE) is not
+--   logits_2d     step 1's first input is 2-D [tokens, vocab] (sampling logits, not attention scores)
+--   A chain whose rule fails is no evidence. A chain whose shapes are unknown (no launching op, no
+--   Input Dims) is judged by names alone: evidence_basis says which.
+-- Requires. A pattern with requires_category (MoE routing / finalize: `moe`) has evidence only in a phase
+--   that has GPU time in that category (an index + sum of a dense model is not a MoE finalize).
 -- Status (first that holds):
---   Confirmed  the split kernels occur adjacent and in order on one stream: activities with consecutive
---              positions on the same (rank, device, stream), ordered by start time, matching steps 1..n
---   Fused      the fused kernel runs in this run and phase (and no adjacent split chain was found)
---   Likely     every split step has a matching activity in the run and phase, but never adjacent
--- Method: the catalogue's regexes run once per distinct (name, category); whatever only counts
--- activities by name (Likely, Fused, the evidence of Likely) is summed from per-name totals, and the
--- adjacent chains come from one ordered pass per stream that puts the next two activities beside each one.
+--   Confirmed  at least one adjacent chain
+--   Fused      the fused kernel (name regex AND fused_categories) runs in this run and phase
+--   Likely     at least one chain, none adjacent (up to 2 activities between its steps)
+-- Framework. On a run whose framework (runs.framework, see ingest detect_framework) is sglang, vllm or
+--   tensorrt-llm, only that framework's patterns have rows (row_scope 'framework'). On any other run
+--   (pytorch, ...) patterns sharing a pattern_key give ONE row (row_scope 'generic', pattern_framework
+--   'generic'): the pattern with the best status (Confirmed, Fused, Likely), then the most related GPU
+--   time, then the first in the catalogue; its source_path lists every framework's implementation.
 -- Columns:
---   run_id, phase          the run and phase (phase 'unknown' when none); the phase of a chain is the
---                          phase of its first activity
---   pattern_id, pattern_name, pattern_framework   the catalogue entry (framework: sglang, vllm, tensorrt-llm)
---   framework_match        pattern_framework = runs.framework (NULL when the run's framework is neither
---                          of the three, e.g. 'pytorch'); a report may keep only matching rows
+--   run_id, phase          the run and phase (phase 'unknown' when none); a chain's phase is its first
+--                          activity's
+--   pattern_id, pattern_name, pattern_key   the catalogue entry, and the key it shares with the other
+--                          frameworks' entries for the same op sequence
+--   pattern_framework      the entry's framework (sglang, vllm, tensorrt-llm); 'generic' on generic rows
+--   row_scope              'framework' or 'generic' (above)
+--   framework_match        TRUE on framework rows, NULL on generic rows (never FALSE: no such row)
 --   status                 Confirmed, Fused or Likely (above)
---   occurrences            Confirmed: adjacent chains; Likely: the fewest activities of any step (the
---                          number of complete sets); Fused: launches of the fused kernel
---   related_gpu_time_ns    GPU time of the evidence: Confirmed: the activities in the chains; Likely:
---                          every activity matching a step; Fused: the fused kernel's activities
+--   occurrences            Confirmed: adjacent chains; Likely: chains; Fused: launches of the fused kernel
+--   chains_adjacent, chains_near   adjacent chains, and chains with activities between their steps
+--   related_gpu_time_ns    GPU time of the evidence: Confirmed: the activities of the adjacent chains;
+--                          Likely: the activities of the chains (each once); Fused: the fused kernel's
 --   share                  related_gpu_time_ns / the phase's total GPU time (as kernel_summary.share)
---   evidence_1, evidence_2, evidence_3   per step, the matching kernel name with the most GPU time among
---                          the evidence (NULL for steps the pattern does not have, and for Fused rows)
+--   evidence_1, evidence_2, evidence_3   per step, the kernel name with the most GPU time among the
+--                          evidence (NULL for steps the pattern does not have, and for Fused rows)
 --   evidence               the evidence kernel names joined with ' -> ' (Fused: the fused kernel's name)
+--   evidence_ops           per step, the most frequent launching op and its Input Dims among the evidence,
+--                          joined with ' -> ' (e.g. 'aten::silu [[16,559,2816]] -> aten::mul
+--                          [[16,559,2816],[16,559,2816]]'); NULL when no launching op is known
+--   evidence_sequence      the whole evidence, uncut: per step 'kernel ×launches (op dims)' joined with
+--                          ' -> ', then the chain counts ('; N adjacent, M near chain(s)'); Fused: every
+--                          fused kernel 'name ×launches', joined with ' + ' (most GPU time first)
+--   evidence_basis         'ops' (every counted chain had its launching ops; shapes checked where the
+--                          pattern has a rule), 'ops and kernel names' (some had), 'kernel names' (none
+--                          had, e.g. graph replays: judged by kernel names and order alone); NULL for Fused
 --   fused_kernel           the fused kernel's name with the most GPU time when it runs, else NULL
 --   fused_gpu_time_ns, fused_launches   the fused kernel's time and launches (0 when it does not run)
 --   python_site            the current Python location: top launch site (kernel_summary.python_site) of
 --                          evidence_1, or of the fused kernel for Fused rows
 --   python_site_share      that site's share of that kernel's GPU time
---   source_path, rationale, reference, catalog_version   from the catalogue
+--   source_path            where the fused implementation lives (generic rows: 'framework: path; ...')
+--   rationale, reference, catalog_version   from the catalogue
 CREATE OR REPLACE VIEW fusion_match AS
-WITH per_name AS (
+WITH launched AS (
+    -- every activity with its scope and its launching op (name, dims)
+    SELECT f.run_id, f.rank, f.kernel_id, f.device, f.stream, f.start_ns, f.dur_ns, f.name, f.category,
+           f.phase_key AS phase,
+           coalesce(f.step, -1) AS step_key,
+           CASE WHEN f.launch_call LIKE '%GraphLaunch%' THEN coalesce(k.correlation, -2) ELSE -1 END AS replay_key,
+           o.name AS op_name,
+           replace(o.input_dims, ' ', '') AS op_dims
+    FROM _kernel_facts AS f
+    -- the launch's correlation and op come from `kernels` (a stored _kernel_facts keeps fewer columns)
+    LEFT JOIN kernels AS k ON k.run_id = f.run_id AND k.rank = f.rank AND k.kernel_id = f.kernel_id
+    LEFT JOIN cpu_ops AS o ON o.run_id = k.run_id AND o.rank = k.rank AND o.op_id = k.cpu_op_id
+),
+facts AS (
+    -- first_dims: the first input's dims ('[[16,559,2816],[...]]' -> '[16,559,2816]'); NULL when the op has
+    -- no dims or its first input is a list of tensors (string functions, no regex: the same on Spark)
+    SELECT *,
+           CASE WHEN op_dims LIKE '[[%' AND substr(op_dims, 3, 1) <> '['
+                THEN substr(op_dims, 2, strpos(op_dims, ']') - 1) END AS first_dims
+    FROM launched
+),
+positioned AS (
+    SELECT run_id, rank, kernel_id,
+           row_number() OVER (PARTITION BY run_id, rank, device, stream ORDER BY start_ns, kernel_id) AS pos
+    FROM facts
+),
+per_name AS (
     -- launches and GPU time per name (and category) in each run and phase
-    SELECT run_id, phase_key AS phase, name, category, count(*) AS launches, sum(dur_ns) AS time_ns
-    FROM _kernel_facts
-    GROUP BY run_id, phase_key, name, category
+    SELECT run_id, phase, name, category, count(*) AS launches, sum(dur_ns) AS time_ns
+    FROM facts
+    GROUP BY run_id, phase, name, category
 ),
 phase_total AS (
     SELECT run_id, phase, sum(time_ns) AS total_ns FROM per_name GROUP BY run_id, phase
@@ -48,11 +104,20 @@ names AS (
     SELECT DISTINCT name, category FROM per_name
 ),
 step_names AS (
-    SELECT s.pattern_id, s.step, n.name
+    SELECT s.pattern_id, s.step, s.ops, n.name
     FROM fusion_pattern_steps AS s
     JOIN names AS n
       ON ';' || s.categories || ';' LIKE '%;' || n.category || ';%'
      AND regexp_matches(n.name, s.pattern)
+),
+op_names AS (
+    SELECT DISTINCT op_name FROM facts WHERE op_name IS NOT NULL
+),
+step_ops AS (
+    -- the launching ops a step accepts (steps without an op regex accept any)
+    SELECT s.pattern_id, s.step, o.op_name
+    FROM fusion_pattern_steps AS s
+    JOIN op_names AS o ON s.ops IS NOT NULL AND regexp_matches(o.op_name, s.ops)
 ),
 fused_names AS (
     SELECT p.pattern_id, n.name
@@ -61,72 +126,102 @@ fused_names AS (
       ON ';' || p.fused_categories || ';' LIKE '%;' || n.category || ';%'
      AND regexp_matches(n.name, p.fused_pattern)
 ),
-sequenced AS (
-    -- each activity with the next two on its stream (rank, device, stream, in start order)
-    SELECT run_id, rank, kernel_id, phase_key AS phase, name, dur_ns,
-           lead(kernel_id, 1) OVER w AS kernel_id_2, lead(name, 1) OVER w AS name_2, lead(dur_ns, 1) OVER w AS dur_ns_2,
-           lead(kernel_id, 2) OVER w AS kernel_id_3, lead(name, 2) OVER w AS name_3, lead(dur_ns, 2) OVER w AS dur_ns_3
-    FROM _kernel_facts
-    WINDOW w AS (PARTITION BY run_id, rank, device, stream ORDER BY start_ns, kernel_id)
+candidates AS (
+    -- activities that can be evidence for a step: name + category, and the launching op where both are known
+    SELECT f.*, s.pattern_id, s.step, x.pos
+    FROM facts AS f
+    JOIN step_names AS s ON s.name = f.name
+    JOIN positioned AS x ON x.run_id = f.run_id AND x.rank = f.rank AND x.kernel_id = f.kernel_id
+    LEFT JOIN step_ops AS so ON so.pattern_id = s.pattern_id AND so.step = s.step AND so.op_name = f.op_name
+    WHERE s.ops IS NULL OR f.op_name IS NULL OR so.op_name IS NOT NULL
+),
+gaps AS (
+    -- how far the next step may be on its stream: directly next, or 1 or 2 activities later (an equality
+    -- join per gap, so the chains are found in time linear in the candidates)
+    SELECT 1 AS o UNION ALL SELECT 2 UNION ALL SELECT 3
+),
+pairs AS (
+    -- steps 1 and 2 of a chain: the same stream, step and graph replay, step 2 at most 3 positions later
+    SELECT a.run_id, a.rank, a.device, a.stream, a.step_key, a.replay_key, a.phase, a.pattern_id,
+           p.n_splits, p.shape_rule, p.requires_category,
+           a.kernel_id AS kernel_id_1, a.name AS name_1, a.dur_ns AS dur_ns_1, a.op_name AS op_1,
+           a.op_dims AS dims_1, a.first_dims AS first_1, a.pos AS pos_1,
+           b.kernel_id AS kernel_id_2, b.name AS name_2, b.dur_ns AS dur_ns_2, b.op_name AS op_2,
+           b.op_dims AS dims_2, b.first_dims AS first_2, b.pos AS pos_2
+    FROM candidates AS a
+    JOIN fusion_patterns AS p ON p.pattern_id = a.pattern_id
+    CROSS JOIN gaps AS g
+    JOIN candidates AS b
+      ON b.run_id = a.run_id AND b.rank = a.rank AND b.device = a.device AND b.stream = a.stream
+     AND b.pattern_id = a.pattern_id AND b.step = 2
+     AND b.step_key = a.step_key AND b.replay_key = a.replay_key
+     AND b.pos = a.pos + g.o
+    WHERE a.step = 1
+),
+sequences AS (
+    -- complete sequences: the pairs of two-step patterns, and the pairs followed by their step 3
+    SELECT x.*, CAST(NULL AS BIGINT) AS kernel_id_3, CAST(NULL AS VARCHAR) AS name_3,
+           CAST(NULL AS BIGINT) AS dur_ns_3, CAST(NULL AS VARCHAR) AS op_3, CAST(NULL AS VARCHAR) AS dims_3,
+           CAST(NULL AS VARCHAR) AS first_3, CAST(NULL AS BIGINT) AS pos_3
+    FROM pairs AS x
+    WHERE x.n_splits = 2
+    UNION ALL
+    SELECT x.*, c.kernel_id, c.name, c.dur_ns, c.op_name, c.op_dims, c.first_dims, c.pos
+    FROM pairs AS x
+    CROSS JOIN gaps AS g
+    JOIN candidates AS c
+      ON c.run_id = x.run_id AND c.rank = x.rank AND c.device = x.device AND c.stream = x.stream
+     AND c.pattern_id = x.pattern_id AND c.step = 3
+     AND c.step_key = x.step_key AND c.replay_key = x.replay_key
+     AND c.pos = x.pos_2 + g.o
+    WHERE x.n_splits = 3
+),
+raw_chains AS (
+    SELECT q.run_id, q.rank, q.phase, q.pattern_id, q.n_splits, q.shape_rule,
+           q.kernel_id_1, q.name_1, q.dur_ns_1, q.kernel_id_2, q.name_2, q.dur_ns_2,
+           q.kernel_id_3, q.name_3, q.dur_ns_3,
+           q.op_1, q.dims_1, q.op_2, q.dims_2, q.op_3, q.dims_3,
+           q.op_1 IS NOT NULL AND q.op_2 IS NOT NULL AND (q.n_splits = 2 OR q.op_3 IS NOT NULL) AS ops_known,
+           q.pos_2 = q.pos_1 + 1 AND (q.n_splits = 2 OR q.pos_3 = q.pos_2 + 1) AS adjacent,
+           CASE q.shape_rule
+               WHEN 'same_input' THEN
+                   CASE WHEN q.first_1 IS NULL OR q.first_2 IS NULL OR (q.n_splits = 3 AND q.first_3 IS NULL)
+                        THEN NULL
+                        ELSE q.first_2 = q.first_1 AND (q.n_splits = 2 OR q.first_3 = q.first_1) END
+               WHEN 'gate_product' THEN
+                   CASE WHEN q.first_1 IS NULL OR q.dims_2 IS NULL THEN NULL
+                        ELSE q.dims_2 = '[' || q.first_1 || ',' || q.first_1 || ']' END
+               WHEN 'logits_2d' THEN
+                   CASE WHEN q.first_1 IS NULL THEN NULL
+                        ELSE length(q.first_1) - length(replace(q.first_1, ',', '')) = 1 END
+           END AS shape_ok,
+           q.pos_2 - q.pos_1 + coalesce(q.pos_3 - q.pos_2, 0) AS span
+    FROM sequences AS q
+    WHERE q.requires_category IS NULL OR EXISTS (
+              SELECT 1 FROM per_name AS r
+              WHERE r.run_id = q.run_id AND r.phase = q.phase AND r.category = q.requires_category)
 ),
 chains AS (
-    -- complete chains: an activity matching step 1 followed on its stream by activities matching the
-    -- next steps, in order (one row per match of its first activity); the chain's phase is its first
-    -- activity's
-    SELECT a.run_id, a.rank, a.phase, s1.pattern_id, p.n_splits,
-           a.kernel_id AS kernel_id_1, a.name AS name_1, a.dur_ns AS dur_ns_1,
-           a.kernel_id_2, a.name_2, a.dur_ns_2, a.kernel_id_3, a.name_3, a.dur_ns_3
-    FROM sequenced AS a
-    JOIN step_names AS s1 ON s1.step = 1 AND s1.name = a.name
-    JOIN fusion_patterns AS p ON p.pattern_id = s1.pattern_id
-    JOIN (SELECT DISTINCT pattern_id, step, name FROM step_names) AS s2
-      ON s2.pattern_id = s1.pattern_id AND s2.step = 2 AND s2.name = a.name_2
-    LEFT JOIN (SELECT DISTINCT pattern_id, step, name FROM step_names) AS s3
-      ON s3.pattern_id = s1.pattern_id AND s3.step = 3 AND s3.name = a.name_3
-    WHERE p.n_splits = 2 OR s3.name IS NOT NULL
-),
-chain_acts AS (
-    -- the activities of complete chains, once each (a kernel can end one chain and start the next)
-    SELECT DISTINCT run_id, chain_phase, pattern_id, step, rank, kernel_id, name, dur_ns
+    -- one chain per first activity: the nearest one whose shapes do not contradict the rule
+    SELECT * EXCLUDE (rn)
     FROM (
-        SELECT run_id, phase AS chain_phase, pattern_id, 1 AS step, rank, kernel_id_1 AS kernel_id, name_1 AS name,
-               dur_ns_1 AS dur_ns
-        FROM chains
-        UNION ALL
-        SELECT run_id, phase, pattern_id, 2, rank, kernel_id_2, name_2, dur_ns_2 FROM chains
-        UNION ALL
-        SELECT run_id, phase, pattern_id, 3, rank, kernel_id_3, name_3, dur_ns_3 FROM chains WHERE n_splits >= 3
-    ) AS members
+        SELECT *, row_number() OVER (PARTITION BY run_id, rank, pattern_id, kernel_id_1
+                                     ORDER BY span, kernel_id_2, kernel_id_3) AS rn
+        FROM raw_chains
+        WHERE shape_ok IS NULL OR shape_ok
+    ) AS r
+    WHERE rn = 1
 ),
-confirmed AS (
-    SELECT run_id, phase, pattern_id, count(*) AS chains
+chain_stats AS (
+    SELECT run_id, phase, pattern_id,
+           count(*) FILTER (WHERE adjacent) AS chains_adjacent,
+           count(*) FILTER (WHERE NOT adjacent) AS chains_near,
+           bool_and(ops_known) FILTER (WHERE adjacent) AS ops_known_adjacent,
+           bool_and(ops_known) AS ops_known_all,
+           bool_or(ops_known) FILTER (WHERE adjacent) AS some_ops_adjacent,
+           bool_or(ops_known) AS some_ops_all
     FROM chains
     GROUP BY run_id, phase, pattern_id
-),
-confirmed_time AS (
-    SELECT run_id, chain_phase AS phase, pattern_id, sum(dur_ns) AS time_ns
-    FROM (SELECT DISTINCT run_id, chain_phase, pattern_id, rank, kernel_id, dur_ns FROM chain_acts) AS x
-    GROUP BY run_id, chain_phase, pattern_id
-),
-step_presence AS (
-    SELECT n.run_id, n.phase, s.pattern_id, s.step, CAST(sum(n.launches) AS BIGINT) AS acts
-    FROM per_name AS n
-    JOIN step_names AS s ON s.name = n.name
-    GROUP BY n.run_id, n.phase, s.pattern_id, s.step
-),
-likely AS (
-    SELECT s.run_id, s.phase, s.pattern_id, min(s.acts) AS sets
-    FROM step_presence AS s
-    JOIN fusion_patterns AS p ON p.pattern_id = s.pattern_id
-    GROUP BY s.run_id, s.phase, s.pattern_id
-    HAVING count(DISTINCT s.step) = max(p.n_splits)
-),
-likely_time AS (
-    -- every activity that matches a step, once
-    SELECT n.run_id, n.phase, m.pattern_id, sum(n.time_ns) AS time_ns
-    FROM per_name AS n
-    JOIN (SELECT DISTINCT pattern_id, name FROM step_names) AS m ON m.name = n.name
-    GROUP BY n.run_id, n.phase, m.pattern_id
 ),
 fused_acts AS (
     SELECT n.run_id, n.phase, f.pattern_id, n.name, sum(n.launches) AS launches, sum(n.time_ns) AS time_ns
@@ -135,98 +230,200 @@ fused_acts AS (
     GROUP BY n.run_id, n.phase, f.pattern_id, n.name
 ),
 fused AS (
-    SELECT run_id, phase, pattern_id, sum(launches) AS launches, sum(time_ns) AS time_ns
+    SELECT run_id, phase, pattern_id, sum(launches) AS launches, sum(time_ns) AS time_ns,
+           string_agg(name || ' ×' || CAST(launches AS VARCHAR), ' + ' ORDER BY time_ns DESC, name) AS names_text
     FROM fused_acts
     GROUP BY run_id, phase, pattern_id
 ),
 fused_top AS (
-    SELECT run_id, phase, pattern_id, name,
+    SELECT run_id, phase, pattern_id, name, launches,
            row_number() OVER (PARTITION BY run_id, phase, pattern_id ORDER BY time_ns DESC, name) AS rn
     FROM fused_acts
 ),
 keys AS (
-    SELECT run_id, phase, pattern_id FROM confirmed
-    UNION
-    SELECT run_id, phase, pattern_id FROM likely
+    SELECT run_id, phase, pattern_id FROM chain_stats
     UNION
     SELECT run_id, phase, pattern_id FROM fused
 ),
 decided AS (
     SELECT k.run_id, k.phase, k.pattern_id,
-           CASE WHEN c.chains > 0 THEN 'Confirmed' WHEN f.launches > 0 THEN 'Fused' ELSE 'Likely' END AS status,
-           c.chains, l.sets, f.launches AS fused_launches, f.time_ns AS fused_time_ns,
-           ct.time_ns AS confirmed_time_ns, lt.time_ns AS likely_time_ns
+           CASE WHEN coalesce(c.chains_adjacent, 0) > 0 THEN 'Confirmed'
+                WHEN coalesce(f.launches, 0) > 0 THEN 'Fused' ELSE 'Likely' END AS status,
+           coalesce(c.chains_adjacent, 0) AS chains_adjacent, coalesce(c.chains_near, 0) AS chains_near,
+           c.ops_known_adjacent, c.ops_known_all, c.some_ops_adjacent, c.some_ops_all,
+           f.launches AS fused_launches, f.time_ns AS fused_time_ns, f.names_text AS fused_text
     FROM keys AS k
-    LEFT JOIN confirmed AS c ON c.run_id = k.run_id AND c.phase = k.phase AND c.pattern_id = k.pattern_id
-    LEFT JOIN confirmed_time AS ct ON ct.run_id = k.run_id AND ct.phase = k.phase AND ct.pattern_id = k.pattern_id
-    LEFT JOIN likely AS l ON l.run_id = k.run_id AND l.phase = k.phase AND l.pattern_id = k.pattern_id
-    LEFT JOIN likely_time AS lt ON lt.run_id = k.run_id AND lt.phase = k.phase AND lt.pattern_id = k.pattern_id
+    LEFT JOIN chain_stats AS c ON c.run_id = k.run_id AND c.phase = k.phase AND c.pattern_id = k.pattern_id
     LEFT JOIN fused AS f ON f.run_id = k.run_id AND f.phase = k.phase AND f.pattern_id = k.pattern_id
 ),
-evidence_pool AS (
-    -- the activities that are the evidence of the decided status, per step
-    SELECT d.run_id, d.phase, d.pattern_id, x.step, x.name, sum(x.dur_ns) AS time_ns
-    FROM decided AS d
-    JOIN chain_acts AS x ON x.run_id = d.run_id AND x.chain_phase = d.phase AND x.pattern_id = d.pattern_id
-    WHERE d.status = 'Confirmed'
-    GROUP BY d.run_id, d.phase, d.pattern_id, x.step, x.name
-    UNION ALL
-    SELECT d.run_id, d.phase, d.pattern_id, s.step, n.name, sum(n.time_ns)
-    FROM decided AS d
-    JOIN per_name AS n ON n.run_id = d.run_id AND n.phase = d.phase
-    JOIN step_names AS s ON s.pattern_id = d.pattern_id AND s.name = n.name
-    WHERE d.status = 'Likely'
-    GROUP BY d.run_id, d.phase, d.pattern_id, s.step, n.name
+evidence_chains AS (
+    -- the chains that are the evidence of the decided status (Confirmed: the adjacent ones; Likely: all)
+    SELECT c.*
+    FROM chains AS c
+    JOIN decided AS d ON d.run_id = c.run_id AND d.phase = c.phase AND d.pattern_id = c.pattern_id
+    WHERE (d.status = 'Confirmed' AND c.adjacent) OR d.status = 'Likely'
 ),
-evidence_ranked AS (
-    SELECT run_id, phase, pattern_id, step, name,
-           row_number() OVER (PARTITION BY run_id, phase, pattern_id, step ORDER BY time_ns DESC, name) AS rn
-    FROM evidence_pool
+evidence_acts AS (
+    -- the activities of the evidence chains, per step (a kernel can end one chain and start the next)
+    SELECT DISTINCT run_id, phase, pattern_id, step, rank, kernel_id, name, dur_ns, op, dims
+    FROM (
+        SELECT run_id, phase, pattern_id, 1 AS step, rank, kernel_id_1 AS kernel_id, name_1 AS name,
+               dur_ns_1 AS dur_ns, op_1 AS op, dims_1 AS dims
+        FROM evidence_chains
+        UNION ALL
+        SELECT run_id, phase, pattern_id, 2, rank, kernel_id_2, name_2, dur_ns_2, op_2, dims_2 FROM evidence_chains
+        UNION ALL
+        SELECT run_id, phase, pattern_id, 3, rank, kernel_id_3, name_3, dur_ns_3, op_3, dims_3
+        FROM evidence_chains WHERE n_splits = 3
+    ) AS members
+),
+evidence_time AS (
+    SELECT run_id, phase, pattern_id, sum(dur_ns) AS time_ns
+    FROM (SELECT DISTINCT run_id, phase, pattern_id, rank, kernel_id, dur_ns FROM evidence_acts) AS x
+    GROUP BY run_id, phase, pattern_id
+),
+evidence_names AS (
+    SELECT run_id, phase, pattern_id, step, name, count(*) AS launches,
+           row_number() OVER (PARTITION BY run_id, phase, pattern_id, step
+                              ORDER BY sum(dur_ns) DESC, name) AS rn
+    FROM evidence_acts
+    GROUP BY run_id, phase, pattern_id, step, name
+),
+evidence_opsig AS (
+    SELECT run_id, phase, pattern_id, step, op || ' ' || coalesce(dims, '[]') AS sig,
+           row_number() OVER (PARTITION BY run_id, phase, pattern_id, step
+                              ORDER BY count(*) DESC, op, dims) AS rn
+    FROM evidence_acts
+    WHERE op IS NOT NULL
+    GROUP BY run_id, phase, pattern_id, step, op, dims
+),
+evidence_steps AS (
+    SELECT n.run_id, n.phase, n.pattern_id, n.step, n.name,
+           n.name || ' ×' || CAST(t.launches AS VARCHAR) || coalesce(' (' || o.sig || ')', '') AS step_text,
+           o.sig
+    FROM evidence_names AS n
+    JOIN (SELECT run_id, phase, pattern_id, step, count(*) AS launches FROM evidence_acts
+          GROUP BY run_id, phase, pattern_id, step) AS t
+      ON t.run_id = n.run_id AND t.phase = n.phase AND t.pattern_id = n.pattern_id AND t.step = n.step
+    LEFT JOIN evidence_opsig AS o
+      ON o.run_id = n.run_id AND o.phase = n.phase AND o.pattern_id = n.pattern_id AND o.step = n.step AND o.rn = 1
+    WHERE n.rn = 1
 ),
 evidence AS (
     SELECT run_id, phase, pattern_id,
            max(CASE WHEN step = 1 THEN name END) AS evidence_1,
            max(CASE WHEN step = 2 THEN name END) AS evidence_2,
-           max(CASE WHEN step = 3 THEN name END) AS evidence_3
-    FROM evidence_ranked
-    WHERE rn = 1
+           max(CASE WHEN step = 3 THEN name END) AS evidence_3,
+           max(CASE WHEN step = 1 THEN sig END) AS ops_1,
+           max(CASE WHEN step = 2 THEN sig END) AS ops_2,
+           max(CASE WHEN step = 3 THEN sig END) AS ops_3,
+           max(CASE WHEN step = 1 THEN step_text END) AS text_1,
+           max(CASE WHEN step = 2 THEN step_text END) AS text_2,
+           max(CASE WHEN step = 3 THEN step_text END) AS text_3
+    FROM evidence_steps
     GROUP BY run_id, phase, pattern_id
+),
+rowed AS (
+    -- every decided pattern with its figures, ready for the framework scoping
+    SELECT
+        d.run_id,
+        d.phase,
+        d.pattern_id,
+        p.name AS pattern_name,
+        p.pattern_key,
+        p.framework AS entry_framework,
+        p.catalog_order,
+        r.framework AS run_framework,
+        d.status,
+        CASE d.status WHEN 'Confirmed' THEN d.chains_adjacent WHEN 'Fused' THEN d.fused_launches
+                      ELSE d.chains_near END AS occurrences,
+        d.chains_adjacent,
+        d.chains_near,
+        CASE WHEN d.status = 'Fused' THEN d.fused_time_ns ELSE et.time_ns END AS related_gpu_time_ns,
+        t.total_ns,
+        e.evidence_1, e.evidence_2, e.evidence_3,
+        CASE WHEN d.status = 'Fused' THEN ft.name ELSE concat_ws(' -> ', e.evidence_1, e.evidence_2, e.evidence_3) END
+            AS evidence,
+        CASE WHEN d.status <> 'Fused' AND coalesce(e.ops_1, e.ops_2, e.ops_3) IS NOT NULL
+             THEN concat_ws(' -> ', coalesce(e.ops_1, '?'), coalesce(e.ops_2, '?'),
+                            CASE WHEN p.n_splits = 3 THEN coalesce(e.ops_3, '?') END) END AS evidence_ops,
+        CASE WHEN d.status = 'Fused' THEN d.fused_text
+             ELSE concat_ws(' -> ', e.text_1, e.text_2, e.text_3)
+                  || '; ' || CAST(d.chains_adjacent AS VARCHAR) || ' adjacent, '
+                  || CAST(d.chains_near AS VARCHAR) || ' near chain(s)' END AS evidence_sequence,
+        CASE WHEN d.status = 'Confirmed' THEN
+                  CASE WHEN d.ops_known_adjacent THEN 'ops' WHEN d.some_ops_adjacent THEN 'ops and kernel names'
+                       ELSE 'kernel names' END
+             WHEN d.status = 'Likely' THEN
+                  CASE WHEN d.ops_known_all THEN 'ops' WHEN d.some_ops_all THEN 'ops and kernel names'
+                       ELSE 'kernel names' END END
+            AS evidence_basis,
+        ft.name AS fused_kernel,
+        coalesce(d.fused_time_ns, 0) AS fused_gpu_time_ns,
+        coalesce(d.fused_launches, 0) AS fused_launches,
+        ks.python_site,
+        ks.python_site_share,
+        p.source_path,
+        p.rationale,
+        p.reference,
+        p.catalog_version
+    FROM decided AS d
+    JOIN fusion_patterns AS p ON p.pattern_id = d.pattern_id
+    JOIN phase_total AS t ON t.run_id = d.run_id AND t.phase = d.phase
+    LEFT JOIN runs AS r ON r.run_id = d.run_id
+    LEFT JOIN evidence AS e ON e.run_id = d.run_id AND e.phase = d.phase AND e.pattern_id = d.pattern_id
+    LEFT JOIN evidence_time AS et ON et.run_id = d.run_id AND et.phase = d.phase AND et.pattern_id = d.pattern_id
+    LEFT JOIN fused_top AS ft ON ft.run_id = d.run_id AND ft.phase = d.phase AND ft.pattern_id = d.pattern_id AND ft.rn = 1
+    LEFT JOIN kernel_summary AS ks
+      ON ks.run_id = d.run_id AND ks.phase = d.phase
+     AND ks.name = CASE WHEN d.status = 'Fused' THEN ft.name ELSE e.evidence_1 END
+),
+implementations AS (
+    SELECT pattern_key, string_agg(framework || ': ' || source_path, '; ' ORDER BY catalog_order) AS paths
+    FROM fusion_patterns
+    GROUP BY pattern_key
+),
+scoped AS (
+    SELECT w.*,
+           CASE WHEN w.run_framework IN ('sglang', 'vllm', 'tensorrt-llm') THEN 'framework' ELSE 'generic' END
+               AS row_scope,
+           row_number() OVER (PARTITION BY w.run_id, w.phase, w.pattern_key
+                              ORDER BY CASE w.status WHEN 'Confirmed' THEN 0 WHEN 'Fused' THEN 1 ELSE 2 END,
+                                       w.related_gpu_time_ns DESC NULLS LAST, w.catalog_order) AS key_rank
+    FROM rowed AS w
 )
 SELECT
-    d.run_id,
-    d.phase,
-    d.pattern_id,
-    p.name AS pattern_name,
-    p.framework AS pattern_framework,
-    CASE WHEN r.framework IN ('sglang', 'vllm', 'tensorrt-llm') THEN p.framework = r.framework END AS framework_match,
-    d.status,
-    CASE d.status WHEN 'Confirmed' THEN d.chains WHEN 'Fused' THEN d.fused_launches ELSE d.sets END AS occurrences,
-    CASE d.status WHEN 'Confirmed' THEN d.confirmed_time_ns WHEN 'Fused' THEN d.fused_time_ns
-                  ELSE d.likely_time_ns END AS related_gpu_time_ns,
-    CASE WHEN t.total_ns > 0 THEN
-        CASE d.status WHEN 'Confirmed' THEN d.confirmed_time_ns WHEN 'Fused' THEN d.fused_time_ns
-                      ELSE d.likely_time_ns END / t.total_ns
-    END AS share,
-    e.evidence_1,
-    e.evidence_2,
-    e.evidence_3,
-    CASE WHEN d.status = 'Fused' THEN ft.name ELSE concat_ws(' -> ', e.evidence_1, e.evidence_2, e.evidence_3) END
-        AS evidence,
-    ft.name AS fused_kernel,
-    coalesce(d.fused_time_ns, 0) AS fused_gpu_time_ns,
-    coalesce(d.fused_launches, 0) AS fused_launches,
-    ks.python_site,
-    ks.python_site_share,
-    p.source_path,
-    p.rationale,
-    p.reference,
-    p.catalog_version
-FROM decided AS d
-JOIN fusion_patterns AS p ON p.pattern_id = d.pattern_id
-JOIN phase_total AS t ON t.run_id = d.run_id AND t.phase = d.phase
-LEFT JOIN runs AS r ON r.run_id = d.run_id
-LEFT JOIN evidence AS e ON e.run_id = d.run_id AND e.phase = d.phase AND e.pattern_id = d.pattern_id
-LEFT JOIN fused_top AS ft ON ft.run_id = d.run_id AND ft.phase = d.phase AND ft.pattern_id = d.pattern_id AND ft.rn = 1
-LEFT JOIN kernel_summary AS ks
-  ON ks.run_id = d.run_id AND ks.phase = d.phase
- AND ks.name = CASE WHEN d.status = 'Fused' THEN ft.name ELSE e.evidence_1 END
+    s.run_id,
+    s.phase,
+    s.pattern_id,
+    s.pattern_name,
+    s.pattern_key,
+    CASE WHEN s.row_scope = 'generic' THEN 'generic' ELSE s.entry_framework END AS pattern_framework,
+    s.row_scope,
+    CASE WHEN s.row_scope = 'framework' THEN TRUE END AS framework_match,
+    s.status,
+    s.occurrences,
+    s.chains_adjacent,
+    s.chains_near,
+    s.related_gpu_time_ns,
+    CASE WHEN s.total_ns > 0 THEN s.related_gpu_time_ns / s.total_ns END AS share,
+    s.evidence_1,
+    s.evidence_2,
+    s.evidence_3,
+    s.evidence,
+    s.evidence_ops,
+    s.evidence_sequence,
+    s.evidence_basis,
+    s.fused_kernel,
+    s.fused_gpu_time_ns,
+    s.fused_launches,
+    s.python_site,
+    s.python_site_share,
+    CASE WHEN s.row_scope = 'generic' THEN i.paths ELSE s.source_path END AS source_path,
+    s.rationale,
+    s.reference,
+    s.catalog_version
+FROM scoped AS s
+JOIN implementations AS i ON i.pattern_key = s.pattern_key
+WHERE (s.row_scope = 'framework' AND s.entry_framework = s.run_framework)
+   OR (s.row_scope = 'generic' AND s.key_rank = 1)

@@ -11,8 +11,10 @@ The version is in ``sql/rules/fusion_patterns.version.json`` (``{"catalog_versio
 
 ``register_fusion_patterns(con)`` loads and validates the file and registers two tables:
 - ``fusion_patterns``: pattern_id, framework, name, n_splits, fused_pattern, fused_categories,
-  source_path, rationale, reference, catalog_version
-- ``fusion_pattern_steps``: pattern_id, step (1-based), pattern, categories (``;``-separated)
+  source_path, rationale, reference, catalog_version, pattern_key, requires_category, shape_rule,
+  catalog_order (the line order of the file, 1-based)
+- ``fusion_pattern_steps``: pattern_id, step (1-based), pattern, categories (``;``-separated), ops (regex of
+  the launching host op, NULL: any)
 Regexes follow the rules of the category table (RE2 and Java regex alike; see warehouse/rules.py).
 """
 
@@ -37,6 +39,13 @@ VERSION_FILE = RULES_DIR / "fusion_patterns.version.json"
 #: Frameworks a pattern may name (the values of runs.framework for these engines).
 FRAMEWORKS: tuple[str, ...] = ("sglang", "vllm", "tensorrt-llm")
 MAX_SPLITS = 3
+#: Shape rules a pattern may name (column shape_rule; see sql/fusion_match.sql for what each checks).
+SHAPE_RULES: tuple[str, ...] = ("same_input", "gate_product", "logits_2d")
+#: Optional columns (a user file may leave them out): the pattern's key (patterns of different frameworks
+#: that fuse the same op sequence share it), the category the phase must show, the shape rule, and per
+#: step a regex of the launching host op.
+OPTIONAL_COLUMNS: tuple[str, ...] = ("pattern_key", "requires_category", "shape_rule",
+                                     "split_1_ops", "split_2_ops", "split_3_ops")
 REQUIRED_COLUMNS: tuple[str, ...] = (
     "pattern_id", "framework", "name", "split_1", "split_1_categories", "split_2", "split_2_categories",
     "split_3", "split_3_categories", "fused", "fused_categories", "source_path", "rationale", "reference",
@@ -109,18 +118,21 @@ def parse_catalog(text: str, source: str) -> list[dict[str, object]]:
             seen[pid] = line
             if row.get("framework") not in FRAMEWORKS:
                 raise FusionCatalogError(f"{where}: framework {row.get('framework')!r} is not one of {', '.join(FRAMEWORKS)}")
-            steps: list[tuple[str, str]] = []
+            steps: list[tuple[str, str, str | None]] = []
             for i in range(1, MAX_SPLITS + 1):
                 regex, cats = row.get(f"split_{i}", ""), row.get(f"split_{i}_categories", "")
+                ops = row.get(f"split_{i}_ops", "") or ""
                 if not regex:
-                    if cats:
-                        raise FusionCatalogError(f"{where}: split_{i}_categories without split_{i}")
                     for j in range(i + 1, MAX_SPLITS + 1):
                         if row.get(f"split_{j}", ""):
                             raise FusionCatalogError(f"{where}: split_{j} given but split_{i} is empty")
+                    if cats or ops:
+                        raise FusionCatalogError(f"{where}: split_{i}_categories/_ops without split_{i}")
                     break
                 _check_pattern(regex, f"{where} split_{i}", con)
-                steps.append((regex, _categories(cats, f"{where} split_{i}_categories")))
+                if ops:
+                    _check_pattern(ops, f"{where} split_{i}_ops", con)
+                steps.append((regex, _categories(cats, f"{where} split_{i}_categories"), ops or None))
             if len(steps) < 2:
                 raise FusionCatalogError(f"{where}: a pattern needs at least two split kernels (split_1, split_2)")
             fused = row.get("fused", "")
@@ -130,7 +142,15 @@ def parse_catalog(text: str, source: str) -> list[dict[str, object]]:
             for col in ("name", "source_path", "rationale", "reference"):
                 if not row.get(col):
                     raise FusionCatalogError(f"{where}: empty {col}")
+            shape_rule = row.get("shape_rule", "") or None
+            if shape_rule is not None and shape_rule not in SHAPE_RULES:
+                raise FusionCatalogError(f"{where}: shape_rule {shape_rule!r} is not one of {', '.join(SHAPE_RULES)}")
+            required = row.get("requires_category", "") or None
+            if required is not None and required not in CATEGORIES:
+                raise FusionCatalogError(f"{where}: requires_category {required!r} is not a category")
             out.append({
+                "pattern_key": row.get("pattern_key", "") or pid, "requires_category": required,
+                "shape_rule": shape_rule, "catalog_order": len(out) + 1,
                 "pattern_id": pid, "framework": row["framework"], "name": row["name"], "steps": steps,
                 "fused_pattern": fused, "fused_categories": _categories(row.get("fused_categories", ""),
                                                                         f"{where} fused_categories"),
@@ -160,13 +180,19 @@ def load_fusion_catalog(path: str | Path | None = None) -> tuple[pa.Table, pa.Ta
         "rationale": pa.array([p["rationale"] for p in patterns], pa.string()),
         "reference": pa.array([p["reference"] for p in patterns], pa.string()),
         "catalog_version": pa.array([version] * len(patterns), pa.string()),
+        "pattern_key": pa.array([p["pattern_key"] for p in patterns], pa.string()),
+        "requires_category": pa.array([p["requires_category"] for p in patterns], pa.string()),
+        "shape_rule": pa.array([p["shape_rule"] for p in patterns], pa.string()),
+        "catalog_order": pa.array([p["catalog_order"] for p in patterns], pa.int32()),
     })
-    rows = [(p["pattern_id"], i + 1, regex, cats) for p in patterns for i, (regex, cats) in enumerate(p["steps"])]  # type: ignore[arg-type]
+    rows = [(p["pattern_id"], i + 1, regex, cats, ops)
+            for p in patterns for i, (regex, cats, ops) in enumerate(p["steps"])]  # type: ignore[arg-type]
     steps = pa.table({
         "pattern_id": pa.array([r[0] for r in rows], pa.string()),
         "step": pa.array([r[1] for r in rows], pa.int32()),
         "pattern": pa.array([r[2] for r in rows], pa.string()),
         "categories": pa.array([r[3] for r in rows], pa.string()),
+        "ops": pa.array([r[4] for r in rows], pa.string()),
     })
     return head, steps
 

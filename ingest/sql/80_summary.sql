@@ -23,11 +23,11 @@ WHERE ph = 'X' AND gpu_kind IS NULL
                      'runtime', 'driver', 'python_function', 'cuda_sync', 'trace', 'overhead', 'fwdbwd',
                      'hip_runtime', 'mtia_runtime', 'mtia_ccp_events', 'cpu_instant_event', 'gpu_op')
 UNION ALL
-SELECT 'hint', 'sglang_frames', count(*) FROM python_frames WHERE file LIKE '%sglang%'
+SELECT 'hint', 'sglang_frames', count(*) FROM python_frames WHERE regexp_matches(file, '(^|[/\\])sglang[/\\]')
 UNION ALL
-SELECT 'hint', 'vllm_frames', count(*) FROM python_frames WHERE file LIKE '%vllm%'
+SELECT 'hint', 'vllm_frames', count(*) FROM python_frames WHERE regexp_matches(file, '(^|[/\\])vllm[/\\]')
 UNION ALL
-SELECT 'hint', 'trtllm_frames', count(*) FROM python_frames WHERE file LIKE '%tensorrt_llm%'
+SELECT 'hint', 'trtllm_frames', count(*) FROM python_frames WHERE regexp_matches(file, '(^|[/\\])tensorrt_llm[/\\]')
 UNION ALL
 SELECT 'hint', 'trtllm_kernels', count(*) FROM kernels WHERE name LIKE '%tensorrt_llm%'
 UNION ALL

@@ -1,0 +1,318 @@
+"""fusion_match on the fusion situations (synth/situations/fusion.py) and on real traces, checked by hand.
+
+Evidence for a fusion row is the pattern's own op sequence (a chain in order on one stream, inside one step
+and one graph replay, with the launching ops and shapes the pattern names), on the run's framework (a
+framework's rows only on that framework's runs, else one generic row per pattern key)."""
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from tests.conftest import TRACES, require_shared
+
+ROW_FIELDS = ("status", "occurrences", "chains_near", "related_gpu_time_ns", "pattern_framework", "evidence_basis")
+
+
+def _rows(con, sql, params=()):
+    cur = con.execute(sql, list(params))
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+@pytest.fixture(scope="module")
+def sit(situation_warehouse):
+    from warehouse.catalog import connect
+
+    wh, runs, expect = situation_warehouse
+    con = connect(wh)
+    yield con, runs, expect
+    con.close()
+
+
+FUSION_SITUATIONS = ["fusion-gelu-mlp", "fusion-gated-mlp", "fusion-gqa-vllm", "fusion-piecewise-graph",
+                     "fusion-diffusion"]
+
+
+@pytest.mark.parametrize("name", FUSION_SITUATIONS)
+def test_fusion_rows_match_the_ground_truth_exactly(sit, name):
+    con, runs, expect = sit
+    truth = expect[name]["fusion"]
+    (framework,) = con.execute("SELECT framework FROM runs WHERE run_id = ?", [runs[name]]).fetchone()
+    assert framework == truth["framework"]
+    rows = _rows(con, "SELECT * FROM fusion_match WHERE run_id = ? ORDER BY pattern_id", [runs[name]])
+    got = {r["pattern_id"]: {f: r[f] for f in ROW_FIELDS if f in truth["rows"].get(r["pattern_id"], {})}
+           for r in rows}
+    assert set(got) == set(truth["rows"]), f"{name}: rows {sorted(got)} but the ground truth has {sorted(truth['rows'])}"
+    for pid, want in truth["rows"].items():
+        want_fields = {f: want[f] for f in ROW_FIELDS if f in want}
+        assert got[pid] == want_fields, (name, pid)
+        if "evidence_ops" in want:
+            (row,) = [r for r in rows if r["pattern_id"] == pid]
+            assert row["evidence_ops"] == want["evidence_ops"]
+    # never two rows for one pattern key, never a row of another framework
+    assert len({r["pattern_key"] for r in rows}) == len(rows)
+    for r in rows:
+        assert r["pattern_framework"] == (framework if framework in ("sglang", "vllm", "tensorrt-llm") else "generic")
+
+
+def test_gelu_mlp_scalar_mul_and_attention_scaling_are_not_a_gate_product(sit):
+    con, runs, _ = sit
+    run = runs["fusion-gelu-mlp"]
+    # the GELU is followed directly by a mul, and muls are everywhere: still no gated-MLP row
+    (adjacent,) = con.execute("""
+        WITH s AS (SELECT name, lead(name) OVER (ORDER BY start_ns) AS nxt FROM kernels WHERE run_id = ?)
+        SELECT count(*) FROM s WHERE name LIKE '%Gelu%' AND nxt LIKE '%MulFunctor%'""", [run]).fetchone()
+    assert adjacent == 4
+    assert _rows(con, "SELECT * FROM fusion_match WHERE run_id = ? AND pattern_key = 'act_and_mul'", [run]) == []
+    # the script's folder is named vllm_experiments: not a vLLM run
+    assert con.execute("SELECT framework FROM runs WHERE run_id = ?", [run]).fetchone() == ("pytorch",)
+
+
+def test_gated_mlp_row_is_generic_once_with_its_own_time(sit):
+    con, runs, _ = sit
+    run = runs["fusion-gated-mlp"]
+    (row,) = _rows(con, "SELECT * FROM fusion_match WHERE run_id = ?", [run])
+    # related time is the chains' silu + mul, not every aten::mul of the run (the attention scaling muls)
+    (all_mul,) = con.execute("SELECT sum(dur_ns) FROM kernels WHERE run_id = ? AND name LIKE '%MulFunctor%'",
+                             [run]).fetchone()
+    assert row["related_gpu_time_ns"] < all_mul + con.execute(
+        "SELECT sum(dur_ns) FROM kernels WHERE run_id = ? AND name LIKE '%silu_kernel%'", [run]).fetchone()[0]
+    assert row["source_path"].startswith("sglang: ") and "; vllm: " in row["source_path"]
+    assert row["framework_match"] is None and row["row_scope"] == "generic"
+    # the evidence is given whole: every step's kernel, launches, op and dims, and the chain counts
+    assert row["evidence_sequence"].endswith("; 6 adjacent, 0 near chain(s)")
+    assert "×6 (aten::silu [[1024,5632]])" in row["evidence_sequence"]
+    assert "×6 (aten::mul [[1024,5632],[1024,5632]])" in row["evidence_sequence"]
+
+
+def test_piecewise_graph_boundary_breaks_a_chain(sit):
+    con, runs, _ = sit
+    run = runs["fusion-piecewise-graph"]
+    # the add and the next piece's rms_norm ARE neighbours on the stream ...
+    (pairs,) = con.execute("""
+        WITH s AS (SELECT name, correlation, lead(name) OVER w AS nxt, lead(correlation) OVER w AS nxt_corr
+                   FROM kernels WHERE run_id = ? WINDOW w AS (PARTITION BY stream ORDER BY start_ns))
+        SELECT count(*) FROM s WHERE name LIKE '%CUDAFunctor_add%' AND nxt LIKE '%rms_norm_kernel%'
+          AND nxt_corr <> correlation""", [run]).fetchone()
+    assert pairs == 5
+    # ... but in different graph replays: no add + RMSNorm row at all
+    assert _rows(con, "SELECT * FROM fusion_match WHERE run_id = ? AND pattern_key = 'add_rmsnorm'", [run]) == []
+
+
+SHAPE_ACTS = [  # run, kernel, category, launching op, its Input Dims (no op: a graph replay's kernel)
+    ("g", "silu_kernel_x", "activation", "aten::silu", "[[4,8]]"),
+    ("g", "MulFunctor_x", "elementwise", "aten::mul", "[[4,8],[4,8]]"),
+    ("s", "silu_kernel_x", "activation", "aten::silu", "[[4,8]]"),
+    ("s", "MulFunctor_x", "elementwise", "aten::mul", "[[4,8],[]]"),
+    ("b", "silu_kernel_x", "activation", "aten::silu", "[[4,8]]"),
+    ("b", "MulFunctor_x", "elementwise", "aten::mul", "[[4,8],[1,8]]"),
+    ("w", "silu_kernel_x", "activation", "aten::sigmoid", "[[4,8]]"),
+    ("w", "MulFunctor_x", "elementwise", "aten::mul", "[[4,8],[4,8]]"),
+    ("a", "CUDAFunctor_add_x", "elementwise", "aten::add", "[[4,8],[4,8],[]]"),
+    ("a", "vllm::rms_norm_kernel_x", "norm", "_C::rms_norm", "[[4, 8],[8],[]]"),
+    ("x", "CUDAFunctor_add_x", "elementwise", "aten::add", "[[4,8],[4,8],[]]"),
+    ("x", "vllm::rms_norm_kernel_x", "norm", "_C::rms_norm", "[[2,8],[8],[]]"),
+    ("l", "cunn_SoftMaxForward_x", "activation", "aten::_softmax", "[[4,32000],[],[]]"),
+    ("l", "gatherTopK_x", "reduction", "aten::topk", "[[4,32000]]"),
+    ("l", "multinomial_x", "sampling", "aten::multinomial", "[[4,50],[]]"),
+    ("d", "cunn_SoftMaxForward_x", "activation", "aten::_softmax", "[[2,8,64,64],[],[]]"),
+    ("d", "gatherTopK_x", "reduction", "aten::topk", "[[2,64]]"),
+    ("d", "multinomial_x", "sampling", "aten::multinomial", "[[2,50],[]]"),
+    ("n", "silu_kernel_x", "activation", None, None),
+    ("n", "MulFunctor_x", "elementwise", None, None),
+]
+SHAPE_EXPECTED = {
+    ("g", "vllm_act_and_mul"): ("Confirmed", "ops"),          # the gate product
+    ("a", "vllm_fused_add_rms_norm"): ("Confirmed", "ops"),   # the norm of the add's output (dims with a space)
+    ("l", "vllm_sampling"): ("Confirmed", "ops"),             # softmax over [tokens, vocab]
+    ("n", "vllm_act_and_mul"): ("Confirmed", "kernel names"),  # no launching op: names and order alone
+}
+# s: mul by a scalar; b: broadcast mul; w: the op is not a silu/gelu; x: the norm is not of the add's
+# output; d: softmax over 4-D attention scores: no row
+
+
+def _shape_connection():
+    import duckdb
+
+    from tests.test_fusion_overlap import FACT_COLUMNS, SQL
+    from warehouse import fusion
+
+    con = duckdb.connect()
+    con.execute(f"CREATE TABLE _kernel_facts ({FACT_COLUMNS})")
+    con.execute("CREATE TABLE kernels (run_id VARCHAR, rank INTEGER, kernel_id BIGINT, cpu_op_id BIGINT, "
+                "correlation BIGINT)")
+    con.execute("CREATE TABLE cpu_ops (run_id VARCHAR, rank INTEGER, op_id BIGINT, name VARCHAR, input_dims VARCHAR)")
+    for i, (run, name, cat, op, dims) in enumerate(SHAPE_ACTS):
+        con.execute("INSERT INTO _kernel_facts VALUES (?, 0, ?, 0, 7, 'kernel', ?, ?, 10, ?, 0, ?, NULL, "
+                    "'cudaLaunchKernel', 'decode')", [run, i + 1, name, i * 10, i * 10 + 10, cat])
+        con.execute("INSERT INTO kernels VALUES (?, 0, ?, ?, NULL)", [run, i + 1, i + 1 if op else None])
+        if op:
+            con.execute("INSERT INTO cpu_ops VALUES (?, 0, ?, ?, ?)", [run, i + 1, op, dims])
+    con.execute("CREATE TABLE runs (run_id VARCHAR, framework VARCHAR)")
+    con.executemany("INSERT INTO runs VALUES (?, 'vllm')", [[r] for r in sorted({a[0] for a in SHAPE_ACTS})])
+    fusion.register_fusion_patterns(con)
+    for view in ("kernel_summary", "fusion_match"):
+        con.execute((SQL / f"{view}.sql").read_text())
+    return con
+
+
+def test_shape_rules_are_checked_on_handmade_chains():
+    """gate_product / logits_2d / same_input decide a chain where the launching ops have dims."""
+    con = _shape_connection()
+    got = {(r, p): (s, b) for r, p, s, b in con.execute(
+        "SELECT run_id, pattern_id, status, evidence_basis FROM fusion_match").fetchall()}
+    assert got == SHAPE_EXPECTED
+
+
+@pytest.mark.slow
+def test_fusion_match_same_rows_on_spark():
+    """The view transpiled to Spark gives the same rows on the handmade chains."""
+    pytest.importorskip("pyspark", reason="pyspark is not installed")
+    import shutil
+
+    if shutil.which("java") is None:
+        pytest.skip("Java is not on PATH")
+    from tests.test_fusion_overlap import SQL
+    from warehouse.spark import _arrow_to_spark, register_rule_tables, spark_session, to_spark_sql
+
+    con = _shape_connection()
+    session = spark_session("local[1]")
+    try:
+        for table in ("_kernel_facts", "kernels", "cpu_ops", "runs"):
+            _arrow_to_spark(session, con.execute(f"SELECT * FROM {table}").to_arrow_table()).createOrReplaceTempView(table)
+        register_rule_tables(session)
+        for view in ("kernel_summary", "fusion_match"):
+            session.sql(to_spark_sql((SQL / f"{view}.sql").read_text()))
+        cols = "run_id, pattern_id, status, occurrences, related_gpu_time_ns, evidence_ops, evidence_sequence, " \
+               "evidence_basis, source_path"
+        duck = sorted(con.execute(f"SELECT {cols} FROM fusion_match").fetchall())
+        spark = sorted(tuple(r) for r in session.sql(f"SELECT {cols} FROM fusion_match").collect())
+        assert spark == duck
+    finally:
+        session.stop()
+
+
+# ---- real traces, checked by hand ------------------------------------------------------------------
+
+REAL = {
+    "amd/mi300_qwen1.5-0.5b.json.gz": "pytorch",
+    "nvidia/h100_qwen1.5-0.5b.json.gz": "pytorch",
+    "nvidia/b200_eager_rank0.json.gz": "vllm",
+    "inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz": "sglang",
+    "inference/vllm_decode_full/graph_execution.json.gz": "vllm",
+    "multirank/sampled_2ranks": "pytorch",
+    "nvidia/h100_bert-small.json.gz": "pytorch",
+}
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory):
+    require_shared()
+    from warehouse.catalog import connect
+    from warehouse.load import ingest_paths
+    from warehouse.store import Warehouse
+
+    wh = Warehouse(tmp_path_factory.mktemp("fusion_real") / "wh")
+    ids = {}
+    for rel in REAL:
+        (outcome,) = ingest_paths(wh, [TRACES / rel], analyse=False)
+        ids[rel] = outcome.run_id
+    con = connect(wh)
+    yield con, ids
+    con.close()
+
+
+def _fusion(con, run_id):
+    return {r["pattern_id"]: r for r in _rows(con, "SELECT * FROM fusion_match WHERE run_id = ?", [run_id])}
+
+
+def test_real_framework_detection(real):
+    con, ids = real
+    for rel, framework in REAL.items():
+        assert con.execute("SELECT framework FROM runs WHERE run_id = ?", [ids[rel]]).fetchone() == (framework,), rel
+
+
+def _silu_mul_oracle(path):
+    """From the raw JSON: silu kernels followed on their stream, within 3 kernels, by a MulFunctor kernel:
+    (chains, their GPU ns, chains whose both ops are known, and those ops' dims are a gate product)."""
+    with gzip.open(path) as f:
+        ev = json.load(f)["traceEvents"]
+    ops = {}
+    for e in ev:
+        if e.get("ph") == "X" and e.get("cat") == "cpu_op" and (e.get("args") or {}).get("External id") is not None:
+            ops[e["args"]["External id"]] = e   # the last (innermost) op with that id
+    by_stream = {}
+    for e in ev:
+        if e.get("ph") == "X" and e.get("cat") == "kernel":
+            by_stream.setdefault((e["pid"], e["tid"]), []).append(e)
+    n, ns, gate = 0, 0, 0
+    for acts in by_stream.values():
+        acts.sort(key=lambda k: k["ts"])
+        for i, k in enumerate(acts):
+            if "silu_kernel" not in k["name"]:
+                continue
+            m = next((m for m in acts[i + 1:i + 4] if "MulFunctor" in m["name"]), None)
+            if m is None:
+                continue
+            n += 1
+            ns += round(k["dur"] * 1000) + round(m["dur"] * 1000)
+            o1, o2 = ops.get(k["args"].get("External id")), ops.get(m["args"].get("External id"))
+            if o1 and o2:
+                d1 = o1["args"]["Input Dims"]
+                gate += o2["args"]["Input Dims"] == [d1[0], d1[0]]
+    return n, ns, gate
+
+
+@pytest.mark.parametrize("rel", ["amd/mi300_qwen1.5-0.5b.json.gz", "nvidia/h100_qwen1.5-0.5b.json.gz"])
+def test_real_qwen_gated_mlp_is_one_generic_likely_row(real, rel):
+    """Qwen1.5 (Qwen2MLP: down(silu(gate(x)) * up(x))) in plain PyTorch: silu, the up-projection GEMM, then
+    the gate product. Before: two rows (SGLang and vLLM), 'Likely' at 17.8 % (MI300) / 24.1 % (H100) built
+    from every aten::mul of the run. Now one generic Likely row whose time is the 35 silu -> mul chains."""
+    con, ids = real
+    rows = _fusion(con, ids[rel])
+    assert list(rows) == ["sgl_act_and_mul"]
+    row = rows["sgl_act_and_mul"]
+    chains, ns, gate = _silu_mul_oracle(TRACES / rel)
+    assert (chains, gate) == (35, 24)   # 24 layers of the linked step (ops known), 11 more kernels unlinked
+    assert (row["status"], row["pattern_framework"], row["occurrences"], row["chains_adjacent"]) == \
+        ("Likely", "generic", chains, 0)
+    assert abs(row["related_gpu_time_ns"] - ns) <= chains * 2   # ns rounding of the µs durations
+    assert row["evidence_ops"] == "aten::silu [[16,559,2816]] -> aten::mul [[16,559,2816],[16,559,2816]]"
+    assert row["evidence_basis"] == "ops and kernel names"
+    assert row["share"] < 0.08
+
+
+def test_real_b200_vllm_gqa_has_no_mla_or_other_framework_rows(real):
+    """gpt-oss on vLLM (eager, B200): fused_add_rms_norm already runs (72), and each all-reduce is followed,
+    one DtoD copy later, by fused_add_rms_norm: the all-reduce fusion is Likely (72 near chains). Before:
+    vllm_mla_rope_cache 'Likely' on this GQA model, plus sglang / tensorrt-llm rows."""
+    con, ids = real
+    rows = _fusion(con, ids["nvidia/b200_eager_rank0.json.gz"])
+    got = {p: (r["status"], r["occurrences"]) for p, r in rows.items()}
+    assert got == {"vllm_allreduce_rms": ("Likely", 72), "vllm_fused_add_rms_norm": ("Fused", 72)}
+    assert "Memcpy" not in rows["vllm_allreduce_rms"]["evidence"]
+    assert rows["vllm_allreduce_rms"]["evidence_ops"].startswith("symm_mem::multimem_all_reduce_ [[2557440],[],[]] -> "
+                                                                 "_C::fused_add_rms_norm [[888,2880],")
+
+
+def test_real_serving_graph_runs(real):
+    con, ids = real
+    sgl = _fusion(con, ids["inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz"])
+    assert {p: (r["status"], r["occurrences"]) for p, r in sgl.items()} == {
+        "sgl_act_and_mul": ("Fused", 36), "sgl_add_rmsnorm": ("Fused", 145),
+        "sgl_rope_set_kv_buffer": ("Confirmed", 36)}
+    # RoPE -> store_kvcache inside the decode graph replay: judged by kernel names (no host ops in a replay)
+    assert sgl["sgl_rope_set_kv_buffer"]["evidence_basis"] == "kernel names"
+    vllm = _fusion(con, ids["inference/vllm_decode_full/graph_execution.json.gz"])
+    # before: vllm_mla_rope_cache 'Confirmed' from RoPE -> reshape_and_cache of a GQA model, and two foreign rows
+    assert {p: (r["status"], r["occurrences"]) for p, r in vllm.items()} == {"vllm_moe_gemm_swiglu": ("Fused", 24)}
+
+
+def test_real_dense_training_and_bert_have_no_rows(real):
+    """HTA's sampled 2-rank training: before, 'MoE finalize' Likely twice (an index + a sum somewhere in a
+    dense model). BERT: nothing fuses by a known pattern."""
+    con, ids = real
+    assert _fusion(con, ids["multirank/sampled_2ranks"]) == {}
+    assert _fusion(con, ids["nvidia/h100_bert-small.json.gz"]) == {}
