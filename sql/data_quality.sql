@@ -156,7 +156,8 @@ SELECT run_id, rank, step, 'critical_path_one_host_call', 'warning',
        MAP {'op_id': op_id, 'segment_ns': dur_ns, 'path_ns': path_ns, 'share': dur_ns / path_ns,
             'segment_start_ns': start_ns, 'segment_end_ns': start_ns + dur_ns}::MAP(VARCHAR, DOUBLE),
        CASE WHEN edge IS NULL THEN 'One host call (' || coalesce(name, '?') || ')'
-            ELSE 'Host time inside ' || coalesce(name, '?') || ' between two calls' END
+            WHEN edge = 'step_start' THEN 'Host time from the step''s start to its first call on the path'
+            ELSE 'Host time between two calls' || coalesce(' inside ' || name, '') END
            || ' is ' || round(100 * dur_ns / path_ns, 1) || ' % of the critical path: if the host was waiting '
            || 'for the GPU or another thread there, the work it waited on is the path; read the per-stream '
            || 'figures rather than the path''s cpu share'
