@@ -18,7 +18,8 @@
 --   flag      the flag's name (below)
 --   severity  error / warning / info
 --   affects   the report figures the flag concerns (names above)
---   evidence  the numbers the flag rests on (name -> value; times in ns, shares as fractions of 1)
+--   evidence  the numbers the flag rests on (name -> value; durations in ns, shares as fractions of 1;
+--             a time in the step as an offset from its path's start: a DOUBLE holds it exactly)
 --   message   one line: what is wrong and what to do about it
 CREATE OR REPLACE VIEW data_quality AS
 WITH gpu AS (
@@ -63,7 +64,7 @@ run_gpu AS (
     GROUP BY r.run_id, r.n_ranks
 ),
 host AS (
-    SELECT run_id, count(*) AS host_ops FROM cpu_ops GROUP BY run_id
+    SELECT run_id, count(*) AS host_ops FROM cpu_ops WHERE lower(cat) <> 'trace' GROUP BY run_id
 ),
 step_counts AS (
     -- steps with GPU work per (rank, phase): the report shows the median step of a phase
@@ -72,12 +73,13 @@ step_counts AS (
     GROUP BY run_id, rank, phase
 ),
 path_span AS (
-    SELECT run_id, rank, step, sum(dur_ns) AS path_ns FROM critical_path GROUP BY run_id, rank, step
+    SELECT run_id, rank, step, sum(dur_ns) AS path_ns, min(start_ns) AS path_start_ns
+    FROM critical_path GROUP BY run_id, rank, step
 ),
 path_top AS (
     -- each step's longest host segment on the critical path: a host call (edge NULL) or host time
     -- between two calls of a thread (edge program_order, named for the op around it)
-    SELECT c.run_id, c.rank, c.step, c.op_id, c.name, c.edge, c.start_ns, c.dur_ns, p.path_ns
+    SELECT c.run_id, c.rank, c.step, c.op_id, c.name, c.edge, c.start_ns, c.dur_ns, p.path_ns, p.path_start_ns
     FROM critical_path c JOIN path_span p USING (run_id, rank, step)
     WHERE c.kind = 'cpu'
     QUALIFY row_number() OVER (PARTITION BY c.run_id, c.rank, c.step ORDER BY c.dur_ns DESC, c.start_ns) = 1
@@ -154,7 +156,7 @@ UNION ALL
 SELECT run_id, rank, step, 'critical_path_one_host_call', 'warning',
        ['critical_path', 'stream_summary.critical'],
        MAP {'op_id': op_id, 'segment_ns': dur_ns, 'path_ns': path_ns, 'share': dur_ns / path_ns,
-            'segment_start_ns': start_ns, 'segment_end_ns': start_ns + dur_ns}::MAP(VARCHAR, DOUBLE),
+            'segment_offset_ns': start_ns - path_start_ns, 'path_start_ns': path_start_ns}::MAP(VARCHAR, DOUBLE),
        CASE WHEN edge IS NULL THEN 'One host call (' || coalesce(name, '?') || ')'
             WHEN edge = 'step_start' THEN 'Host time from the step''s start to its first call on the path'
             ELSE 'Host time between two calls' || coalesce(' inside ' || name, '') END
