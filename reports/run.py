@@ -232,7 +232,7 @@ class RunReport:
     quality: list[QualityFlag] = field(default_factory=list)  # sql/data_quality rows of the run and its step
     withheld: list[WithheldTakeaway] = field(default_factory=list)
     trace_start_ns: int | None = None  # the origin of every *_ns window of the report
-    n_streams: int = 0  # distinct (device, stream) pairs with GPU activity, over all ranks
+    n_streams: int = 0  # (rank, device, stream)s holding >= REPORT_BAR of the run's GPU time: where work runs
 
     @property
     def mode_note(self) -> str:
@@ -331,8 +331,10 @@ def build_run_report(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | N
     )
     report.step, report.quality = _step(con, run_id, phase)
     report.trace_start_ns = run.get("trace_start_ns")
-    report.n_streams = int(con.execute("SELECT count(DISTINCT (rank, device, stream)) FROM kernels WHERE run_id = ?",
-                                       [run_id]).fetchone()[0] or 0)
+    report.n_streams = int(con.execute("""
+        SELECT count(*) FROM (SELECT sum(dur_ns) AS ns FROM kernels WHERE run_id = ? GROUP BY rank, device, stream)
+        WHERE ns >= ? * (SELECT sum(dur_ns) FROM kernels WHERE run_id = ?)""",
+                                       [run_id, REPORT_BAR, run_id]).fetchone()[0] or 0)
     if mapping_run:
         _apply_mapping(con, report, mapping_run)
         # a mapping run gives the replays their sites: the flag that says they have none no longer holds
