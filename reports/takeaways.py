@@ -102,7 +102,8 @@ def takeaways(r, windows) -> tuple[list, list]:
         # the whole-trace causes (no stacks at all, replays without captures) are flags that withhold this;
         # what remains is a part of the launches without a frame
         fix = ("pass capture traces (--capture) for the graph replays" if r.capture_mode in ("graph", "mixed")
-               else "record with with_stack=True on every thread that launches")
+               else "the rest was launched outside any recorded Python frame (another thread, the autograd "
+               "engine or C++ code): its launch call and cpu op are its best site")
         draw("launch_sites", f"Only {100 * r.attributed_share:.0f} % of GPU time has a Python launch site; {fix}.",
              r.attributed_share, None, windows.trace(), "trace")
     for row in r.rank_skew:

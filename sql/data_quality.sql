@@ -45,23 +45,30 @@ replayed AS (
     WHERE k.launch_call ILIKE '%GraphLaunch%'
     GROUP BY k.run_id, k.rank
 ),
+warning_rows AS (
+    SELECT run_id, unnest(map_entries(warnings)) AS w FROM runs
+),
 uncounted AS (
     -- ingest's count of device activity of a kind that is not a kernel, copy or fill
     -- (ingest/sql/80_summary.sql: warnings 'device activities of an uncounted kind (CAT)' and
     -- 'device time of an uncounted kind, ns (CAT)')
     SELECT run_id,
-           sum(value) FILTER (WHERE key LIKE 'device activities of an uncounted kind (%') AS activities,
-           sum(value) FILTER (WHERE key LIKE 'device time of an uncounted kind, ns (%') AS device_ns,
-           string_agg(DISTINCT regexp_extract(key, '\(([^)]*)\)$', 1), ', ' ORDER BY regexp_extract(key, '\(([^)]*)\)$', 1))
-               AS kinds
-    FROM (SELECT run_id, unnest(map_keys(warnings)) AS key, unnest(map_values(warnings)) AS value FROM runs)
-    WHERE key LIKE 'device % of an uncounted kind%'
+           sum(w.value) FILTER (WHERE w.key LIKE 'device activities of an uncounted kind (%') AS activities,
+           sum(w.value) FILTER (WHERE w.key LIKE 'device time of an uncounted kind, ns (%') AS device_ns,
+           min(replace(replace(w.key, 'device activities of an uncounted kind (', ''), ')', ''))
+               FILTER (WHERE w.key LIKE 'device activities of an uncounted kind (%') AS first_kind,
+           count(*) FILTER (WHERE w.key LIKE 'device activities of an uncounted kind (%') AS kinds
+    FROM warning_rows
+    WHERE w.key LIKE 'device % of an uncounted kind%'
     GROUP BY run_id
 ),
 run_gpu AS (
     SELECT r.run_id, r.n_ranks, coalesce(sum(g.activities), 0) AS activities, coalesce(sum(g.gpu_ns), 0) AS gpu_ns
     FROM runs r LEFT JOIN gpu g ON g.run_id = r.run_id
     GROUP BY r.run_id, r.n_ranks
+),
+shown_rank AS (
+    SELECT run_id, min(rank) AS shown_rank FROM step_spans GROUP BY run_id
 ),
 host AS (
     SELECT run_id, count(*) AS host_ops FROM cpu_ops WHERE lower(cat) <> 'trace' GROUP BY run_id
@@ -89,8 +96,8 @@ path_top AS (
 SELECT g.run_id, g.rank, NULL::BIGINT AS step, 'no_python_stacks' AS flag, 'warning' AS severity,
        ['launch_sites', 'kernel_summary.python_site', 'overlap_opportunity.python_site',
         'fusion_match.python_site'] AS affects,
-       MAP {'eager_activities': g.eager_activities, 'eager_gpu_ns': g.eager_ns,
-            'eager_share': g.eager_ns / nullif(g.gpu_ns, 0), 'python_frames': 0}::MAP(VARCHAR, DOUBLE) AS evidence,
+       map(['eager_activities', 'eager_gpu_ns', 'eager_share', 'python_frames'],
+           [CAST(g.eager_activities AS DOUBLE), CAST(g.eager_ns AS DOUBLE), CAST(g.eager_ns / nullif(g.gpu_ns, 0) AS DOUBLE), CAST(0 AS DOUBLE)]) AS evidence,
        'No Python stacks: ' || g.eager_activities || ' eagerly launched activities ('
            || round(100 * g.eager_ns / nullif(g.gpu_ns, 0), 1) || ' % of GPU time) have no launch site; record '
            || 'with torch.profiler.profile(with_stack=True) (capture traces only help graph replays)' AS message
@@ -101,9 +108,8 @@ UNION ALL
 -- launch site from a capture trace: their only site is the replay call
 SELECT run_id, rank, NULL, 'graph_replays_without_captures', 'warning',
        ['launch_sites', 'kernel_summary.python_site', 'overlap_opportunity.python_site', 'fusion_match.python_site'],
-       MAP {'replayed_activities': activities, 'without_site': without_site, 'without_site_gpu_ns': without_site_ns,
-            'without_site_share': without_site_ns / nullif((SELECT gpu_ns FROM gpu WHERE gpu.run_id = replayed.run_id
-                                                              AND gpu.rank = replayed.rank), 0)}::MAP(VARCHAR, DOUBLE),
+       map(['replayed_activities', 'without_site', 'without_site_gpu_ns', 'without_site_share'],
+           [CAST(activities AS DOUBLE), CAST(without_site AS DOUBLE), CAST(without_site_ns AS DOUBLE), CAST(without_site_ns / nullif((SELECT gpu_ns FROM gpu WHERE gpu.run_id = replayed.run_id AND gpu.rank = replayed.rank), 0) AS DOUBLE)]),
        without_site || ' of ' || activities || ' graph-replayed activities have no launch site from a capture trace; '
            || 'ingest with --capture DIR (the traces recorded while the graphs were captured) or report with '
            || '--mapping RUN (a graph-off run of the same workload)'
@@ -116,9 +122,10 @@ UNION ALL
 SELECT u.run_id, NULL, NULL, 'uncounted_device_activity', CASE WHEN rg.activities = 0 THEN 'error' ELSE 'warning' END,
        ['gpu_time', 'kernel_summary', 'category_summary', 'step_breakdown', 'stream_summary', 'critical_path',
         'idle_gaps'],
-       MAP {'uncounted_activities': u.activities, 'uncounted_device_ns': u.device_ns,
-            'counted_activities': rg.activities, 'counted_gpu_ns': rg.gpu_ns}::MAP(VARCHAR, DOUBLE),
-       u.activities || ' device activities of a kind tracehouse does not analyse (' || u.kinds || ', '
+       map(['uncounted_activities', 'uncounted_device_ns', 'counted_activities', 'counted_gpu_ns'],
+           [CAST(u.activities AS DOUBLE), CAST(u.device_ns AS DOUBLE), CAST(rg.activities AS DOUBLE), CAST(rg.gpu_ns AS DOUBLE)]),
+       u.activities || ' device activities of a kind tracehouse does not analyse (' || u.first_kind
+           || CASE WHEN u.kinds > 1 THEN ' and ' || (u.kinds - 1) || ' more kinds' ELSE '' END || ', '
            || round(u.device_ns / 1e6, 3) || ' ms of device time) are not counted: '
            || CASE WHEN rg.activities = 0 THEN 'GPU time 0 ns means none of the device work is analysed'
                    ELSE 'the GPU figures cover only kernels, copies and fills' END
@@ -131,7 +138,8 @@ UNION ALL
 SELECT rg.run_id, NULL, NULL, 'no_gpu_activity', 'error',
        ['gpu_time', 'kernel_summary', 'category_summary', 'step_breakdown', 'stream_summary', 'critical_path',
         'idle_gaps', 'overlap_opportunity', 'fusion_match', 'layer_pattern', 'rank_skew'],
-       MAP {'gpu_activities': 0, 'host_ops': coalesce(h.host_ops, 0)}::MAP(VARCHAR, DOUBLE),
+       map(['gpu_activities', 'host_ops'],
+           [CAST(0 AS DOUBLE), CAST(coalesce(h.host_ops, 0) AS DOUBLE)]),
        'No GPU activity in this trace (' || coalesce(h.host_ops, 0) || ' host ops only): there is no GPU figure to '
            || 'show; profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] to see the device'
 FROM run_gpu rg LEFT JOIN uncounted u USING (run_id) LEFT JOIN host h USING (run_id)
@@ -142,8 +150,8 @@ UNION ALL
 -- can be told for it
 SELECT run_id, rank, NULL, 'unlinked_activities', 'warning',
        ['launch_sites', 'kernel_summary.python_site', 'step_breakdown.host_setup', 'critical_path', 'idle_gaps'],
-       MAP {'unlinked_activities': unlinked_activities, 'unlinked_gpu_ns': unlinked_ns,
-            'unlinked_share': unlinked_ns / nullif(gpu_ns, 0)}::MAP(VARCHAR, DOUBLE),
+       map(['unlinked_activities', 'unlinked_gpu_ns', 'unlinked_share'],
+           [CAST(unlinked_activities AS DOUBLE), CAST(unlinked_ns AS DOUBLE), CAST(unlinked_ns / nullif(gpu_ns, 0) AS DOUBLE)]),
        round(100 * unlinked_ns / nullif(gpu_ns, 0), 1) || ' % of GPU time has no launch call in the trace (host '
            || 'events missing): launch sites, host setup and the host side of the critical path and idle gaps '
            || 'are unknown for it; profile the CPU too (ProfilerActivity.CPU)'
@@ -155,8 +163,8 @@ UNION ALL
 -- GPU (a blocking copy, a sync) or on another thread
 SELECT run_id, rank, step, 'critical_path_one_host_call', 'warning',
        ['critical_path', 'stream_summary.critical'],
-       MAP {'op_id': op_id, 'segment_ns': dur_ns, 'path_ns': path_ns, 'share': dur_ns / path_ns,
-            'segment_offset_ns': start_ns - path_start_ns, 'path_start_ns': path_start_ns}::MAP(VARCHAR, DOUBLE),
+       map(['op_id', 'segment_ns', 'path_ns', 'share', 'segment_offset_ns', 'path_start_ns'],
+           [CAST(op_id AS DOUBLE), CAST(dur_ns AS DOUBLE), CAST(path_ns AS DOUBLE), CAST(dur_ns / path_ns AS DOUBLE), CAST(start_ns - path_start_ns AS DOUBLE), CAST(path_start_ns AS DOUBLE)]),
        CASE WHEN edge IS NULL THEN 'One host call (' || coalesce(name, '?') || ')'
             WHEN edge = 'step_start' THEN 'Host time from the step''s start to its first call on the path'
             ELSE 'Host time between two calls' || coalesce(' inside ' || name, '') END
@@ -166,12 +174,12 @@ SELECT run_id, rank, step, 'critical_path_one_host_call', 'warning',
 FROM path_top
 WHERE path_ns > 0 AND dur_ns > 0.5 * path_ns
 UNION ALL
--- flag few_steps (warning): a rank has fewer than 3 steps with GPU work in some phase: the step the
--- report shows is not a median of anything
+-- flag few_steps (warning): a rank has fewer than 3 steps with GPU work in the phase with the fewest: the
+-- step the report shows may not be a median of anything
 SELECT run_id, rank, NULL, 'few_steps', 'warning', ['step_breakdown', 'critical_path', 'idle_gaps', 'stream_summary'],
-       map(list(phase ORDER BY phase), list(steps::DOUBLE ORDER BY phase)),
-       'Only ' || string_agg(steps || ' ' || phase || ' step' || CASE WHEN steps = 1 THEN '' ELSE 's' END, ', '
-                             ORDER BY phase)
+       map(['min_steps', 'phases'],
+           [CAST(min(steps) AS DOUBLE), CAST(count(*) AS DOUBLE)]),
+       'Only ' || min(steps) || ' ' || arg_min(phase, steps) || ' step' || CASE WHEN min(steps) = 1 THEN '' ELSE 's' END
            || ' with GPU work: the step shown is not a median; profile at least 3 steps '
            || '(torch.profiler.schedule(active=3) or more)'
 FROM step_counts
@@ -181,7 +189,8 @@ UNION ALL
 -- flag no_step_markers (info): the trace marks no step (no ProfilerStep#N, no serving step): the whole
 -- trace is step 0, so host setup and host tail are those of the whole profiled window
 SELECT run_id, rank, step, 'no_step_markers', 'info', ['step_breakdown'],
-       MAP {'window_ns': end_ns - start_ns}::MAP(VARCHAR, DOUBLE),
+       map(['window_ns'],
+           [CAST(end_ns - start_ns AS DOUBLE)]),
        'The trace marks no steps: the whole profiled window is one step; call prof.step() each iteration (or '
            || 'record_function a step) to get per-step figures'
 FROM step_spans
@@ -189,22 +198,22 @@ WHERE source = 'whole'
 UNION ALL
 -- flag several_ranks (info): the run has several ranks: the kernel tables sum every rank, while the step
 -- breakdown, streams and critical path show one rank (the lowest)
-SELECT run_id, NULL, NULL, 'several_ranks', 'info', ['step_breakdown', 'stream_summary', 'critical_path', 'idle_gaps'],
-       MAP {'ranks': n_ranks, 'shown_rank': (SELECT min(rank) FROM step_spans s WHERE s.run_id = run_gpu.run_id)}
-           ::MAP(VARCHAR, DOUBLE),
-       n_ranks || ' ranks: kernel, category, overlap and fusion tables sum all ranks; the step breakdown, streams '
-           || 'and critical path are those of rank ' || coalesce((SELECT min(rank) FROM step_spans s
-                                                                   WHERE s.run_id = run_gpu.run_id)::VARCHAR, '?')
+SELECT rg.run_id, NULL, NULL, 'several_ranks', 'info', ['step_breakdown', 'stream_summary', 'critical_path', 'idle_gaps'],
+       map(['ranks', 'shown_rank'],
+           [CAST(rg.n_ranks AS DOUBLE), CAST(sr.shown_rank AS DOUBLE)]),
+       rg.n_ranks || ' ranks: kernel, category, overlap and fusion tables sum all ranks; the step breakdown, streams '
+           || 'and critical path are those of rank ' || coalesce(CAST(sr.shown_rank AS VARCHAR), '?')
            || ' only (see rank skew for the others)'
-FROM run_gpu
-WHERE n_ranks > 1
+FROM run_gpu rg LEFT JOIN shown_rank sr USING (run_id)
+WHERE rg.n_ranks > 1
 UNION ALL
 -- flag truncated_trace (warning): a file was cut or damaged and only the events before the damage landed
 SELECT run_id, NULL, NULL, 'truncated_trace', 'warning',
        ['gpu_time', 'kernel_summary', 'step_breakdown', 'critical_path'],
-       MAP {'events_kept': sum(value)}::MAP(VARCHAR, DOUBLE),
-       'A trace file is damaged (' || min(key) || '): the figures cover the events before the damage only; '
+       map(['events_kept'],
+           [CAST(sum(w.value) AS DOUBLE)]),
+       'A trace file is damaged (' || min(w.key) || '): the figures cover the events before the damage only; '
            || 'record the trace again if the window matters'
-FROM (SELECT run_id, unnest(map_keys(warnings)) AS key, unnest(map_values(warnings)) AS value FROM runs)
-WHERE key LIKE '%truncated%' OR key LIKE '%events that could be read were kept%'
+FROM warning_rows
+WHERE w.key LIKE '%truncated%' OR w.key LIKE '%events that could be read were kept%'
 GROUP BY run_id

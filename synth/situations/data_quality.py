@@ -181,7 +181,8 @@ def single_step(out: Path) -> dict:
     _eager_steps(tl, 1, host_setup=2 * MS)
     tl.write(out / "rank-0.pt.trace.json.gz")
     return {"flags": {"few_steps": {"rank": 0, "step": None, "severity": "warning",
-                                    "evidence": {"unknown": 1}, "message_has": "Only 1 unknown step"}},
+                                    "evidence": {"min_steps": 1, "phases": 1},
+                                    "message_has": "Only 1 unknown step"}},
             "flags_absent": ["no_python_stacks", "no_gpu_activity", "graph_replays_without_captures"],
             "withheld": ["step_breakdown.host_setup"], "flagged_figures": ["step_breakdown.host_setup"]}
 
