@@ -99,7 +99,7 @@ def cpu_only(out: Path) -> dict:
                                           "evidence": {"gpu_activities": 0, "host_ops": 9},
                                           "message_has": "No GPU activity"}},
             "flags_absent": ["uncounted_device_activity", "no_python_stacks", "few_steps"],
-            "gpu_time_ns": 0, "takeaways": 0}
+            "gpu_time_ns": 0, "takeaways": 0, "no_gpu_activity": True}
 
 
 def _append_device_events(path: Path, events: list[dict]) -> None:
@@ -107,8 +107,8 @@ def _append_device_events(path: Path, events: list[dict]) -> None:
     with gzip.open(path, "rt", encoding="utf-8") as f:
         doc = json.load(f)
     doc["traceEvents"].extend(events)
-    with gzip.open(path, "wt", encoding="utf-8") as f:
-        json.dump(doc, f)
+    with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as f:
+        f.write(json.dumps(doc).encode("utf-8"))  # mtime 0: the same situation gives the same bytes
 
 
 def _mtia_event(name: str, start: int, dur: int, stream: int) -> dict:
@@ -139,12 +139,14 @@ def unknown_device_activity(out: Path) -> dict:
                              "counted_activities": 0, "counted_gpu_ns": 0},
                 "message_has": "mtia_ccp_events"}},
             "flags_absent": ["no_gpu_activity"],
-            "gpu_time_ns": 0, "takeaways": 0}
+            "gpu_time_ns": 0, "takeaways": 0, "no_gpu_activity": True,
+            "warnings": {"device activities of an uncounted kind (mtia_ccp_events)": len(events),
+                         "device time of an uncounted kind, ns (mtia_ccp_events)": device_ns}}
 
 
 @situation("unknown-device-kind-beside-gpu",
-           "GPU kernels and, on the same device, activity of a category tracehouse does not know (a flow from "
-           "a launch ends on it): the kernels are analysed, the rest is counted and flagged as a warning")
+           "GPU kernels and, on the same device process, activity of a category tracehouse does not know: the "
+           "kernels are analysed, the rest is counted (runs.warnings) and flagged as a warning")
 def unknown_device_kind_beside_gpu(out: Path) -> dict:
     tl = Timeline()
     gpu = _eager_steps(tl, 3)
@@ -156,12 +158,8 @@ def unknown_device_kind_beside_gpu(out: Path) -> dict:
         call = 900_000 + i
         events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchCooperativeXpu", "pid": 4242,
                        "tid": 4242, "ts": (T0_NS + start - 20 * US) / 1000, "dur": 5, "args": {"correlation": call}})
-        events.append({"ph": "s", "cat": "ac2g", "name": "ac2g", "id": call, "pid": 4242, "tid": 4242,
-                       "ts": (T0_NS + start - 20 * US) / 1000})
         events.append({"ph": "X", "cat": "xpu_task", "name": f"task_{i}", "pid": 0, "tid": 9,
                        "ts": (T0_NS + start) / 1000, "dur": dur / 1000, "args": {"correlation": call}})
-        events.append({"ph": "f", "cat": "ac2g", "name": "ac2g", "id": call, "pid": 0, "tid": 9, "bp": "e",
-                       "ts": (T0_NS + start) / 1000})
         device_ns += dur
     _append_device_events(path, events)
     return {"flags": {"uncounted_device_activity": {
@@ -170,7 +168,9 @@ def unknown_device_kind_beside_gpu(out: Path) -> dict:
                              "counted_activities": gpu["activities"], "counted_gpu_ns": gpu["gpu_ns"]},
                 "message_has": "xpu_task"}},
             "flags_absent": ["no_gpu_activity", "no_python_stacks"],
-            "withheld": ["category_summary"]}
+            "withheld": ["category_summary"],
+            "warnings": {"events of unknown category": 5, "device activities of an uncounted kind (xpu_task)": 5,
+                         "device time of an uncounted kind, ns (xpu_task)": device_ns}}
 
 
 @situation("single-step",
