@@ -20,6 +20,7 @@ from warehouse.catalog import connect, materialize
 from warehouse.runs import resolve_run
 from warehouse.store import Warehouse
 
+COMPONENTS = ("attention", "moe", "gemm", "communication", "norm", "other")
 REPORT_BAR = 0.01  # rows under 1.0 % of the phase's GPU time stay out of the report's tables
 TOP_KERNELS = 25
 
@@ -142,6 +143,8 @@ class StepSection:
     name: str
     phase: str
     steps_in_run: int
+    wall_start_ns: int  # absolute ns, as in step_breakdown (the report's windows subtract trace_start_ns)
+    wall_end_ns: int
     wall_ns: int
     host_setup_ns: int
     compute_ns: int
@@ -160,6 +163,42 @@ class StepSection:
     gaps: list[dict]  # per class: gaps, total_ns, share of wall
     critical_path: list[PathRow]
     timeline: list[TimelineLane]
+    largest_gap: dict | None = None  # the step's longest device gap: class, start_ns, end_ns, gap_ns, next_name
+
+
+@dataclass
+class QualityFlag:
+    """One row of sql/data_quality: why some figures cannot be trusted as they stand."""
+
+    flag: str
+    severity: str  # error | warning | info
+    rank: int | None
+    step: int | None
+    affects: list[str]
+    evidence: dict[str, float]
+    message: str
+
+
+@dataclass
+class Takeaway:
+    """A takeaway with the evidence a reader needs to check it: the figure it rests on, the kernel or call
+    it names, and the time window (ns from the trace's start) in which to look."""
+
+    text: str
+    figure: str  # the report figure it is drawn from (data_quality's names)
+    value: float | None  # the figure's value the rule tested
+    subject: str | None  # the kernel, call, pattern or rank it names
+    window_start_ns: int | None  # relative to the trace's start (runs.trace_start_ns)
+    window_end_ns: int | None
+    window_of: str  # what the window is: trace | step | kernel | gap | call
+
+
+@dataclass
+class WithheldTakeaway:
+    """A takeaway rule that fired on a flagged figure, so not drawn."""
+
+    figure: str
+    flags: list[str]
 
 
 @dataclass
@@ -188,8 +227,55 @@ class RunReport:
     fusion: list[FusionRow]
     step: StepSection | None
     rank_skew: list[SkewRow]
-    takeaways: list[str] = field(default_factory=list)
+    takeaways: list[Takeaway] = field(default_factory=list)
     mapping_run: str | None = None  # mapping/formal mode: Python locations come from this graph-off run
+    quality: list[QualityFlag] = field(default_factory=list)  # sql/data_quality rows of the run and its step
+    withheld: list[WithheldTakeaway] = field(default_factory=list)
+    trace_start_ns: int | None = None  # the origin of every *_ns window of the report
+    n_streams: int = 0  # (rank, device, stream)s holding >= REPORT_BAR of the run's GPU time: where work runs
+
+    @property
+    def mode_note(self) -> str:
+        """What the mode means, and which rank the step figures are for."""
+        note = (f"launch sites of graph replays from run `{self.mapping_run}`" if self.mapping_run else
+                "every figure from this run's own trace(s)")
+        if self.n_ranks > 1:
+            shown = f"rank {self.step.rank}" if self.step else "one rank"
+            note += f"; {self.n_ranks} ranks: kernel tables sum all ranks, the step breakdown shows {shown}"
+        return note
+
+    def flags_for(self, *figures: str) -> list[QualityFlag]:
+        """The flags that affect any of these figures (a flag on `x` covers `x.y`; a section `x` shows the
+        flags of its columns `x.y`)."""
+        def hit(a: str, f: str) -> bool:
+            return a == f or f.startswith(a + ".") or a.startswith(f + ".")
+        return [q for q in self.quality if any(hit(a, f) for a in q.affects for f in figures)]
+
+    def notes_for(self, *figures: str) -> list[dict]:
+        """flags_for, one note per flag: the places it holds merged ("ranks 0, 1"), its first message."""
+        notes: dict[str, dict] = {}
+        for q in self.flags_for(*figures):
+            where = "run" if q.rank is None else f"rank {q.rank}" + (f", step {q.step}" if q.step is not None else "")
+            if q.flag in notes:
+                notes[q.flag]["where"].append(where)
+            else:
+                notes[q.flag] = {"flag": q.flag, "severity": q.severity, "where": [where], "message": q.message}
+        for n in notes.values():
+            n["where"] = ", ".join(n["where"])
+        return list(notes.values())
+
+    def phase_label(self, phase: str) -> str:
+        """`unknown` is no heading: the whole run when it is the only phase, else the work outside the steps
+        whose phase was found."""
+        if phase != "unknown":
+            return phase
+        return "all GPU work (phase not detected)" if len(self.phases) <= 1 else "outside the detected phases"
+
+    def flagged(self, figure: str) -> list[str]:
+        """Names of the flags (warning or error) that make this figure untrustworthy: a flag on `x` covers
+        `x.y` (not the other way: a flag on a column leaves the rest of the table standing)."""
+        return sorted({q.flag for q in self.quality if q.severity in ("error", "warning")
+                       and any(figure == a or figure.startswith(a + ".") for a in q.affects)})
 
 
 def _has(con: duckdb.DuckDBPyConnection, view: str) -> bool:
@@ -240,13 +326,57 @@ def build_run_report(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | N
         phases=phases,
         overlap=_overlap(con, run_id, phase_clause, phase_params),
         fusion=_fusion(con, run_id, phase_clause, phase_params),
-        step=_step(con, run_id, phase),
+        step=None,
         rank_skew=_skew(con, run_id) if (run.get("n_ranks") or 1) > 1 else [],
     )
+    report.step, report.quality = _step(con, run_id, phase)
+    report.trace_start_ns = run.get("trace_start_ns")
+    report.n_streams = int(con.execute("""
+        SELECT count(*) FROM (SELECT sum(dur_ns) AS ns FROM kernels WHERE run_id = ? GROUP BY rank, device, stream)
+        WHERE ns >= ? * (SELECT sum(dur_ns) FROM kernels WHERE run_id = ?)""",
+                                       [run_id, REPORT_BAR, run_id]).fetchone()[0] or 0)
     if mapping_run:
         _apply_mapping(con, report, mapping_run)
-    report.takeaways = takeaways(report)
+        # a mapping run gives the replays their sites: the flag that says they have none no longer holds
+        report.quality = [q for q in report.quality if q.flag != "graph_replays_without_captures"]
+    report.takeaways, report.withheld = takeaways(report, _Windows(con, run_id, report.trace_start_ns))
     return report
+
+
+class _Windows:
+    """Where a takeaway's subject lies in time (ns from the trace's start), for its evidence."""
+
+    def __init__(self, con, run_id: str, origin: int | None):
+        self.con, self.run_id, self.origin = con, run_id, origin or 0
+
+    def kernel(self, name: str) -> tuple[int | None, int | None]:
+        first, last = self.con.execute("SELECT min(start_ns), max(end_ns) FROM kernels WHERE run_id = ? AND name = ?",
+                                       [self.run_id, name]).fetchone()
+        return self.rel(first), self.rel(last)
+
+    def trace(self) -> tuple[int | None, int | None]:
+        first, last = self.con.execute("SELECT min(trace_start_ns), max(trace_end_ns) FROM runs WHERE run_id = ?",
+                                       [self.run_id]).fetchone()
+        return self.rel(first), self.rel(last)
+
+    def rel(self, ns: int | None) -> int | None:
+        return None if ns is None else int(ns) - self.origin
+
+
+def _quality(con, run_id: str, key: list | None) -> list[QualityFlag]:
+    """The run's data_quality rows: the whole run's and ranks', and those of the step shown (key)."""
+    if not _has(con, "data_quality"):
+        return []
+    where, params = ("AND (step IS NULL OR (rank = ? AND step = ?))", key[1:]) if key else ("AND step IS NULL", [])
+    rows = _rows(con, f"""
+        SELECT flag, severity, rank, step, affects, evidence, message FROM data_quality
+        WHERE run_id = ? {where}
+        ORDER BY CASE severity WHEN 'error' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, flag, rank NULLS FIRST, step""",
+                 [run_id] + params)
+    for r in rows:
+        r["affects"] = list(r["affects"] or [])
+        r["evidence"] = {k: v for k, v in dict(r["evidence"] or {}).items() if v is not None}
+    return [QualityFlag(**r) for r in rows]
 
 
 MAPPING_SQL = (Path(__file__).parent / "queries" / "mapping_sites.sql").read_text()
@@ -324,14 +454,16 @@ def representative_step(con, run_id: str, phase: str | None) -> dict | None:
     return chosen
 
 
-def _step(con, run_id: str, phase: str | None) -> StepSection | None:
+def _step(con, run_id: str, phase: str | None) -> tuple[StepSection | None, list[QualityFlag]]:
+    """The step section and the data-quality flags of the run and of that step (read while the step's
+    views are scoped to it: a step flag reads the step's critical path, computed once)."""
     s = representative_step(con, run_id, phase)
     if s is None:
-        return None
+        return None, _quality(con, run_id, None)
     key = [run_id, s["rank"], s["step"]]
     scoped = scope_step_views(con, key)
     try:
-        return _step_section(con, s, key)
+        return _step_section(con, s, key), _quality(con, run_id, key)
     finally:
         unscope(con, scoped)
 
@@ -377,10 +509,23 @@ def unscope(con, scoped: list[str]) -> None:
 
 def _step_section(con, s: dict, key: list) -> StepSection:
     wall = s["wall_ns"] or 1
-    components = [CategoryRow(r["component"], int(r["ns"]), r["ns"] / wall) for r in _rows(con, """
-        SELECT CASE WHEN category IN ('attention', 'moe', 'gemm', 'communication', 'norm') THEN category
-                    ELSE 'other' END AS component, sum(dur_ns) AS ns
-        FROM _kernel_facts WHERE run_id = ? AND rank = ? AND step = ? GROUP BY 1 ORDER BY 2 DESC, 1""", key)]
+    # One meaning of `other` everywhere: kernels no category rule knows (the header's "uncategorized").
+    # The component summary names attention, moe, gemm, communication and norm, keeps `other` as such,
+    # and sums the remaining known categories as `rest (theirs, largest first)`.
+    by_category = _rows(con, """
+        SELECT category, sum(dur_ns) AS ns FROM _kernel_facts WHERE run_id = ? AND rank = ? AND step = ?
+        GROUP BY 1 ORDER BY 2 DESC, 1""", key)
+    rest = [r for r in by_category if r["category"] not in COMPONENTS]
+    components = [CategoryRow(r["category"], int(r["ns"]), r["ns"] / wall) for r in by_category
+                  if r["category"] in COMPONENTS]
+    if rest:
+        ns = sum(int(r["ns"]) for r in rest)
+        components.append(CategoryRow(f"rest ({', '.join(r['category'] for r in rest)})", ns, ns / wall))
+    components.sort(key=lambda c: (-c.gpu_time_ns, c.category))
+    top_gap = _rows(con, """
+        SELECT class, gap_start_ns AS start_ns, gap_end_ns AS end_ns, gap_ns, next_name FROM idle_gaps
+        WHERE run_id = ? AND rank = ? AND step = ? AND scope = 'device'
+        ORDER BY gap_ns DESC, gap_start_ns LIMIT 1""", key)
     streams = [StreamRow(**r) for r in _rows(con, """
         SELECT device, stream, stream_name AS name, activities, busy_ns, exclusive_ns, share_of_span,
                coalesce(is_critical, false) AS critical
@@ -421,6 +566,7 @@ def _step_section(con, s: dict, key: list) -> StepSection:
         lanes.append(TimelineLane(stream.name or f"stream {stream.stream}", stream.critical, acts))
     return StepSection(
         rank=s["rank"], step=s["step"], name=s["name"], phase=s["phase"], steps_in_run=s["steps_in_run"],
+        wall_start_ns=s["wall_start_ns"], wall_end_ns=s["wall_end_ns"], largest_gap=top_gap[0] if top_gap else None,
         wall_ns=s["wall_ns"], host_setup_ns=s["host_setup_ns"], compute_ns=s["compute_ns"],
         exposed_comm_ns=s["exposed_comm_ns"], exposed_memory_ns=s["exposed_memory_ns"],
         gpu_idle_ns=s["gpu_idle_ns"], host_tail_ns=s["host_tail_ns"], gpu_utilization=s["gpu_utilization"],
@@ -437,6 +583,7 @@ def render_run_report(report: RunReport, fmt: str, template_dir: str | Path | No
 def report_json(report: RunReport) -> dict:
     """The JSON form: the same content as the Markdown and HTML (reports/run_report.schema.json)."""
     data = asdict(report)
+    data["mode_note"] = report.mode_note
     if data.get("step"):
         data["step"].pop("timeline", None)  # drawing data, not a figure
     return data

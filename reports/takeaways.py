@@ -2,6 +2,11 @@
 
 Each rule reads the typed context, tests one threshold, and fills one fixed sentence; no free text.
 The thresholds are named here so that a reader can see why a sentence appears.
+
+Every takeaway carries its evidence (reports.run.Takeaway): the figure it rests on (data_quality's figure
+names), the value tested, the kernel / call / pattern / rank it names, and the time window in which a
+reader can check it (ns from the trace's start). A rule whose figure is flagged by sql/data_quality (a
+warning or an error on that figure) draws nothing: the report lists it as withheld, with the flags.
 """
 
 from __future__ import annotations
@@ -10,53 +15,100 @@ EXPOSED_COMM_BAR = 0.15  # exposed communication as a share of the step's wall
 IDLE_BAR = 0.20  # GPU idle inside the step's GPU span, as a share of the wall
 HOST_SETUP_BAR = 0.20
 DOMINANT_CATEGORY_BAR = 0.30
+PHASE_BAR = 0.10  # a phase under this share of the run's GPU time draws no category takeaway
 OTHER_BAR = 0.05
 COVERAGE_BAR = 0.90
 STRAGGLER_BAR = 0.75  # a rank that arrives last at this share of the collectives
 
 
-def takeaways(r) -> list[str]:
-    out: list[str] = []
+def takeaways(r, windows) -> tuple[list, list]:
+    """(takeaways drawn, rules withheld because their figure is flagged). `windows` (reports.run._Windows)
+    places a kernel or the trace in time."""
+    from reports.run import Takeaway, WithheldTakeaway
+
+    out: list[Takeaway] = []
+    withheld: list[WithheldTakeaway] = []
+
+    def draw(figure: str, text: str, value: float | None, subject: str | None,
+             window: tuple[int | None, int | None], window_of: str) -> None:
+        flags = r.flagged(figure)
+        if flags:
+            if not any(w.figure == figure for w in withheld):
+                withheld.append(WithheldTakeaway(figure, flags))
+            return
+        out.append(Takeaway(text, figure, value, subject, window[0], window[1], window_of))
+
     s = r.step
     if s is not None and s.wall_ns:
+        step_window = (windows.rel(s.wall_start_ns), windows.rel(s.wall_end_ns))
         comm = next((c.share for c in s.components if c.category == "communication"), 0.0)
         exposed = s.exposed_comm_ns / s.wall_ns
         if exposed >= EXPOSED_COMM_BAR:
             where = " and sits on the critical stream" if any(
-                p.kind == "gpu" and p.category == "communication" and p.share >= 0.1 for p in s.critical_path) else ""
-            out.append(f"Communication is {100 * comm:.0f} % of the step's wall in GPU time; {100 * exposed:.0f} % "
-                       f"of the wall is exposed communication{where}.")
+                p.kind == "gpu" and p.category == "communication" and p.share >= 0.1 for p in s.critical_path) \
+                and not r.flagged("critical_path") else ""
+            draw("step_breakdown.exposed_comm",
+                 f"Communication is {100 * comm:.0f} % of the step's wall in GPU time; {100 * exposed:.0f} % "
+                 f"of the wall is exposed communication{where} (step {s.step}).", exposed, s.name, step_window, "step")
         idle = s.gpu_idle_ns / s.wall_ns
         if idle >= IDLE_BAR:
             host = sum(g["total_ns"] for g in s.gaps if g["class"] == "host_bound")
             cause = "the host launching too late (host-bound gaps)" if host >= 0.5 * s.gpu_idle_ns else "dependencies and syncs"
-            out.append(f"The GPU idles {100 * idle:.0f} % of the step, mostly waiting for {cause}.")
+            gap = s.largest_gap
+            detail = ""
+            window, window_of = step_window, "step"
+            if gap:
+                detail = (f"; the longest gap ({gap['class']}, {gap['gap_ns'] / 1e6:.3f} ms) ends at "
+                          f"{(gap['next_name'] or '?')[:60]}")
+                window, window_of = (windows.rel(gap["start_ns"]), windows.rel(gap["end_ns"])), "gap"
+            draw("idle_gaps", f"The GPU idles {100 * idle:.0f} % of the step, mostly waiting for {cause}{detail}.",
+                 idle, gap["next_name"] if gap else None, window, window_of)
         if s.host_setup_ns / s.wall_ns >= HOST_SETUP_BAR:
-            out.append(f"Host setup before the first GPU activity takes {100 * s.host_setup_ns / s.wall_ns:.0f} % "
-                       "of the step: overlap the next step's preparation or capture it in the graph.")
+            draw("step_breakdown.host_setup",
+                 f"Host setup before the first GPU activity takes {100 * s.host_setup_ns / s.wall_ns:.0f} % "
+                 f"of step {s.step}: overlap the next step's preparation or capture it in the graph.",
+                 s.host_setup_ns / s.wall_ns, s.name,
+                 (windows.rel(s.wall_start_ns), windows.rel(s.wall_start_ns + s.host_setup_ns)), "step")
     for phase in r.phases:
+        if phase.gpu_time_ns < PHASE_BAR * (r.gpu_time_ns or 1):
+            continue  # a sliver of the run (a kernel outside the steps) is no phase to draw a lesson from
         if phase.categories and phase.categories[0].share >= DOMINANT_CATEGORY_BAR:
             top = phase.categories[0]
             kernel = next((k for k in phase.kernels if k.category == top.category), None)
             detail = f"; its largest kernel is {kernel.name[:80]} ({100 * kernel.share:.1f} %)" if kernel else ""
-            out.append(f"{phase.phase}: {top.category} is {100 * top.share:.0f} % of GPU time{detail}.")
+            label = r.phase_label(phase.phase)
+            draw("category_summary", f"{label}: {top.category} is {100 * top.share:.0f} % of GPU time{detail}.",
+                 top.share, kernel.name if kernel else None,
+                 windows.kernel(kernel.name) if kernel else windows.trace(), "kernel" if kernel else "trace")
     confirmed = [f for f in r.fusion if f.status == "Confirmed"]
     if confirmed:
         share = sum(f.share or 0 for f in confirmed)
-        out.append(f"{len(confirmed)} known fusion(s) apply directly (split kernels adjacent on one stream), "
-                   f"covering {100 * share:.1f} % of GPU time: {', '.join(f.pattern_name for f in confirmed[:3])}.")
+        draw("fusion_match", f"{len(confirmed)} known fusion(s) apply directly (split kernels adjacent on one stream), "
+             f"covering {100 * share:.1f} % of GPU time: {', '.join(f.pattern_name for f in confirmed[:3])}.",
+             share, ", ".join(f.pattern_name for f in confirmed[:3]), windows.trace(), "trace")
     headroom = [o for o in r.overlap if o.verdict == "headroom" and o.recommendation == "try overlap"]
-    if headroom:
-        out.append(f"{len(headroom)} kernel(s) above the 1 % bar run mostly alone and could overlap with other "
-                   f"streams, the largest {headroom[0].name[:60]} ({100 * headroom[0].share:.1f} %).")
+    # with one stream, nothing runs beside any kernel: "runs alone" is true of all of them and says nothing
+    if headroom and r.n_streams > 1:
+        draw("overlap_opportunity", f"{len(headroom)} kernel(s) above the 1 % bar run mostly alone and could overlap "
+             f"with other streams, the largest {headroom[0].name[:60]} ({100 * headroom[0].share:.1f} %).",
+             headroom[0].share, headroom[0].name, windows.kernel(headroom[0].name), "kernel")
     if r.other_share is not None and r.other_share > OTHER_BAR:
-        out.append(f"{100 * r.other_share:.1f} % of GPU time is in kernels no category rule knows: extend the "
-                   "rule table (sql/rules/kernel_categories.csv or a user file).")
+        kernel = next((k for p in r.phases for k in p.kernels if k.category == "other"), None)
+        draw("category_summary", f"{100 * r.other_share:.1f} % of GPU time is in kernels no category rule knows "
+             f"(`other`){', the largest ' + kernel.name[:60] if kernel else ''}: extend the rule table "
+             "(sql/rules/kernel_categories.csv or a user file).", r.other_share, kernel.name if kernel else None,
+             windows.kernel(kernel.name) if kernel else windows.trace(), "kernel" if kernel else "trace")
     if r.attributed_share is not None and r.attributed_share < COVERAGE_BAR:
-        out.append(f"Only {100 * r.attributed_share:.0f} % of GPU time has a Python launch site; pass capture "
-                   "traces (--capture) to attribute CUDA-graph replays.")
+        # the whole-trace causes (no stacks at all, replays without captures) are flags that withhold this;
+        # what remains is a part of the launches without a frame
+        fix = ("pass capture traces (--capture) for the graph replays" if r.capture_mode in ("graph", "mixed")
+               else "the rest was launched outside any recorded Python frame (another thread, the autograd "
+               "engine or C++ code): its launch call and cpu op are its best site")
+        draw("launch_sites", f"Only {100 * r.attributed_share:.0f} % of GPU time has a Python launch site; {fix}.",
+             r.attributed_share, None, windows.trace(), "trace")
     for row in r.rank_skew:
         if row.instances and row.times_last / row.instances >= STRAGGLER_BAR and len(r.rank_skew) > 1:
-            out.append(f"Rank {row.rank} arrives last at {100 * row.times_last / row.instances:.0f} % of the "
-                       "collectives: it is the straggler.")
-    return out
+            draw("rank_skew", f"Rank {row.rank} arrives last at {100 * row.times_last / row.instances:.0f} % of the "
+                 "collectives: it is the straggler.", row.times_last / row.instances, f"rank {row.rank}",
+                 windows.trace(), "trace")
+    return out, withheld

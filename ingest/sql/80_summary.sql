@@ -1,6 +1,23 @@
 -- Stage 3h: what ingest reports about one rank: counts, repairs and hints for detection.
 -- One row per (kind, key): kind 'events' counts events by phase/category, 'warning' counts what was
 -- repaired or skipped, 'hint' holds evidence used to detect the framework and the capture mode.
+-- Device-side processes: those that GPU activities or CPU->GPU flow ends (ac2g) lie on, and that carry no
+-- host event (a host process may receive flow ends in some traces).
+CREATE OR REPLACE TABLE device_pids AS
+SELECT pid FROM events
+WHERE gpu_kind IS NOT NULL OR (ph = 'f' AND cat_lc IN ('ac2g', 'async_gpu', 'async_cpu_to_gpu'))
+EXCEPT
+SELECT pid FROM events
+WHERE ph = 'X' AND cat_lc IN ('cpu_op', 'user_annotation', 'python_function', 'cuda_runtime', 'cuda_driver',
+                              'runtime', 'driver', 'hip_runtime', 'mtia_runtime', 'cpu_instant_event');
+
+CREATE OR REPLACE TABLE uncounted_device AS
+SELECT coalesce(cat, '') AS cat, dur_ns
+FROM events
+WHERE ph = 'X' AND gpu_kind IS NULL AND start_ns IS NOT NULL
+  AND cat_lc NOT IN ('cuda_sync', 'gpu_user_annotation', 'trace', 'overhead')
+  AND (cat_lc IN ('mtia_ccp_events') OR pid IN (SELECT pid FROM device_pids));
+
 CREATE OR REPLACE TABLE rank_summary AS
 SELECT 'events' AS kind, coalesce(ph, '?') || ':' || coalesce(cat, '') AS key, count(*) AS value
 FROM events GROUP BY ALL
@@ -22,6 +39,18 @@ WHERE ph = 'X' AND gpu_kind IS NULL
   AND cat_lc NOT IN ('cpu_op', 'user_annotation', 'gpu_user_annotation', 'cuda_runtime', 'cuda_driver',
                      'runtime', 'driver', 'python_function', 'cuda_sync', 'trace', 'overhead', 'fwdbwd',
                      'hip_runtime', 'mtia_runtime', 'mtia_ccp_events', 'cpu_instant_event', 'gpu_op')
+UNION ALL
+-- Device activity of a kind that is not a GPU kernel, copy or fill (an MTIA `mtia_ccp_events` record, a
+-- new accelerator's category): none of it is in `kernels`, so GPU time, categories and steps leave it
+-- out. Counted per category, with its time, so that no report says "GPU time 0 ns" without a word
+-- (sql/data_quality.sql reads these keys; the prefix is the contract). A device-side event is an X event
+-- on a process that CPU->GPU flows (ac2g) end on, or of a category named below as device-side; sync
+-- records, GPU-side annotations and the profiler's own span are not activity.
+SELECT 'warning', 'device activities of an uncounted kind (' || cat || ')', count(*)
+FROM uncounted_device GROUP BY cat
+UNION ALL
+SELECT 'warning', 'device time of an uncounted kind, ns (' || cat || ')', sum(dur_ns)
+FROM uncounted_device GROUP BY cat
 UNION ALL
 SELECT 'hint', 'sglang_frames', count(*) FROM python_frames WHERE regexp_matches(file, '(^|[/\\])sglang[/\\]')
 UNION ALL

@@ -1,0 +1,219 @@
+-- data_quality: one row per (run_id, rank, step, flag): a reason why some figures of a run cannot be
+-- trusted as they stand, with the figures it affects, its evidence and what to do. rank NULL: the whole
+-- run; step NULL: the whole run or rank. Reports show each flag beside the figures it names in
+-- `affects` and draw no takeaway from a flagged figure (reports/takeaways.py).
+-- A flag is one UNION ALL branch below, headed by a comment line `-- flag NAME (severity): when`; add
+-- one by adding a branch with the same eight columns. Figure names (what `affects` lists) are the
+-- report's: gpu_time, kernel_summary, kernel_summary.python_site, category_summary, launch_sites,
+-- overlap_opportunity, fusion_match, step_breakdown, step_breakdown.host_setup, stream_summary,
+-- critical_path, idle_gaps, layer_pattern, rank_skew. A flag on `x` covers `x.anything` too.
+-- Severity: `error`  a figure is missing or wrong as shown (GPU time 0 ns where the device worked);
+--           `warning` a figure is incomplete or may point the wrong way (no launch sites, a host call
+--                    that dominates the critical path, a step that is not a median);
+--           `info`    how to read a figure (several ranks, one step for the whole trace).
+-- Columns:
+--   run_id    the run
+--   rank      the rank the flag is about; NULL for the whole run
+--   step      the step (step_spans.step) the flag is about; NULL for the whole run or rank
+--   flag      the flag's name (below)
+--   severity  error / warning / info
+--   affects   the report figures the flag concerns (names above)
+--   evidence  the numbers the flag rests on (name -> value; durations in ns, shares as fractions of 1;
+--             a time in the step as an offset from its path's start: a DOUBLE holds it exactly)
+--   message   one line: what is wrong and what to do about it
+CREATE OR REPLACE VIEW data_quality AS
+WITH gpu AS (
+    -- each rank's GPU activities as ingest counted them (kernels, copies, fills)
+    SELECT run_id, rank, count(*) AS activities, sum(dur_ns) AS gpu_ns,
+           count(*) FILTER (WHERE linked AND launch_call NOT ILIKE '%GraphLaunch%') AS eager_activities,
+           sum(dur_ns) FILTER (WHERE linked AND launch_call NOT ILIKE '%GraphLaunch%') AS eager_ns,
+           count(*) FILTER (WHERE NOT linked) AS unlinked_activities,
+           sum(dur_ns) FILTER (WHERE NOT linked) AS unlinked_ns
+    FROM kernels
+    GROUP BY run_id, rank
+),
+frames AS (
+    SELECT run_id, rank, count(*) AS frames FROM python_frames GROUP BY run_id, rank
+),
+replayed AS (
+    -- activities a graph launch replayed, and whether a capture trace gave each its launch site
+    SELECT k.run_id, k.rank, count(*) AS activities, sum(k.dur_ns) AS gpu_ns,
+           count(*) FILTER (WHERE s.kernel_id IS NULL) AS without_site,
+           sum(k.dur_ns) FILTER (WHERE s.kernel_id IS NULL) AS without_site_ns
+    FROM kernels k
+    LEFT JOIN kernel_sites s ON s.run_id = k.run_id AND s.rank = k.rank AND s.kernel_id = k.kernel_id
+    WHERE k.launch_call ILIKE '%GraphLaunch%'
+    GROUP BY k.run_id, k.rank
+),
+warning_rows AS (
+    SELECT run_id, unnest(map_entries(warnings)) AS w FROM runs
+),
+uncounted AS (
+    -- ingest's count of device activity of a kind that is not a kernel, copy or fill
+    -- (ingest/sql/80_summary.sql: warnings 'device activities of an uncounted kind (CAT)' and
+    -- 'device time of an uncounted kind, ns (CAT)')
+    SELECT run_id,
+           sum(w.value) FILTER (WHERE w.key LIKE 'device activities of an uncounted kind (%') AS activities,
+           sum(w.value) FILTER (WHERE w.key LIKE 'device time of an uncounted kind, ns (%') AS device_ns,
+           min(replace(replace(w.key, 'device activities of an uncounted kind (', ''), ')', ''))
+               FILTER (WHERE w.key LIKE 'device activities of an uncounted kind (%') AS first_kind,
+           count(*) FILTER (WHERE w.key LIKE 'device activities of an uncounted kind (%') AS kinds
+    FROM warning_rows
+    WHERE w.key LIKE 'device % of an uncounted kind%'
+    GROUP BY run_id
+),
+run_gpu AS (
+    SELECT r.run_id, r.n_ranks, coalesce(sum(g.activities), 0) AS activities, coalesce(sum(g.gpu_ns), 0) AS gpu_ns
+    FROM runs r LEFT JOIN gpu g ON g.run_id = r.run_id
+    GROUP BY r.run_id, r.n_ranks
+),
+shown_rank AS (
+    SELECT run_id, min(rank) AS shown_rank FROM step_spans GROUP BY run_id
+),
+host AS (
+    SELECT run_id, count(*) AS host_ops FROM cpu_ops WHERE lower(cat) <> 'trace' GROUP BY run_id
+),
+step_counts AS (
+    -- steps with GPU work per (rank, phase): the report shows the median step of a phase
+    SELECT run_id, rank, phase, count(*) AS steps
+    FROM step_breakdown WHERE activities > 0
+    GROUP BY run_id, rank, phase
+),
+path_span AS (
+    SELECT run_id, rank, step, sum(dur_ns) AS path_ns, min(start_ns) AS path_start_ns
+    FROM critical_path GROUP BY run_id, rank, step
+),
+path_top AS (
+    -- each step's longest host segment on the critical path: a host call (edge NULL) or host time
+    -- between two calls of a thread (edge program_order, named for the op around it)
+    SELECT c.run_id, c.rank, c.step, c.op_id, c.name, c.edge, c.start_ns, c.dur_ns, p.path_ns, p.path_start_ns
+    FROM critical_path c JOIN path_span p USING (run_id, rank, step)
+    WHERE c.kind = 'cpu'
+    QUALIFY row_number() OVER (PARTITION BY c.run_id, c.rank, c.step ORDER BY c.dur_ns DESC, c.start_ns) = 1
+)
+-- flag no_python_stacks (warning): a rank launched GPU work eagerly but its trace has no Python frame
+-- (recorded without with_stack=True): no launch site; capture traces cannot help an eager launch
+SELECT g.run_id, g.rank, NULL::BIGINT AS step, 'no_python_stacks' AS flag, 'warning' AS severity,
+       ['launch_sites', 'kernel_summary.python_site', 'overlap_opportunity.python_site',
+        'fusion_match.python_site'] AS affects,
+       map(['eager_activities', 'eager_gpu_ns', 'eager_share', 'python_frames'],
+           [CAST(g.eager_activities AS DOUBLE), CAST(g.eager_ns AS DOUBLE), CAST(g.eager_ns / nullif(g.gpu_ns, 0) AS DOUBLE), CAST(0 AS DOUBLE)]) AS evidence,
+       'No Python stacks: ' || g.eager_activities || ' eagerly launched activities ('
+           || round(100 * g.eager_ns / nullif(g.gpu_ns, 0), 1) || ' % of GPU time) have no launch site; record '
+           || 'with torch.profiler.profile(with_stack=True) (capture traces only help graph replays)' AS message
+FROM gpu g LEFT JOIN frames f USING (run_id, rank)
+WHERE g.eager_activities > 0 AND coalesce(f.frames, 0) = 0
+UNION ALL
+-- flag graph_replays_without_captures (warning): activities replayed by a CUDA/HIP graph launch have no
+-- launch site from a capture trace: their only site is the replay call
+SELECT run_id, rank, NULL, 'graph_replays_without_captures', 'warning',
+       ['launch_sites', 'kernel_summary.python_site', 'overlap_opportunity.python_site', 'fusion_match.python_site'],
+       map(['replayed_activities', 'without_site', 'without_site_gpu_ns', 'without_site_share'],
+           [CAST(activities AS DOUBLE), CAST(without_site AS DOUBLE), CAST(without_site_ns AS DOUBLE), CAST(without_site_ns / nullif((SELECT gpu_ns FROM gpu WHERE gpu.run_id = replayed.run_id AND gpu.rank = replayed.rank), 0) AS DOUBLE)]),
+       without_site || ' of ' || activities || ' graph-replayed activities have no launch site from a capture trace; '
+           || 'ingest with --capture DIR (the traces recorded while the graphs were captured) or report with '
+           || '--mapping RUN (a graph-off run of the same workload)'
+FROM replayed
+WHERE without_site > 0
+UNION ALL
+-- flag uncounted_device_activity (error when the run has no GPU activity, else warning): the device ran
+-- activity of a kind that is not a GPU kernel, copy or fill (MTIA, a new accelerator): GPU time,
+-- categories, steps and the critical path leave it out
+SELECT u.run_id, NULL, NULL, 'uncounted_device_activity', CASE WHEN rg.activities = 0 THEN 'error' ELSE 'warning' END,
+       ['gpu_time', 'kernel_summary', 'category_summary', 'step_breakdown', 'stream_summary', 'critical_path',
+        'idle_gaps'],
+       map(['uncounted_activities', 'uncounted_device_ns', 'counted_activities', 'counted_gpu_ns'],
+           [CAST(u.activities AS DOUBLE), CAST(u.device_ns AS DOUBLE), CAST(rg.activities AS DOUBLE), CAST(rg.gpu_ns AS DOUBLE)]),
+       u.activities || ' device activities of a kind tracehouse does not analyse (' || u.first_kind
+           || CASE WHEN u.kinds > 1 THEN ' and ' || (u.kinds - 1) || ' more kinds' ELSE '' END || ', '
+           || round(u.device_ns / 1e6, 3) || ' ms of device time) are not counted: '
+           || CASE WHEN rg.activities = 0 THEN 'GPU time 0 ns means none of the device work is analysed'
+                   ELSE 'the GPU figures cover only kernels, copies and fills' END
+           || '; the host figures stand'
+FROM uncounted u JOIN run_gpu rg USING (run_id)
+WHERE u.activities > 0
+UNION ALL
+-- flag no_gpu_activity (error): no GPU (or other device) activity at all: a CPU-only trace, or one
+-- recorded without the device activity (ProfilerActivity.CUDA)
+SELECT rg.run_id, NULL, NULL, 'no_gpu_activity', 'error',
+       ['gpu_time', 'kernel_summary', 'category_summary', 'step_breakdown', 'stream_summary', 'critical_path',
+        'idle_gaps', 'overlap_opportunity', 'fusion_match', 'layer_pattern', 'rank_skew'],
+       map(['gpu_activities', 'host_ops'],
+           [CAST(0 AS DOUBLE), CAST(coalesce(h.host_ops, 0) AS DOUBLE)]),
+       'No GPU activity in this trace (' || coalesce(h.host_ops, 0) || ' host ops only): there is no GPU figure to '
+           || 'show; profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] to see the device'
+FROM run_gpu rg LEFT JOIN uncounted u USING (run_id) LEFT JOIN host h USING (run_id)
+WHERE rg.activities = 0 AND coalesce(u.activities, 0) = 0
+UNION ALL
+-- flag unlinked_activities (warning): most of a rank's GPU time has no launch call in the trace (a
+-- GPU-only trace, or host events dropped): no launch site, host setup, launch delay or host-bound gap
+-- can be told for it
+SELECT run_id, rank, NULL, 'unlinked_activities', 'warning',
+       ['launch_sites', 'kernel_summary.python_site', 'step_breakdown.host_setup', 'critical_path', 'idle_gaps'],
+       map(['unlinked_activities', 'unlinked_gpu_ns', 'unlinked_share'],
+           [CAST(unlinked_activities AS DOUBLE), CAST(unlinked_ns AS DOUBLE), CAST(unlinked_ns / nullif(gpu_ns, 0) AS DOUBLE)]),
+       round(100 * unlinked_ns / nullif(gpu_ns, 0), 1) || ' % of GPU time has no launch call in the trace (host '
+           || 'events missing): launch sites, host setup and the host side of the critical path and idle gaps '
+           || 'are unknown for it; profile the CPU too (ProfilerActivity.CPU)'
+FROM gpu
+WHERE unlinked_ns > 0.5 * gpu_ns
+UNION ALL
+-- flag critical_path_one_host_call (warning): one host segment (a call, or host time between two calls)
+-- is more than half of a step's critical path: the walk likely followed a call that was waiting on the
+-- GPU (a blocking copy, a sync) or on another thread
+SELECT run_id, rank, step, 'critical_path_one_host_call', 'warning',
+       ['critical_path', 'stream_summary.critical'],
+       map(['op_id', 'segment_ns', 'path_ns', 'share', 'segment_offset_ns', 'path_start_ns'],
+           [CAST(op_id AS DOUBLE), CAST(dur_ns AS DOUBLE), CAST(path_ns AS DOUBLE), CAST(dur_ns / path_ns AS DOUBLE), CAST(start_ns - path_start_ns AS DOUBLE), CAST(path_start_ns AS DOUBLE)]),
+       CASE WHEN edge IS NULL THEN 'One host call (' || coalesce(name, '?') || ')'
+            WHEN edge = 'step_start' THEN 'Host time from the step''s start to its first call on the path'
+            ELSE 'Host time between two calls' || coalesce(' inside ' || name, '') END
+           || ' is ' || round(100 * dur_ns / path_ns, 1) || ' % of the critical path: if the host was waiting '
+           || 'for the GPU or another thread there, the work it waited on is the path; read the per-stream '
+           || 'figures rather than the path''s cpu share'
+FROM path_top
+WHERE path_ns > 0 AND dur_ns > 0.5 * path_ns
+UNION ALL
+-- flag few_steps (warning): a rank has fewer than 3 steps with GPU work in the phase with the fewest: the
+-- step the report shows may not be a median of anything
+SELECT run_id, rank, NULL, 'few_steps', 'warning', ['step_breakdown', 'critical_path', 'idle_gaps', 'stream_summary'],
+       map(['min_steps', 'phases'],
+           [CAST(min(steps) AS DOUBLE), CAST(count(*) AS DOUBLE)]),
+       'Only ' || min(steps) || ' ' || arg_min(phase, steps) || ' step' || CASE WHEN min(steps) = 1 THEN '' ELSE 's' END
+           || ' with GPU work: the step shown is not a median; profile at least 3 steps '
+           || '(torch.profiler.schedule(active=3) or more)'
+FROM step_counts
+GROUP BY run_id, rank
+HAVING min(steps) < 3
+UNION ALL
+-- flag no_step_markers (info): the trace marks no step (no ProfilerStep#N, no serving step): the whole
+-- trace is step 0, so host setup and host tail are those of the whole profiled window
+SELECT run_id, rank, step, 'no_step_markers', 'info', ['step_breakdown'],
+       map(['window_ns'],
+           [CAST(end_ns - start_ns AS DOUBLE)]),
+       'The trace marks no steps: the whole profiled window is one step; call prof.step() each iteration (or '
+           || 'record_function a step) to get per-step figures'
+FROM step_spans
+WHERE source = 'whole'
+UNION ALL
+-- flag several_ranks (info): the run has several ranks: the kernel tables sum every rank, while the step
+-- breakdown, streams and critical path show one rank (the lowest)
+SELECT rg.run_id, NULL, NULL, 'several_ranks', 'info', ['step_breakdown', 'stream_summary', 'critical_path', 'idle_gaps'],
+       map(['ranks', 'shown_rank'],
+           [CAST(rg.n_ranks AS DOUBLE), CAST(sr.shown_rank AS DOUBLE)]),
+       rg.n_ranks || ' ranks: kernel, category, overlap and fusion tables sum all ranks; the step breakdown, streams '
+           || 'and critical path are those of rank ' || coalesce(CAST(sr.shown_rank AS VARCHAR), '?')
+           || ' only (see rank skew for the others)'
+FROM run_gpu rg LEFT JOIN shown_rank sr USING (run_id)
+WHERE rg.n_ranks > 1
+UNION ALL
+-- flag truncated_trace (warning): a file was cut or damaged and only the events before the damage landed
+SELECT run_id, NULL, NULL, 'truncated_trace', 'warning',
+       ['gpu_time', 'kernel_summary', 'step_breakdown', 'critical_path'],
+       map(['events_kept'],
+           [CAST(sum(w.value) AS DOUBLE)]),
+       'A trace file is damaged (' || min(w.key) || '): the figures cover the events before the damage only; '
+           || 'record the trace again if the window matters'
+FROM warning_rows
+WHERE w.key LIKE '%truncated%' OR w.key LIKE '%events that could be read were kept%'
+GROUP BY run_id
