@@ -40,11 +40,13 @@ def _create_views(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def cp_connect(wh) -> duckdb.DuckDBPyConnection:
-    """The warehouse's base tables, the category rules, kernel_category and the critical-path views."""
+    """The warehouse's base tables, the category rules, kernel_category (+ the per-activity op decisions,
+    _category_override, that critical_path's category reads) and the critical-path views."""
     from warehouse.catalog import connect_base
 
     con = connect_base(wh)
     con.execute((SQL_DIR / "kernel_category.sql").read_text(encoding="utf-8"))
+    con.execute((SQL_DIR / "_category_override.sql").read_text(encoding="utf-8"))
     _create_views(con)
     return con
 
@@ -101,6 +103,8 @@ class Mini:
         con.execute("""CREATE TABLE step_spans (run_id VARCHAR, rank INTEGER, step BIGINT, start_ns BIGINT,
             end_ns BIGINT)""")
         con.execute("CREATE TABLE kernel_category (name VARCHAR, kind VARCHAR, category VARCHAR)")
+        con.execute("CREATE TABLE _category_override (run_id VARCHAR, rank INTEGER, kernel_id BIGINT, category VARCHAR, "
+                    "rule_name VARCHAR)")
         for k in self.kernels:
             con.execute("INSERT INTO kernels VALUES ('r', 0, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", list(k))
         for o in self.ops:
