@@ -181,7 +181,7 @@ def test_fusion_match_same_rows_on_spark():
     session = spark_session("local[1]")
     try:
         for table in ("_kernel_facts", "kernels", "cpu_ops", "runs"):
-            _arrow_to_spark(session, con.execute(f"SELECT * FROM {table}").to_arrow_table()).createOrReplaceTempView(table)
+            _arrow_to_spark(session, con.sql(f"SELECT * FROM {table}").to_arrow_table()).createOrReplaceTempView(table)
         register_rule_tables(session)
         for view in ("kernel_summary", "_fusion_chains", "fusion_match"):   # as connect_spark(materialize=True)
             session.sql(to_spark_sql((SQL / f"{view}.sql").read_text()))
