@@ -100,7 +100,7 @@ def _handmade(rows: list[tuple], runs: dict[str, str]) -> duckdb.DuckDBPyConnect
     con.execute("CREATE TABLE cpu_ops (run_id VARCHAR, rank INTEGER, op_id BIGINT, name VARCHAR, input_dims VARCHAR)")
     con.executemany("INSERT INTO runs VALUES (?, ?)", list(runs.items()))
     fusion.register_fusion_patterns(con)
-    for view in ("kernel_overlap", "kernel_summary", "overlap_opportunity", "fusion_match"):
+    for view in ("kernel_overlap", "kernel_summary", "overlap_opportunity", "_fusion_chains", "fusion_match"):
         con.execute((SQL / f"{view}.sql").read_text())
     return con
 

@@ -153,7 +153,7 @@ def _shape_connection():
     con.execute("CREATE TABLE runs (run_id VARCHAR, framework VARCHAR)")
     con.executemany("INSERT INTO runs VALUES (?, 'vllm')", [[r] for r in sorted({a[0] for a in SHAPE_ACTS})])
     fusion.register_fusion_patterns(con)
-    for view in ("kernel_summary", "fusion_match"):
+    for view in ("kernel_summary", "_fusion_chains", "fusion_match"):
         con.execute((SQL / f"{view}.sql").read_text())
     return con
 
@@ -181,10 +181,11 @@ def test_fusion_match_same_rows_on_spark():
     session = spark_session("local[1]")
     try:
         for table in ("_kernel_facts", "kernels", "cpu_ops", "runs"):
-            _arrow_to_spark(session, con.execute(f"SELECT * FROM {table}").to_arrow_table()).createOrReplaceTempView(table)
+            _arrow_to_spark(session, con.sql(f"SELECT * FROM {table}").to_arrow_table()).createOrReplaceTempView(table)
         register_rule_tables(session)
-        for view in ("kernel_summary", "fusion_match"):
+        for view in ("kernel_summary", "_fusion_chains", "fusion_match"):   # as connect_spark(materialize=True)
             session.sql(to_spark_sql((SQL / f"{view}.sql").read_text()))
+            session.table(view).localCheckpoint(eager=True).createOrReplaceTempView(view)
         cols = "run_id, pattern_id, status, occurrences, related_gpu_time_ns, evidence_ops, evidence_sequence, " \
                "evidence_basis, source_path"
         duck = sorted(con.execute(f"SELECT {cols} FROM fusion_match").fetchall())
