@@ -258,20 +258,24 @@ def test_unrecorded_wait_on_another_stream_is_inferred(lag):
 
 
 def test_resnet_compute_waits_on_the_all_reduce(real_cp):
-    """mi300_resnet_act_checkpoint (ROCm, no cuda_sync records), ProfilerStep 15: compute on stream 0
-    resumes 1-20 us after each RCCL all-reduce on stream 4 ends; the path crosses those waits, so the
+    """mi300_resnet_act_checkpoint (ROCm, no cuda_sync records), ProfilerStep 15: the RCCL all-reduce on
+    stream 4 starts microseconds after the gradient kernel on stream 0 ends, and compute on stream 0
+    resumes microseconds after the all-reduce ends; the path crosses both waits, so the
     critical stream is the all-reduce's (15.84 ms of the path) and the path is GPU work once the step's
     first kernel started (it waited 29.39 ms behind step 14's kernels: gpu_queued)."""
     con, runs = real_cp
     run_id = runs["amd/mi300_resnet_act_checkpoint.json.gz"]
     waits = con.execute(
-        "SELECT s.name, s.end_ns, w.start_ns FROM _critical_path_pred p "
+        "SELECT s.name, s.end_ns, w.start_ns, s.stream, w.stream FROM _critical_path_pred p "
         "JOIN kernels s ON s.run_id = p.run_id AND s.rank = p.rank AND s.kernel_id = p.pred_id "
         "JOIN kernels w ON w.run_id = p.run_id AND w.rank = p.rank AND w.kernel_id = p.node_id "
         "WHERE p.run_id = ? AND p.node_type = 'gpu' AND p.edge = 'inferred_wait' AND p.node_id IN "
         "(SELECT kernel_id FROM critical_path WHERE run_id = ? AND step = 15 AND kind = 'gpu')",
         [run_id, run_id]).fetchall()
-    assert waits and all(n.startswith("ncclDevKernel") and 0 <= w - e <= 20_000 for n, e, w in waits)
+    # the all-reduce waited for the gradient kernel on stream 0, compute waited for the all-reduce
+    assert all(0 <= w - e <= 20_000 for _, e, w, _, _ in waits)
+    assert {(src, dst) for _, _, _, src, dst in waits} == {(0, 4), (4, 0)}
+    assert all(n.startswith("ncclDevKernel") for n, _, _, src, _ in waits if src == 4)
     cs, cs_ns, kinds = con.execute(
         "SELECT critical_stream, critical_stream_ns, (SELECT list(DISTINCT kind ORDER BY kind) FROM critical_path "
         "WHERE run_id = ? AND step = 15) FROM critical_stream WHERE run_id = ? AND step = 15",
