@@ -24,6 +24,13 @@
 --                   or by a host/GPU clock offset, never by the host.
 --                 Ready times are clamped to the activity's start. The latest ready time wins; ties go
 --                 to stream_order, then event_wait, then launch.
+--                 - an unrecorded cross-stream wait: when the winner leaves 1 ms or more before the
+--                   activity's start, and an activity on another stream of the same device, issued
+--                   before it, ended within 20 us before its start (and after the winner's ready time),
+--                   the latest such activity (edge `inferred_wait`, kind sync_wait, ready at its end):
+--                   traces without cuda_sync records (older Kineto, ROCm) hide cudaStreamWaitEvent's
+--                   stream pair, and a kernel that starts microseconds after an NCCL kernel ends on
+--                   another stream was waiting for it.
 --   host call     - a blocking sync (cudaStreamSynchronize: the stream from its "Stream Sync" record,
 --                   cudaDeviceSynchronize: every stream, cudaEventSynchronize: the recorded stream up to
 --                   the cudaEventRecord, blocking memcpy: its own copy; a copy is blocking when its call
@@ -60,11 +67,13 @@
 --                   left at its end (the time inside it is the sync_wait edge)
 --   pred_type, pred_id  the chosen predecessor (NULL when the node has none)
 --   ready_ns        when that dependency was satisfied (clamped as above)
---   edge            stream_order / event_wait / launch / host_sync / program_order / thread_handoff
+--   edge            stream_order / event_wait / inferred_wait / launch / host_sync / program_order /
+--                   thread_handoff
 --   edge_kind       the path segment kind of the edge: kernel_gap / sync_wait / launch_delay / gpu_queued
 --                   / cpu
 --   edge_name       what the edge segment is named on the path: the launch call, the sync call or
 --                   cudaStreamWaitEvent, the host op around a program-order gap; NULL for kernel gaps
+--                   and inferred waits
 --   edge_op_id      the cpu_ops op_id behind that name (NULL for kernel gaps)
 CREATE OR REPLACE VIEW _critical_path_pred AS
 WITH act AS (
@@ -224,7 +233,7 @@ event_dep AS (
     WHERE d.probe_kind = 'wait_dst' AND d.kernel_id IS NOT NULL AND s.kernel_id IS NOT NULL
 ),
 stream_prev AS (
-    SELECT run_id, rank, kernel_id, step, name, kind, stream, start_ns, end_ns, issue_ns, launch_op_id,
+    SELECT run_id, rank, device, kernel_id, step, name, kind, stream, start_ns, end_ns, issue_ns, launch_op_id,
            launch_call, launch_start_ns, launch_dur_ns,
            LAG(kernel_id) OVER w AS prev_id, LAG(end_ns) OVER w AS prev_end, LAG(issue_ns) OVER w AS prev_issue
     FROM act
@@ -263,14 +272,46 @@ gpu_cand AS (
     LEFT JOIN event_cand e ON e.run_id = p.run_id AND e.rank = p.rank AND e.kernel_id = p.kernel_id
     LEFT JOIN blocking_copy b ON b.run_id = p.run_id AND b.rank = p.rank AND b.op_id = p.launch_op_id
 ),
-gpu_pred AS (
+gpu_pred0 AS (
     -- the latest ready time wins; ties go to stream_order, then event_wait, then launch
     SELECT c.*,
            CASE WHEN stream_ready IS NOT NULL AND stream_ready >= coalesce(event_ready, stream_ready)
                      AND stream_ready >= coalesce(launch_cmp, stream_ready) THEN 'stream_order'
                 WHEN event_ready IS NOT NULL AND event_ready >= coalesce(launch_cmp, event_ready) THEN 'event_wait'
-                WHEN launch_ready IS NOT NULL THEN 'launch' END AS edge
+                WHEN launch_ready IS NOT NULL THEN 'launch' END AS edge0
     FROM gpu_cand c
+),
+unexplained AS (
+    -- activities that started 1 ms or more after their latest recorded dependency was satisfied
+    SELECT run_id, rank, device, stream, kernel_id, start_ns, issue_ns,
+           CASE edge0 WHEN 'stream_order' THEN stream_ready WHEN 'event_wait' THEN event_ready
+                      ELSE launch_cmp END AS best_ns
+    FROM gpu_pred0 g
+    WHERE edge0 IS NOT NULL
+      AND start_ns - CASE edge0 WHEN 'stream_order' THEN stream_ready WHEN 'event_wait' THEN event_ready
+                                ELSE launch_cmp END >= 1000000
+),
+inferred AS (
+    -- ... that started within 20 us of the end of an activity on another stream of the device, issued
+    -- before them: an unrecorded cross-stream wait (a trace without cuda_sync records)
+    SELECT run_id, rank, kernel_id, src_id, src_end
+    FROM (
+        SELECT u.run_id, u.rank, u.kernel_id, y.kernel_id AS src_id, y.end_ns AS src_end,
+               ROW_NUMBER() OVER (PARTITION BY u.run_id, u.rank, u.kernel_id
+                                  ORDER BY y.end_ns DESC, y.kernel_id DESC) AS rn
+        FROM unexplained u
+        JOIN act y
+          ON y.run_id = u.run_id AND y.rank = u.rank AND y.device = u.device AND y.stream <> u.stream
+         AND y.end_ns <= u.start_ns AND y.end_ns >= u.start_ns - 20000 AND y.end_ns > u.best_ns
+         AND y.issue_ns < u.issue_ns
+    ) t
+    WHERE rn = 1
+),
+gpu_pred AS (
+    SELECT g.*, i.src_id AS inferred_src, i.src_end AS inferred_ready,
+           CASE WHEN i.src_id IS NOT NULL THEN 'inferred_wait' ELSE g.edge0 END AS edge
+    FROM gpu_pred0 g
+    LEFT JOIN inferred i ON i.run_id = g.run_id AND i.rank = g.rank AND i.kernel_id = g.kernel_id
 ),
 call_prev0 AS (
     SELECT c.run_id, c.rank, c.op_id, c.name, c.tid, c.start_ns, c.end_ns, c.parent_op_id,
@@ -331,14 +372,15 @@ call_prev AS (
 )
 SELECT g.run_id, g.rank, 'gpu' AS node_type, g.kernel_id AS node_id, g.step, g.name, g.kind, g.stream,
        g.start_ns AS node_start_ns, g.end_ns AS node_end_ns, g.start_ns AS node_lo_ns,
-       CASE g.edge WHEN 'stream_order' THEN 'gpu' WHEN 'event_wait' THEN 'gpu'
+       CASE g.edge WHEN 'stream_order' THEN 'gpu' WHEN 'event_wait' THEN 'gpu' WHEN 'inferred_wait' THEN 'gpu'
                    WHEN 'launch' THEN CASE WHEN g.launch_blocking THEN 'cpu_issue' ELSE 'cpu' END END AS pred_type,
        CASE g.edge WHEN 'stream_order' THEN g.prev_id WHEN 'event_wait' THEN g.event_src
-                   WHEN 'launch' THEN g.launch_op_id END AS pred_id,
+                   WHEN 'inferred_wait' THEN g.inferred_src WHEN 'launch' THEN g.launch_op_id END AS pred_id,
        CASE g.edge WHEN 'stream_order' THEN g.stream_ready WHEN 'event_wait' THEN g.event_ready
-                   WHEN 'launch' THEN g.launch_ready END AS ready_ns,
+                   WHEN 'inferred_wait' THEN g.inferred_ready WHEN 'launch' THEN g.launch_ready END AS ready_ns,
        g.edge,
        CASE g.edge WHEN 'stream_order' THEN 'kernel_gap' WHEN 'event_wait' THEN 'sync_wait'
+                   WHEN 'inferred_wait' THEN 'sync_wait'
                    WHEN 'launch' THEN CASE WHEN g.start_ns - g.launch_ready >= 1000000 THEN 'gpu_queued'
                                            ELSE 'launch_delay' END END AS edge_kind,
        CASE g.edge WHEN 'event_wait' THEN 'cudaStreamWaitEvent' WHEN 'launch' THEN g.launch_call END AS edge_name,

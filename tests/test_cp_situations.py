@@ -102,7 +102,7 @@ def real_cp(tmp_path_factory):
     wh = Warehouse(tmp_path_factory.mktemp("cp-real") / "wh")
     runs = {}
     for rel in ("inference/sglang_decode", "multirank/sampled_2ranks", "inference/vllm_decode_full",
-                "nvidia/v100_ns_resolution_rank0.pt.trace.json.gz"):
+                "nvidia/v100_ns_resolution_rank0.pt.trace.json.gz", "amd/mi300_resnet_act_checkpoint.json.gz"):
         [o] = ingest_paths(wh, [TRACES / rel], analyse=False)
         runs[rel] = o.run_id
     return connect(wh), runs
@@ -235,3 +235,50 @@ def test_thread_handoff_needs_a_long_gap(gap):
         # thread 1's call [0, 5 us] -> thread 2's call [20, 25 us] -> thread 1's call at 5 us + gap
         assert [(r[2], r[3]) for r in rows if r[4] == "thread_handoff"] == [(5_000, 15_000),
                                                                             (25_000, 5_000 + gap - 25_000)]
+
+
+@pytest.mark.parametrize("lag", [5_000, 50_000])
+def test_unrecorded_wait_on_another_stream_is_inferred(lag):
+    """No cuda_sync records: a kernel launched at 20 ns waits until `lag` after an NCCL kernel on another
+    stream ends (5 ms later). Within 20 us it was waiting for it (inferred_wait, sync_wait); later than
+    that nothing explains the wait (gpu_queued)."""
+    from test_critical_path import Mini, assert_tiles, path
+
+    m = Mini()
+    m.launch("ncclDevKernel_AllReduce", 8, host=0, host_dur=5, start=10, dur=5_000_000)
+    m.launch("gemm_after", 7, host=20, host_dur=5, start=5_000_010 + lag, dur=100)
+    rows = path(m.connect())
+    assert_tiles(rows)
+    kinds = [(r[0], r[4]) for r in rows]
+    if lag <= 20_000:
+        assert ("sync_wait", "inferred_wait") in kinds and ("gpu", None) in kinds[:3]
+        assert next(r for r in rows if r[4] == "inferred_wait")[3] == lag
+    else:
+        assert ("gpu_queued", "launch") in kinds and all(e != "inferred_wait" for _, e in kinds)
+
+
+def test_resnet_compute_waits_on_the_all_reduce(real_cp):
+    """mi300_resnet_act_checkpoint (ROCm, no cuda_sync records), ProfilerStep 15: the RCCL all-reduce on
+    stream 4 starts microseconds after the gradient kernel on stream 0 ends, and compute on stream 0
+    resumes microseconds after the all-reduce ends; the path crosses both waits, so the
+    critical stream is the all-reduce's (15.84 ms of the path) and the path is GPU work once the step's
+    first kernel started (it waited 29.39 ms behind step 14's kernels: gpu_queued)."""
+    con, runs = real_cp
+    run_id = runs["amd/mi300_resnet_act_checkpoint.json.gz"]
+    waits = con.execute(
+        "SELECT s.name, s.end_ns, w.start_ns, s.stream, w.stream FROM _critical_path_pred p "
+        "JOIN kernels s ON s.run_id = p.run_id AND s.rank = p.rank AND s.kernel_id = p.pred_id "
+        "JOIN kernels w ON w.run_id = p.run_id AND w.rank = p.rank AND w.kernel_id = p.node_id "
+        "WHERE p.run_id = ? AND p.node_type = 'gpu' AND p.edge = 'inferred_wait' AND p.node_id IN "
+        "(SELECT kernel_id FROM critical_path WHERE run_id = ? AND step = 15 AND kind = 'gpu')",
+        [run_id, run_id]).fetchall()
+    # the all-reduce waited for the gradient kernel on stream 0, compute waited for the all-reduce
+    assert all(0 <= w - e <= 20_000 for _, e, w, _, _ in waits)
+    assert {(src, dst) for _, _, _, src, dst in waits} == {(0, 4), (4, 0)}
+    assert all(n.startswith("ncclDevKernel") for n, _, _, src, _ in waits if src == 4)
+    cs, cs_ns, kinds = con.execute(
+        "SELECT critical_stream, critical_stream_ns, (SELECT list(DISTINCT kind ORDER BY kind) FROM critical_path "
+        "WHERE run_id = ? AND step = 15) FROM critical_stream WHERE run_id = ? AND step = 15",
+        [run_id, run_id]).fetchone()
+    assert cs == 4 and cs_ns > 15_000_000
+    assert "launch_delay" not in kinds
