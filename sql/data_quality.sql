@@ -7,6 +7,8 @@
 -- report's: gpu_time, kernel_summary, kernel_summary.python_site, category_summary, launch_sites,
 -- overlap_opportunity, fusion_match, step_breakdown, step_breakdown.host_setup, stream_summary,
 -- critical_path, idle_gaps, layer_pattern, rank_skew. A flag on `x` covers `x.anything` too.
+-- (GPU queueing / clock offset is one more branch over sql/step_queueing.sql's gpu_queued, added where
+-- that view exists: a catalogue view may not read a view that is not there.)
 -- Severity: `error`  a figure is missing or wrong as shown (GPU time 0 ns where the device worked);
 --           `warning` a figure is incomplete or may point the wrong way (no launch sites, a host call
 --                    that dominates the critical path, a step that is not a median);
