@@ -483,12 +483,14 @@ def _window_connect(wh, run_id: str, start: int, end: int) -> duckdb.DuckDBPyCon
         if table != "runs":
             con.execute(base_view_sql(table).replace(f"VIEW {table} AS", f"VIEW base_{table} AS"))
     con.execute(f"CREATE VIEW cpu_ops AS SELECT * FROM base_cpu_ops WHERE run_id = '{run_id}'")
+    con.execute(f"CREATE VIEW python_frames AS SELECT * FROM base_python_frames WHERE run_id = '{run_id}'")
     con.execute("CREATE VIEW kernels AS SELECT * REPLACE (CASE WHEN COALESCE(launch_start_ns, start_ns) "
                 f"BETWEEN {start} AND {end} THEN 1 END AS step) FROM base_kernels WHERE run_id = '{run_id}'")
     con.execute(f"CREATE VIEW step_spans AS SELECT '{run_id}' AS run_id, 0 AS rank, CAST(1 AS BIGINT) AS step, "
                 f"CAST({start} AS BIGINT) AS start_ns, CAST({end} AS BIGINT) AS end_ns")
     register_rules(con)
     con.execute((SQL_DIR / "kernel_category.sql").read_text(encoding="utf-8"))
+    con.execute((SQL_DIR / "_category_override.sql").read_text(encoding="utf-8"))
     _create_views(con)
     return con
 
