@@ -147,6 +147,7 @@ class StepSection:
     wall_end_ns: int
     wall_ns: int
     host_setup_ns: int
+    gpu_queued_ns: int  # before the first GPU activity, launched and waiting on the GPU (not host time)
     compute_ns: int
     exposed_comm_ns: int
     exposed_memory_ns: int
@@ -412,7 +413,8 @@ def _fusion(con, run_id: str, phase_clause: str, params: list) -> list[FusionRow
     if not _has(con, "fusion_match"):
         return []
     return [FusionRow(**r) for r in _rows(con, f"""
-        SELECT phase, pattern_name, pattern_framework AS framework, status, share, occurrences, evidence,
+        SELECT phase, pattern_name, pattern_framework AS framework, status, share, occurrences,
+               coalesce(evidence_sequence, evidence) AS evidence,
                fused_kernel, source_path, python_site
         FROM fusion_match WHERE run_id = ? AND coalesce(framework_match, true) {phase_clause}
         ORDER BY phase, CASE status WHEN 'Confirmed' THEN 0 WHEN 'Likely' THEN 1 ELSE 2 END, share DESC NULLS LAST,
@@ -523,7 +525,8 @@ def _step_section(con, s: dict, key: list) -> StepSection:
         components.append(CategoryRow(f"rest ({', '.join(r['category'] for r in rest)})", ns, ns / wall))
     components.sort(key=lambda c: (-c.gpu_time_ns, c.category))
     top_gap = _rows(con, """
-        SELECT class, gap_start_ns AS start_ns, gap_end_ns AS end_ns, gap_ns, next_name FROM idle_gaps
+        SELECT class, gap_start_ns AS start_ns, gap_end_ns AS end_ns, gap_ns, next_name, host_op, host_op_ns
+        FROM idle_gaps
         WHERE run_id = ? AND rank = ? AND step = ? AND scope = 'device'
         ORDER BY gap_ns DESC, gap_start_ns LIMIT 1""", key)
     streams = [StreamRow(**r) for r in _rows(con, """
@@ -567,7 +570,8 @@ def _step_section(con, s: dict, key: list) -> StepSection:
     return StepSection(
         rank=s["rank"], step=s["step"], name=s["name"], phase=s["phase"], steps_in_run=s["steps_in_run"],
         wall_start_ns=s["wall_start_ns"], wall_end_ns=s["wall_end_ns"], largest_gap=top_gap[0] if top_gap else None,
-        wall_ns=s["wall_ns"], host_setup_ns=s["host_setup_ns"], compute_ns=s["compute_ns"],
+        wall_ns=s["wall_ns"], host_setup_ns=s["host_setup_ns"], gpu_queued_ns=s["gpu_queued_ns"] or 0,
+        compute_ns=s["compute_ns"],
         exposed_comm_ns=s["exposed_comm_ns"], exposed_memory_ns=s["exposed_memory_ns"],
         gpu_idle_ns=s["gpu_idle_ns"], host_tail_ns=s["host_tail_ns"], gpu_utilization=s["gpu_utilization"],
         activities=s["activities"], components=components, streams=streams, critical_stream=critical_stream,

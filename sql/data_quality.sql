@@ -7,8 +7,6 @@
 -- report's: gpu_time, kernel_summary, kernel_summary.python_site, category_summary, launch_sites,
 -- overlap_opportunity, fusion_match, step_breakdown, step_breakdown.host_setup, stream_summary,
 -- critical_path, idle_gaps, layer_pattern, rank_skew. A flag on `x` covers `x.anything` too.
--- (GPU queueing / clock offset is one more branch over sql/step_queueing.sql's gpu_queued, added where
--- that view exists: a catalogue view may not read a view that is not there.)
 -- Severity: `error`  a figure is missing or wrong as shown (GPU time 0 ns where the device worked);
 --           `warning` a figure is incomplete or may point the wrong way (no launch sites, a host call
 --                    that dominates the critical path, a step that is not a median);
@@ -177,16 +175,38 @@ FROM path_top
 WHERE path_ns > 0 AND dur_ns > 0.5 * path_ns
 UNION ALL
 -- flag few_steps (warning): a rank has fewer than 3 steps with GPU work in the phase with the fewest: the
--- step the report shows may not be a median of anything
-SELECT run_id, rank, NULL, 'few_steps', 'warning', ['step_breakdown', 'critical_path', 'idle_gaps', 'stream_summary'],
+-- step the report shows may not be a median of anything. It affects what is a median over steps (the
+-- step shown as representative, the run metrics a trend reads), not the figures of the step itself,
+-- which are exact for that step: takeaways about the step are still drawn and name the step.
+SELECT run_id, rank, NULL, 'few_steps', 'warning', ['step_breakdown.median', 'run_metrics'],
        map(['min_steps', 'phases'],
            [CAST(min(steps) AS DOUBLE), CAST(count(*) AS DOUBLE)]),
-       'Only ' || min(steps) || ' ' || arg_min(phase, steps) || ' step' || CASE WHEN min(steps) = 1 THEN '' ELSE 's' END
+       'Only ' || min(steps) || ' ' || CASE WHEN arg_min(phase, steps) = 'unknown' THEN ''
+                                            ELSE arg_min(phase, steps) || ' ' END || 'step' || CASE WHEN min(steps) = 1 THEN '' ELSE 's' END
            || ' with GPU work: the step shown is not a median; profile at least 3 steps '
            || '(torch.profiler.schedule(active=3) or more)'
 FROM step_counts
 GROUP BY run_id, rank
 HAVING min(steps) < 3
+UNION ALL
+-- flag gpu_queueing (warning): the step's first GPU activity started 1 ms or more after its launch
+-- (step_queueing.gpu_queued): the GPU was busy with earlier work (of an earlier step, or from before the
+-- profiled window) or host and GPU clocks are offset. That wait is `gpu_queued_ns` in the step breakdown
+-- and `gpu_queued` on the critical path, not host setup; the step's wall and its GPU utilization include
+-- it, and an idle gap across it was not the host's doing.
+SELECT run_id, rank, step, 'gpu_queueing', 'warning',
+       ['step_breakdown.gpu_queued', 'step_breakdown.gpu_utilization', 'idle_gaps'],
+       map(['queued_ns', 'first_delay_ns', 'visible_busy_ns'],
+           [CAST(queued_ns AS DOUBLE), CAST(first_delay_ns AS DOUBLE), CAST(visible_busy_ns AS DOUBLE)]),
+       'The step''s first GPU activity waited ' || round(first_delay_ns / 1e6, 3) || ' ms after its launch, '
+           || CASE WHEN queue_cause = 'earlier_gpu_work'
+                   THEN 'queued behind earlier GPU work shown in the trace'
+                   ELSE 'with the GPU idle in the trace: queued behind work from before the profiled window, or '
+                        || 'host and GPU clocks are offset' END
+           || '; that time is GPU queueing, not host setup: profile a window that starts after a '
+           || 'synchronize (or warm-up steps) to see the step as it runs'
+FROM step_queueing
+WHERE gpu_queued
 UNION ALL
 -- flag no_step_markers (info): the trace marks no step (no ProfilerStep#N, no serving step): the whole
 -- trace is step 0, so host setup and host tail are those of the whole profiled window

@@ -72,6 +72,7 @@ def test_report_withholds_takeaways_from_flagged_figures(situation_warehouse, na
         assert t.window_start_ns is not None and t.window_end_ns is not None and t.window_end_ns >= t.window_start_ns
     if "takeaways" in truth:
         assert len(report.takeaways) == truth["takeaways"]
+    assert {t.figure for t in report.takeaways} >= set(truth.get("drawn", []))
     if "gpu_time_ns" in truth:
         assert report.gpu_time_ns == truth["gpu_time_ns"]
     md = render_run_report(report, "md")

@@ -174,17 +174,18 @@ def unknown_device_kind_beside_gpu(out: Path) -> dict:
 
 
 @situation("single-step",
-           "one profiled step whose host setup is long: the step shown is the only one, so it is no median, "
-           "and no step takeaway is drawn from it")
+           "one profiled step whose host setup is long: the step shown is the only one, so it is no median "
+           "(flagged), while its own figures are exact and its host-setup takeaway is drawn, naming the step")
 def single_step(out: Path) -> dict:
     tl = Timeline()
     _eager_steps(tl, 1, host_setup=2 * MS)
     tl.write(out / "rank-0.pt.trace.json.gz")
     return {"flags": {"few_steps": {"rank": 0, "step": None, "severity": "warning",
                                     "evidence": {"min_steps": 1, "phases": 1},
-                                    "message_has": "Only 1 unknown step"}},
+                                    "message_has": "Only 1 step with GPU work"}},
             "flags_absent": ["no_python_stacks", "no_gpu_activity", "graph_replays_without_captures"],
-            "withheld": ["step_breakdown.host_setup"], "flagged_figures": ["step_breakdown.host_setup"]}
+            "withheld": [], "flagged_figures": ["step_breakdown.median"],
+            "drawn": ["step_breakdown.host_setup"]}
 
 
 @situation("host-stall-in-step",
