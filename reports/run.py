@@ -164,6 +164,8 @@ class StepSection:
     gaps: list[dict]  # per class: gaps, total_ns, share of wall
     critical_path: list[PathRow]
     timeline: list[TimelineLane]
+    layer_span_ns: int | None = None  # median wall time of one layer (layer_pattern_summary.layer_span_ns)
+    total_layers: int | None = None   # layers found in the step, every repeated block counted
     largest_gap: dict | None = None  # the step's longest device gap: class, start_ns, end_ns, gap_ns, next_name
 
 
@@ -534,13 +536,14 @@ def _step_section(con, s: dict, key: list) -> StepSection:
                coalesce(is_critical, false) AS critical
         FROM stream_summary WHERE run_id = ? AND rank = ? AND step = ? ORDER BY busy_ns DESC, device, stream""", key)]
     critical_stream = next((st.stream for st in streams if st.critical), None)
-    period = repeats = None
+    period = repeats = layer_span = total_layers = None
     layer: list[LayerPosition] = []
     if _has(con, "layer_pattern_summary") and _has(con, "layer_pattern"):
-        found = _rows(con, "SELECT period, repeats FROM layer_pattern_summary WHERE run_id = ? AND rank = ? "
-                           "AND step = ? AND is_main_stream", key)
+        found = _rows(con, "SELECT period, repeats, layer_span_ns, total_layers FROM layer_pattern_summary "
+                           "WHERE run_id = ? AND rank = ? AND step = ? AND is_main_stream", key)
         if found and found[0]["period"]:
             period, repeats = found[0]["period"], found[0]["repeats"]
+            layer_span, total_layers = found[0]["layer_span_ns"], found[0]["total_layers"]
             layer = [LayerPosition(**r) for r in _rows(con, """
                 SELECT position, name, category, median_ns FROM layer_pattern
                 WHERE run_id = ? AND rank = ? AND step = ? AND is_main_stream ORDER BY position""", key)]
@@ -575,7 +578,7 @@ def _step_section(con, s: dict, key: list) -> StepSection:
         exposed_comm_ns=s["exposed_comm_ns"], exposed_memory_ns=s["exposed_memory_ns"],
         gpu_idle_ns=s["gpu_idle_ns"], host_tail_ns=s["host_tail_ns"], gpu_utilization=s["gpu_utilization"],
         activities=s["activities"], components=components, streams=streams, critical_stream=critical_stream,
-        layer_period=period, layer_repeats=repeats, layer=layer, gaps=gaps, critical_path=path, timeline=lanes)
+        layer_period=period, layer_repeats=repeats, layer=layer, layer_span_ns=layer_span, total_layers=total_layers, gaps=gaps, critical_path=path, timeline=lanes)
 
 
 def render_run_report(report: RunReport, fmt: str, template_dir: str | Path | None = None) -> str:

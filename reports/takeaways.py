@@ -59,7 +59,7 @@ def takeaways(r, windows) -> tuple[list, list]:
             window, window_of = step_window, "step"
             if gap:
                 host_op = (f", the host in {gap['host_op'][:60]} for {gap['host_op_ns'] / 1e6:.3f} ms"
-                           if gap.get("host_op") and gap.get("host_op_ns") else "")
+                           if gap.get("host_op") and gap.get("host_op_ns") and gap["host_op"] != s.name else "")
                 detail = (f"; the longest gap ({gap['class']}, {gap['gap_ns'] / 1e6:.3f} ms{host_op}) ends at "
                           f"{(gap['next_name'] or '?')[:60]}")
                 window, window_of = (windows.rel(gap["start_ns"]), windows.rel(gap["end_ns"])), "gap"
