@@ -311,7 +311,16 @@ def build_run_report(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | N
                                "WHERE run_id = ? AND phase = ?", [run_id, ph]).fetchone()
         phases.append(PhaseSection(ph, int(total or 0), int(n or 0), kernels, categories))
     gpu_total = sum(p.gpu_time_ns for p in phases)
+    # uncategorized: `other` because no rule matched; a kernel a rule files as `other` on purpose
+    # (torch.cuda._sleep's spin kernel) is known, not uncategorized
     other = sum(c.gpu_time_ns for p in phases for c in p.categories if c.category == "other")
+    if other and _has(con, "kernel_category"):
+        known_other = con.execute(f"""
+            SELECT coalesce(sum(gpu_time_ns), 0) FROM kernel_summary
+            WHERE run_id = ? AND category = 'other' AND phase IN ({', '.join('?' for _ in phases)})
+              AND name IN (SELECT name FROM kernel_category WHERE category = 'other' AND rule_name <> 'unmatched')""",
+            [run_id] + [p.phase for p in phases]).fetchone()[0]
+        other -= int(known_other or 0)
     report = RunReport(
         run_id=run_id,
         mode="mapping/formal" if mapping_run else "single-trace",

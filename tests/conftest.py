@@ -134,3 +134,21 @@ def situation_warehouse(tmp_path_factory):
         runs[name] = outcome.run_id
         expect[name] = json.loads((out / "ground_truth.json").read_text())["expect"]
     return wh, runs, expect
+
+
+def query_rows(con, sql: str, params=()) -> list[dict]:
+    """A query's rows as dicts (column name -> value)."""
+    cur = con.execute(sql, list(params or []))
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+@pytest.fixture(scope="module")
+def sit(situation_warehouse):
+    """(connection with every view, {situation: run id}, {situation: expect}) over the situations."""
+    from warehouse.catalog import connect
+
+    wh, runs, expect = situation_warehouse
+    con = connect(wh)
+    yield con, runs, expect
+    con.close()

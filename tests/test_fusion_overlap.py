@@ -8,6 +8,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from conftest import query_rows as _rows
 
 from warehouse import fusion
 
@@ -202,10 +203,6 @@ def synth_runs(tmp_path_factory):
     con.close()
 
 
-def _rows(con, sql, params=()):
-    cur = con.execute(sql, list(params))
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r)) for r in cur.fetchall()]
 
 
 def test_split_add_rmsnorm_in_prefill_is_confirmed_and_fused_in_decode(synth_runs):

@@ -11,24 +11,13 @@ import json
 import pytest
 
 from tests.conftest import TRACES, require_shared
+from tests.conftest import query_rows as _rows
 
 ROW_FIELDS = ("status", "occurrences", "chains_near", "related_gpu_time_ns", "pattern_framework", "evidence_basis")
 
 
-def _rows(con, sql, params=()):
-    cur = con.execute(sql, list(params))
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r)) for r in cur.fetchall()]
 
 
-@pytest.fixture(scope="module")
-def sit(situation_warehouse):
-    from warehouse.catalog import connect
-
-    wh, runs, expect = situation_warehouse
-    con = connect(wh)
-    yield con, runs, expect
-    con.close()
 
 
 FUSION_SITUATIONS = ["fusion-gelu-mlp", "fusion-gated-mlp", "fusion-gqa-vllm", "fusion-piecewise-graph",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import query_rows as _rows
 from tests.conftest import real_trace_files, require_shared
 from warehouse.catalog import connect
 
@@ -15,18 +16,8 @@ GAP_COLUMNS = ("scope", "stream", "gap_start_ns", "gap_ns", "class", "wait_ns", 
                "host_op", "host_op_ns")
 
 
-def _rows(con, sql, params=()):
-    cur = con.execute(sql, list(params))
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r)) for r in cur.fetchall()]
 
 
-@pytest.fixture(scope="module")
-def sit(situation_warehouse):
-    wh, runs, expect = situation_warehouse
-    con = connect(wh)
-    yield con, runs, expect
-    con.close()
 
 
 # ---- idle gaps on the situations --------------------------------------------------------------

@@ -16,16 +16,13 @@ import json
 
 import pytest
 from conftest import TRACES, require_shared
+from conftest import query_rows as _rows
 
 from warehouse.catalog import connect
 
 SITE_COLUMNS = ("name", "site", "site_class", "inner_site", "plumbing_frames", "module_path", "module")
 
 
-def _rows(con, sql: str, params: list | None = None) -> list[dict]:
-    cur = con.execute(sql, params or [])
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r)) for r in cur.fetchall()]
 
 
 @pytest.fixture(scope="module")
