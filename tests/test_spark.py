@@ -33,11 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REAL_RUN = ROOT.parent / "shared" / "traces" / "nvidia" / "h100_bert-small.json.gz"  # small: critical_path recurses once per path node on Spark
 
 # Views that Spark cannot run as they are, and why (each is an xfail with this reason, checked to fail).
-KNOWN_ON_SPARK: dict[str, str] = {
-    # reads critical_path, step_breakdown and the base tables in ten branches: analysing that plan ran the
-    # local driver out of Java heap (measured with pyspark 4.3); the run report shows no flags on Spark
-    "data_quality": "its plan exceeds the local driver's Java heap when analysed",
-}
+KNOWN_ON_SPARK: dict[str, str] = {}
 if tuple(int(x) for x in pyspark.__version__.split(".")[:2]) < (4, 1):
     _why = f"WITH RECURSIVE needs Spark >= 4.1 (installed: {pyspark.__version__})"
     KNOWN_ON_SPARK.update({v: _why for v in ("critical_path", "critical_path_summary", "critical_stream",
