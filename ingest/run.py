@@ -49,7 +49,10 @@ class FileProblem:
 
 
 def is_trace_file(path: Path) -> bool:
-    return path.is_file() and path.name.endswith(TRACE_SUFFIXES) and path.name not in NOT_TRACES
+    from ingest.nsys import is_export_name  # Nsight Systems exports (and reports, refused with a hint)
+
+    return path.is_file() and (path.name.endswith(TRACE_SUFFIXES) or is_export_name(path)) \
+        and path.name not in NOT_TRACES
 
 
 def plan_runs(paths: list[Path], capture: Path | None = None) -> list[RunPlan]:
@@ -63,7 +66,7 @@ def plan_runs(paths: list[Path], capture: Path | None = None) -> list[RunPlan]:
             skipped = [str(p) for p in entries if not is_trace_file(p) and p.name not in NOT_TRACES]
             cap = capture or (path / "capture_traces" if (path / "capture_traces").is_dir() else None)
             if not traces:
-                raise TracehouseError(f"{path}: no trace files (*.json, *.json.gz) in this directory")
+                raise TracehouseError(f"{path}: no trace files (*.json, *.json.gz, Nsight Systems *.sqlite) in this directory")
             plans.append(RunPlan(files=traces, capture_dir=cap, skipped=skipped))
         elif path.is_file():
             loose.append(path)

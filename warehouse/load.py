@@ -15,6 +15,7 @@ import duckdb
 import pyarrow as pa
 
 from ingest.capture import attribute_run, capture_files, coverage
+from ingest.nsys import ingest_exports, is_nsys_input
 from ingest.run import (
     FileProblem,
     RankPool,
@@ -91,19 +92,30 @@ def _ingest_plan(warehouse: Warehouse, files: list[Path], skipped: list[str], la
     names = [str(f) for f in files]
     if warehouse.has_run(run_id):
         return RunOutcome(run_id, names, stored=False)
-    ranks, notes = assign_ranks(files)
+    nsys_files = [f for f in files if is_nsys_input(f)]
+    if nsys_files and len(nsys_files) < len(files):
+        return RunOutcome(None, names, stored=False, problems=[FileProblem(
+            str(nsys_files[0]), f"{nsys_files[0]}: an Nsight Systems file and PyTorch-profiler traces in one run; "
+                                "ingest them as separate runs")])
+    ranks, notes = ([], []) if nsys_files else assign_ranks(files)
     staging = warehouse.new_staging()
     try:
-        results = ingest_files(files, ranks, labels.get("phase"), staging / "out", staging / "work", progress, pool)
+        if nsys_files:  # each process of each export is a rank (ingest/nsys.py)
+            results = ingest_exports(files, labels.get("phase"), staging / "out", staging / "work", progress, pool,
+                                     dict(zip(files, hashes)))
+        else:
+            results = ingest_files(files, ranks, labels.get("phase"), staging / "out", staging / "work", progress,
+                                   pool)
         good = [r for r in results if not isinstance(r, FileProblem)]
         problems = [r for r in results if isinstance(r, FileProblem)]
         if not good:
             return RunOutcome(None, names, stored=False, problems=problems)
         if problems:  # the run is what could be read; its id says so
-            run_id = run_id_for([r.sha256 for r in good] + capture_hashes)
+            run_id = run_id_for(sorted({r.sha256 for r in good}) if nsys_files else [r.sha256 for r in good]
+                                + capture_hashes)
             if warehouse.has_run(run_id):
                 return RunOutcome(run_id, names, stored=False, problems=problems)
-        good_files = [Path(r.path) for r in good]
+        good_files = list(dict.fromkeys(Path(r.path) for r in good))
         extra_warnings = {"files that could not be read": len(problems)} if problems else {}
         if captures:  # graph attribution: kernel_sites per rank, from the capture traces
             extra_warnings.update(attribute_run(capture, [r.rank for r in good], staging / "out",
