@@ -83,6 +83,13 @@ path_span AS (
     SELECT run_id, rank, step, sum(dur_ns) AS path_ns, min(start_ns) AS path_start_ns
     FROM critical_path GROUP BY run_id, rank, step
 ),
+nsys_runs AS (
+    -- runs ingested from Nsight Systems exports (ingest/nsys.py writes source_format "nsys" in runs.metadata)
+    SELECT run_id FROM runs WHERE metadata LIKE '%"source_format": "nsys"%'
+),
+host_op_counts AS (
+    SELECT run_id, rank, count(*) FILTER (WHERE lower(cat) = 'cpu_op') AS cpu_ops FROM cpu_ops GROUP BY run_id, rank
+),
 path_top AS (
     -- each step's longest host segment on the critical path: a host call (edge NULL) or host time
     -- between two calls of a thread (edge program_order, named for the op around it)
@@ -92,15 +99,22 @@ path_top AS (
     QUALIFY row_number() OVER (PARTITION BY c.run_id, c.rank, c.step ORDER BY c.dur_ns DESC, c.start_ns) = 1
 )
 -- flag no_python_stacks (warning): a rank launched GPU work eagerly but its trace has no Python frame
--- (recorded without with_stack=True): no launch site; capture traces cannot help an eager launch
+-- (recorded without with_stack=True): no launch site; capture traces cannot help an eager launch. An
+-- Nsight Systems export never has Python frames (its sampled backtraces are not imported): the message
+-- says so, and what gives a launch site
 SELECT g.run_id, g.rank, NULL::BIGINT AS step, 'no_python_stacks' AS flag, 'warning' AS severity,
        ['launch_sites', 'kernel_summary.python_site', 'overlap_opportunity.python_site',
         'fusion_match.python_site'] AS affects,
        map(['eager_activities', 'eager_gpu_ns', 'eager_share', 'python_frames'],
            [CAST(g.eager_activities AS DOUBLE), CAST(g.eager_ns AS DOUBLE), CAST(g.eager_ns / nullif(g.gpu_ns, 0) AS DOUBLE), CAST(0 AS DOUBLE)]) AS evidence,
-       'No Python stacks: ' || g.eager_activities || ' eagerly launched activities ('
-           || round(100 * g.eager_ns / nullif(g.gpu_ns, 0), 1) || ' % of GPU time) have no launch site; record '
-           || 'with torch.profiler.profile(with_stack=True) (capture traces only help graph replays)' AS message
+       CASE WHEN g.run_id IN (SELECT run_id FROM nsys_runs)
+            THEN 'No Python stacks (Nsight Systems records none): ' || g.eager_activities || ' eagerly launched '
+                 || 'activities (' || round(100 * g.eager_ns / nullif(g.gpu_ns, 0), 1) || ' % of GPU time) have no '
+                 || 'Python launch site; the NVTX op around a launch is its host op; for launch sites profile the '
+                 || 'same workload with torch.profiler.profile(with_stack=True)'
+            ELSE 'No Python stacks: ' || g.eager_activities || ' eagerly launched activities ('
+                 || round(100 * g.eager_ns / nullif(g.gpu_ns, 0), 1) || ' % of GPU time) have no launch site; record '
+                 || 'with torch.profiler.profile(with_stack=True) (capture traces only help graph replays)' END AS message
 FROM gpu g LEFT JOIN frames f USING (run_id, rank)
 WHERE g.eager_activities > 0 AND coalesce(f.frames, 0) = 0
 UNION ALL
@@ -213,10 +227,25 @@ UNION ALL
 SELECT run_id, rank, step, 'no_step_markers', 'info', ['step_breakdown'],
        map(['window_ns'],
            [CAST(end_ns - start_ns AS DOUBLE)]),
-       'The trace marks no steps: the whole profiled window is one step; call prof.step() each iteration (or '
-           || 'record_function a step) to get per-step figures'
+       'The trace marks no steps: the whole profiled window is one step; '
+           || CASE WHEN run_id IN (SELECT run_id FROM nsys_runs)
+                   THEN 'wrap each iteration in an NVTX range named ProfilerStep#N (torch.cuda.nvtx.range_push) '
+                   ELSE 'call prof.step() each iteration (or record_function a step) ' END
+           || 'to get per-step figures'
 FROM step_spans
 WHERE source = 'whole'
+UNION ALL
+-- flag nsys_no_host_ops (warning): an Nsight Systems export whose rank launched GPU work but recorded no
+-- PyTorch operator range (NVTX from torch.autograd.profiler.emit_nvtx): no kernel has a host op, so
+-- kernel summaries and launch sites name only the CUDA call
+SELECT g.run_id, g.rank, NULL, 'nsys_no_host_ops', 'warning', ['launch_sites', 'kernel_summary.python_site'],
+       map(['linked_activities', 'cpu_ops'],
+           [CAST(g.activities - g.unlinked_activities AS DOUBLE), CAST(coalesce(h.cpu_ops, 0) AS DOUBLE)]),
+       'No PyTorch operator ranges in this Nsight Systems export: kernels have no host op (aten::...) around '
+           || 'their launch; profile under nsys with --pytorch=autograd-nvtx (or torch.autograd.profiler.emit_nvtx())'
+FROM gpu g LEFT JOIN host_op_counts h USING (run_id, rank)
+WHERE g.run_id IN (SELECT run_id FROM nsys_runs) AND coalesce(h.cpu_ops, 0) = 0
+  AND g.activities > g.unlinked_activities
 UNION ALL
 -- flag several_ranks (info): the run has several ranks: the kernel tables sum every rank, while the step
 -- breakdown, streams and critical path show one rank (the lowest)
