@@ -39,6 +39,9 @@
 --                   returned only after its copy had ended) whose awaited GPU activity (the last one
 --                   launched before the call on those streams and ending by the call's end) ended after
 --                   the call began: that activity (edge `host_sync`, kind sync_wait, ready at its end).
+--                   An activity ending up to 20 us after the call returned is still the awaited one (host
+--                   and GPU clocks drift apart by microseconds; Nsight's mfu_2gpu_before showed 2-5 us),
+--                   ready at the call's end.
 --                   A host blocked on the GPU is waiting for the GPU: the GPU work it waits on is the path;
 --                 - otherwise the previous host CUDA call on the same thread (edge `program_order`,
 --                   kind cpu, ready at its end, clamped to this call's start);
@@ -201,16 +204,18 @@ probe_hits AS (
 ),
 sync_target AS (
     -- the awaited activity: latest end among the probed streams' last launched work, ending by the call's end
+    -- (or up to 20 us after it: host and GPU clocks drift by microseconds, and a sync cannot return before
+    -- the work it waits on; its end is then taken as the call's end)
     SELECT run_id, rank, op_id, kernel_id, end_ns
     FROM (
-        SELECT sc.run_id, sc.rank, sc.op_id, a.kernel_id, a.end_ns,
+        SELECT sc.run_id, sc.rank, sc.op_id, a.kernel_id, LEAST(a.end_ns, sc.end_ns) AS end_ns,
                ROW_NUMBER() OVER (PARTITION BY sc.run_id, sc.rank, sc.op_id
                                   ORDER BY a.end_ns DESC, a.kernel_id DESC) AS rn
         FROM sync_calls sc
         JOIN probe_hits h
           ON h.run_id = sc.run_id AND h.rank = sc.rank AND h.probe_kind = 'sync' AND h.probe_id = sc.op_id
         JOIN act a ON a.run_id = h.run_id AND a.rank = h.rank AND a.kernel_id = h.kernel_id
-        WHERE a.end_ns <= sc.end_ns
+        WHERE a.end_ns <= sc.end_ns + 20000
         UNION ALL
         -- blocking copies: the call returns when its own copy is done
         SELECT b.run_id, b.rank, b.op_id, a.kernel_id, a.end_ns,
