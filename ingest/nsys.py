@@ -207,7 +207,9 @@ def _columns(con: sqlite3.Connection, table: str) -> set[str]:
 
 # ---- ranks ---------------------------------------------------------------------------------------
 def processes(path: Path) -> list[tuple[int, list[int]]]:
-    """(globalPid, devices it used) of every process with GPU activity or CUDA calls, in rank order."""
+    """(globalPid, devices it used) of every process with GPU activity, in rank order; when none has any
+    (a CPU-side capture), every process with CUDA calls. A process that only made CUDA calls beside
+    processes with GPU work (a launcher, an API server asking for the device count) is no rank."""
     con = open_export(path)
     try:
         tables = _tables(con)
@@ -216,7 +218,7 @@ def processes(path: Path) -> list[tuple[int, list[int]]]:
             if table in tables:
                 for gpid, device in con.execute(f'SELECT DISTINCT globalPid, deviceId FROM "{table}"'):
                     found.setdefault(gpid, set()).add(device)
-        if "CUPTI_ACTIVITY_KIND_RUNTIME" in tables:
+        if not found and "CUPTI_ACTIVITY_KIND_RUNTIME" in tables:
             for (gpid,) in con.execute(f"SELECT DISTINCT (globalTid >> {TID_BITS}) << {TID_BITS} "
                                        "FROM CUPTI_ACTIVITY_KIND_RUNTIME"):
                 found.setdefault(gpid, set())
@@ -243,8 +245,8 @@ def plan_ranks(files: list[Path]) -> tuple[list[NsysRank], list[tuple[Path, str]
             problems.append((path, f"{exc} ({exc.hint})" if exc.hint else str(exc)))
             continue
         if not procs:
-            problems.append((path, f"{path}: nothing to ingest: the export has no GPU activity and no CUDA call "
-                                   f"(was it recorded with --trace=cuda?)"))
+            problems.append((path, (f"{path}: nothing to ingest: the export has no GPU activity and no CUDA call "
+                                    "(was it recorded with --trace=cuda?)")))
             continue
         names = _process_names(path)
         for gpid, devices in procs:
@@ -263,208 +265,161 @@ def _process_names(path: Path) -> dict[int, str]:
 
 
 # ---- one rank: export rows -> events -> the Kineto path's transforms -----------------------------
-def _batches(cursor: sqlite3.Cursor, convert) -> list:
-    while rows := cursor.fetchmany(BATCH_ROWS):
-        yield convert(rows)
+def _case(column: str, mapping: dict[int, str]) -> str:
+    """A SQL CASE naming the enum values of `column` (Unknown otherwise)."""
+    whens = " ".join(f"WHEN {k} THEN '{v}'" for k, v in mapping.items())
+    return f"coalesce(CASE {column} {whens} END, 'Unknown')"
+
+
+# The DuckDB side of each source: the batch's columns (named as in its SQLite query) -> events' columns.
+# Host rows lie on (pid, tid) of the process's thread, GPU rows on (device, stream) as Kineto puts them.
+_HOST = ("ev_id, CAST((gtid >> 24) & 16777215 AS VARCHAR) AS pid, CAST(gtid & 16777215 AS VARCHAR) AS tid, "
+         'start AS start_ns, greatest("end" - start, 0) AS dur_ns, "end" < start AS dur_clamped')
+_GPU = ("{t}ev_id, CAST({t}device AS VARCHAR) AS pid, CAST({t}stream AS VARCHAR) AS tid, {t}start AS start_ns, "
+        'greatest({t}"end" - {t}start, 0) AS dur_ns, {t}"end" < {t}start AS dur_clamped, {t}device AS device, '
+        "{t}stream AS stream, {t}corr AS correlation")
+# Names are string ids, resolved against nsys_strings (StringIds, loaded once per rank: its API names
+# without their version suffix are worked out once per distinct name, not once per call).
+SELECT_RUNTIME = f"""
+SELECT 'X' AS ph, CASE WHEN api LIKE 'cu%' AND api NOT LIKE 'cuda%' THEN 'cuda_driver' ELSE 'cuda_runtime' END AS cat,
+       api AS name, corr AS correlation, {_HOST}
+FROM (SELECT b.*, coalesce(n.api, '') AS api FROM batch b LEFT JOIN nsys_strings n ON n.id = b.name_id)
+"""
+# PyTorch's emit_nvtx text: `aten::mm, seq = 12, op_id = 34, sizes = [[8, 16], [16, 4]], input_op_ids = [...]`
+SELECT_NVTX = rf"""
+SELECT 'X' AS ph,
+       CASE WHEN regexp_matches(op, '^[a-z_][a-z0-9_]*::[A-Za-z_]') OR op = 'record_param_comms' OR seq IS NOT NULL
+            THEN 'cpu_op' ELSE 'user_annotation' END AS cat,
+       op AS name, seq AS sequence_number, dims AS input_dims, {_HOST}
+FROM (
+    SELECT *, coalesce(nullif(regexp_extract(txt, '^(.*?),\s*(?:op_id|seq|sizes|input_op_ids)\s*=', 1), ''), txt) AS op,
+           TRY_CAST(nullif(regexp_extract(txt, ',\s*seq\s*=\s*(-?[0-9]+)', 1), '') AS BIGINT) AS seq,
+           nullif(regexp_extract(txt, ',\s*sizes\s*=\s*(\[.*?\]\])(?:,|$)', 1), '') AS dims
+    FROM (SELECT *, coalesce(text, '') AS txt FROM batch)
+)
+"""
+SELECT_KERNEL = f"""
+SELECT 'X' AS ph, 'kernel' AS cat, 'kernel' AS gpu_kind, coalesce(d.value, sn.value, '') AS name, grid, block,
+       registers, shared_memory, {_GPU.format(t='b.')}
+FROM batch b LEFT JOIN nsys_strings d ON d.id = b.demangled LEFT JOIN nsys_strings sn ON sn.id = b.short
+"""
+SELECT_MEMCPY = f"""
+SELECT 'X' AS ph, 'gpu_memcpy' AS cat, 'memcpy' AS gpu_kind,
+       'Memcpy ' || {_case('copy_kind', COPY_KIND)} || ' (' || {_case('src', MEM_KIND)} || ' -> '
+           || {_case('dst', MEM_KIND)} || ')' AS name, nbytes AS bytes, {_GPU.format(t='')}
+FROM batch
+"""
+SELECT_MEMSET = f"""
+SELECT 'X' AS ph, 'gpu_memset' AS cat, 'memset' AS gpu_kind, 'Memset (' || {_case('mem', MEM_KIND)} || ')' AS name,
+       nbytes AS bytes, {_GPU.format(t='')}
+FROM batch
+"""
+# A wait or an event sync names the recorded stream and the cudaEventRecord's correlation: the CUDA event
+# record with the sync's eventSyncId, else the last record of the same event issued before the sync.
+SELECT_SYNC = f"""
+SELECT 'X' AS ph, 'cuda_sync' AS cat, {_case('s.kind', SYNC_KIND)} AS name, {_case('s.kind', SYNC_KIND)} AS sync_kind,
+       CASE WHEN s.kind IN (1, 2) THEN coalesce(r1.stream, r2.stream) END AS wait_on_stream,
+       CASE WHEN s.kind IN (1, 2) THEN coalesce(r1.corr, r2.corr) END AS wait_on_event_corr,
+       {_GPU.format(t='s.')}
+FROM batch s
+LEFT JOIN nsys_event_by_sync r1 ON r1.sync_id = s.sync_id
+ASOF LEFT JOIN nsys_event_records r2 ON r2.event_id = s.event_id AND s.corr > r2.corr
+"""
 
 
 class _Events:
-    """Appends event rows to DuckDB's `events` in Arrow batches, numbering them (ev_id)."""
+    """Appends batches to DuckDB's `events`, numbering the rows (ev_id) in the order they come."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
         self.next_id = 0
         con.execute(EVENTS_DDL)
 
-    def add(self, rows: list[dict]) -> None:
-        if not rows:
-            return
-        for row in rows:
-            row["ev_id"] = self.next_id
-            self.next_id += 1
-        batch = pa.Table.from_pylist(rows, schema=EVENT_SCHEMA)  # noqa: F841 - read by DuckDB below
-        self.con.execute(
-            "INSERT INTO events BY NAME SELECT *, lower(cat) AS cat_lc, "
-            "CASE cat WHEN 'kernel' THEN 'kernel' WHEN 'gpu_memcpy' THEN 'memcpy' WHEN 'gpu_memset' THEN 'memset' "
-            "END AS gpu_kind FROM batch")
-
-
-def _interval(start, end) -> tuple[int, int, bool]:
-    dur = end - start
-    return start, max(dur, 0), dur < 0
-
-
-def _api_name(name: str | None) -> str:
-    return _VERSION_SUFFIX.sub("", name or "")
-
-
-def nvtx_op(text: str) -> tuple[str, str, int | None, str | None]:
-    """(cat, name, sequence number, input dims) of an NVTX range's text (see the module's docstring)."""
-    cut = _OP_FIELDS.search(text)
-    name = text[: cut.start()] if cut else text
-    seq = _SEQ.search(text)
-    sizes = _SIZES.search(text)
-    torch_op = bool(_TORCH_OP.match(name)) or name == "record_param_comms" or seq is not None
-    return ("cpu_op" if torch_op else "user_annotation", name, int(seq.group(1)) if seq else None,
-            sizes.group(1) if sizes else None)
+    def copy(self, sq: sqlite3.Connection, query: str, params: tuple, select: str, target: str = "events") -> None:
+        """Rows of `query` (SQLite) into `target` through `select` (DuckDB over the batch), BATCH_ROWS at a time:
+        Python only moves columns; every conversion is SQL."""
+        cur = sq.execute(query, params)
+        names = [d[0] for d in cur.description]
+        while rows := cur.fetchmany(BATCH_ROWS):
+            n = len(rows)
+            arrays = {name: pa.array(col) for name, col in zip(names, zip(*rows))}
+            arrays["ev_id"] = pa.array(range(self.next_id, self.next_id + n), pa.int64())
+            batch = pa.table(arrays)  # noqa: F841 - read by DuckDB below
+            if target == "events":
+                self.next_id += n
+                self.con.execute(f"INSERT INTO events BY NAME SELECT *, lower(cat) AS cat_lc FROM ({select})")
+            else:
+                self.con.execute(f"INSERT INTO {target} BY NAME {select}")
 
 
 def load_events(sq: sqlite3.Connection, con: duckdb.DuckDBPyConnection, global_pid: int) -> dict[str, int]:
     """Fill `events` with one process's rows; returns the counts of what was repaired or skipped."""
     tables = _tables(sq)
     out = _Events(con)
+    con.execute("CREATE OR REPLACE TEMP TABLE nsys_strings (id BIGINT, value VARCHAR, api VARCHAR)")
+    out.copy(sq, "SELECT id, value FROM StringIds", (),
+             "SELECT id, value, regexp_replace(value, '_v[0-9]+$', '') AS api FROM batch", target="nsys_strings")
     warnings: dict[str, int] = {}
-    lo, hi = global_pid, global_pid + (1 << TID_BITS)
-    negative = 0
-
-    def host(rows):
-        nonlocal negative
-        res = []
-        for start, end, gtid, corr, name in rows:
-            s, d, neg = _interval(start, end)
-            negative += neg
-            api = _api_name(name)
-            cat = "cuda_driver" if api.startswith("cu") and not api.startswith("cuda") else "cuda_runtime"
-            res.append({"ph": "X", "cat": cat, "name": api, "pid": str(_pid(gtid)), "tid": str(gtid & 0xFFFFFF),
-                        "start_ns": s, "dur_ns": d, "correlation": corr, "dur_clamped": neg})
-        return res
-
+    threads = (global_pid, global_pid + (1 << TID_BITS))  # the process's globalTid range
     if "CUPTI_ACTIVITY_KIND_RUNTIME" in tables:
-        cur = sq.execute("SELECT r.start, r.end, r.globalTid, r.correlationId, s.value "
-                         "FROM CUPTI_ACTIVITY_KIND_RUNTIME r LEFT JOIN StringIds s ON s.id = r.nameId "
-                         "WHERE r.globalTid >= ? AND r.globalTid < ?", (lo, hi))
-        for batch in _batches(cur, host):
-            out.add(batch)
-
+        out.copy(sq, 'SELECT r.start, r."end", r.globalTid AS gtid, r.correlationId AS corr, r.nameId AS name_id '
+                     "FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE r.globalTid >= ? AND r.globalTid < ?", threads,
+                 SELECT_RUNTIME)
     if "NVTX_EVENTS" in tables:
         has_text_id = "textId" in _columns(sq, "NVTX_EVENTS")
         text = "coalesce(n.text, s.value)" if has_text_id else "n.text"
         join = "LEFT JOIN StringIds s ON s.id = n.textId" if has_text_id else ""
-        open_ranges = sq.execute(f"SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN {NVTX_RANGES} "
-                                 "AND end IS NULL AND globalTid >= ? AND globalTid < ?", (lo, hi)).fetchone()[0]
+        open_ranges = sq.execute(f'SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN {NVTX_RANGES} '
+                                 'AND "end" IS NULL AND globalTid >= ? AND globalTid < ?', threads).fetchone()[0]
         if open_ranges:
             warnings[W_NVTX_OPEN] = open_ranges
-
-        def ranges(rows):
-            nonlocal negative
-            res = []
-            for start, end, gtid, txt in rows:
-                cat, name, seq, dims = nvtx_op(txt or "")
-                s, d, neg = _interval(start, end)
-                negative += neg
-                res.append({"ph": "X", "cat": cat, "name": name, "pid": str(_pid(gtid)),
-                            "tid": str(gtid & 0xFFFFFF), "start_ns": s, "dur_ns": d, "sequence_number": seq,
-                            "input_dims": dims, "dur_clamped": neg})
-            return res
-
-        cur = sq.execute(f"SELECT n.start, n.end, n.globalTid, {text} FROM NVTX_EVENTS n {join} "
-                         f"WHERE n.eventType IN {NVTX_RANGES} AND n.end IS NOT NULL "
-                         "AND n.globalTid >= ? AND n.globalTid < ?", (lo, hi))
-        for batch in _batches(cur, ranges):
-            out.add(batch)
-
-    def gpu(cat):
-        def convert(rows):
-            nonlocal negative
-            res = []
-            for row in rows:
-                start, end, device, stream, corr = row[:5]
-                s, d, neg = _interval(start, end)
-                negative += neg
-                e = {"ph": "X", "cat": cat, "pid": str(device), "tid": str(stream), "start_ns": s, "dur_ns": d,
-                     "device": device, "stream": stream, "correlation": corr, "dur_clamped": neg}
-                if cat == "kernel":
-                    name, gx, gy, gz, bx, by, bz, regs, shared = row[5:]
-                    e.update({"name": name or "", "grid": f"[{gx},{gy},{gz}]", "block": f"[{bx},{by},{bz}]",
-                              "registers": regs, "shared_memory": shared})
-                elif cat == "gpu_memcpy":
-                    nbytes, kind, src, dst = row[5:]
-                    e.update({"name": f"Memcpy {COPY_KIND.get(kind, 'Unknown')} ({MEM_KIND.get(src, 'Unknown')} -> "
-                                      f"{MEM_KIND.get(dst, 'Unknown')})", "bytes": nbytes})
-                else:
-                    nbytes, mem = row[5:]
-                    e.update({"name": f"Memset ({MEM_KIND.get(mem, 'Unknown')})", "bytes": nbytes})
-                res.append(e)
-            return res
-        return convert
-
-    base = "a.start, a.end, a.deviceId, a.streamId, a.correlationId"
+        out.copy(sq, f'SELECT n.start, n."end", n.globalTid AS gtid, {text} AS text FROM NVTX_EVENTS n {join} '
+                     f'WHERE n.eventType IN {NVTX_RANGES} AND n."end" IS NOT NULL '
+                     "AND n.globalTid >= ? AND n.globalTid < ?", threads, SELECT_NVTX)
+    base = 'a.start, a."end", a.deviceId AS device, a.streamId AS stream, a.correlationId AS corr'
     if "CUPTI_ACTIVITY_KIND_KERNEL" in tables:
         cols = _columns(sq, "CUPTI_ACTIVITY_KIND_KERNEL")
 
         def col(name: str) -> str:
             return f"a.{name}" if name in cols else "NULL"
 
-        short = "shortName" in cols
-        name = "coalesce(d.value, sn.value)" if short else "d.value"
-        shared = (f"coalesce({col('staticSharedMemory')}, 0) + coalesce({col('dynamicSharedMemory')}, 0)")
-        cur = sq.execute(
-            f"SELECT {base}, {name}, {col('gridX')}, {col('gridY')}, {col('gridZ')}, {col('blockX')}, "
-            f"{col('blockY')}, {col('blockZ')}, {col('registersPerThread')}, {shared} "
-            "FROM CUPTI_ACTIVITY_KIND_KERNEL a LEFT JOIN StringIds d ON d.id = a.demangledName "
-            + ("LEFT JOIN StringIds sn ON sn.id = a.shortName " if short else "")
-            + "WHERE a.globalPid = ?", (global_pid,))
-        for batch in _batches(cur, gpu("kernel")):
-            out.add(batch)
+        out.copy(sq,
+                 f"SELECT {base}, a.demangledName AS demangled, {col('shortName')} AS short, "
+                 f"'[' || {col('gridX')} || ',' || {col('gridY')} || ',' || {col('gridZ')} || ']' AS grid, "
+                 f"'[' || {col('blockX')} || ',' || {col('blockY')} || ',' || {col('blockZ')} || ']' AS block, "
+                 f"{col('registersPerThread')} AS registers, "
+                 f"coalesce({col('staticSharedMemory')}, 0) + coalesce({col('dynamicSharedMemory')}, 0) AS shared_memory "
+                 "FROM CUPTI_ACTIVITY_KIND_KERNEL a WHERE a.globalPid = ?", (global_pid,), SELECT_KERNEL)
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in tables:
-        cur = sq.execute(f"SELECT {base}, a.bytes, a.copyKind, a.srcKind, a.dstKind "
-                         "FROM CUPTI_ACTIVITY_KIND_MEMCPY a WHERE a.globalPid = ?", (global_pid,))
-        for batch in _batches(cur, gpu("gpu_memcpy")):
-            out.add(batch)
+        out.copy(sq, f"SELECT {base}, a.bytes AS nbytes, a.copyKind AS copy_kind, a.srcKind AS src, a.dstKind AS dst "
+                     "FROM CUPTI_ACTIVITY_KIND_MEMCPY a WHERE a.globalPid = ?", (global_pid,), SELECT_MEMCPY)
     if "CUPTI_ACTIVITY_KIND_MEMSET" in tables:
-        cur = sq.execute(f"SELECT {base}, a.bytes, a.memKind FROM CUPTI_ACTIVITY_KIND_MEMSET a "
-                         "WHERE a.globalPid = ?", (global_pid,))
-        for batch in _batches(cur, gpu("gpu_memset")):
-            out.add(batch)
+        out.copy(sq, f"SELECT {base}, a.bytes AS nbytes, a.memKind AS mem FROM CUPTI_ACTIVITY_KIND_MEMSET a "
+                     "WHERE a.globalPid = ?", (global_pid,), SELECT_MEMSET)
     if "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION" in tables:
-        negative += _load_syncs(sq, out, tables, global_pid)
+        _load_syncs(sq, out, tables, global_pid)
+    con.execute("DROP TABLE nsys_strings")
     return warnings  # negative durations are counted by ingest/sql/80_summary.sql (events.dur_clamped)
 
 
-def _load_syncs(sq: sqlite3.Connection, out: _Events, tables: set[str], global_pid: int) -> int:
-    """cuda_sync records; a Stream Wait Event / Event Sync names the recorded stream and the record's
-    correlation when the export has the CUDA event records (nsys --cuda-event-trace=true)."""
-    sync_cols = _columns(sq, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
-    sync_id = "s.eventSyncId" if "eventSyncId" in sync_cols else "NULL"
-    records: dict = {}
-    by_event: dict = {}
+def _load_syncs(sq: sqlite3.Connection, out: _Events, tables: set[str], global_pid: int) -> None:
+    """cuda_sync records; the CUDA event records (nsys --cuda-event-trace=true) name what a wait waited on."""
+    con = out.con
+    con.execute("CREATE OR REPLACE TEMP TABLE nsys_event_records (event_id BIGINT, sync_id BIGINT, stream BIGINT, "
+                "corr BIGINT)")
     if "CUPTI_ACTIVITY_KIND_CUDA_EVENT" in tables:
-        ev_cols = _columns(sq, "CUPTI_ACTIVITY_KIND_CUDA_EVENT")
-        ev_sync = "eventSyncId" if "eventSyncId" in ev_cols else "NULL"
-        for event_id, esync, stream, corr in sq.execute(
-                f"SELECT eventId, {ev_sync}, streamId, correlationId FROM CUPTI_ACTIVITY_KIND_CUDA_EVENT "
-                "WHERE globalPid = ? ORDER BY correlationId", (global_pid,)):
-            if esync is not None:
-                records[esync] = (stream, corr)
-            by_event.setdefault(event_id, []).append((corr, stream))
-    negative = 0
-
-    def record_of(event_id, esync, corr):
-        if esync is not None and esync in records:
-            return records[esync]
-        earlier = [r for r in by_event.get(event_id, ()) if corr is None or r[0] < corr]
-        return (earlier[-1][1], earlier[-1][0]) if earlier else (None, None)
-
-    def convert(rows):
-        nonlocal negative
-        res = []
-        for start, end, device, stream, corr, kind, event_id, esync in rows:
-            s, d, neg = _interval(start, end)
-            negative += neg
-            name = SYNC_KIND.get(kind, "Unknown")
-            rec_stream, rec_corr = record_of(event_id, esync, corr) if name in ("Stream Wait Event", "Event Sync") \
-                else (None, None)
-            res.append({"ph": "X", "cat": "cuda_sync", "name": name, "pid": str(device), "tid": str(stream),
-                        "start_ns": s, "dur_ns": d, "device": device, "stream": stream, "correlation": corr,
-                        "sync_kind": name, "wait_on_stream": rec_stream, "wait_on_event_corr": rec_corr,
-                        "dur_clamped": neg})
-        return res
-
-    cur = sq.execute(f"SELECT s.start, s.end, s.deviceId, s.streamId, s.correlationId, s.syncType, s.eventId, "
-                     f"{sync_id} FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION s WHERE s.globalPid = ?", (global_pid,))
-    for batch in _batches(cur, convert):
-        out.add(batch)
-    return negative
+        has_sync = "eventSyncId" in _columns(sq, "CUPTI_ACTIVITY_KIND_CUDA_EVENT")
+        out.copy(sq, f"SELECT eventId AS event_id, {'eventSyncId' if has_sync else 'NULL'} AS sync_id, "
+                     "streamId AS stream, correlationId AS corr FROM CUPTI_ACTIVITY_KIND_CUDA_EVENT WHERE globalPid = ?",
+                 (global_pid,), "SELECT event_id, sync_id, stream, corr FROM batch", target="nsys_event_records")
+    con.execute("CREATE OR REPLACE TEMP TABLE nsys_event_by_sync AS SELECT sync_id, arg_max(stream, corr) AS stream, "
+                "max(corr) AS corr FROM nsys_event_records WHERE sync_id IS NOT NULL GROUP BY sync_id")
+    sync_id = "s.eventSyncId" if "eventSyncId" in _columns(sq, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION") else "NULL"
+    out.copy(sq, 'SELECT s.start, s."end", s.deviceId AS device, s.streamId AS stream, s.correlationId AS corr, '
+                 f"s.syncType AS kind, s.eventId AS event_id, {sync_id} AS sync_id "
+                 "FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION s WHERE s.globalPid = ?", (global_pid,), SELECT_SYNC)
+    con.execute("DROP TABLE nsys_event_records")
+    con.execute("DROP TABLE nsys_event_by_sync")
 
 
 def export_metadata(sq: sqlite3.Connection, rank: NsysRank, ranks_in_file: list[dict]) -> dict:
@@ -575,7 +530,7 @@ def _ingest_job(args: tuple):
         return FileProblem(str(rank.path), f"{exc} ({exc.hint})" if exc.hint else str(exc))
     except MemoryError:
         return FileProblem(str(rank.path), f"{rank.path}: out of memory while reading; raise TRACEHOUSE_MEMORY_LIMIT")
-    except Exception as exc:  # a bug must not cost the other ranks of the command
+    except Exception as exc:  # noqa: BLE001 - a bug must not cost the other ranks of the command
         return FileProblem(str(rank.path), f"{rank.path}: could not be ingested ({type(exc).__name__}: {exc}); "
                                            "this is a tracehouse bug, please report it")
 

@@ -7,7 +7,6 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
 from conftest import TRACES, query_rows, require_shared
 
 NSYS = ["h100_2gpu_1s.sqlite", "mfu_2gpu_before.sqlite", "mfu_2gpu_after.sqlite"]
@@ -148,7 +147,8 @@ def test_bad_input_one_line_nothing_left(tmp_path, cli_runner, case, words):
 
 
 def test_nsys_folder_and_mixed_run(tmp_path):
-    """A folder of exports is one run (ranks in file order); an export beside Kineto traces is refused."""
+    """A folder of exports is one run (ranks in file order); an export beside Kineto traces is skipped, with
+    a warning, and the PyTorch traces are the run."""
     from synth.nsys import write_export
     from warehouse.catalog import connect
     from warehouse.store import Warehouse
@@ -162,11 +162,15 @@ def test_nsys_folder_and_mixed_run(tmp_path):
     # the two files are byte-identical: the same content is the same run's files, ranks 0..5
     ranks = query_rows(connect(wh), "SELECT DISTINCT rank FROM kernels WHERE run_id = ? ORDER BY rank", [outcome.run_id])
     assert [r["rank"] for r in ranks] == list(range(6))
-    kineto = tmp_path / "k" / "trace.json"
-    kineto.parent.mkdir()
-    kineto.write_text('{"traceEvents": []}')
-    [mixed] = _ingest(wh, [folder / "a.sqlite", kineto])
-    assert mixed.run_id is None and "separate runs" in mixed.problems[0].message
+    from synth.situations import write_situation
+
+    kineto = write_situation("single-step", tmp_path / "k")
+    write_export(kineto / "beside.sqlite")
+    [mixed] = _ingest(wh, [kineto])
+    assert mixed.run_id and not mixed.problems
+    assert any("Nsight Systems files beside" in k for k in mixed.warnings)
+    runs = query_rows(connect(wh), "SELECT n_ranks FROM runs WHERE run_id = ?", [mixed.run_id])
+    assert runs == [{"n_ranks": 1}]
 
 
 # ---- the real exports ----------------------------------------------------------------------------

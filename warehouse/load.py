@@ -85,6 +85,10 @@ class Ingestor:
 def _ingest_plan(warehouse: Warehouse, files: list[Path], skipped: list[str], labels: dict[str, str],
                  progress, capture: Path | None = None, pool: RankPool | None = None,
                  analyse: bool = True) -> RunOutcome:
+    nsys_files = [f for f in files if is_nsys_input(f)]
+    beside = nsys_files if len(nsys_files) < len(files) else []  # a folder with both: the PyTorch traces are the run
+    if beside:
+        files, nsys_files = [f for f in files if f not in beside], []
     captures = capture_files(capture)  # capture traces are part of the run, and of its id
     capture_hashes = [file_sha256(f) for f in captures]
     hashes = [file_sha256(f) for f in files]
@@ -92,12 +96,10 @@ def _ingest_plan(warehouse: Warehouse, files: list[Path], skipped: list[str], la
     names = [str(f) for f in files]
     if warehouse.has_run(run_id):
         return RunOutcome(run_id, names, stored=False)
-    nsys_files = [f for f in files if is_nsys_input(f)]
-    if nsys_files and len(nsys_files) < len(files):
-        return RunOutcome(None, names, stored=False, problems=[FileProblem(
-            str(nsys_files[0]), f"{nsys_files[0]}: an Nsight Systems file and PyTorch-profiler traces in one run; "
-                                "ingest them as separate runs")])
     ranks, notes = ([], []) if nsys_files else assign_ranks(files)
+    if beside:
+        notes.append(f"Nsight Systems files beside the PyTorch-profiler traces skipped ({len(beside)}); "
+                     "ingest them as a run of their own")
     staging = warehouse.new_staging()
     try:
         if nsys_files:  # each process of each export is a rank (ingest/nsys.py)
