@@ -260,6 +260,8 @@ def _process_names(path: Path) -> dict[int, str]:
         if "PROCESSES" not in _tables(con):
             return {}
         return {g: n for g, n in con.execute("SELECT globalPid, name FROM PROCESSES")}
+    except sqlite3.DatabaseError:  # the names are a nicety; a damaged table is reported by the rank's read
+        return {}
     finally:
         con.close()
 
