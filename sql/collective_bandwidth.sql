@@ -18,7 +18,8 @@
 --   collective                normalized: allreduce, allgather, reducescatter, broadcast, reduce, alltoall,
 --                             sendrecv (as recorded when none of these)
 --   size_source               nccl (kernel args) or op_dims (custom all-reduce)
---   dtype                     element type as recorded; elt_bytes its size
+--   dtype                     element type as recorded
+--   elt_bytes                 its size in bytes
 --   group_size                ranks in the collective (n)
 --   bytes                     S (above)
 --   dur_ns                    t
@@ -26,25 +27,10 @@
 --   bus_factor                the factor above
 --   busbw_gbps                algbw_gbps × bus_factor
 --   size_bucket_bytes         the message-size bucket: the largest power of two <= bytes
---   link_gbps                 the link's peak per direction from device_peaks (NULL: not known)
+--   link_gbps                 the link's peak per direction (_run_device; NULL: not known)
 --   pct_of_link               100 × busbw_gbps / link_gbps
 CREATE OR REPLACE VIEW collective_bandwidth AS
-WITH device AS (
-    SELECT run_id, link_gbps FROM (
-        SELECT r.run_id, p.link_gbps,
-               ROW_NUMBER() OVER (PARTITION BY r.run_id ORDER BY p.rule_order) AS rn
-        FROM runs AS r
-        JOIN device_peaks AS p
-          ON (p.pattern IS NOT NULL AND r.hardware IS NOT NULL AND r.hardware <> '' AND regexp_matches(r.hardware, p.pattern))
-          OR (p.props_match IS NOT NULL AND p.props_match =
-                'cc=' || json_extract_string(r.device_properties, '$[0].computeMajor') || '.'
-                || json_extract_string(r.device_properties, '$[0].computeMinor')
-                || ' sms=' || json_extract_string(r.device_properties, '$[0].numSms')
-                || ' mem_gib=' || CAST(round(TRY_CAST(json_extract_string(r.device_properties, '$[0].totalGlobalMem') AS DOUBLE)
-                                             / 1073741824.0) AS BIGINT))
-    ) WHERE rn = 1
-),
-nccl AS (
+WITH nccl AS (
     SELECT run_id, rank, kernel_id, step, phase, name, lower(replace(coalesce(collective_name, ''), '_', '')) AS coll,
            'nccl' AS size_source, dtype, group_size, in_msg_nelems, out_msg_nelems, dur_ns
     FROM kernels
@@ -100,5 +86,5 @@ SELECT s.run_id, s.rank, s.kernel_id, s.step, s.phase, s.name, s.collective, s.s
        d.link_gbps,
        100.0 * CAST(s.bytes AS DOUBLE) / s.dur_ns * s.bus_factor / d.link_gbps AS pct_of_link
 FROM sized AS s
-LEFT JOIN device AS d ON d.run_id = s.run_id
+LEFT JOIN _run_device AS d ON d.run_id = s.run_id
 WHERE s.bytes > 0 AND s.dur_ns > 0;

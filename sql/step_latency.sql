@@ -8,7 +8,8 @@
 -- Columns:
 --   run_id, phase          the run and the steps' phase
 --   batch_size             requests in the step (steps.batch_size)
---   steps                  rank-steps in the row; ranks: distinct ranks among them
+--   steps                  rank-steps in the row
+--   ranks                  distinct ranks among them
 --   median_tokens          median query tokens per step (steps.tokens)
 --   median_step_ns, p90_step_ns   step time (above)
 --   median_wall_ns         median host window of the step
