@@ -24,8 +24,9 @@
 --              exp, pow, rsqrt, neg, where, clamp, copy_ and their in-place forms) and norms
 --              (layer_norm, native_layer_norm, rms_norm, group_norm, aiter/vllm/sgl rmsnorm ops):
 --              bytes = Σ over tensor inputs of numel·elt (each read once) + numel(input 0)·elt(input 0) (an
---              output of input 0's shape written once; copy_ writes its input 0, counted already; a
---              custom (non-aten) op is given its output buffer as an input: Σ inputs only):
+--              output of input 0's shape written once; copy_ writes its input 0, counted already; an
+--              out= variant (a tensor after the functional form's arguments: mul.out [[a],[],[a]]) and a
+--              custom (non-aten) op are given their output buffer as an input: Σ inputs only):
 --              a lower bound when an input broadcasts or an op works in place
 -- A dtype without a known element size (or an op whose dims are missing) gets no row: silent, not guessed.
 -- Columns:
@@ -148,9 +149,20 @@ attn_varlen AS (
 memory_bound AS (
     SELECT run_id, rank, launch_op_id, op_id, name, family, t[1] AS dtype, NULL AS prec, input_dims, CAST(NULL AS DOUBLE) AS flops,
            CAST(list_sum(list_transform(list_zip(numel, elt), lambda x: x[1] * x[2])) AS DOUBLE)
-             + CASE WHEN name = 'aten::copy_' OR name NOT LIKE 'aten::%' THEN 0 ELSE numel[1] * elt[1] END AS bytes
-    FROM (SELECT *, CASE WHEN formula = 'norm' THEN 'norm' ELSE 'elementwise' END AS family FROM typed
-          WHERE formula IN ('norm', 'elementwise') AND len(d) >= 1 AND len(d[1]) > 0) AS m
+             + CASE WHEN name = 'aten::copy_' OR name NOT LIKE 'aten::%' OR has_out THEN 0 ELSE numel[1] * elt[1] END AS bytes
+    FROM (
+        SELECT *, coalesce(len(d) > slots AND len(d[slots + 1]) > 0, false) AS has_out
+        FROM (
+            SELECT *, CASE WHEN formula = 'norm' THEN 'norm' ELSE 'elementwise' END AS family,
+                   -- the functional form's arguments: a tensor after them is the op's out= buffer
+                   CASE regexp_replace(name, '_$', '')
+                        WHEN 'aten::add' THEN 3 WHEN 'aten::sub' THEN 3 WHEN 'aten::where' THEN 3
+                        WHEN 'aten::clamp' THEN 3 WHEN 'aten::mul' THEN 2 WHEN 'aten::div' THEN 2
+                        WHEN 'aten::pow' THEN 2 WHEN 'aten::gelu' THEN 2 WHEN 'aten::copy' THEN 3 ELSE 1 END AS slots
+            FROM typed
+            WHERE formula IN ('norm', 'elementwise') AND len(d) >= 1 AND len(d[1]) > 0
+        )
+    ) AS m
     -- every tensor input has a known element size
     WHERE list_bool_and(list_transform(list_zip(numel, elt), lambda x: x[1] = 0 OR x[2] IS NOT NULL))
 ),

@@ -18,6 +18,8 @@ GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsiz
 FLASH = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::bfloat16_t> >"
 ADD = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, "
        "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, at::detail::Array<char*, 3>)")
+MUL = ("void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<float, float, float, "
+       "at::native::binary_internal::MulFunctor<float> >, at::detail::Array<char*, 2> >")
 ALLREDUCE = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 ALLGATHER = "ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 REDUCESCATTER = "ncclDevKernel_ReduceScatter_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
@@ -64,6 +66,9 @@ def serving_batches(out: Path) -> dict:
             [BF16, BF16, BF16, "", "Scalar"], FLASH, t0 + 30 * US, t0 + 250 * US, 40 * US)
     _shaped(tl, "aten::add", [[300, 4096], [300, 4096], []], [BF16, BF16, "Scalar"], ADD,
             t0 + 50 * US, t0 + 290 * US, 10 * US)
+    # an out= variant: mul.out(self, scalar other, out) reads self and writes out, nothing more
+    _shaped(tl, "aten::mul", [[300, 4096], [], [300, 4096]], ["float", "float", "float"], MUL,
+            t0 + 60 * US, t0 + 295 * US, 4 * US)
     _nccl(tl, ALLREDUCE, "allreduce", 1_048_576, 1_048_576, 4, "BFloat16", t0 + 70 * US, t0 + 300 * US, 50 * US)
     _nccl(tl, ALLGATHER, "_allgather_base", 262_144, 1_048_576, 4, "BFloat16", t0 + 90 * US, t0 + 360 * US, 20 * US)
     _nccl(tl, REDUCESCATTER, "_reduce_scatter_base", 1_048_576, 262_144, 4, "Float", t0 + 110 * US,
@@ -95,6 +100,7 @@ def serving_batches(out: Path) -> dict:
             {"op": "aten::_flash_attention_forward", "flops": 4 * 1 * 32 * 300 * 300 * 128,
              "bytes": (2 * 32 * 300 * 128 + 2 * 8 * 300 * 128) * 2, "dur_ns": 40 * US},
             {"op": "aten::add", "flops": None, "bytes": 3 * 300 * 4096 * 2, "dur_ns": 10 * US},
+            {"op": "aten::mul", "flops": None, "bytes": 2 * 300 * 4096 * 4, "dur_ns": 4 * US},
         ],
         "device": {"device": "NVIDIA H100 SXM", "bf16_tflops": 989.4, "hbm_tbps": 3.35, "link_gbps": 450.0},
         "collectives": [   # bytes, GPU ns, nccl-tests bus factor for n = 4
