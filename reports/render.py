@@ -10,7 +10,7 @@ from pathlib import Path
 
 import jinja2
 
-from reports import charts, svg
+from reports import charts, serving, svg
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -28,7 +28,8 @@ def environment(html: bool, template_dir: str | Path | None = None) -> jinja2.En
     env.filters.update(md=charts.md_cell, ns=charts.fmt_ns, value=charts.fmt_value, spark=charts.sparkline,
                        pct=lambda share: "–" if share is None else f"{100 * share:.1f} %")
     env.globals.update(line_chart=charts.line_chart, bar_pair=charts.bar_pair, share_bars=svg.share_bars,
-                       step_timeline=svg.step_timeline, layer_strip=svg.layer_strip)
+                       step_timeline=svg.step_timeline, layer_strip=svg.layer_strip,
+                       latency_chart=serving.latency_chart, roofline_chart=serving.roofline_chart)
     return env
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 
 from reports.render import render_template
+from reports.serving import serving_section
 from reports.stored import use_stored, use_stored_step
 from reports.takeaways import takeaways
 from warehouse.catalog import connect, materialize
@@ -236,6 +237,7 @@ class RunReport:
     withheld: list[WithheldTakeaway] = field(default_factory=list)
     trace_start_ns: int | None = None  # the origin of every *_ns window of the report
     n_streams: int = 0  # (rank, device, stream)s holding >= REPORT_BAR of the run's GPU time: where work runs
+    serving: dict | None = None  # reports/serving.py: step time by batch size, roofline, collectives
 
     @property
     def mode_note(self) -> str:
@@ -343,6 +345,7 @@ def build_run_report(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | N
     )
     report.step, report.quality = _step(con, run_id, phase)
     report.trace_start_ns = run.get("trace_start_ns")
+    report.serving = serving_section(con, run_id, phase)
     report.n_streams = int(con.execute("""
         SELECT count(*) FROM (SELECT sum(dur_ns) AS ns FROM kernels WHERE run_id = ? GROUP BY rank, device, stream)
         WHERE ns >= ? * (SELECT sum(dur_ns) FROM kernels WHERE run_id = ?)""",

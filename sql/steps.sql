@@ -13,6 +13,22 @@
 --                            activities in that category
 --   activation_ns, rope_ns, quantize_ns, sampling_ns, elementwise_ns   the same, for these categories
 --   reduction_ns, memory_ns, convolution_ns, embedding_ns, other_ns    the same, for these categories
+-- Batch composition (NULL where neither the trace nor a label states it; never guessed). From the serving
+-- annotation of the step (_batch_annotation: SGLang step[...] and its roofline annotation, vLLM
+-- execute_..., ATOM prefill[...]/decode[...]): of the annotations whose host window contains the step's
+-- (the step's own included), the one that states the attention terms, then the tightest; else the only
+-- one inside the step (a ProfilerStep around one forward). Without one, the run's labels given at
+-- ingest (--label batch_size=N, prefill_tokens=N, decode_tokens=N, prefill_requests=N, decode_requests=N)
+-- stand for every step of the run.
+--   batch_size               requests (sequences) in the step (SGLang/ATOM bs, vLLM context + generation
+--                            requests; not vLLM's leading number, which counts tokens)
+--   prefill_requests, decode_requests   requests of each group
+--   prefill_tokens, decode_tokens       query (new) tokens of each group
+--   tokens                   query tokens of the step (the stated total, else the sum of both groups)
+--   kv_tokens                Σ over requests of the attended KV tokens (detailed annotations)
+--   sum_q_sq, sum_q_kv       Σ N_Q² and Σ N_Q·N_KV over requests (detailed annotations): attention work
+--   batch_source             the annotation format (sglang, sglang_roofline, vllm, vllm_detailed, atom,
+--                            atom_detailed), 'label', or NULL
 CREATE OR REPLACE VIEW steps AS
 WITH timeline AS (
     SELECT run_id, rank, step, min(first_start_ns) AS gpu_start_ns, max(last_end_ns) AS gpu_end_ns,
@@ -42,6 +58,35 @@ per_category AS (
     FROM _kernel_facts
     WHERE step IS NOT NULL
     GROUP BY run_id, rank, step
+),
+around AS (
+    -- batch annotations whose window contains the step's: detailed first, then the tightest
+    SELECT s.run_id, s.rank, s.step, a.*,
+           ROW_NUMBER() OVER (PARTITION BY s.run_id, s.rank, s.step
+                              ORDER BY a.detailed DESC, a.end_ns - a.start_ns, a.op_id) AS pick
+    FROM step_spans AS s
+    JOIN _batch_annotation AS a
+      ON a.run_id = s.run_id AND a.rank = s.rank AND a.start_ns <= s.start_ns AND a.end_ns >= s.end_ns
+),
+inside AS (
+    -- the one batch annotation inside the step, when there is exactly one
+    SELECT s.run_id, s.rank, s.step, any_value(a.op_id) AS op_id
+    FROM step_spans AS s
+    JOIN _batch_annotation AS a
+      ON a.run_id = s.run_id AND a.rank = s.rank AND a.start_ns >= s.start_ns AND a.end_ns <= s.end_ns
+    GROUP BY s.run_id, s.rank, s.step
+    HAVING count(*) = 1
+),
+batch AS (
+    SELECT run_id, rank, step, batch_format, batch_size, prefill_requests, decode_requests, prefill_tokens,
+           decode_tokens, tokens, kv_tokens, sum_q_sq, sum_q_kv
+    FROM around WHERE pick = 1
+    UNION ALL
+    SELECT i.run_id, i.rank, i.step, a.batch_format, a.batch_size, a.prefill_requests, a.decode_requests,
+           a.prefill_tokens, a.decode_tokens, a.tokens, a.kv_tokens, a.sum_q_sq, a.sum_q_kv
+    FROM inside AS i
+    JOIN _batch_annotation AS a ON a.run_id = i.run_id AND a.rank = i.rank AND a.op_id = i.op_id
+    WHERE NOT EXISTS (SELECT 1 FROM around AS o WHERE o.run_id = i.run_id AND o.rank = i.rank AND o.step = i.step)
 )
 SELECT
     s.run_id, s.rank, s.step, s.name, s.source, s.phase,
@@ -57,7 +102,21 @@ SELECT
     coalesce(c.sampling_ns, 0) AS sampling_ns, coalesce(c.elementwise_ns, 0) AS elementwise_ns,
     coalesce(c.reduction_ns, 0) AS reduction_ns, coalesce(c.memory_ns, 0) AS memory_ns,
     coalesce(c.convolution_ns, 0) AS convolution_ns, coalesce(c.embedding_ns, 0) AS embedding_ns,
-    coalesce(c.other_ns, 0) AS other_ns
+    coalesce(c.other_ns, 0) AS other_ns,
+    coalesce(b.batch_size, TRY_CAST(r.labels['batch_size'] AS BIGINT)) AS batch_size,
+    coalesce(b.prefill_requests, CASE WHEN b.batch_format IS NULL THEN TRY_CAST(r.labels['prefill_requests'] AS BIGINT) END) AS prefill_requests,
+    coalesce(b.decode_requests, CASE WHEN b.batch_format IS NULL THEN TRY_CAST(r.labels['decode_requests'] AS BIGINT) END) AS decode_requests,
+    coalesce(b.prefill_tokens, CASE WHEN b.batch_format IS NULL THEN TRY_CAST(r.labels['prefill_tokens'] AS BIGINT) END) AS prefill_tokens,
+    coalesce(b.decode_tokens, CASE WHEN b.batch_format IS NULL THEN TRY_CAST(r.labels['decode_tokens'] AS BIGINT) END) AS decode_tokens,
+    coalesce(b.tokens, CASE WHEN b.batch_format IS NULL THEN
+        coalesce(TRY_CAST(r.labels['tokens'] AS BIGINT),
+                 TRY_CAST(r.labels['prefill_tokens'] AS BIGINT) + TRY_CAST(r.labels['decode_tokens'] AS BIGINT)) END) AS tokens,
+    b.kv_tokens, b.sum_q_sq, b.sum_q_kv,
+    coalesce(b.batch_format,
+             CASE WHEN r.labels['batch_size'] IS NOT NULL OR r.labels['prefill_tokens'] IS NOT NULL
+                       OR r.labels['decode_tokens'] IS NOT NULL OR r.labels['tokens'] IS NOT NULL THEN 'label' END) AS batch_source
 FROM step_spans AS s
 LEFT JOIN timeline AS t ON t.run_id = s.run_id AND t.rank = s.rank AND t.step = s.step
-LEFT JOIN per_category AS c ON c.run_id = s.run_id AND c.rank = s.rank AND c.step = s.step;
+LEFT JOIN per_category AS c ON c.run_id = s.run_id AND c.rank = s.rank AND c.step = s.step
+LEFT JOIN batch AS b ON b.run_id = s.run_id AND b.rank = s.rank AND b.step = s.step
+LEFT JOIN runs AS r ON r.run_id = s.run_id;

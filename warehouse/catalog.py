@@ -127,6 +127,10 @@ def register_rules(con: duckdb.DuckDBPyConnection, rules_file: str | None = None
 
     site_rules = load_site_rules(user_site_rules_file())  # noqa: F841 - read by name below
     con.execute("CREATE OR REPLACE TABLE launch_site_rules AS SELECT * FROM site_rules")
+    from warehouse.peaks import load_device_peaks, user_peaks_file  # sql/kernel_roofline.sql
+
+    peaks = load_device_peaks(user_peaks_file())  # noqa: F841 - read by name below
+    con.execute("CREATE OR REPLACE TABLE device_peaks AS SELECT * FROM peaks")
 
 
 CATALOG_VERSION = 2  # bump when the way the catalogue is built changes
@@ -142,6 +146,7 @@ def catalog_fingerprint(rules_file: str | None) -> str:
             digest.update(str(path.relative_to(SQL_DIR)).encode() + b"\0" + path.read_bytes())
     digest.update(Path(__file__).read_bytes())
     digest.update(Path(__file__).with_name("site_rules.py").read_bytes())
+    digest.update(Path(__file__).with_name("peaks.py").read_bytes())
     if rules_file:
         digest.update(Path(rules_file).read_bytes())
     digest.update(_site_rules_digest())
@@ -149,16 +154,25 @@ def catalog_fingerprint(rules_file: str | None) -> str:
 
 
 def _site_rules_digest() -> bytes:
-    """The user's launch-site rule file (TRACEHOUSE_SITE_RULES), by path and content: b'' when unset."""
+    """The user's launch-site rule file (TRACEHOUSE_SITE_RULES) and device peak file
+    (TRACEHOUSE_DEVICE_PEAKS), by path and content: b'' when neither is set."""
+    from warehouse.peaks import user_peaks_file
     from warehouse.site_rules import user_site_rules_file
 
+    out = b""
+    peaks = user_peaks_file()
+    if peaks:
+        try:
+            out = b"peaks:" + peaks.encode() + b"\0" + Path(peaks).read_bytes()
+        except OSError:
+            out = b"peaks:" + peaks.encode()
     user = user_site_rules_file()
     if not user:
-        return b""
+        return out
     try:
-        return user.encode() + b"\0" + Path(user).read_bytes()
+        return out + user.encode() + b"\0" + Path(user).read_bytes()
     except OSError:
-        return user.encode()
+        return out + user.encode()
 
 
 def views_fingerprint(views: list[str]) -> str:
@@ -182,7 +196,8 @@ def views_fingerprint(views: list[str]) -> str:
         digest.update(part.encode() + b"\0")
     for name in sorted(needed):
         digest.update(name.encode() + b"\0" + texts[name].encode())
-    code = [Path(__file__).with_name(name) for name in ("catalog.py", "rules.py", "fusion.py", "site_rules.py")]
+    code = [Path(__file__).with_name(name)
+            for name in ("catalog.py", "rules.py", "fusion.py", "site_rules.py", "peaks.py")]
     for path in sorted((SQL_DIR / "rules").rglob("*")) + code:  # the rule files and the code that loads them
         if path.is_file() and path.suffix in (".csv", ".json", ".py"):
             digest.update(path.name.encode() + b"\0" + path.read_bytes())

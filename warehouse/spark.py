@@ -257,6 +257,9 @@ def register_rule_tables(spark: SparkSession, rules_file: str | None = None) -> 
     from warehouse.site_rules import load_site_rules, user_site_rules_file
 
     _arrow_to_spark(spark, load_site_rules(user_site_rules_file())).createOrReplaceTempView("launch_site_rules")
+    from warehouse.peaks import load_device_peaks, user_peaks_file
+
+    _arrow_to_spark(spark, load_device_peaks(user_peaks_file())).createOrReplaceTempView("device_peaks")
 
 
 @dataclass
