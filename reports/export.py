@@ -48,6 +48,9 @@ from warehouse.store import Warehouse
 BATCH = 20_000
 FAR = 1 << 62  # an open window's bound
 SEQ = 1  # the one packet sequence of the file
+# DuckDB's sorts (every table is read in start order) spill to disk past this, so the export's memory stays
+# bounded whatever the run's size (bench/export_bench.py); TRACEHOUSE_EXPORT_MEMORY overrides it
+MEMORY_LIMIT = os.environ.get("TRACEHOUSE_EXPORT_MEMORY", "2GB")
 EXPORT_FORMATS = ("perfetto", "json")
 EXT = {"perfetto": ".pftrace", "json": ".json"}
 
@@ -325,7 +328,8 @@ def export_run(warehouse: Warehouse, run: str, path: str | Path, *, rank: int | 
         run_id = resolve_run(lookup, run)
     finally:
         lookup.close()
-    con = connect(warehouse, runs=[run_id])
+    spill = warehouse.staging_dir / f"export-{os.getpid()}"
+    con = connect(warehouse, runs=[run_id], settings={"memory_limit": MEMORY_LIMIT, "temp_directory": str(spill)})
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:
@@ -353,6 +357,10 @@ def export_run(warehouse: Warehouse, run: str, path: str | Path, *, rank: int | 
         raise
     finally:
         con.close()
+        if spill.is_dir():
+            import shutil
+
+            shutil.rmtree(spill, ignore_errors=True)
 
 
 def _say(progress, text: str) -> None:
