@@ -10,7 +10,8 @@ host share its clock, and the trace carries nothing to correct another host's of
     one goes to a sub-track `stream S (overlap k)`: none is dropped or clipped.
   * host ops (cpu_ops: aten ops, annotations, runtime calls) per thread, Python frames per thread,
     nested as recorded (a range that overlaps without nesting goes to a sub-track likewise);
-  * a flow from each launch call to each GPU activity it launched (graph launches: one call, many flows);
+  * a flow from each launch call to each GPU activity it launched (graph launches: one call, many flows),
+    where both are exported (the launch call is the host op kernels.launch_op_id names);
   * analysis tracks (group `tracehouse analysis`): the critical path of each step (one slice per segment of
     sql/critical_path, named by kind: it tiles the path), idle gaps of each device by cause
     (sql/idle_gaps, scope device, tiny gaps left out), exposed communication (sql/export_exposed_comm), the
@@ -375,9 +376,10 @@ def _gpu(con, run_id, tracks: _Tracks, procs, stream_names, summary, progress) -
         SELECT k.rank, k.device, k.stream, k.kernel_id, k.kind, k.name, k.start_ns, coalesce(k.dur_ns, 0) AS dur_ns,
                k.step, k.correlation, k.launch_call, k.grid, k.block, k.bytes, k.collective_name,
                c.category, s.file AS site_file, s.line AS site_line, s.function AS site_function,
-               k.launch_op_id IS NOT NULL AND {_overlaps('k', 'launch_start_ns', 'launch_dur_ns')} AS has_flow
+               lo.op_id IS NOT NULL AND {_overlaps('lo')} AS has_flow
         FROM kernels AS k
         JOIN export_window AS w ON w.rank = k.rank
+        LEFT JOIN cpu_ops AS lo ON lo.run_id = k.run_id AND lo.rank = k.rank AND lo.op_id = k.launch_op_id
         LEFT JOIN activity_category AS c ON c.run_id = k.run_id AND c.rank = k.rank AND c.kernel_id = k.kernel_id
         LEFT JOIN kernel_sites AS s ON s.run_id = k.run_id AND s.rank = k.rank AND s.kernel_id = k.kernel_id
         WHERE k.run_id = ? AND {_overlaps('k')}
@@ -411,7 +413,6 @@ def _host(con, run_id, tracks: _Tracks, procs, summary, progress) -> None:
             SELECT k.rank, k.launch_op_id, list(k.kernel_id ORDER BY k.kernel_id) AS kernel_ids
             FROM kernels AS k JOIN export_window AS w ON w.rank = k.rank
             WHERE k.run_id = ? AND k.launch_op_id IS NOT NULL AND {_overlaps('k')}
-              AND {_overlaps('k', 'launch_start_ns', 'launch_dur_ns')}
             GROUP BY k.rank, k.launch_op_id
         )
         SELECT o.rank, o.op_id, o.pid, o.tid, o.cat, o.name, o.start_ns, coalesce(o.dur_ns, 0) AS dur_ns,

@@ -23,6 +23,26 @@ from reports.perfetto_proto import read_slices
 from warehouse.catalog import connect
 
 OVERLAP = "overlap-same-stream"
+USED = (OVERLAP, "dataloader-stall", "back-to-back-1ns")
+
+
+@pytest.fixture(scope="module")
+def situation_warehouse(tmp_path_factory):
+    """The situations these tests read, each its own run (the conftest fixture ingests all of them):
+    (Warehouse, {situation: run id}, {situation: expect})."""
+    from synth.situations import write_situation
+    from warehouse.load import ingest_paths
+    from warehouse.store import Warehouse
+
+    root = tmp_path_factory.mktemp("export-situations")
+    wh = Warehouse(root / "wh")
+    runs, expect = {}, {}
+    for name in USED:
+        out = write_situation(name, root / name)
+        [outcome] = ingest_paths(wh, [out], analyse=False)
+        runs[name] = outcome.run_id
+        expect[name] = json.loads((out / "ground_truth.json").read_text())["expect"]
+    return wh, runs, expect
 
 
 class Parsed:
@@ -364,3 +384,21 @@ def test_every_real_trace_exports(real_warehouse, rel, tmp_path):
     if not dups:
         assert len(p.gpu()) == truth["count"]
         assert sum(s["dur_ns"] for s in p.gpu()) == truth["dur_ns"]
+
+
+def test_b200_eager_pdl_overlaps_on_a_sub_track(real_warehouse, tmp_path):
+    """Hand-checked: b200_eager_rank0 has 929 GPU activities (11,665,760 ns in all, a plain JSON pass), 74 of
+    which start before an earlier activity of stream 7 ends (programmatic dependent launch); at most two are
+    open at once, so stream 7 has one overlap sub-track, holding 38 of them (first fit: in a chain of
+    overlapping kernels every other one), and none is dropped."""
+    require_shared()
+    wh, run_of = real_warehouse
+    rel = "nvidia/b200_eager_rank0.json.gz"
+    if rel not in run_of:
+        pytest.skip(f"{rel} not in ../shared/traces")
+    p = _export(wh, run_of[rel], tmp_path / "b200.pftrace")
+    gpu = p.gpu()
+    assert len(gpu) == 929 and sum(s["dur_ns"] for s in gpu) == 11_665_760
+    lanes = Counter(p.tracks[s["track"]]["name"] for s in gpu)
+    assert lanes == {"GPU 0 stream 7": 891, "GPU 0 stream 7 (overlap 1)": 38}
+    assert len([s for s in gpu if s["terminating"]]) == 929  # every activity linked to its launch call
