@@ -441,10 +441,12 @@ def report(ctx, run, phase, mapping, fmt, output, template_dir, with_trace, engi
 @click.option("--format", "fmt", type=click.Choice(["perfetto", "json"]), default="perfetto", show_default=True,
               help="perfetto: a protobuf .pftrace for ui.perfetto.dev; json: Chrome-trace JSON, same content.")
 @click.option("--no-analysis", is_flag=True, help="Only the trace's own activities, no analysis tracks.")
+@click.option("--analysis-steps", type=click.IntRange(min=0), default=64, show_default=True,
+              help="Draw the critical path and layers of at most this many steps per rank (the first ones).")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="The file to write (written whole, or not at all).")
 @click.pass_context
-def export(ctx, run, rank, step, window, fmt, no_analysis, output):
+def export(ctx, run, rank, step, window, fmt, no_analysis, analysis_steps, output):
     """Export a run to Perfetto with tracehouse's analysis written into it.
 
     GPU activities per device and stream (overlapping ones on sub-tracks, none dropped), host ops and
@@ -464,7 +466,7 @@ def export(ctx, run, rank, step, window, fmt, no_analysis, output):
         raise click.UsageError("give --step or --window, not both")
     summary = export_run(_warehouse(ctx), run, output, rank=rank, step=step,
                          window=parse_window(window) if window else None, fmt=fmt, analysis=not no_analysis,
-                         progress=progress_printer())
+                         analysis_steps=analysis_steps, progress=progress_printer())
     click.echo(summary.line())
 
 # ---- diff and trend (issue 7) -------------------------------------------------------------------

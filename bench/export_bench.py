@@ -1,7 +1,7 @@
 """Benchmark: `tracehouse export` of a large synthesized run, peak memory bounded (issue 18).
 
 A synthesized serving-decode run is grown to about --size bytes of uncompressed trace JSON (one or more
-ranks), ingested once without stored analyses, then exported in a child process per row, exactly as
+ranks), ingested once (analyses stored, as `tracehouse ingest` does), then exported in a child process per row, exactly as
 `tracehouse export` does it (a fresh connection, every table streamed in start order); the child's peak RSS
 (ru_maxrss of the waited child) and wall time are the row. Rows: perfetto with and without the analysis
 tracks, and the Chrome-JSON variant. Several --size values show whether the peak grows with the run: the
@@ -53,7 +53,7 @@ def main() -> None:
             json_bytes = size
             wh = Warehouse(root / "wh")
             t = time.perf_counter()
-            [outcome] = ingest_paths(wh, [run_dir], analyse=False)
+            [outcome] = ingest_paths(wh, [run_dir])  # analyses stored, as `tracehouse ingest`
             ingest_s = time.perf_counter() - t
             con = connect(wh)
             gpu, = con.execute("SELECT count(*) FROM kernels").fetchone()

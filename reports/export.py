@@ -53,6 +53,10 @@ SEQ = 1  # the one packet sequence of the file
 # bounded whatever the run's size (bench/export_bench.py); TRACEHOUSE_EXPORT_MEMORY overrides it
 MEMORY_LIMIT = os.environ.get("TRACEHOUSE_EXPORT_MEMORY", "2GB")
 EXPORT_FORMATS = ("perfetto", "json")
+# The per-step analyses (critical path: a walk over the rank's dependency graph; layers: a self-similarity
+# search) cost about 0.1 and 0.3 s per step: on a run of thousands of steps they are drawn for the first
+# ANALYSIS_STEPS steps of each rank in the selection (--analysis-steps), and the file says so
+ANALYSIS_STEPS = 64
 EXT = {"perfetto": ".pftrace", "json": ".json"}
 
 
@@ -97,12 +101,14 @@ class ExportSummary:
     fmt: str
     ranks: list[int]
     windows: dict[int, tuple[int, int]]  # per rank, the window exported (FAR bounds: the whole rank)
+    notes: list[str] = field(default_factory=list)  # what the file leaves out, and why
     counts: dict[str, int] = field(default_factory=dict)  # slices per kind: gpu, host, python, flows, analysis ...
     lanes: int = 0  # overlap sub-tracks created
 
     def line(self) -> str:
         what = ", ".join(f"{v} {k}" for k, v in self.counts.items() if v)
-        return f"{self.path}\t{self.fmt}\t{len(self.ranks)} rank(s)\t{what}"
+        notes = "".join(f"\n  note: {n}" for n in self.notes)
+        return f"{self.path}\t{self.fmt}\t{len(self.ranks)} rank(s)\t{what}{notes}"
 
 
 def _uuid(*parts) -> int:
@@ -318,7 +324,8 @@ def _windows(con, run_id: str, rank: int | None, step: int | None,
 
 def export_run(warehouse: Warehouse, run: str, path: str | Path, *, rank: int | None = None,
                step: int | None = None, window: tuple[int, int] | None = None, fmt: str = "perfetto",
-               analysis: bool = True, progress: Callable[[str], None] | None = None) -> ExportSummary:
+               analysis: bool = True, analysis_steps: int = ANALYSIS_STEPS,
+               progress: Callable[[str], None] | None = None) -> ExportSummary:
     """Write the run (or its selection) to `path` in `fmt`; the file appears only when complete."""
     if fmt not in EXPORT_FORMATS:
         raise ExportError(f"unknown format {fmt!r}", hint=f"choose {' or '.join(EXPORT_FORMATS)}")
@@ -349,7 +356,7 @@ def export_run(warehouse: Warehouse, run: str, path: str | Path, *, rank: int | 
             _host(con, run_id, tracks, procs, summary, progress)
             _python(con, run_id, tracks, procs, summary, progress)
             if analysis:
-                _analysis(warehouse, con, run_id, tracks, procs, windows, summary, progress)
+                _analysis(warehouse, con, run_id, tracks, procs, windows, summary, progress, analysis_steps)
             writer.close()
         os.replace(tmp, path)
         return summary
@@ -481,7 +488,8 @@ def _steps_in(con, run_id: str, rank: int, lo: int, hi: int) -> list[int]:
     return [st for r, st, a, b, n in step_windows(con, run_id) if r == rank and n and a < hi and b > lo]
 
 
-def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, progress) -> None:
+def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, progress,
+              analysis_steps: int = ANALYSIS_STEPS) -> None:
     from reports.run import COMPUTED_STEP_VIEWS, RANK_TABLES
 
     counts = dict.fromkeys(("critical_path", "idle_gaps", "exposed_comm", "layers", "flags", "takeaways"), 0)
@@ -490,6 +498,14 @@ def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, 
         group = tracks.track(procs[rank], ("analysis", rank), "tracehouse analysis", pid,
                              "tracehouse's findings, from the views of sql/ (docs/interpretation.md)")
         steps = _steps_in(con, run_id, rank, lo, hi)
+        if len(steps) > analysis_steps:
+            note = (f"rank {rank}: critical path and layers of the first {analysis_steps} of its {len(steps)} "
+                    "steps in the selection (--analysis-steps N, or --step / --window for others)")
+            summary.notes.append(note)
+            tracks.w.instant(group, lo if lo > -FAR else con.execute(
+                "SELECT min(start_ns) FROM step_spans WHERE run_id = ? AND rank = ?", [run_id, rank]).fetchone()[0],
+                "note: per-step analyses cut", "note", {"message": note})
+            steps = steps[:analysis_steps]
         _say(progress, f"rank {rank}: critical path of {len(steps)} step(s)")
         if steps:
             # the walk is over the rank's dependency graph: computed over that rank's rows only (as the report)
@@ -516,6 +532,7 @@ def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, 
                                {"step": st, "seq": seq, "kind": kind, "category": cat, "edge": edge,
                                 "kernel_id": kid, "op_id": op, "stream": stream})
                 counts["critical_path"] += 1
+        _say(progress, f"rank {rank}: idle gaps")
         for row in _batches(con, f"""
                 SELECT g.device, g.step, g.gap_start_ns, g.gap_ns, g.class, g.wait_ns, g.host_ns, g.queued_ns,
                        g.host_op, g.host_op_ns, g.next_name, g.next_kernel_id
@@ -531,6 +548,7 @@ def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, 
                            {k: row[k] for k in ("step", "class", "wait_ns", "host_ns", "queued_ns", "host_op",
                                                 "host_op_ns", "next_name", "next_kernel_id")})
             counts["idle_gaps"] += 1
+        _say(progress, f"rank {rank}: exposed communication")
         for row in _batches(con, f"""
                 SELECT x.device, x.start_ns, x.dur_ns FROM export_exposed_comm AS x
                 JOIN export_window AS w ON w.rank = x.rank
@@ -541,6 +559,7 @@ def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, 
             tracks.w.slice(tracks.place(track, row["start_ns"], row["dur_ns"], nest=False), row["start_ns"],
                            row["dur_ns"], "exposed communication", "exposed_comm", {"dur_ns": row["dur_ns"]})
             counts["exposed_comm"] += 1
+        _say(progress, f"rank {rank}: layers")
         if steps:
             for row in _batches(con, f"""
                     SELECT step, device, stream, layer, period, start_ns, end_ns - start_ns AS dur_ns
@@ -553,8 +572,14 @@ def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, 
                                {"step": row["step"], "layer": row["layer"], "period": row["period"],
                                 "device": row["device"], "stream": row["stream"]})
                 counts["layers"] += 1
-        counts["flags"] += _flags(con, run_id, rank, lo, hi, steps, tracks, group, pid)
+        _say(progress, f"rank {rank}: data-quality flags")
+        any_step = [st for r, st, a, b, _ in step_windows(con, run_id) if r == rank and a < hi and b > lo]
+        counts["flags"] += _flags(con, run_id, rank, lo, hi, any_step, tracks, group, pid)
     counts["takeaways"] = _takeaways(warehouse, run_id, tracks, procs, windows, progress)
+    if counts["takeaways"] < 0:
+        counts["takeaways"] = 0
+        summary.notes.append("no report takeaways: the run's analyses are not stored yet (ingested with "
+                             "--no-analyses); run `tracehouse report` once, then export again")
     summary.counts.update(counts)
 
 
@@ -587,7 +612,12 @@ def _takeaways(warehouse, run_id, tracks: _Tracks, procs, windows, progress) -> 
     """The run report's takeaways, each over its window on its rank (the report's step rank for step windows,
     the lowest exported rank for the whole trace)."""
     from reports.run import build_run_report, report_connection
+    from reports.stored import is_stored
 
+    if not is_stored(warehouse, run_id):
+        # computing the report's analyses of a whole run here would cost more than the export itself
+        # (they are stored at ingest; `ingest --no-analyses` leaves them to the first report)
+        return -1
     _say(progress, "the run report's takeaways")
     con = report_connection(warehouse, [run_id])
     try:

@@ -28,8 +28,8 @@ USED = (OVERLAP, "dataloader-stall", "back-to-back-1ns")
 
 @pytest.fixture(scope="module")
 def situation_warehouse(tmp_path_factory):
-    """The situations these tests read, each its own run (the conftest fixture ingests all of them):
-    (Warehouse, {situation: run id}, {situation: expect})."""
+    """The situations these tests read, each its own run, analyses stored as `tracehouse ingest` does (the
+    conftest fixture ingests all of them, without): (Warehouse, {situation: run id}, {situation: expect})."""
     from synth.situations import write_situation
     from warehouse.load import ingest_paths
     from warehouse.store import Warehouse
@@ -39,7 +39,7 @@ def situation_warehouse(tmp_path_factory):
     runs, expect = {}, {}
     for name in USED:
         out = write_situation(name, root / name)
-        [outcome] = ingest_paths(wh, [out], analyse=False)
+        [outcome] = ingest_paths(wh, [out])
         runs[name] = outcome.run_id
         expect[name] = json.loads((out / "ground_truth.json").read_text())["expect"]
     return wh, runs, expect
@@ -192,7 +192,9 @@ def test_idle_gaps_and_flags_and_takeaways(situation_warehouse, tmp_path):
     con.close()
     assert sorted(s["args"]["flag"] for s in p.of("data_quality")) == sorted(f["flag"] for f in flags)
     assert all(s.get("instant") for s in p.of("data_quality"))
-    for t in p.of("takeaway"):
+    takeaways = p.of("takeaway")
+    assert takeaways
+    for t in takeaways:
         assert t["args"]["export"].startswith("tracehouse export")
 
 
@@ -239,6 +241,13 @@ def test_four_ranks_one_process_each_clocks_as_the_tables(four_ranks):
     assert {s["rank"] for s in p.of("critical_path")} == {0, 1, 2, 3}
     one = _export(wh, run_id, root / "r2.pftrace", rank=2)
     assert {s["rank"] for s in one.slices} == {2}
+    # the per-step analyses of the first N steps only, and the file says so
+    cut = export_run(wh, run_id, root / "cut.pftrace", analysis_steps=1)
+    assert cut.notes and any("first 1 of its 2 steps" in n for n in cut.notes)
+    steps = {s["args"]["step"] for s in Parsed(root / "cut.pftrace").of("critical_path")}
+    assert steps == {min({s["args"]["step"] for s in p.of("critical_path")})}
+    # ingested --no-analyses: no takeaways, said so
+    assert any("no report takeaways" in n for n in cut.notes)
 
 
 def test_step_and_window_select_exactly_the_overlapping_slices(four_ranks):
