@@ -402,9 +402,12 @@ def demo(folder):
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the report here.")
 @click.option("--template-dir", type=click.Path(file_okay=False, path_type=Path),
               help="A folder of templates that override the shipped ones (same file names).")
+@click.option("--with-trace", is_flag=True,
+              help="Also export the step the report shows (every rank) to a Perfetto file beside -o, linked "
+                   "from the HTML (see `tracehouse export`).")
 @engine_options
 @click.pass_context
-def report(ctx, run, phase, mapping, fmt, output, template_dir, engine, master):
+def report(ctx, run, phase, mapping, fmt, output, template_dir, with_trace, engine, master):
     """The run report: kernels per phase, overlap and fusion opportunities, and one step's breakdown.
 
     Markdown for reading in a terminal or a PR, one self-contained HTML file with charts, or JSON
@@ -415,13 +418,56 @@ def report(ctx, run, phase, mapping, fmt, output, template_dir, engine, master):
       tracehouse report --run latest
       tracehouse report --run 3f2a --format html -o run.html
       tracehouse report --run latest --engine spark --master spark://head:7077
+      tracehouse report --run latest --format html -o run.html --with-trace   # + run.pftrace
     """
     from reports.run import write_run_report
 
+    if with_trace and (output is None or engine != "duckdb"):
+        raise click.UsageError("--with-trace writes the trace beside the report: give -o FILE (engine duckdb)")
     with spark_errors():
         text = write_run_report(_engine_warehouse(ctx, engine), run, fmt, None, phase, mapping, template_dir,
-                                engine=engine, master=master)
+                                engine=engine, master=master,
+                                trace_path=Path(output).with_suffix(".pftrace") if with_trace else None)
     _write_report(text, output)
+
+
+@main.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("run")
+@click.option("--rank", type=int, help="Only this rank (default: every rank, one process each).")
+@click.option("--step", type=int, help="Only this step's window (per rank: its host window and GPU span).")
+@click.option("--window", metavar="START:END",
+              help="Only slices overlapping [START, END): ns in the trace's time base (as kernels.start_ns; "
+                   "us / ms suffixes allowed).")
+@click.option("--format", "fmt", type=click.Choice(["perfetto", "json"]), default="perfetto", show_default=True,
+              help="perfetto: a protobuf .pftrace for ui.perfetto.dev; json: Chrome-trace JSON, same content.")
+@click.option("--no-analysis", is_flag=True, help="Only the trace's own activities, no analysis tracks.")
+@click.option("--analysis-steps", type=click.IntRange(min=0), default=64, show_default=True,
+              help="Draw the critical path and layers of at most this many steps per rank (the first ones).")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The file to write (written whole, or not at all).")
+@click.pass_context
+def export(ctx, run, rank, step, window, fmt, no_analysis, analysis_steps, output):
+    """Export a run to Perfetto with tracehouse's analysis written into it.
+
+    GPU activities per device and stream (overlapping ones on sub-tracks, none dropped), host ops and
+    Python frames per thread, launch -> kernel flows, and analysis tracks: the critical path, idle gaps
+    by cause, exposed communication, layers, data-quality flags and the report's takeaways. Every
+    finding of `tracehouse report` names the export command of its window.
+
+    \b
+    Example:
+      tracehouse export latest -o run.pftrace
+      tracehouse export 3f2a --rank 0 --step 12 -o step12.pftrace
+      tracehouse export 3f2a --window 1765000000000000000:1765000000004000000 --format json -o w.json
+    """
+    from reports.export import export_run, parse_window, progress_printer
+
+    if step is not None and window:
+        raise click.UsageError("give --step or --window, not both")
+    summary = export_run(_warehouse(ctx), run, output, rank=rank, step=step,
+                         window=parse_window(window) if window else None, fmt=fmt, analysis=not no_analysis,
+                         analysis_steps=analysis_steps, progress=progress_printer())
+    click.echo(summary.line())
 
 # ---- diff and trend (issue 7) -------------------------------------------------------------------
 def _write_report(text: str, output) -> None:

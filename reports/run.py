@@ -168,6 +168,8 @@ class StepSection:
     layer_span_ns: int | None = None  # median wall time of one layer (layer_pattern_summary.layer_span_ns)
     total_layers: int | None = None   # layers found in the step, every repeated block counted
     largest_gap: dict | None = None  # the step's longest device gap: class, start_ns, end_ns, gap_ns, next_name
+    window: FindingWindow | None = None  # the step (its breakdown, critical path), with its export command
+    gap_window: FindingWindow | None = None  # the longest gap, with its export command
 
 
 @dataclass
@@ -181,6 +183,20 @@ class QualityFlag:
     affects: list[str]
     evidence: dict[str, float]
     message: str
+    where: FindingWindow | None = None  # its step's window (or the rank's, the run's) and export command
+
+
+@dataclass
+class FindingWindow:
+    """Where a finding can be seen in the timeline: the rank (None: every rank), the step (None: not one
+    step), start–end in the trace's own time base (absolute ns, as kernels.start_ns: the trace's `ts` × 1000),
+    and the `tracehouse export` command that writes exactly that window (reports/export.py)."""
+
+    rank: int | None
+    step: int | None
+    start_ns: int | None
+    end_ns: int | None
+    command: str
 
 
 @dataclass
@@ -195,6 +211,9 @@ class Takeaway:
     window_start_ns: int | None  # relative to the trace's start (runs.trace_start_ns)
     window_end_ns: int | None
     window_of: str  # what the window is: trace | step | kernel | gap | call
+    rank: int | None = None  # the rank the window is on (None: every rank)
+    step: int | None = None  # the step it is about (None: not one step)
+    where: FindingWindow | None = None  # the window in the trace's time base, and its export command
 
 
 @dataclass
@@ -238,6 +257,7 @@ class RunReport:
     trace_start_ns: int | None = None  # the origin of every *_ns window of the report
     n_streams: int = 0  # (rank, device, stream)s holding >= REPORT_BAR of the run's GPU time: where work runs
     serving: dict | None = None  # reports/serving.py: step time by batch size, roofline, collectives
+    trace_file: str | None = None  # `report --with-trace`: the exported Perfetto file beside the report
 
     @property
     def mode_note(self) -> str:
@@ -355,7 +375,46 @@ def build_run_report(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | N
         # a mapping run gives the replays their sites: the flag that says they have none no longer holds
         report.quality = [q for q in report.quality if q.flag != "graph_replays_without_captures"]
     report.takeaways, report.withheld = takeaways(report, _Windows(con, run_id, report.trace_start_ns))
+    _finding_windows(con, report)
     return report
+
+
+def _finding_windows(con, report: RunReport) -> None:
+    """Give every finding its window in the trace's time base and the export command for exactly it: a step
+    is exported with --step (its wall, step_breakdown), anything else with --window."""
+    from reports.export import export_command
+
+    run_id, origin = report.run_id, report.trace_start_ns or 0
+    walls = {(r, st): (a, b) for r, st, a, b in con.execute(
+        "SELECT rank, step, wall_start_ns, wall_end_ns FROM step_breakdown WHERE run_id = ?", [run_id]).fetchall()}
+    first, last = con.execute("SELECT min(trace_start_ns), max(trace_end_ns) FROM runs WHERE run_id = ?",
+                              [run_id]).fetchone()
+
+    def at(rank, step, start=None, end=None) -> FindingWindow:
+        if step is not None and rank is not None and (rank, step) in walls and start is None:
+            a, b = walls[(rank, step)]
+            return FindingWindow(rank, step, a, b, export_command(run_id, rank, step, None, None))
+        if start is None or end is None or end <= start:
+            return FindingWindow(rank, step, first, last, export_command(run_id, rank, None, None, None))
+        return FindingWindow(rank, step, start, end, export_command(run_id, rank, None, start, end))
+
+    for t in report.takeaways:
+        start, end = _abs(t, origin)
+        whole_step = t.step is not None and (start, end) == walls.get((t.rank, t.step))
+        t.where = at(t.rank, t.step) if whole_step else at(t.rank, t.step, start, end)
+    for q in report.quality:
+        q.where = at(q.rank, q.step)
+    s = report.step
+    if s is not None:
+        s.window = at(s.rank, s.step)
+        if s.largest_gap:
+            s.gap_window = at(s.rank, s.step, s.largest_gap["start_ns"], s.largest_gap["end_ns"])
+
+
+def _abs(t: Takeaway, origin: int) -> tuple[int | None, int | None]:
+    if t.window_start_ns is None or t.window_end_ns is None:
+        return None, None
+    return t.window_start_ns + origin, t.window_end_ns + origin
 
 
 class _Windows:
@@ -625,7 +684,7 @@ def report_connection(warehouse: Warehouse, runs: list[str], engine: str = "duck
 def write_run_report(warehouse: Warehouse, run: str, fmt: str, path: str | Path | None = None,
                      phase: str | None = None, mapping_run: str | None = None,
                      template_dir: str | Path | None = None, engine: str = "duckdb",
-                     master: str | None = None) -> str:
+                     master: str | None = None, trace_path: str | Path | None = None) -> str:
     if engine == "spark":
         from warehouse.spark_connection import spark_connection
 
@@ -635,7 +694,13 @@ def write_run_report(warehouse: Warehouse, run: str, fmt: str, path: str | Path 
     run_id = resolve_run(lookup, run)
     mapping_id = resolve_run(lookup, mapping_run) if mapping_run else None
     con = report_connection(warehouse, [run_id] + ([mapping_id] if mapping_id else []), engine, master)
-    text = render_run_report(build_run_report(con, run_id, phase, mapping_id), fmt, template_dir)
+    report = build_run_report(con, run_id, phase, mapping_id)
+    if trace_path is not None:  # the step the report shows, on every rank (the whole run when it has no step)
+        from reports.export import export_run
+
+        export_run(warehouse, run_id, trace_path, step=report.step.step if report.step else None)
+        report.trace_file = Path(trace_path).name
+    text = render_run_report(report, fmt, template_dir)
     if path is not None:
         Path(path).write_text(text)
     return text

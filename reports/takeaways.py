@@ -31,12 +31,16 @@ def takeaways(r, windows) -> tuple[list, list]:
 
     def draw(figure: str, text: str, value: float | None, subject: str | None,
              window: tuple[int | None, int | None], window_of: str) -> None:
+        # the step's windows (step, its gap, its host setup) are on the step's rank; kernel and trace windows
+        # span every rank
+        on_step = window_of in ("step", "gap") and r.step is not None
         flags = r.flagged(figure)
         if flags:
             if not any(w.figure == figure for w in withheld):
                 withheld.append(WithheldTakeaway(figure, flags))
             return
-        out.append(Takeaway(text, figure, value, subject, window[0], window[1], window_of))
+        out.append(Takeaway(text, figure, value, subject, window[0], window[1], window_of,
+                            rank=r.step.rank if on_step else None, step=r.step.step if on_step else None))
 
     s = r.step
     if s is not None and s.wall_ns:

@@ -1,0 +1,653 @@
+"""Export a run to Perfetto (protobuf) or Chrome-trace JSON, with tracehouse's analysis written into it.
+
+What the file holds, per rank one process (`rank R`), all ranks of the run in one file, every time in the
+tables' own time base (the traces' timestamps in ns; ranks are not shifted: Kineto's timestamps of one
+host share its clock, and the trace carries nothing to correct another host's offset with):
+  * GPU activities per (device, stream): `[category] name`, args kernel_id, kind, category, step,
+    correlation, launch call, Python launch site, grid / block, bytes. Two activities of one stream that
+    overlap in time (programmatic dependent launch, a copy engine) cannot share a Perfetto track (its
+    slices nest; Perfetto's JSON importer drops such `X` slices), so an activity that overlaps an earlier
+    one goes to a sub-track `stream S (overlap k)`: none is dropped or clipped.
+  * host ops (cpu_ops: aten ops, annotations, runtime calls) per thread, Python frames per thread,
+    nested as recorded (a range that overlaps without nesting goes to a sub-track likewise);
+  * a flow from each launch call to each GPU activity it launched (graph launches: one call, many flows),
+    where both are exported (the launch call is the host op kernels.launch_op_id names);
+  * analysis tracks (group `tracehouse analysis`): the critical path of each step (one slice per segment of
+    sql/critical_path, named by kind: it tiles the path), idle gaps of each device by cause
+    (sql/idle_gaps, scope device, tiny gaps left out), exposed communication (sql/export_exposed_comm), the
+    layers of each step's main stream (sql/export_layers), data-quality flags (sql/data_quality, as
+    instants at their step's start or the rank's start) and the run report's takeaways over their windows.
+
+Selection: the whole run, or a window [START, END) in ns (`--window`), or a step (`--step`: per rank, the
+step's host window joined with its GPU span), on all ranks or one (`--rank`). A slice is exported when it
+overlaps the window (a zero-length one when it lies in it), whole: durations are never clipped. A flow
+is written when both its ends are exported.
+
+Memory: every table is read in start order in record batches and written as it is read; only the open
+slices of each track (lanes) are held.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+
+import orjson
+
+from errors import TracehouseError
+from reports import perfetto_proto as pp
+from warehouse.catalog import connect
+from warehouse.runs import resolve_run
+from warehouse.store import Warehouse
+
+BATCH = 20_000
+FAR = 1 << 62  # an open window's bound
+SEQ = 1  # the one packet sequence of the file
+# DuckDB's sorts (every table is read in start order) spill to disk past this, so the export's memory stays
+# bounded whatever the run's size (bench/export_bench.py); TRACEHOUSE_EXPORT_MEMORY overrides it
+MEMORY_LIMIT = os.environ.get("TRACEHOUSE_EXPORT_MEMORY", "2GB")
+EXPORT_FORMATS = ("perfetto", "json")
+# The per-step analyses (critical path: a walk over the rank's dependency graph; layers: a self-similarity
+# search) cost about 0.1 and 0.3 s per step: on a run of thousands of steps they are drawn for the first
+# ANALYSIS_STEPS steps of each rank in the selection (--analysis-steps), and the file says so
+ANALYSIS_STEPS = 64
+EXT = {"perfetto": ".pftrace", "json": ".json"}
+
+
+class ExportError(TracehouseError):
+    hint = "see `tracehouse export -h`"
+
+
+def parse_window(text: str) -> tuple[int, int]:
+    """`START:END` in ns of the trace's time base (integers; `us`/`ms` suffixes scale them)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)(ns|us|ms)?\s*:\s*(\d+(?:\.\d+)?)(ns|us|ms)?\s*", text or "")
+    if not m:
+        raise ExportError(f"--window {text!r} is not START:END", hint="ns in the trace's time base, e.g. "
+                          "--window 1765000000000000000:1765000000005000000 (or with a us / ms suffix)")
+    scale = {"ns": 1, None: 1, "us": 1_000, "ms": 1_000_000}
+    start = int(Decimal(m.group(1)) * scale[m.group(2)])
+    end = int(Decimal(m.group(3)) * scale[m.group(4)])
+    if end <= start:
+        raise ExportError(f"--window {text!r}: END must be after START")
+    return start, end
+
+
+def export_command(run_id: str, rank: int | None, step: int | None, start: int | None, end: int | None) -> str:
+    """The command that exports exactly this window (a step's own window when it is the whole step)."""
+    parts = ["tracehouse export", run_id[:16]]
+    if rank is not None:
+        parts.append(f"--rank {rank}")
+    if start is not None and end is not None and end > start:
+        parts.append(f"--window {start}:{end}")
+        name = f"{run_id[:8]}-r{rank if rank is not None else 'all'}-{start}.pftrace"
+    elif step is not None:
+        parts.append(f"--step {step}")
+        name = f"{run_id[:8]}-r{rank if rank is not None else 'all'}-step{step}.pftrace"
+    else:
+        name = f"{run_id[:8]}.pftrace"
+    return " ".join(parts + ["-o", name])
+
+
+@dataclass
+class ExportSummary:
+    run_id: str
+    path: Path
+    fmt: str
+    ranks: list[int]
+    windows: dict[int, tuple[int, int]]  # per rank, the window exported (FAR bounds: the whole rank)
+    notes: list[str] = field(default_factory=list)  # what the file leaves out, and why
+    counts: dict[str, int] = field(default_factory=dict)  # slices per kind: gpu, host, python, flows, analysis ...
+    lanes: int = 0  # overlap sub-tracks created
+
+    def line(self) -> str:
+        what = ", ".join(f"{v} {k}" for k, v in self.counts.items() if v)
+        notes = "".join(f"\n  note: {n}" for n in self.notes)
+        return f"{self.path}\t{self.fmt}\t{len(self.ranks)} rank(s)\t{what}{notes}"
+
+
+def _uuid(*parts) -> int:
+    return int.from_bytes(hashlib.blake2b(repr(parts).encode(), digest_size=8).digest(), "little") >> 1 or 1
+
+
+def _flow_id(rank: int, kernel_id: int) -> int:
+    return ((rank + 1) << 44) ^ (int(kernel_id) + 1)
+
+
+class _Lanes:
+    """Places slices of one track, in start order, on the track or its overlap sub-tracks. `nest`: a slice
+    inside the open one (end at or before its end) nests on the same lane (host ranges, frames); else every
+    lane holds disjoint slices only (GPU activities, analysis segments)."""
+
+    def __init__(self, nest: bool):
+        self.nest = nest
+        self.lanes: list = []
+
+    def place(self, start: int, end: int) -> int:
+        for i, lane in enumerate(self.lanes):
+            if self.nest:
+                while lane and lane[-1] <= start:
+                    lane.pop()
+                if not lane or end <= lane[-1]:
+                    lane.append(end)
+                    return i
+            elif lane <= start:
+                self.lanes[i] = end
+                return i
+        self.lanes.append([end] if self.nest else end)
+        return len(self.lanes) - 1
+
+
+# ---- writers: the same calls for Perfetto protobuf and Chrome JSON ------------------------------------------
+
+class _PerfettoWriter:
+    def __init__(self, handle):
+        self.f = handle
+        self.f.write(pp.packet(pp.f_varint(pp.PKT_SEQ_ID, SEQ) + pp.f_varint(pp.PKT_SEQ_FLAGS,
+                                                                               pp.SEQ_INCREMENTAL_STATE_CLEARED)))
+
+    def process(self, uuid: int, pid: int, name: str) -> None:
+        self.f.write(pp.packet(pp.track_descriptor(uuid, pid=pid, process_name=name, explicit_children=True)))
+
+    def track(self, uuid: int, name: str, parent: int, order: int, pid: int, description: str | None = None) -> None:
+        self.f.write(pp.packet(pp.track_descriptor(uuid, name, parent=parent, rank_order=order,
+                                                   description=description)))
+
+    def slice(self, track: int, start: int, dur: int, name: str, category: str, args: dict,
+              flows=(), terminating=()) -> None:
+        a = b"".join(pp.annotation(k, v) for k, v in _plain(args).items())
+        self.f.write(pp.event(SEQ, start, pp.SLICE_BEGIN, track, name, category=category, args=a,
+                              flows=flows, terminating=terminating))
+        self.f.write(pp.event(SEQ, start + dur, pp.SLICE_END, track))
+
+    def instant(self, track: int, ts: int, name: str, category: str, args: dict) -> None:
+        a = b"".join(pp.annotation(k, v) for k, v in _plain(args).items())
+        self.f.write(pp.event(SEQ, ts, pp.INSTANT, track, name, category=category, args=a))
+
+    def close(self) -> None:
+        pass
+
+
+def _plain(args: dict) -> dict:
+    """Args as JSON / protobuf scalars: a SUM's DECIMAL / HUGEINT becomes an int (a float when fractional)."""
+    out = {}
+    for k, v in args.items():
+        if v is None:
+            continue
+        if isinstance(v, Decimal):
+            v = int(v) if v == v.to_integral_value() else float(v)
+        out[k] = v
+    return out
+
+
+def _us(ns: int) -> orjson.Fragment:
+    """ns as an exact decimal µs literal (Chrome JSON's unit), never through a float."""
+    sign = "-" if ns < 0 else ""
+    ns = abs(int(ns))
+    return orjson.Fragment(f"{sign}{ns // 1000}.{ns % 1000:03d}".encode())
+
+
+class _JsonWriter:
+    """Chrome-trace JSON: each track is a (pid, tid) of its rank's process; exact ns in args start_ns / dur_ns
+    (ts and dur are exact decimal µs literals too, but JSON readers parse them as floats)."""
+
+    def __init__(self, handle):
+        self.f = handle
+        self.f.write(b'{"displayTimeUnit": "ns", "otherData": {"producer": "tracehouse export"}, "traceEvents": [\n')
+        self.first = True
+        self.where: dict[int, tuple[int, int]] = {}
+        self.next_tid: dict[int, int] = {}
+
+    def _emit(self, event: dict) -> None:
+        self.f.write((b"" if self.first else b",\n") + orjson.dumps(event))
+        self.first = False
+
+    def process(self, uuid: int, pid: int, name: str) -> None:
+        self.where[uuid] = (pid, 0)
+        self._emit({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
+        self._emit({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
+
+    def track(self, uuid: int, name: str, parent: int, order: int, pid: int, description: str | None = None) -> None:
+        tid = self.next_tid.get(pid, 1)
+        self.next_tid[pid] = tid + 1
+        self.where[uuid] = (pid, tid)
+        self._emit({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
+        self._emit({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
+
+    def slice(self, track: int, start: int, dur: int, name: str, category: str, args: dict,
+              flows=(), terminating=()) -> None:
+        pid, tid = self.where[track]
+        self._emit({"ph": "X", "name": name, "cat": category, "pid": pid, "tid": tid, "ts": _us(start),
+                    "dur": _us(dur), "args": {**_plain(args),
+                                               "start_ns": start, "dur_ns": dur}})
+        for f in flows:
+            self._emit({"ph": "s", "id": f, "name": "launch", "cat": "launch", "pid": pid, "tid": tid, "ts": _us(start)})
+        for f in terminating:
+            self._emit({"ph": "f", "bp": "e", "id": f, "name": "launch", "cat": "launch", "pid": pid, "tid": tid,
+                        "ts": _us(start)})
+
+    def instant(self, track: int, ts: int, name: str, category: str, args: dict) -> None:
+        pid, tid = self.where[track]
+        self._emit({"ph": "i", "s": "t", "name": name, "cat": category, "pid": pid, "tid": tid, "ts": _us(ts),
+                    "args": {**_plain(args), "start_ns": ts}})
+
+    def close(self) -> None:
+        self.f.write(b"\n]}\n")
+
+
+# ---- the export ------------------------------------------------------------------------------------------------
+
+def _overlaps(alias: str, start: str = "start_ns", dur: str = "dur_ns") -> str:
+    """SQL: the row of `alias` overlaps its rank's window w (a zero-length one lies in it)."""
+    s, d = f"{alias}.{start}", f"coalesce({alias}.{dur}, 0)"
+    return f"({s} < w.end_ns AND ({s} + {d} > w.start_ns OR {s} >= w.start_ns))"
+
+
+def _batches(con, sql: str, params: list) -> Iterator[dict]:
+    reader = con.sql(sql, params=params).to_arrow_reader(BATCH)
+    for batch in reader:
+        cols = batch.to_pydict()
+        names = list(cols)
+        for values in zip(*(cols[n] for n in names)):
+            yield dict(zip(names, values))
+
+
+class _Tracks:
+    """Track descriptors, written when first used; per track its lanes and overlap sub-tracks."""
+
+    def __init__(self, writer, summary: ExportSummary):
+        self.w, self.summary = writer, summary
+        self.known: set[int] = set()
+        self.lanes: dict[int, _Lanes] = {}
+        self.order: dict[int, int] = {}
+        self.meta: dict[int, tuple[str, int]] = {}
+
+    def process(self, rank: int, name: str) -> int:
+        uuid = _uuid("rank", rank)
+        if uuid not in self.known:
+            self.known.add(uuid)
+            self.w.process(uuid, rank + 1, name)
+        return uuid
+
+    def track(self, parent: int, key: tuple, name: str, pid: int, description: str | None = None) -> int:
+        uuid = _uuid(*key)
+        if uuid not in self.known:
+            self.known.add(uuid)
+            n = self.order[parent] = self.order.get(parent, 0) + 1
+            self.w.track(uuid, name, parent, n, pid, description)
+            self.meta[uuid] = (name, pid)
+        return uuid
+
+    def place(self, track: int, start: int, dur: int, nest: bool) -> int:
+        """The track (or overlap sub-track) this slice goes on."""
+        lanes = self.lanes.setdefault(track, _Lanes(nest))
+        lane = lanes.place(start, start + dur)
+        if lane == 0:
+            return track
+        uuid = _uuid("lane", track, lane)
+        if uuid not in self.known:
+            name, pid = self.meta[track]
+            self.known.add(uuid)
+            self.summary.lanes += 1
+            self.w.track(uuid, f"{name} (overlap {lane})", track, lane, pid,
+                         "slices that overlap an earlier slice of the track without nesting in it")
+            self.meta[uuid] = (f"{name} (overlap {lane})", pid)
+        return uuid
+
+
+def _windows(con, run_id: str, rank: int | None, step: int | None,
+             window: tuple[int, int] | None) -> dict[int, tuple[int, int]]:
+    ranks = [r for (r,) in con.execute("SELECT DISTINCT rank FROM kernels WHERE run_id = ? UNION "
+                                       "SELECT DISTINCT rank FROM cpu_ops WHERE run_id = ? ORDER BY 1",
+                                       [run_id, run_id]).fetchall()]
+    if rank is not None:
+        if rank not in ranks:
+            raise ExportError(f"run {run_id} has no rank {rank}",
+                              hint=f"its ranks: {', '.join(map(str, ranks)) or 'none'}")
+        ranks = [rank]
+    if step is not None:
+        rows = {r: (a, b) for r, st, a, b, _ in step_windows(con, run_id) if st == step and r in ranks}
+        if not rows:
+            known = [s for (s,) in con.execute("SELECT DISTINCT step FROM step_spans WHERE run_id = ? ORDER BY 1",
+                                               [run_id]).fetchall()]
+            raise ExportError(f"run {run_id} has no step {step}" + (f" on rank {rank}" if rank is not None else ""),
+                              hint=f"its steps: {', '.join(map(str, known[:20])) or 'none'}")
+        return rows
+    lo, hi = window if window else (-FAR, FAR)
+    return {r: (lo, hi) for r in ranks}
+
+
+def export_run(warehouse: Warehouse, run: str, path: str | Path, *, rank: int | None = None,
+               step: int | None = None, window: tuple[int, int] | None = None, fmt: str = "perfetto",
+               analysis: bool = True, analysis_steps: int = ANALYSIS_STEPS,
+               progress: Callable[[str], None] | None = None) -> ExportSummary:
+    """Write the run (or its selection) to `path` in `fmt`; the file appears only when complete."""
+    if fmt not in EXPORT_FORMATS:
+        raise ExportError(f"unknown format {fmt!r}", hint=f"choose {' or '.join(EXPORT_FORMATS)}")
+    if step is not None and window is not None:
+        raise ExportError("give --step or --window, not both")
+    lookup = connect(warehouse)
+    try:
+        run_id = resolve_run(lookup, run)
+    finally:
+        lookup.close()
+    spill = warehouse.staging_dir / f"export-{os.getpid()}"
+    con = connect(warehouse, runs=[run_id], settings={"memory_limit": MEMORY_LIMIT, "temp_directory": str(spill)})
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        windows = _windows(con, run_id, rank, step, window)
+        summary = ExportSummary(run_id, path, fmt, sorted(windows), windows)
+        con.execute("CREATE OR REPLACE TEMP TABLE export_window (rank INTEGER, start_ns BIGINT, end_ns BIGINT)")
+        con.executemany("INSERT INTO export_window VALUES (?, ?, ?)", [[r, s, e] for r, (s, e) in windows.items()])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb", buffering=1 << 20) as handle:
+            writer = _PerfettoWriter(handle) if fmt == "perfetto" else _JsonWriter(handle)
+            tracks = _Tracks(writer, summary)
+            stream_names = {(r, d, s): n for r, d, s, n in con.execute(
+                "SELECT rank, device, stream, name FROM streams WHERE run_id = ?", [run_id]).fetchall()}
+            procs = {r: tracks.process(r, f"rank {r}") for r in sorted(windows)}
+            _gpu(con, run_id, tracks, procs, stream_names, summary, progress)
+            _host(con, run_id, tracks, procs, summary, progress)
+            _python(con, run_id, tracks, procs, summary, progress)
+            if analysis:
+                _analysis(warehouse, con, run_id, tracks, procs, windows, summary, progress, analysis_steps)
+            writer.close()
+        os.replace(tmp, path)
+        return summary
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    finally:
+        con.close()
+        if spill.is_dir():
+            import shutil
+
+            shutil.rmtree(spill, ignore_errors=True)
+
+
+def _say(progress, text: str) -> None:
+    if progress:
+        progress(text)
+
+
+def _gpu(con, run_id, tracks: _Tracks, procs, stream_names, summary, progress) -> None:
+    _say(progress, "GPU activities")
+    n = flows = 0
+    sql = f"""
+        SELECT k.rank, k.device, k.stream, k.kernel_id, k.kind, k.name, k.start_ns, coalesce(k.dur_ns, 0) AS dur_ns,
+               k.step, k.correlation, k.launch_call, k.grid, k.block, k.bytes, k.collective_name,
+               c.category, s.file AS site_file, s.line AS site_line, s.function AS site_function,
+               lo.op_id IS NOT NULL AND {_overlaps('lo')} AS has_flow
+        FROM kernels AS k
+        JOIN export_window AS w ON w.rank = k.rank
+        LEFT JOIN cpu_ops AS lo ON lo.run_id = k.run_id AND lo.rank = k.rank AND lo.op_id = k.launch_op_id
+        LEFT JOIN activity_category AS c ON c.run_id = k.run_id AND c.rank = k.rank AND c.kernel_id = k.kernel_id
+        LEFT JOIN kernel_sites AS s ON s.run_id = k.run_id AND s.rank = k.rank AND s.kernel_id = k.kernel_id
+        WHERE k.run_id = ? AND {_overlaps('k')}
+        ORDER BY k.rank, k.device NULLS FIRST, k.stream NULLS FIRST, k.start_ns, k.kernel_id"""
+    for r in _batches(con, sql, [run_id]):
+        rank, device, stream = r["rank"], r["device"], r["stream"]
+        label = (stream_names.get((rank, device, stream)) or f"stream {stream}").strip()
+        track = tracks.track(procs[rank], ("gpu", rank, device, stream), f"GPU {device} {label}", rank + 1)
+        lane = tracks.place(track, r["start_ns"], r["dur_ns"], nest=False)
+        category = r["category"] or ("memory" if r["kind"] in ("memcpy", "memset") else "other")
+        site = (f"{r['site_file']}:{r['site_line']} {r['site_function'] or ''}".strip()
+                if r["site_file"] else None)
+        args = {"kernel_id": r["kernel_id"], "kind": r["kind"], "category": category, "step": r["step"],
+                "stream": stream, "device": device, "correlation": r["correlation"], "launch_call": r["launch_call"],
+                "python_site": site, "grid": r["grid"], "block": r["block"], "bytes": r["bytes"],
+                "collective": r["collective_name"]}
+        term = (_flow_id(rank, r["kernel_id"]),) if r["has_flow"] else ()
+        flows += len(term)
+        tracks.w.slice(lane, r["start_ns"], r["dur_ns"], f"[{category}] {r['name']}", r["kind"], args,
+                       terminating=term)
+        n += 1
+    summary.counts["gpu"] = n
+    summary.counts["flows"] = flows
+
+
+def _host(con, run_id, tracks: _Tracks, procs, summary, progress) -> None:
+    _say(progress, "host ops")
+    n = 0
+    sql = f"""
+        WITH launched AS (
+            SELECT k.rank, k.launch_op_id, list(k.kernel_id ORDER BY k.kernel_id) AS kernel_ids
+            FROM kernels AS k JOIN export_window AS w ON w.rank = k.rank
+            WHERE k.run_id = ? AND k.launch_op_id IS NOT NULL AND {_overlaps('k')}
+            GROUP BY k.rank, k.launch_op_id
+        )
+        SELECT o.rank, o.op_id, o.pid, o.tid, o.cat, o.name, o.start_ns, coalesce(o.dur_ns, 0) AS dur_ns,
+               o.external_id, o.correlation, o.input_dims, o.stream, o.sync_kind, l.kernel_ids
+        FROM cpu_ops AS o
+        JOIN export_window AS w ON w.rank = o.rank
+        LEFT JOIN launched AS l ON l.rank = o.rank AND l.launch_op_id = o.op_id
+        WHERE o.run_id = ? AND {_overlaps('o')}
+        ORDER BY o.rank, o.pid, o.tid, o.start_ns, o.dur_ns DESC, o.op_id"""
+    for r in _batches(con, sql, [run_id, run_id]):
+        rank = r["rank"]
+        if r["cat"] == "cuda_sync":
+            key, name = ("sync", rank, r["pid"], r["stream"]), f"GPU sync records stream {r['stream']}"
+        else:
+            key, name = ("host", rank, r["pid"], r["tid"]), f"thread {r['tid']} (pid {r['pid']})"
+        track = tracks.track(procs[rank], key, name, rank + 1)
+        lane = tracks.place(track, r["start_ns"], r["dur_ns"], nest=True)
+        flows = tuple(_flow_id(rank, k) for k in (r["kernel_ids"] or ()))
+        args = {"op_id": r["op_id"], "cat": r["cat"], "external_id": r["external_id"],
+                "correlation": r["correlation"], "input_dims": r["input_dims"], "sync_kind": r["sync_kind"],
+                "launched": len(flows) or None}
+        tracks.w.slice(lane, r["start_ns"], r["dur_ns"], r["name"], r["cat"] or "host", args, flows=flows)
+        n += 1
+    summary.counts["host"] = n
+
+
+def _python(con, run_id, tracks: _Tracks, procs, summary, progress) -> None:
+    _say(progress, "Python frames")
+    n = 0
+    sql = f"""
+        SELECT f.rank, f.frame_id, f.pid, f.tid, f.name, f.start_ns, coalesce(f.dur_ns, 0) AS dur_ns
+        FROM python_frames AS f JOIN export_window AS w ON w.rank = f.rank
+        WHERE f.run_id = ? AND {_overlaps('f')}
+        ORDER BY f.rank, f.pid, f.tid, f.start_ns, f.dur_ns DESC, f.frame_id"""
+    for r in _batches(con, sql, [run_id]):
+        rank = r["rank"]
+        track = tracks.track(procs[rank], ("python", rank, r["pid"], r["tid"]), f"python thread {r['tid']}", rank + 1)
+        lane = tracks.place(track, r["start_ns"], r["dur_ns"], nest=True)
+        tracks.w.slice(lane, r["start_ns"], r["dur_ns"], r["name"], "python", {"frame_id": r["frame_id"]})
+        n += 1
+    summary.counts["python"] = n
+
+
+# ---- analysis tracks -----------------------------------------------------------------------------------------
+
+CP_DESCRIPTION = ("sql/critical_path: the chain of dependencies that determined when the step's GPU work ended; "
+                  "its segments tile the path (one slice per segment)")
+
+
+def step_windows(con, run_id: str) -> list[tuple[int, int, int, int, int]]:
+    """(rank, step, start, end, activities) of every step: its wall as step_breakdown defines it (the earlier
+    of its host start and first GPU start to the later of its host end and last GPU end), from the tables."""
+    return con.execute("""
+        WITH gpu AS (
+            SELECT rank, step, min(start_ns) AS first_ns, max(end_ns) AS last_ns, count(*) AS n
+            FROM kernels WHERE run_id = ? AND step IS NOT NULL GROUP BY rank, step
+        )
+        SELECT s.rank, s.step, least(s.start_ns, coalesce(g.first_ns, s.start_ns)),
+               greatest(s.end_ns, coalesce(g.last_ns, s.end_ns)), coalesce(g.n, 0)
+        FROM step_spans AS s LEFT JOIN gpu AS g ON g.rank = s.rank AND g.step = s.step
+        WHERE s.run_id = ? ORDER BY s.rank, s.step""", [run_id, run_id]).fetchall()
+
+
+def _steps_in(con, run_id: str, rank: int, lo: int, hi: int) -> list[int]:
+    """The steps of the rank with GPU work whose wall overlaps [lo, hi)."""
+    return [st for r, st, a, b, n in step_windows(con, run_id) if r == rank and n and a < hi and b > lo]
+
+
+def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, progress,
+              analysis_steps: int = ANALYSIS_STEPS) -> None:
+    from reports.run import COMPUTED_STEP_VIEWS, RANK_TABLES
+
+    counts = dict.fromkeys(("critical_path", "idle_gaps", "exposed_comm", "layers", "flags", "takeaways"), 0)
+    for rank, (lo, hi) in sorted(windows.items()):
+        pid = rank + 1
+        group = tracks.track(procs[rank], ("analysis", rank), "tracehouse analysis", pid,
+                             "tracehouse's findings, from the views of sql/ (docs/interpretation.md)")
+        steps = _steps_in(con, run_id, rank, lo, hi)
+        if len(steps) > analysis_steps:
+            note = (f"rank {rank}: critical path and layers of the first {analysis_steps} of its {len(steps)} "
+                    "steps in the selection (--analysis-steps N, or --step / --window for others)")
+            summary.notes.append(note)
+            tracks.w.instant(group, lo if lo > -FAR else con.execute(
+                "SELECT min(start_ns) FROM step_spans WHERE run_id = ? AND rank = ?", [run_id, rank]).fetchone()[0],
+                "note: per-step analyses cut", "note", {"message": note})
+            steps = steps[:analysis_steps]
+        _say(progress, f"rank {rank}: critical path of {len(steps)} step(s)")
+        if steps:
+            # the walk is over the rank's dependency graph: computed over that rank's rows only (as the report)
+            rows = "run_id = '" + run_id.replace("'", "''") + f"' AND rank = {int(rank)}"
+            (attached,) = con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'catalog'"
+                                      ).fetchone()
+            schema = "catalog.main" if attached else "main"
+            for table in RANK_TABLES:
+                con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM {schema}.{table} WHERE {rows}")
+            try:
+                cp = con.execute(f"""
+                    SELECT step, seq, kind, category, name, start_ns, dur_ns, kernel_id, op_id, stream, edge
+                    FROM {COMPUTED_STEP_VIEWS[0]}
+                    WHERE run_id = ? AND rank = ? AND step IN ({', '.join(map(str, steps))})
+                    ORDER BY start_ns, step, seq""", [run_id, rank]).fetchall()
+            finally:
+                for table in RANK_TABLES:
+                    con.execute(f"DROP VIEW IF EXISTS temp.{table}")
+            track = tracks.track(group, ("cp", rank), "critical path", pid, CP_DESCRIPTION)
+            for st, seq, kind, cat, name, start, dur, kid, op, stream, edge in cp:
+                label = kind + (f" [{cat}]" if cat else "") + (f" {name}" if name else "") + (f" ({edge})" if edge else "")
+                lane = tracks.place(track, start, dur, nest=False)
+                tracks.w.slice(lane, start, dur, label, "critical_path",
+                               {"step": st, "seq": seq, "kind": kind, "category": cat, "edge": edge,
+                                "kernel_id": kid, "op_id": op, "stream": stream})
+                counts["critical_path"] += 1
+        _say(progress, f"rank {rank}: idle gaps")
+        for row in _batches(con, f"""
+                SELECT g.device, g.step, g.gap_start_ns, g.gap_ns, g.class, g.wait_ns, g.host_ns, g.queued_ns,
+                       g.host_op, g.host_op_ns, g.next_name, g.next_kernel_id
+                FROM idle_gaps AS g JOIN export_window AS w ON w.rank = g.rank
+                WHERE g.run_id = ? AND g.rank = ? AND g.scope = 'device' AND g.class <> 'tiny'
+                  AND {_overlaps('g', 'gap_start_ns', 'gap_ns')}
+                ORDER BY g.device, g.gap_start_ns""", [run_id, rank]):
+            track = tracks.track(group, ("gaps", rank, row["device"]), f"idle gaps GPU {row['device']}", pid,
+                                 "sql/idle_gaps (scope device): why no stream of the device was busy; gaps under "
+                                 "1 us (class tiny) are left out")
+            lane = tracks.place(track, row["gap_start_ns"], row["gap_ns"], nest=False)
+            tracks.w.slice(lane, row["gap_start_ns"], row["gap_ns"], f"idle: {row['class']}", "idle_gap",
+                           {k: row[k] for k in ("step", "class", "wait_ns", "host_ns", "queued_ns", "host_op",
+                                                "host_op_ns", "next_name", "next_kernel_id")})
+            counts["idle_gaps"] += 1
+        _say(progress, f"rank {rank}: exposed communication")
+        for row in _batches(con, f"""
+                SELECT x.device, x.start_ns, x.dur_ns FROM export_exposed_comm AS x
+                JOIN export_window AS w ON w.rank = x.rank
+                WHERE x.run_id = ? AND x.rank = ? AND {_overlaps('x')} ORDER BY x.device, x.start_ns""",
+                            [run_id, rank]):
+            track = tracks.track(group, ("comm", rank, row["device"]), f"exposed communication GPU {row['device']}",
+                                 pid, "sql/export_exposed_comm: communication running with no compute beside it")
+            tracks.w.slice(tracks.place(track, row["start_ns"], row["dur_ns"], nest=False), row["start_ns"],
+                           row["dur_ns"], "exposed communication", "exposed_comm", {"dur_ns": row["dur_ns"]})
+            counts["exposed_comm"] += 1
+        _say(progress, f"rank {rank}: layers")
+        if steps:
+            for row in _batches(con, f"""
+                    SELECT step, device, stream, layer, period, start_ns, end_ns - start_ns AS dur_ns
+                    FROM export_layers WHERE run_id = ? AND rank = ? AND step IN ({', '.join(map(str, steps))})
+                    ORDER BY start_ns, layer""", [run_id, rank]):
+                track = tracks.track(group, ("layers", rank), "layers", pid,
+                                     "sql/export_layers: the repeating layer of each step's main stream")
+                tracks.w.slice(tracks.place(track, row["start_ns"], row["dur_ns"], nest=False), row["start_ns"],
+                               row["dur_ns"], f"layer {row['layer']}", "layer",
+                               {"step": row["step"], "layer": row["layer"], "period": row["period"],
+                                "device": row["device"], "stream": row["stream"]})
+                counts["layers"] += 1
+        _say(progress, f"rank {rank}: data-quality flags")
+        any_step = [st for r, st, a, b, _ in step_windows(con, run_id) if r == rank and a < hi and b > lo]
+        counts["flags"] += _flags(con, run_id, rank, lo, hi, any_step, tracks, group, pid)
+    counts["takeaways"] = _takeaways(warehouse, run_id, tracks, procs, windows, progress)
+    if counts["takeaways"] < 0:
+        counts["takeaways"] = 0
+        summary.notes.append("no report takeaways: the run's analyses are not stored yet (ingested with "
+                             "--no-analyses); run `tracehouse report` once, then export again")
+    summary.counts.update(counts)
+
+
+def _flags(con, run_id, rank, lo, hi, steps, tracks: _Tracks, group, pid) -> int:
+    """data_quality rows of the rank (and the run's), as instants at their step's start or the rank's start."""
+    rows = con.execute(f"""
+        WITH starts AS (
+            SELECT step, start_ns AS at_ns FROM step_spans WHERE run_id = ? AND rank = ?
+        )
+        SELECT q.flag, q.severity, q.rank, q.step, q.message, array_to_string(q.affects, ', ') AS affects,
+               coalesce(s.at_ns, greatest(?, (SELECT min(at_ns) FROM starts))) AS at_ns
+        FROM data_quality AS q LEFT JOIN starts AS s ON s.step = q.step
+        WHERE q.run_id = ? AND (q.rank = ? OR q.rank IS NULL)
+          AND (q.step IS NULL OR q.step IN ({', '.join(map(str, steps)) or 'NULL'}))
+        ORDER BY at_ns, q.flag""", [run_id, rank, lo, run_id, rank]).fetchall()
+    n = 0
+    for flag, severity, frank, fstep, message, affects, at in rows:
+        if at is None:
+            continue
+        track = tracks.track(group, ("flags", rank), "data quality", pid,
+                             "sql/data_quality: why some figures cannot be trusted as they stand")
+        tracks.w.instant(track, int(at), f"{severity}: {flag}", "data_quality",
+                         {"flag": flag, "severity": severity, "rank": frank, "step": fstep, "affects": affects,
+                          "message": message})
+        n += 1
+    return n
+
+
+def _takeaways(warehouse, run_id, tracks: _Tracks, procs, windows, progress) -> int:
+    """The run report's takeaways, each over its window on its rank (the report's step rank for step windows,
+    the lowest exported rank for the whole trace)."""
+    from reports.run import build_run_report, report_connection
+    from reports.stored import is_stored
+
+    if not is_stored(warehouse, run_id):
+        # computing the report's analyses of a whole run here would cost more than the export itself
+        # (they are stored at ingest; `ingest --no-analyses` leaves them to the first report)
+        return -1
+    _say(progress, "the run report's takeaways")
+    con = report_connection(warehouse, [run_id])
+    try:
+        report = build_run_report(con, run_id)
+    finally:
+        con.close()
+    n = 0
+    for t in report.takeaways:
+        w = t.where
+        if w is None or w.start_ns is None or w.end_ns is None:
+            continue
+        if w.rank is not None and w.rank not in windows:
+            continue
+        rank = w.rank if w.rank is not None else min(windows)
+        start, end = w.start_ns, w.end_ns
+        lo, hi = windows[rank]
+        if not (start < hi and (end > lo or start >= lo)):
+            continue
+        group = tracks.track(procs[rank], ("analysis", rank), "tracehouse analysis", rank + 1)
+        track = tracks.track(group, ("takeaways", rank), "report takeaways", rank + 1,
+                             "the run report's takeaways (reports/takeaways.py) over the windows they name")
+        args = {"figure": t.figure, "value": t.value, "subject": t.subject, "window_of": t.window_of,
+                "step": w.step, "text": t.text, "export": w.command}
+        tracks.w.slice(tracks.place(track, start, end - start, nest=False), start, end - start,
+                       t.text[:120], "takeaway", args)
+        n += 1
+    return n
+
+
+def progress_printer() -> Callable[[str], None] | None:
+    if not sys.stderr.isatty():
+        return None
+    return lambda text: print(f"  {text}", file=sys.stderr)
