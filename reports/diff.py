@@ -84,6 +84,8 @@ class DiffReport:
     critical_path: list[CriticalPathRow] = field(default_factory=list)
     critical_path_available: bool = False
     notes: list[str] = field(default_factory=list)
+    # step time by (phase, batch size) on both sides (sql/step_latency): only batch sizes both runs have
+    batch_latency: list[dict] = field(default_factory=list)
 
 
 _KERNELS_SQL = """
@@ -232,7 +234,27 @@ def build_diff(con: duckdb.DuckDBPyConnection, base: str, target: str, *, top: i
         notes.append("a run has no steps: its per-step figures are zero")
     tb, tt = binfo.gpu_ns_per_step, tinfo.gpu_ns_per_step
     return DiffReport(binfo, tinfo, tb, tt, tt - tb, _ratio(tb, tt), categories, kernels, movers, appeared, vanished,
-                      counts, cp, available, notes)
+                      counts, cp, available, notes, _batch_latency(con, base_id, target_id))
+
+
+def _batch_latency(con, base_id: str, target_id: str) -> list[dict]:
+    """Median step time per (phase, batch size) that both runs ran (sql/step_latency)."""
+    try:
+        rows = con.execute("""
+            SELECT b.phase, b.batch_size, b.steps AS base_steps, t.steps AS target_steps,
+                   b.median_step_ns AS base_median_ns, t.median_step_ns AS target_median_ns
+            FROM step_latency AS b
+            JOIN step_latency AS t ON t.phase = b.phase AND t.batch_size = b.batch_size
+            WHERE b.run_id = ? AND t.run_id = ? AND b.batch_size IS NOT NULL
+            ORDER BY b.phase, b.batch_size""", [base_id, target_id]).fetchall()
+    except duckdb.Error:  # a catalogue without step_latency
+        return []
+    out = []
+    for phase, bs, bsteps, tsteps, bns, tns in rows:
+        out.append({"phase": phase, "batch_size": bs, "base_steps": bsteps, "target_steps": tsteps,
+                    "base_median_ns": bns, "target_median_ns": tns, "delta_ns": tns - bns,
+                    "ratio": _ratio(bns, tns)})
+    return out
 
 
 def render_diff(report: DiffReport, fmt: str) -> str:

@@ -16,6 +16,11 @@
 --   category.<category>_ns_per_step        GPU time (sum of durations) of the category per step
 --   kernel.<normalized name>_ns_per_step   GPU time per step of the 10 normalized kernel names
 --                                (kernel_name_normalized) with the most GPU time in the (run, phase)
+--   mfu_pct, mbu_pct             mean over the steps with known work of step_roofline's MFU / MBU (lower
+--                                bounds: kernels whose op has no FLOP/byte formula add nothing)
+--   step_time_bs.<N>_median_ns   median step time (as step_time_median_ns) over the steps of batch size N
+--                                (steps.batch_size), for the 3 batch sizes with the most steps in the
+--                                (run, phase): the step time at a fixed batch size, comparable across runs
 --   critical_path.<category>_share, critical_path.<kind>_share   share of the critical path
 --                                (critical_path_summary: gpu time by category; launch_delay, kernel_gap,
 --                                cpu, sync_wait by kind), summed over the steps' paths
@@ -29,7 +34,8 @@
 --   phase       VARCHAR  the steps' phase (prefill, decode, mixed, unknown)
 --   metric      VARCHAR  the metric name (above)
 --   value       DOUBLE   its value (ns, %, count or share, as the name says)
---   better      VARCHAR  which way is better: `lower` (times, idle, activities), `higher` (gpu_busy_pct),
+--   better      VARCHAR  which way is better: `lower` (times, idle, activities), `higher` (gpu_busy_pct,
+--                        mfu_pct, mbu_pct),
 --                        `none` (steps and critical-path shares: composition, never flagged)
 --   spread      DOUBLE   step-to-step noise of the value: 1.4826 × MAD over the steps of the per-step value,
 --                        / sqrt(steps) (the standard error of a per-step mean; step_time_p90_ns: not divided and at
@@ -40,7 +46,7 @@
 --                        the max over ranks)
 CREATE OR REPLACE VIEW run_metrics AS
 WITH step_rows AS (
-    SELECT run_id, rank, step, coalesce(phase, 'unknown') AS phase,
+    SELECT run_id, rank, step, coalesce(phase, 'unknown') AS phase, batch_size,
            CAST(coalesce(gpu_span_ns, wall_ns) AS DOUBLE) AS step_time_ns, CAST(wall_ns AS DOUBLE) AS wall_ns,
            gpu_span_ns, gpu_busy_ns, exposed_comm_ns, idle_ns, activities
     FROM steps
@@ -69,6 +75,20 @@ top_kernels AS (
     ) AS ranked
     WHERE rn <= 10
 ),
+top_batches AS (
+    -- the 3 batch sizes with the most steps per (run, phase)
+    SELECT run_id, phase, batch_size FROM (
+        SELECT run_id, phase, batch_size,
+               row_number() OVER (PARTITION BY run_id, phase ORDER BY count(*) DESC, batch_size) AS rn
+        FROM step_rows WHERE batch_size IS NOT NULL
+        GROUP BY run_id, phase, batch_size
+    ) AS ranked
+    WHERE rn <= 3
+),
+batch_steps AS (
+    SELECT s.* FROM step_rows AS s
+    JOIN top_batches AS b ON b.run_id = s.run_id AND b.phase = s.phase AND b.batch_size = s.batch_size
+),
 per_step AS (
     -- one value per (run, rank, phase, step, metric); `agg` says how the steps combine
     SELECT run_id, rank, phase, step, 'step_time' AS metric, step_time_ns AS v FROM step_rows
@@ -79,6 +99,18 @@ per_step AS (
     SELECT run_id, -1, phase, step, 'step_time', step_time_ns FROM step_rows
     UNION ALL
     SELECT run_id, -1, phase, step, 'wall_time', wall_ns FROM step_rows
+    UNION ALL
+    SELECT run_id, rank, phase, step, 'step_time_bs.' || batch_size, step_time_ns FROM batch_steps
+    UNION ALL
+    SELECT run_id, -1, phase, step, 'step_time_bs.' || batch_size, step_time_ns FROM batch_steps
+    UNION ALL
+    SELECT u.run_id, u.rank, s.phase, u.step, 'mfu_pct', u.mfu_pct
+    FROM step_roofline AS u JOIN step_rows AS s ON s.run_id = u.run_id AND s.rank = u.rank AND s.step = u.step
+    WHERE u.mfu_pct IS NOT NULL
+    UNION ALL
+    SELECT u.run_id, u.rank, s.phase, u.step, 'mbu_pct', u.mbu_pct
+    FROM step_roofline AS u JOIN step_rows AS s ON s.run_id = u.run_id AND s.rank = u.rank AND s.step = u.step
+    WHERE u.mbu_pct IS NOT NULL
     UNION ALL
     SELECT run_id, rank, phase, step, 'gpu_busy_ns_per_step', CAST(gpu_busy_ns AS DOUBLE) FROM step_rows
     UNION ALL
@@ -115,10 +147,12 @@ spread AS (
 ),
 per_rank AS (
     SELECT c.run_id, c.rank, c.phase, n.n_steps, s.step_sd / sqrt(n.n_steps) AS spread,
-           CASE c.metric WHEN 'step_time' THEN 'step_time_median_ns'
-                         WHEN 'wall_time' THEN 'wall_time_median_ns' ELSE c.metric END AS metric,
-           CASE WHEN c.metric IN ('step_time', 'wall_time') THEN c.med
-                WHEN c.metric IN ('idle_pct', 'gpu_busy_pct') THEN c.total / c.present
+           CASE WHEN c.metric = 'step_time' THEN 'step_time_median_ns'
+                WHEN c.metric = 'wall_time' THEN 'wall_time_median_ns'
+                WHEN c.metric LIKE 'step\_time\_bs.%' ESCAPE '\' THEN c.metric || '_median_ns'
+                ELSE c.metric END AS metric,
+           CASE WHEN c.metric IN ('step_time', 'wall_time') OR c.metric LIKE 'step\_time\_bs.%' ESCAPE '\' THEN c.med
+                WHEN c.metric IN ('idle_pct', 'gpu_busy_pct', 'mfu_pct', 'mbu_pct') THEN c.total / c.present
                 ELSE c.total / n.n_steps END AS value
     FROM centre AS c
     JOIN spread AS s ON s.run_id = c.run_id AND s.rank = c.rank AND s.phase = c.phase AND s.metric = c.metric
@@ -169,7 +203,7 @@ unioned AS (
 )
 SELECT run_id, rank, phase, metric, CAST(value AS DOUBLE) AS value,
        CASE WHEN metric = 'steps' OR metric LIKE 'critical\_path.%' ESCAPE '\' THEN 'none'
-            WHEN metric = 'gpu_busy_pct' THEN 'higher'
+            WHEN metric IN ('gpu_busy_pct', 'mfu_pct', 'mbu_pct') THEN 'higher'
             ELSE 'lower' END AS better,
        CAST(spread AS DOUBLE) AS spread, CAST(n_steps AS BIGINT) AS n_steps
 FROM unioned;

@@ -218,3 +218,26 @@ def test_no_kernel_exceeds_its_bound_over_the_corpus(tmp_path):
     over = query_rows(con, "SELECT run_id, kernel, pct_of_bound FROM kernel_roofline WHERE pct_of_bound > 100")
     assert over == []
     assert query_rows(con, "SELECT count(*) AS n FROM kernel_roofline WHERE pct_of_bound IS NOT NULL")[0]["n"] > 50
+
+
+def test_run_metrics_mfu_and_step_time_at_a_fixed_batch_size(serving):
+    """run_metrics: step_time_bs.<N>_median_ns is the median (continuous, as step_time_median_ns) over the
+    steps of batch size N; mfu_pct the mean over steps of 100 × (FLOPs / peak) / step time."""
+    import statistics
+
+    con, runs, expect = serving
+    truth = expect["serving-batches"]
+    rows = {r["metric"]: r for r in query_rows(
+        con, "SELECT metric, value, better FROM run_metrics WHERE run_id = ? AND rank = 0 AND phase = 'decode'",
+        [runs["serving-batches"]])}
+    spans = {(r["batch_size"]): r for r in truth["step_latency"]}
+    decode_spans = [100_000, 130_000, 150_000]
+    assert rows["step_time_bs.4_median_ns"]["value"] == statistics.median(decode_spans[:2])
+    assert rows["step_time_bs.8_median_ns"]["value"] == spans[8]["median_step_ns"]
+    peak = truth["device"]["bf16_tflops"] * 1000  # FLOP per ns
+    mfu = [100 * (2 * bs * 4096 * 4096) / peak / span for bs, span in zip((4, 4, 8), decode_spans)]
+    assert rows["mfu_pct"]["value"] == pytest.approx(sum(mfu) / 3, rel=1e-12)
+    assert rows["mfu_pct"]["better"] == "higher"
+    hbm = truth["device"]["hbm_tbps"] * 1000  # bytes per ns
+    mbu = [100 * ((bs * 4096 + 4096 * 4096 + bs * 4096) * 2) / hbm / span for bs, span in zip((4, 4, 8), decode_spans)]
+    assert rows["mbu_pct"]["value"] == pytest.approx(sum(mbu) / 3, rel=1e-12)
