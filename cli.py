@@ -297,26 +297,53 @@ def _connect(ctx):
 
 @main.command(context_settings=CONTEXT_SETTINGS)
 @click.option("--where", "where", multiple=True, metavar="K=V", help="Only runs with this label (repeatable).")
-@format_option()
+@click.option("--wide", is_flag=True, help="Every column of the `runs` table instead of the headline figures.")
+@format_option(json_help="json records of every `runs` column with the headline figures")
 @click.pass_context
-def runs(ctx, where, fmt):
-    """List runs with their labels and headline figures.
+def runs(ctx, where, wide, fmt):
+    """List runs, oldest first: when, what ran, ranks, steps, step time, GPU busy %, top category.
+
+    Step time (median, ms), GPU busy % and the top category are of the phase with the most steps,
+    over all ranks (run_metrics); `warn` counts the kinds of warnings at ingest. The first listing
+    of a run computes its figures once (seconds), later ones read them.
 
     \b
     Example:
+      tracehouse runs
       tracehouse runs --where model=llama-8b --format json
+      tracehouse runs --wide
     """
+    from reports.runs_table import headlines, narrow_rows
+
     con = _connect(ctx)
-    filters = _parse_labels(where)
+    filters = _parse_labels(where, "--where")
     clauses = " AND ".join("labels[?] = ?" for _ in filters)
     params = [x for kv in filters.items() for x in kv]
-    rows = con.execute(
-        "SELECT run_id, ingested_at, framework, model, hardware, world_size, n_ranks, phase, capture_mode, "
-        "n_kernels, commit, labels FROM runs" + (f" WHERE {clauses}" if clauses else "") + " ORDER BY ingested_at",
-        params,
-    )
-    columns = [d[0] for d in rows.description]
-    print_rows(columns, rows.fetchall(), fmt)
+    cursor = con.execute("SELECT * FROM runs" + (f" WHERE {clauses}" if clauses else "")
+                         + " ORDER BY ingested_at, run_id", params)
+    columns = [d[0] for d in cursor.description]
+    records = [dict(zip(columns, row)) for row in cursor.fetchall()]
+    if filters and not records:
+        known = con.execute("SELECT DISTINCT unnest(map_keys(labels)) FROM runs ORDER BY 1").fetchall()
+        raise TracehouseError(f"no run has {_labels_text(filters)}",
+                              hint="label keys in the warehouse: " + (", ".join(k for (k,) in known) or "none"))
+    if wide and fmt == "table":
+        print_rows(columns, [tuple(r.values()) for r in records], fmt)
+        return
+    from warehouse.metrics import run_metric_rows
+
+    if records and _progress_enabled():
+        click.echo("  reading the runs' figures (computed once per run)", err=True)
+    figures = headlines(run_metric_rows(_warehouse(ctx), [r["run_id"] for r in records]))
+    if fmt != "table" or wide:
+        for r in records:
+            h = figures.get(r["run_id"])
+            r.update(headline_phase=h and h.phase, steps=h and h.steps, step_time_median_ms=h and h.step_ms,
+                     gpu_busy_pct=h and h.busy_pct, top_category=h and h.top)
+        print_rows(list(records[0]) if records else columns, [tuple(r.values()) for r in records], fmt)
+        return
+    names, rows = narrow_rows(records, figures)
+    print_rows(names, rows, fmt, max_width=22)
 
 
 @main.command(context_settings=CONTEXT_SETTINGS)
@@ -351,6 +378,31 @@ def sql(ctx, query, fmt, engine, master):
     columns, rows = run_query(_connect(ctx), query)
     print_rows(columns, rows, fmt)
 
+
+
+@main.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("name", required=False, metavar="[VIEW]")
+@format_option()
+@click.pass_context
+def schema(ctx, name, fmt):
+    """The tables and views you can query, with what one row is; with VIEW, its columns and their meaning.
+
+    Views are documented in their sql/ file's header (the same text DuckDB keeps as comments:
+    `select * from duckdb_columns()`); tables list their columns and types (docs/tables.md says
+    what each holds).
+
+    \b
+    Example:
+      tracehouse schema
+      tracehouse schema gpu_timeline_run
+    """
+    from warehouse.schema_docs import describe, overview
+
+    con = _connect(ctx)
+    if name is None:
+        print_rows(["name", "kind", "one row is"], overview(con), fmt, max_width=110)
+    else:
+        print_rows(["column", "type", "meaning"], describe(con, name), fmt, max_width=200)
 
 
 @main.command(context_settings=CONTEXT_SETTINGS)

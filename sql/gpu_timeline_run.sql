@@ -7,7 +7,7 @@
 -- Percentages here are 0-100 (of span_ns); `share` columns elsewhere are 0-1.
 -- Columns:
 --   run_id, rank, device         the device (a rank may drive several)
---   activities                   GPU activities of the device in the trace
+--   activities                   number of GPU activities of the device in the trace
 --   first_start_ns, last_end_ns  first GPU start and last GPU end of the device
 --   span_ns                      last_end_ns - first_start_ns
 --   busy_ns                      length of the union of all activities
