@@ -13,6 +13,7 @@ from pathlib import Path
 
 import duckdb
 
+from errors import TracehouseError
 from reports.render import render_template
 from reports.stored import use_stored, use_stored_step
 from reports.takeaways import takeaways
@@ -291,10 +292,22 @@ def _rows(con, sql: str, params: list | dict) -> list[dict]:
     return [dict(zip(columns, row)) for row in cursor.fetchall()]
 
 
+def _check_phase(con: duckdb.DuckDBPyConnection, run_id: str, phase: str) -> None:
+    """--phase naming a phase the run does not have is an error naming those it has, not an empty report."""
+    have = [r[0] for r in con.execute("SELECT DISTINCT phase FROM category_summary WHERE run_id = ? ORDER BY 1",
+                                      [run_id]).fetchall()]
+    if phase not in have:
+        shown = ", ".join(have) if have else "none (no GPU activity)"
+        raise TracehouseError(f"run {run_id} has no {phase} phase; its phases: {shown}",
+                              hint="leave out --phase for the whole run" if have else "")
+
+
 def build_run_report(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | None = None,
                      mapping_run: str | None = None) -> RunReport:
     run = _rows(con, "SELECT * FROM runs WHERE run_id = ?", [run_id])[0]
     phase_clause, phase_params = ("AND phase = ?", [phase]) if phase else ("", [])
+    if phase:
+        _check_phase(con, run_id, phase)
     phases = []
     for (ph,) in con.execute(f"SELECT DISTINCT phase FROM category_summary WHERE run_id = ? {phase_clause} ORDER BY 1",
                              [run_id] + phase_params).fetchall():

@@ -3,7 +3,7 @@
 Figures come from run_metrics (stored per run by warehouse.metrics, computed once the first time a
 listing or trend needs them), aggregated over ranks (rank NULL), for the phase with the most steps:
   steps      steps of that phase (per rank: the max over ranks)
-  step_ms    median step time (run_metrics step_time_median_ns), ms
+  step_ms    median step time (run_metrics step_time_median_ns), ms (shown to the µs; exact in json)
   busy_%     GPU busy % of the step span (gpu_busy_pct: 0-100)
   top        the category with the most GPU time per step, and its % of the GPU time of all categories
   warn       number of kinds of warnings at ingest (what was skipped or repaired: `runs.warnings`)
@@ -56,7 +56,7 @@ def headlines(metrics: pa.Table | None) -> dict[str, Headline]:
             top = f"{name} {100 * value / total:.0f}%"
         step = values.get("step_time_median_ns")
         out[run_id] = Headline(phase, int(values["steps"]) if values.get("steps") is not None else None,
-                               round(step / 1e6, 3) if step is not None else None,
+                               step / 1e6 if step is not None else None,
                                round(values["gpu_busy_pct"], 1) if values.get("gpu_busy_pct") is not None else None,
                                top)
     return out
@@ -83,7 +83,7 @@ def narrow_rows(runs: list[dict], figures: dict[str, Headline]) -> tuple[list[st
         multi_phase |= bool(h.phase and h.phase != "unknown")
         when = r["ingested_at"].strftime("%Y-%m-%d %H:%M") if r["ingested_at"] else None
         rows.append((r["run_id"][:width], when, what(r["framework"], r["model"], r["hardware"]), r["n_ranks"],
-                     h.phase, h.steps, h.step_ms, h.busy_pct, h.top, len(r["warnings"] or {})))
+                     h.phase, h.steps, round(h.step_ms, 3) if h.step_ms is not None else None, h.busy_pct, h.top, len(r["warnings"] or {})))
     if not multi_phase:  # every run's steps are of unknown phase: the column says nothing
         i = NARROW.index("phase")
         return NARROW[:i] + NARROW[i + 1:], [row[:i] + row[i + 1:] for row in rows]

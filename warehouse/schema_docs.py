@@ -8,8 +8,6 @@ but can be described by name.
 
 from __future__ import annotations
 
-import re
-
 import duckdb
 
 from errors import TracehouseError
