@@ -551,7 +551,7 @@ def demo(folder):
 
 
 @main.command(context_settings=CONTEXT_SETTINGS)
-@click.option("--run", "run", required=True, metavar="RUN", help="Run id, a unique prefix of one, or `latest`.")
+@click.option("--run", "run", required=True, metavar="RUN", help="Run id, a unique prefix of one, `latest` or `latest~N` (N runs before it).")
 @click.option("--phase", type=click.Choice(["prefill", "decode", "mixed", "unknown"]), help="Only this phase.")
 @click.option("--mapping", metavar="RUN", help="A graph-off run of the same workload (mapping/formal mode).")
 @format_option(choices=("md", "html", "json"), default="md", json_help="the same content as JSON for scripts")
@@ -601,11 +601,13 @@ def _write_report(text: str, output) -> None:
 def diff(ctx, base, target, fmt, output, engine, master):
     """What changed between two runs: per category and kernel, time per step, delta and ratio.
 
-    BASE and TARGET are run ids, unique prefixes of one, or `latest`. Kernels are matched by exact
-    name, then by normalized name (template arguments, tile sizes, hashes removed), then by category.
+    BASE and TARGET are run ids, unique prefixes of one, `latest` or `latest~N` (the N-th run
+    ingested before the latest). Kernels are matched by exact name, then by normalized name (template
+    arguments, tile sizes, hashes removed), then by category.
 
     \b
     Example:
+      tracehouse diff latest~1 latest
       tracehouse diff 3f2a latest --format html -o diff.html
       tracehouse diff 3f2a latest --engine spark
     """
