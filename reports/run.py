@@ -168,6 +168,9 @@ class StepSection:
     layer_span_ns: int | None = None  # median wall time of one layer (layer_pattern_summary.layer_span_ns)
     total_layers: int | None = None   # layers found in the step, every repeated block counted
     largest_gap: dict | None = None  # the step's longest device gap: class, start_ns, end_ns, gap_ns, next_name
+    # drawing data of the HTML timeline (not figures: left out of the JSON, like timeline)
+    gap_spans: list[dict] = field(default_factory=list)  # device gaps >= 1 µs: class, start_ns, end_ns
+    path_segments: list[dict] = field(default_factory=list)  # critical path: kind, category, name, start_ns, end_ns
 
 
 @dataclass
@@ -584,6 +587,15 @@ def _step_section(con, s: dict, key: list) -> StepSection:
         critical_ids = {r[0] for r in con.execute(
             "SELECT kernel_id FROM critical_path WHERE run_id = ? AND rank = ? AND step = ? AND kind = 'gpu'",
             key).fetchall()}
+    gap_spans = _rows(con, """
+        SELECT class, gap_start_ns AS start_ns, gap_end_ns AS end_ns, next_name FROM idle_gaps
+        WHERE run_id = ? AND rank = ? AND step = ? AND scope = 'device' AND class <> 'tiny'
+        ORDER BY gap_ns DESC, gap_start_ns LIMIT 2000""", key)
+    path_segments = []
+    if _has(con, "critical_path"):
+        path_segments = _rows(con, """
+            SELECT kind, category, name, start_ns, start_ns + dur_ns AS end_ns FROM critical_path
+            WHERE run_id = ? AND rank = ? AND step = ? ORDER BY seq LIMIT 4000""", key)
     lanes = []
     for stream in streams:
         acts = [TimelineActivity(r["name"], r["category"], r["start_ns"], r["end_ns"], r["kernel_id"] in critical_ids)
@@ -600,7 +612,8 @@ def _step_section(con, s: dict, key: list) -> StepSection:
         exposed_comm_ns=s["exposed_comm_ns"], exposed_memory_ns=s["exposed_memory_ns"],
         gpu_idle_ns=s["gpu_idle_ns"], host_tail_ns=s["host_tail_ns"], gpu_utilization=s["gpu_utilization"],
         activities=s["activities"], components=components, streams=streams, critical_stream=critical_stream,
-        layer_period=period, layer_repeats=repeats, layer=layer, layer_span_ns=layer_span, total_layers=total_layers, gaps=gaps, critical_path=path, timeline=lanes)
+        layer_period=period, layer_repeats=repeats, layer=layer, layer_span_ns=layer_span, total_layers=total_layers, gaps=gaps, critical_path=path, timeline=lanes,
+        gap_spans=gap_spans, path_segments=path_segments)
 
 
 def render_run_report(report: RunReport, fmt: str, template_dir: str | Path | None = None) -> str:
@@ -614,7 +627,8 @@ def report_json(report: RunReport) -> dict:
     data = asdict(report)
     data["mode_note"] = report.mode_note
     if data.get("step"):
-        data["step"].pop("timeline", None)  # drawing data, not a figure
+        for drawing in ("timeline", "gap_spans", "path_segments"):  # drawing data, not figures
+            data["step"].pop(drawing, None)
     return data
 
 
