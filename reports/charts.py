@@ -141,17 +141,7 @@ def _point_dict(point) -> dict:
 
 
 def render(template: str, context, html: bool) -> str:
-    """Render reports/templates/<template> with autoescape for HTML and StrictUndefined."""
-    import jinja2
+    """Render reports/templates/<template> in the one environment of every report (reports.render)."""
+    from reports.render import render_template
 
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-        autoescape=html,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters.update(md=md_cell, ns=fmt_ns, value=fmt_value, spark=sparkline, attr_dict=_point_dict)
-    env.globals.update(line_chart=line_chart, bar_pair=bar_pair)
-    return env.get_template(template).render(r=context)
+    return render_template(template, context, html)
