@@ -76,6 +76,29 @@ class SeriesTrend:
     last_commit: str | None
     metrics: list[MetricLine]
 
+    HEADLINE = ("step_time_median_ns", "gpu_busy_pct", "exposed_comm_ns_per_step", "idle_pct")
+
+    @property
+    def headline(self) -> list[MetricLine]:
+        """What the trend page leads with: metrics that regressed in the last run, then step time, GPU busy,
+        exposed communication, idle, and the three categories with the most time per step."""
+        by_name = {m.metric: m for m in self.metrics}
+        cats = sorted((m for m in self.metrics if m.metric.startswith("category.")),
+                      key=lambda m: -(m.last_value or 0))[:3]
+        chosen = [m for m in self.metrics if m.flagged_last]
+        chosen += [by_name[k] for k in self.HEADLINE if k in by_name] + cats
+        seen, out = set(), []
+        for m in chosen:
+            if m.metric not in seen:
+                seen.add(m.metric)
+                out.append(m)
+        return out
+
+    @property
+    def rest(self) -> list[MetricLine]:
+        shown = {m.metric for m in self.headline}
+        return [m for m in self.metrics if m.metric not in shown]
+
 
 @dataclass
 class TrendReport:
