@@ -62,7 +62,8 @@ def chromium() -> str | None:
 
 
 def _run(browser: str, args: list[str], profile: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([browser, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True,
+    return subprocess.run([browser, *FLAGS, f"--user-data-dir={profile}", *args], check=False, capture_output=True,
+                          text=True,
                           timeout=180)
 
 
