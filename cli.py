@@ -226,11 +226,17 @@ def ingest(ctx, paths, labels, commit, capture, no_analyses):
             raise TracehouseError(f"{path}: no such file or directory",
                                   hint="give your profile directory or trace files: *.json, *.json.gz")
 
-    def progress(message: str) -> None:
-        if _progress_enabled():
-            click.echo(f"  {message}", err=True)
+    store = _warehouse(ctx, must_exist=False)
+    if _progress_enabled():  # a terminal: a live line per rank (bytes read, %, ETA); nothing when piped
+        from ingest.progress import IngestProgress
+        from ingest.run import assign_ranks, plan_runs
 
-    outcomes = ingest_paths(_warehouse(ctx, must_exist=False), list(paths), label_map, capture, progress, analyse=not no_analyses)
+        files = [(f, r) for plan in plan_runs(list(paths), capture) for f, r in zip(plan.files,
+                                                                                    assign_ranks(plan.files)[0])]
+        with IngestProgress(store.root, files) as shown:
+            outcomes = ingest_paths(store, list(paths), label_map, capture, shown.message, analyse=not no_analyses)
+    else:
+        outcomes = ingest_paths(store, list(paths), label_map, capture, None, analyse=not no_analyses)
     failed = 0
     for outcome in outcomes:
         for problem in outcome.problems:
