@@ -456,7 +456,8 @@ def _pair(text: str | None, what: str, cast=float):
 @click.option("--ranks", default=2, show_default=True, help="Ranks (one trace file each).")
 @click.option("--steps", default=4, show_default=True, help="Steps (decode iterations / training steps).")
 @click.option("--layers", default=4, show_default=True, help="Transformer layers per step.")
-@click.option("--vendor", type=click.Choice(["nvidia", "amd"]), default="nvidia", show_default=True)
+@click.option("--vendor", type=click.Choice(["nvidia", "amd"]), default="nvidia", show_default=True,
+              help="GPU vendor of the synthetic trace: CUDA kernels and runtime calls, or HIP.")
 @click.option("--seed", default=0, show_default=True, help="Same seed, same bytes.")
 @click.option("--target-size", help="Grow the run to about this much uncompressed JSON (e.g. 2GB), streaming.")
 @click.option("--straggler-rank", help="R:US - rank R arrives US µs late at every collective.")

@@ -278,3 +278,28 @@ def test_gpu_timeline_run_on_real_traces_matches_an_independent_union(tmp_path):
     assert (row["activities"], row["span_ns"], row["busy_ns"]) == (count, span, busy)
     assert (count, span, busy) == (1707, 49652832, 45647300)
     assert round(row["busy_pct"], 1) == 91.9
+
+
+@pytest.mark.parametrize("command", _commands())
+def test_every_option_has_help_true_of_its_command(command):
+    """Each option says what it does; none names an output format, engine or file its command lacks."""
+    cmd = main.commands[command]
+    formats = set()
+    for param in cmd.params:
+        if param.name == "fmt":
+            formats = set(param.type.choices)
+    for param in cmd.params:
+        if not isinstance(param, click_option_type()):
+            continue
+        assert param.help, f"`tracehouse {command} {param.opts[0]}` has no help"
+        if param.name != "fmt":
+            for fmt in FORMATS - formats:
+                assert not re.search(rf"--format {fmt}\b", param.help), (command, param.opts, param.help)
+        if param.name == "master":
+            assert any(p.name == "engine" for p in cmd.params)
+
+
+def click_option_type():
+    import click
+
+    return click.Option
