@@ -51,6 +51,7 @@ MEASURE_JS = """
   });
   r.number_cells = cells; r.wrapped_numbers = wrapped;
   r.open_height = document.documentElement.scrollHeight;
+  r.open_scroll_width = document.documentElement.scrollWidth;
   var pre = document.createElement("pre"); pre.id = "measure"; pre.textContent = JSON.stringify(r);
   document.body.appendChild(pre);
 })();

@@ -29,6 +29,7 @@ def browser():
 def _check_layout(m: dict, first_screen: list[str]) -> None:
     assert m["viewport"] == screenshots.WIDTH
     assert m["scroll_width"] <= screenshots.WIDTH, "the page scrolls sideways"
+    assert m["open_scroll_width"] <= screenshots.WIDTH, "an opened section makes the page scroll sideways"
     assert m["height"] <= SCREENS * screenshots.SCREEN, f"{m['height']} px folded: over {SCREENS} screens"
     assert m["wrapped_numbers"] == [], f"number cells wrap: {m['wrapped_numbers'][:5]}"
     for part in first_screen:
