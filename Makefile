@@ -2,12 +2,17 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: test demo bench lint clean fuzz
+.PHONY: test demo bench lint clean fuzz screenshots
 test: $(VENV)/.installed
 	$(PY) -m pytest -q
 
-demo: $(VENV)/.installed
+# the demo needs the core only: no pyspark (~490 MB), no test tools
+demo: $(VENV)/.installed-core
 	$(VENV)/bin/tracehouse demo
+
+# PNGs of the run, trend and diff pages at 1400 px in headless Chromium (CHROMIUM=/usr/bin/chromium)
+screenshots: $(VENV)/.installed-core
+	$(PY) bench/screenshots.py screenshots
 
 bench: $(VENV)/.installed
 	$(PY) bench/run.py
@@ -21,9 +26,14 @@ fuzz: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed-core: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $@
+
+# the tests and Spark targets: the test tools and pyspark on top of the core
+$(VENV)/.installed: $(VENV)/.installed-core
 	$(PY) -m pip install -q -e '.[test,spark]'
 	touch $@
 

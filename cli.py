@@ -19,10 +19,17 @@ from errors import TracehouseError
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-def _warehouse(ctx: click.Context):
+def _warehouse(ctx: click.Context, must_exist: bool = True):
+    """The warehouse; a command that reads one refuses a folder that holds none (a typo'd --warehouse
+    would otherwise be created, empty, and answer 0 rows). Only ingest creates it."""
     from warehouse.store import Warehouse
 
-    return Warehouse(ctx.obj["warehouse"])
+    store = Warehouse(ctx.obj["warehouse"])
+    if must_exist and not store.exists():
+        where = "TRACEHOUSE_WAREHOUSE" if ctx.obj.get("warehouse_from_env") else "--warehouse"
+        raise TracehouseError(f"no warehouse at {ctx.obj['warehouse']} ({where})",
+                              hint="check the path, or create one with `tracehouse ingest PATH`")
+    return store
 
 
 def _engine_warehouse(ctx: click.Context, engine: str):
@@ -45,7 +52,7 @@ def _to_text(value) -> str:
     return str(value)
 
 
-def print_rows(columns: list[str], rows: list[tuple], fmt: str) -> None:
+def print_rows(columns: list[str], rows: list[tuple], fmt: str, max_width: int = 60) -> None:
     """One output path for every tabular command: an aligned table, CSV, or JSON records."""
     if fmt == "json":
         records = [dict(zip(columns, row)) for row in rows]
@@ -58,13 +65,22 @@ def print_rows(columns: list[str], rows: list[tuple], fmt: str) -> None:
         writer.writerows([[_to_text(v) for v in row] for row in rows])
         click.echo(buffer.getvalue(), nl=False)
         return
+    numeric = [bool(rows) and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+                                  for v in (r[i] for r in rows)) for i in range(len(columns))]
     cells = [[_to_text(v).replace("\n", " ") for v in row] for row in rows]
-    widths = [min(60, max([len(c)] + [len(r[i]) for r in cells])) for i, c in enumerate(columns)]
-    line = "  ".join(c.ljust(w)[:w] for c, w in zip(columns, widths))
-    click.echo(line)
+    widths = [min(max_width, max([len(c)] + [len(r[i]) for r in cells])) for i, c in enumerate(columns)]
+
+    def cell(text: str, width: int, right: bool) -> str:
+        if len(text) > width:  # cut, and say so: the whole value is in --format json / csv
+            text = text[: width - 1] + "…"
+        return text.rjust(width) if right else text.ljust(width)
+
+    click.echo("  ".join(cell(c, w, n) for c, w, n in zip(columns, widths, numeric)).rstrip())
     click.echo("  ".join("-" * w for w in widths))
     for row in cells:
-        click.echo("  ".join(v.ljust(w)[:w] if len(v) <= w else v[: w - 1] + "…" for v, w in zip(row, widths)))
+        click.echo("  ".join(cell(v, w, n) for v, w, n in zip(row, widths, numeric)).rstrip())
+    if any(len(v) > w for row in cells for v, w in zip(row, widths)):
+        click.echo(f"(values over {max_width} characters cut at …: --format json or csv shows them whole)")
     click.echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
 
 
@@ -88,9 +104,44 @@ def spark_errors():
         raise TracehouseError(str(exc), hint="or use --engine duckdb") from None
 
 
-def format_option(choices=("table", "csv", "json"), default="table"):
+_FORMAT_HELP = {
+    "table": "an aligned table for people", "csv": "csv for scripts", "json": "json records for scripts",
+    "md": "Markdown for a terminal or a PR", "html": "one self-contained HTML page",
+}
+
+
+def format_option(choices=("table", "csv", "json"), default="table", json_help: str | None = None):
+    """--format, its help naming exactly the choices this command has."""
+    parts = [json_help if c == "json" and json_help else _FORMAT_HELP[c] for c in choices]
     return click.option("--format", "fmt", type=click.Choice(choices), default=default, show_default=True,
-                        help="Output format: an aligned table for people, csv or json for scripts.")
+                        help="Output format: " + "; ".join(f"{c}: {h}" for c, h in zip(choices, parts)) + ".")
+
+
+def output_option(fn):
+    """-o FILE, checked before any work: a folder that does not exist fails at once, in one line."""
+    def check(ctx, param, value):
+        if value is None:
+            return None
+        path = Path(value)
+        if path.is_dir():
+            raise TracehouseError(f"-o {value}: is a folder", hint="give a file name, e.g. -o report.html")
+        if not path.parent.is_dir():
+            raise TracehouseError(f"-o {value}: the folder {path.parent} does not exist",
+                                  hint="create it first or write elsewhere")
+        return path
+    return click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), callback=check,
+                        help="Write the report to this file (its folder must exist); default: stdout.")(fn)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tracehouse")
+    except PackageNotFoundError:  # running from a checkout that was never installed
+        import tomllib
+
+        return tomllib.loads((Path(__file__).parent / "pyproject.toml").read_text())["project"]["version"]
 
 
 class TracehouseGroup(click.Group):
@@ -111,6 +162,7 @@ class TracehouseGroup(click.Group):
 @click.option("--warehouse", envvar="TRACEHOUSE_WAREHOUSE", default="./tracehouse-data", show_default=True,
               help="Warehouse folder (env TRACEHOUSE_WAREHOUSE).")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.version_option(_version(), "-V", "--version", prog_name="tracehouse", message="%(prog)s %(version)s")
 @click.pass_context
 def main(ctx: click.Context, warehouse: str, debug: bool) -> None:
     """A SQL warehouse for GPU profiler traces.
@@ -125,15 +177,17 @@ def main(ctx: click.Context, warehouse: str, debug: bool) -> None:
     """
     ctx.ensure_object(dict)
     ctx.obj["warehouse"] = warehouse
+    ctx.obj["warehouse_from_env"] = (ctx.get_parameter_source("warehouse")
+                                     == click.core.ParameterSource.ENVIRONMENT)
     ctx.obj["debug"] = debug
 
 
-def _parse_labels(items: tuple[str, ...]) -> dict[str, str]:
+def _parse_labels(items: tuple[str, ...], hint: str = "--label") -> dict[str, str]:
     labels = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--label")
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint=hint)
         labels[key.strip()] = value
     return labels
 
@@ -164,12 +218,25 @@ def ingest(ctx, paths, labels, commit, capture, no_analyses):
     label_map = _parse_labels(labels)
     if commit:
         label_map["commit"] = commit
+    if capture is not None and not capture.is_dir():
+        raise TracehouseError(f"--capture {capture}: no such folder",
+                              hint="a capture_traces/ folder beside the traces is found without --capture")
+    for path in paths:
+        if not path.exists():
+            raise TracehouseError(f"{path}: no such file or directory",
+                                  hint="give your profile directory or trace files: *.json, *.json.gz")
 
-    def progress(message: str) -> None:
-        if _progress_enabled():
-            click.echo(f"  {message}", err=True)
+    store = _warehouse(ctx, must_exist=False)
+    if _progress_enabled():  # a terminal: a live line per rank (bytes read, %, ETA); nothing when piped
+        from ingest.progress import IngestProgress
+        from ingest.run import assign_ranks, plan_runs
 
-    outcomes = ingest_paths(_warehouse(ctx), list(paths), label_map, capture, progress, analyse=not no_analyses)
+        files = [(f, r) for plan in plan_runs(list(paths), capture) for f, r in zip(plan.files,
+                                                                                    assign_ranks(plan.files)[0])]
+        with IngestProgress(store.root, files) as shown:
+            outcomes = ingest_paths(store, list(paths), label_map, capture, shown.message, analyse=not no_analyses)
+    else:
+        outcomes = ingest_paths(store, list(paths), label_map, capture, None, analyse=not no_analyses)
     failed = 0
     for outcome in outcomes:
         for problem in outcome.problems:
@@ -179,10 +246,53 @@ def ingest(ctx, paths, labels, commit, capture, no_analyses):
             continue
         state = "stored" if outcome.stored else "already in the warehouse"
         click.echo(f"{outcome.run_id}\t{state}\t{len(outcome.files) - len(outcome.problems)} file(s)")
+        if not outcome.stored and label_map:
+            _note_unchanged_labels(ctx, outcome.run_id, label_map)
         for key, count in sorted(outcome.warnings.items()):
             click.echo(f"  warning: {key}: {count}", err=True)
     if failed:
         ctx.exit(1)
+
+
+def _note_unchanged_labels(ctx, run_id: str, wanted: dict[str, str]) -> None:
+    """Re-ingest stores nothing, labels included: say so when they differ, and how to set them."""
+    con = _connect(ctx)
+    row = con.execute("SELECT labels FROM runs WHERE run_id = ?", [run_id]).fetchone()
+    stored = dict(row[0] or {}) if row else {}
+    differ = {k: v for k, v in wanted.items() if stored.get(k) != v}
+    if differ:
+        args = " ".join(f"{k}={v}" for k, v in sorted(differ.items()))
+        click.echo(f"  note: labels not changed (the run was ingested before, with {_labels_text(stored)}); "
+                   f"to set them: tracehouse label {run_id} {args}", err=True)
+
+
+def _labels_text(labels: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(labels.items())) or "no labels"
+
+
+@main.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("run")
+@click.argument("labels", nargs=-1, required=True, metavar="K=V...")
+@click.pass_context
+def label(ctx, run, labels):
+    """Set (K=V) or remove (K=) labels of a stored run; prints its labels.
+
+    Ingesting the same files again stores nothing, new labels included: this changes them. Keys with
+    meaning (model, commit, commit_time, series, framework, hardware) update their column too; phase
+    cannot change after ingest.
+
+    \b
+    Example:
+      tracehouse label latest series=decode-bench commit=1a2b3c
+      tracehouse label 3f2a config=      # removes the label `config`
+    """
+    from warehouse.labels import set_labels
+    from warehouse.runs import resolve_run
+
+    changes = {k: (v if v != "" else None) for k, v in _parse_labels(labels, "LABELS").items()}
+    run_id = resolve_run(_connect(ctx), run)
+    new = set_labels(_warehouse(ctx), run_id, changes)
+    click.echo(f"{run_id}\t{_labels_text(new)}")
 
 
 def _connect(ctx):
@@ -193,26 +303,53 @@ def _connect(ctx):
 
 @main.command(context_settings=CONTEXT_SETTINGS)
 @click.option("--where", "where", multiple=True, metavar="K=V", help="Only runs with this label (repeatable).")
-@format_option()
+@click.option("--wide", is_flag=True, help="Every column of the `runs` table instead of the headline figures.")
+@format_option(json_help="json records of every `runs` column with the headline figures")
 @click.pass_context
-def runs(ctx, where, fmt):
-    """List runs with their labels and headline figures.
+def runs(ctx, where, wide, fmt):
+    """List runs, oldest first: when, what ran, ranks, steps, step time, GPU busy %, top category.
+
+    Step time (median, ms), GPU busy % and the top category are of the phase with the most steps,
+    over all ranks (run_metrics); `warn` counts the kinds of warnings at ingest. The first listing
+    of a run computes its figures once (seconds), later ones read them.
 
     \b
     Example:
+      tracehouse runs
       tracehouse runs --where model=llama-8b --format json
+      tracehouse runs --wide
     """
+    from reports.runs_table import headlines, narrow_rows
+
     con = _connect(ctx)
-    filters = _parse_labels(where)
+    filters = _parse_labels(where, "--where")
     clauses = " AND ".join("labels[?] = ?" for _ in filters)
     params = [x for kv in filters.items() for x in kv]
-    rows = con.execute(
-        "SELECT run_id, ingested_at, framework, model, hardware, world_size, n_ranks, phase, capture_mode, "
-        "n_kernels, commit, labels FROM runs" + (f" WHERE {clauses}" if clauses else "") + " ORDER BY ingested_at",
-        params,
-    )
-    columns = [d[0] for d in rows.description]
-    print_rows(columns, rows.fetchall(), fmt)
+    cursor = con.execute("SELECT * FROM runs" + (f" WHERE {clauses}" if clauses else "")
+                         + " ORDER BY ingested_at, run_id", params)
+    columns = [d[0] for d in cursor.description]
+    records = [dict(zip(columns, row)) for row in cursor.fetchall()]
+    if filters and not records:
+        known = con.execute("SELECT DISTINCT unnest(map_keys(labels)) FROM runs ORDER BY 1").fetchall()
+        raise TracehouseError(f"no run has {_labels_text(filters)}",
+                              hint="label keys in the warehouse: " + (", ".join(k for (k,) in known) or "none"))
+    if wide and fmt == "table":
+        print_rows(columns, [tuple(r.values()) for r in records], fmt)
+        return
+    from warehouse.metrics import run_metric_rows
+
+    if records and _progress_enabled():
+        click.echo("  reading the runs' figures (computed once per run)", err=True)
+    figures = headlines(run_metric_rows(_warehouse(ctx), [r["run_id"] for r in records]))
+    if fmt != "table" or wide:
+        for r in records:
+            h = figures.get(r["run_id"])
+            r.update(headline_phase=h and h.phase, steps=h and h.steps, step_time_median_ms=h and h.step_ms,
+                     gpu_busy_pct=h and h.busy_pct, top_category=h and h.top)
+        print_rows(list(records[0]) if records else columns, [tuple(r.values()) for r in records], fmt)
+        return
+    names, rows = narrow_rows(records, figures)
+    print_rows(names, rows, fmt, max_width=22)
 
 
 @main.command(context_settings=CONTEXT_SETTINGS)
@@ -247,6 +384,31 @@ def sql(ctx, query, fmt, engine, master):
     columns, rows = run_query(_connect(ctx), query)
     print_rows(columns, rows, fmt)
 
+
+
+@main.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("name", required=False, metavar="[VIEW]")
+@format_option()
+@click.pass_context
+def schema(ctx, name, fmt):
+    """The tables and views you can query, with what one row is; with VIEW, its columns and their meaning.
+
+    Views are documented in their sql/ file's header (the same text DuckDB keeps as comments:
+    `select * from duckdb_columns()`); tables list their columns and types (docs/tables.md says
+    what each holds).
+
+    \b
+    Example:
+      tracehouse schema
+      tracehouse schema gpu_timeline_run
+    """
+    from warehouse.schema_docs import describe, overview
+
+    con = _connect(ctx)
+    if name is None:
+        print_rows(["name", "kind", "one row is"], overview(con), fmt, max_width=110)
+    else:
+        print_rows(["column", "type", "meaning"], describe(con, name), fmt, max_width=200)
 
 
 @main.command(context_settings=CONTEXT_SETTINGS)
@@ -294,7 +456,8 @@ def _pair(text: str | None, what: str, cast=float):
 @click.option("--ranks", default=2, show_default=True, help="Ranks (one trace file each).")
 @click.option("--steps", default=4, show_default=True, help="Steps (decode iterations / training steps).")
 @click.option("--layers", default=4, show_default=True, help="Transformer layers per step.")
-@click.option("--vendor", type=click.Choice(["nvidia", "amd"]), default="nvidia", show_default=True)
+@click.option("--vendor", type=click.Choice(["nvidia", "amd"]), default="nvidia", show_default=True,
+              help="GPU vendor of the synthetic trace: CUDA kernels and runtime calls, or HIP.")
 @click.option("--seed", default=0, show_default=True, help="Same seed, same bytes.")
 @click.option("--target-size", help="Grow the run to about this much uncompressed JSON (e.g. 2GB), streaming.")
 @click.option("--straggler-rank", help="R:US - rank R arrives US µs late at every collective.")
@@ -395,11 +558,11 @@ def demo(folder):
 
 
 @main.command(context_settings=CONTEXT_SETTINGS)
-@click.option("--run", "run", required=True, metavar="RUN", help="Run id, a unique prefix of one, or `latest`.")
+@click.option("--run", "run", required=True, metavar="RUN", help="Run id, a unique prefix of one, `latest` or `latest~N` (N runs before it).")
 @click.option("--phase", type=click.Choice(["prefill", "decode", "mixed", "unknown"]), help="Only this phase.")
 @click.option("--mapping", metavar="RUN", help="A graph-off run of the same workload (mapping/formal mode).")
-@format_option(choices=("md", "html", "json"), default="md")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the report here.")
+@format_option(choices=("md", "html", "json"), default="md", json_help="the same content as JSON for scripts")
+@output_option
 @click.option("--template-dir", type=click.Path(file_okay=False, path_type=Path),
               help="A folder of templates that override the shipped ones (same file names).")
 @click.option("--with-trace", is_flag=True,
@@ -472,7 +635,10 @@ def export(ctx, run, rank, step, window, fmt, no_analysis, analysis_steps, outpu
 # ---- diff and trend (issue 7) -------------------------------------------------------------------
 def _write_report(text: str, output) -> None:
     if output:
-        Path(output).write_text(text, encoding="utf-8")
+        try:
+            Path(output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise TracehouseError(f"-o {output}: cannot write ({exc.strerror})") from None
         click.echo(f"wrote {output}", err=True)
     else:
         click.echo(text, nl=False)
@@ -481,18 +647,20 @@ def _write_report(text: str, output) -> None:
 @main.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("base")
 @click.argument("target")
-@format_option(choices=("md", "html", "json"), default="md")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the report here.")
+@format_option(choices=("md", "html", "json"), default="md", json_help="the same content as JSON for scripts")
+@output_option
 @engine_options
 @click.pass_context
 def diff(ctx, base, target, fmt, output, engine, master):
     """What changed between two runs: per category and kernel, time per step, delta and ratio.
 
-    BASE and TARGET are run ids, unique prefixes of one, or `latest`. Kernels are matched by exact
-    name, then by normalized name (template arguments, tile sizes, hashes removed), then by category.
+    BASE and TARGET are run ids, unique prefixes of one, `latest` or `latest~N` (the N-th run
+    ingested before the latest). Kernels are matched by exact name, then by normalized name (template
+    arguments, tile sizes, hashes removed), then by category.
 
     \b
     Example:
+      tracehouse diff latest~1 latest
       tracehouse diff 3f2a latest --format html -o diff.html
       tracehouse diff 3f2a latest --engine spark
     """
@@ -509,8 +677,8 @@ def diff(ctx, base, target, fmt, output, engine, master):
               help="Only this metric; glob patterns allowed, e.g. 'category.*' (repeatable).")
 @click.option("--since", metavar="DATE", help="Show points from this commit time on (ISO date).")
 @click.option("--last", type=click.IntRange(min=1), metavar="N", help="Show the last N runs of each series.")
-@format_option(choices=("md", "html", "json"), default="md")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the report here.")
+@format_option(choices=("md", "html", "json"), default="md", json_help="the same content as JSON for scripts")
+@output_option
 @click.option("--fail-on-regression", is_flag=True,
               help="Exit with code 3 when the last run of a series has a flagged regression.")
 @engine_options

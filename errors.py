@@ -38,4 +38,4 @@ class QueryRefused(TracehouseError):
 
 
 class QueryError(TracehouseError):
-    hint = "list tables and views with `tracehouse sql \"show tables\"`"
+    hint = "`tracehouse schema` lists the tables and views, `tracehouse schema VIEW` its columns"

@@ -55,6 +55,16 @@ def is_trace_file(path: Path) -> bool:
         and path.name not in NOT_TRACES
 
 
+def is_sidecar_json(path: Path, limit: int = 1 << 20) -> bool:
+    """A small plain .json beside the traces that is no trace (SGLang's server_args.json, a config):
+    skipped and counted as a non-trace file, not refused. A trace holds `traceEvents` near its head."""
+    if not path.name.endswith(".json") or path.stat().st_size > limit:
+        return False
+    with open(path, "rb") as f:
+        head = f.read(limit)
+    return b"traceEvents" not in head
+
+
 def plan_runs(paths: list[Path], capture: Path | None = None) -> list[RunPlan]:
     """Group the command's paths into runs: each directory is one, loose files together are one."""
     loose: list[Path] = []
@@ -62,8 +72,8 @@ def plan_runs(paths: list[Path], capture: Path | None = None) -> list[RunPlan]:
     for path in paths:
         if path.is_dir():
             entries = sorted(p for p in path.iterdir() if p.is_file())
-            traces = [p for p in entries if is_trace_file(p)]
-            skipped = [str(p) for p in entries if not is_trace_file(p) and p.name not in NOT_TRACES]
+            traces = [p for p in entries if is_trace_file(p) and not is_sidecar_json(p)]
+            skipped = [str(p) for p in entries if p not in traces and p.name not in NOT_TRACES]
             cap = capture or (path / "capture_traces" if (path / "capture_traces").is_dir() else None)
             if not traces:
                 raise TracehouseError(f"{path}: no trace files (*.json, *.json.gz, Nsight Systems *.sqlite) in this directory")

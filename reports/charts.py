@@ -64,38 +64,63 @@ def fmt_value(value: float | None, metric: str = "") -> str:
     return f"{value:.4g}"
 
 
-def line_chart(points: list[dict], *, width: int = 560, height: int = 140, title: str = "") -> Markup:
+def unit_for(metric: str, values: list[float]) -> tuple[float, str]:
+    """(divisor, unit) that shows a metric's values in the unit its title says: ns metrics in ns, µs or ms
+    by their size, shares in %, percentages as they are, counts bare."""
+    if metric.endswith(("_ns", "_ns_per_step")):
+        top = max((abs(v) for v in values), default=0)
+        return (1e6, "ms") if top >= 1e6 else (1e3, "µs") if top >= 1e3 else (1.0, "ns")
+    if metric.endswith("_share"):
+        return 0.01, "%"
+    if metric.endswith("_pct"):
+        return 1.0, "%"
+    return 1.0, ""
+
+
+def line_chart(points: list[dict], *, width: int = 430, height: int = 150, title: str = "", metric: str = "",
+               unit: tuple[float, str] | None = None) -> Markup:
     """An SVG line chart of points [{x_label, value, baseline, band, flagged}], with the band each point
-    was judged against (baseline ± band, regression.band) shaded and flagged points drawn in red. x is the
-    point's position; points without a band (too little history) are not shaded."""
-    pad_l, pad_r, pad_t, pad_b = 56, 8, 16, 18
-    values = [p["value"] for p in points if p.get("value") is not None]
+    was judged against (baseline ± band, regression.band, clipped at 0: no metric is negative) shaded and
+    flagged points drawn in red. Values in the metric's unit (unit_for), y ticks labelled with it, and
+    each run's commit under its point (every k-th when they do not fit)."""
+    pad_l, pad_r, pad_t, pad_b = 58, 10, 10, 30
+    raw = [p["value"] for p in points if p.get("value") is not None]
+    div, unit_name = unit or unit_for(metric, raw)
     judged = [(i, p) for i, p in enumerate(points) if p.get("baseline") is not None and p.get("band") is not None]
     band = []
     for _, p in judged:
-        band += [p["baseline"] - p["band"], p["baseline"] + p["band"]]
-    allv = values + band
+        band += [max(0.0, p["baseline"] - p["band"]), p["baseline"] + p["band"]]
+    allv = raw + band
     if not allv:
         return Markup("")
     lo, hi = min(allv), max(allv)
     if hi == lo:
-        lo, hi = lo - 1, hi + 1
+        lo, hi = lo - max(1.0, abs(lo) * 0.05), hi + max(1.0, abs(hi) * 0.05)
     span = hi - lo
-    lo, hi = lo - 0.05 * span, hi + 0.05 * span
+    lo, hi = max(0.0, lo - 0.08 * span) if lo >= 0 else lo - 0.08 * span, hi + 0.08 * span
     n = max(1, len(points) - 1)
     iw, ih = width - pad_l - pad_r, height - pad_t - pad_b
 
     def x(i: int) -> float:
-        return pad_l + iw * i / n
+        return pad_l + (iw * i / n if len(points) > 1 else iw / 2)
 
     def y(v: float) -> float:
         return pad_t + ih * (1 - (v - lo) / (hi - lo))
 
-    parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+    parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" class="chart trend-chart" width="{width}" height="{height}" '
               f'viewBox="0 0 {width} {height}" role="img"><title>{escape(title)}</title>'),
              f'<rect x="{pad_l}" y="{pad_t}" width="{iw}" height="{ih}" fill="#fafafa" stroke="#ddd"/>']
+    ticks = _ticks(lo, hi, 4)
+    step = (ticks[1] - ticks[0]) / div if len(ticks) > 1 else 1.0
+    decimals = max(0, -math.floor(math.log10(step))) if step > 0 else 0  # distinct labels for close ticks
+    for t in ticks:
+        ty = y(t)
+        text = f"{t / div:,.{decimals}f}" + (f" {unit_name}" if unit_name else "")
+        parts.append(f'<line x1="{pad_l}" y1="{ty:.1f}" x2="{pad_l + iw}" y2="{ty:.1f}" stroke="#eee"/>'
+                     f'<text x="{pad_l - 4}" y="{ty + 3:.1f}" font-size="10" text-anchor="end">'
+                     f'{escape(text)}</text>')
     upper = [(x(i), y(p["baseline"] + p["band"])) for i, p in judged]
-    lower = [(x(i), y(p["baseline"] - p["band"])) for i, p in judged]
+    lower = [(x(i), y(max(0.0, p["baseline"] - p["band"]))) for i, p in judged]
     if len(upper) >= 2:
         poly = " ".join(f"{a:.1f},{b:.1f}" for a, b in upper + lower[::-1])
         parts.append(f'<polygon points="{poly}" fill="#9ecae1" fill-opacity="0.45" stroke="none">'
@@ -109,18 +134,42 @@ def line_chart(points: list[dict], *, width: int = 560, height: int = 140, title
         if p.get("value") is None:
             continue
         color = "#d62728" if p.get("flagged") else "#333"
-        r = 4 if p.get("flagged") else 2
-        label = f"{p.get('x_label', '')}: {p['value']:.6g}"
+        r = 4 if p.get("flagged") else 2.5
+        label = f"{p.get('x_label', '')}: {_short_number(p['value'] / div)} {unit_name}".rstrip()
         parts.append(f'<circle cx="{x(i):.1f}" cy="{y(p["value"]):.1f}" r="{r}" fill="{color}">'
                      f'<title>{escape(label)}</title></circle>')
-    parts.append(f'<text x="{pad_l - 4}" y="{pad_t + 4}" font-size="10" text-anchor="end">{escape(f"{hi:.4g}")}</text>')
-    parts.append(f'<text x="{pad_l - 4}" y="{pad_t + ih}" font-size="10" text-anchor="end">{escape(f"{lo:.4g}")}</text>')
-    if points:
-        parts.append(f'<text x="{pad_l}" y="{height - 4}" font-size="10">{escape(str(points[0].get("x_label", "")))}</text>')
-        parts.append(f'<text x="{pad_l + iw}" y="{height - 4}" font-size="10" text-anchor="end">'
-                     f'{escape(str(points[-1].get("x_label", "")))}</text>')
-    parts.append("</svg>")
+    every = max(1, math.ceil(len(points) * 48 / iw))  # a commit label needs about 48 px
+    for i, p in enumerate(points):
+        if i % every == 0 or i == len(points) - 1 and (len(points) - 1) % every >= every / 2:
+            text = str(p.get("x_label", ""))[:8]
+            parts.append(f'<text x="{x(i):.1f}" y="{pad_t + ih + 13}" font-size="10" text-anchor="middle">'
+                         f'{escape(text)}</text>')
+    parts.append(f'<text x="{pad_l + iw / 2:.1f}" y="{height - 3}" font-size="10" text-anchor="middle" '
+                 f'fill="#777">commit</text></svg>')
     return Markup("".join(parts))
+
+
+def _ticks(lo: float, hi: float, target: int) -> list[float]:
+    span = hi - lo
+    if span <= 0:
+        return [lo]
+    raw = span / target
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    first = math.ceil(lo / step) * step
+    return [first + i * step for i in range(int((hi - first) / step) + 1)]
+
+
+def _short_number(v: float) -> str:
+    """12.5, 1250, 0.034: at most 4 significant digits, no exponent for the sizes a chart shows."""
+    a = abs(v)
+    if a >= 1e5:
+        return f"{v:,.0f}"
+    if a >= 100:
+        return f"{v:.0f}"
+    if a >= 10:
+        return f"{v:.1f}".rstrip("0").rstrip(".")
+    return f"{v:.3g}"
 
 
 def bar_pair(base: float, target: float, scale: float, *, width: int = 160) -> Markup:
@@ -141,17 +190,7 @@ def _point_dict(point) -> dict:
 
 
 def render(template: str, context, html: bool) -> str:
-    """Render reports/templates/<template> with autoescape for HTML and StrictUndefined."""
-    import jinja2
+    """Render reports/templates/<template> in the one environment of every report (reports.render)."""
+    from reports.render import render_template
 
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-        autoescape=html,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters.update(md=md_cell, ns=fmt_ns, value=fmt_value, spark=sparkline, attr_dict=_point_dict)
-    env.globals.update(line_chart=line_chart, bar_pair=bar_pair)
-    return env.get_template(template).render(r=context)
+    return render_template(template, context, html)

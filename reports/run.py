@@ -13,6 +13,7 @@ from pathlib import Path
 
 import duckdb
 
+from errors import TracehouseError
 from reports.render import render_template
 from reports.serving import serving_section
 from reports.stored import use_stored, use_stored_step
@@ -170,6 +171,9 @@ class StepSection:
     largest_gap: dict | None = None  # the step's longest device gap: class, start_ns, end_ns, gap_ns, next_name
     window: FindingWindow | None = None  # the step (its breakdown, critical path), with its export command
     gap_window: FindingWindow | None = None  # the longest gap, with its export command
+    # drawing data of the HTML timeline (not figures: left out of the JSON, like timeline)
+    gap_spans: list[dict] = field(default_factory=list)  # device gaps >= 1 µs: class, start_ns, end_ns
+    path_segments: list[dict] = field(default_factory=list)  # critical path: kind, category, name, start_ns, end_ns
 
 
 @dataclass
@@ -313,10 +317,22 @@ def _rows(con, sql: str, params: list | dict) -> list[dict]:
     return [dict(zip(columns, row)) for row in cursor.fetchall()]
 
 
+def _check_phase(con: duckdb.DuckDBPyConnection, run_id: str, phase: str) -> None:
+    """--phase naming a phase the run does not have is an error naming those it has, not an empty report."""
+    have = [r[0] for r in con.execute("SELECT DISTINCT phase FROM category_summary WHERE run_id = ? ORDER BY 1",
+                                      [run_id]).fetchall()]
+    if phase not in have:
+        shown = ", ".join(have) if have else "none (no GPU activity)"
+        raise TracehouseError(f"run {run_id} has no {phase} phase; its phases: {shown}",
+                              hint="leave out --phase for the whole run" if have else "")
+
+
 def build_run_report(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | None = None,
                      mapping_run: str | None = None) -> RunReport:
     run = _rows(con, "SELECT * FROM runs WHERE run_id = ?", [run_id])[0]
     phase_clause, phase_params = ("AND phase = ?", [phase]) if phase else ("", [])
+    if phase:
+        _check_phase(con, run_id, phase)
     phases = []
     for (ph,) in con.execute(f"SELECT DISTINCT phase FROM category_summary WHERE run_id = ? {phase_clause} ORDER BY 1",
                              [run_id] + phase_params).fetchall():
@@ -633,6 +649,15 @@ def _step_section(con, s: dict, key: list) -> StepSection:
         critical_ids = {r[0] for r in con.execute(
             "SELECT kernel_id FROM critical_path WHERE run_id = ? AND rank = ? AND step = ? AND kind = 'gpu'",
             key).fetchall()}
+    gap_spans = _rows(con, """
+        SELECT class, gap_start_ns AS start_ns, gap_end_ns AS end_ns, next_name FROM idle_gaps
+        WHERE run_id = ? AND rank = ? AND step = ? AND scope = 'device' AND class <> 'tiny'
+        ORDER BY gap_ns DESC, gap_start_ns LIMIT 2000""", key)
+    path_segments = []
+    if _has(con, "critical_path"):
+        path_segments = _rows(con, """
+            SELECT kind, category, name, start_ns, start_ns + dur_ns AS end_ns FROM critical_path
+            WHERE run_id = ? AND rank = ? AND step = ? ORDER BY seq LIMIT 4000""", key)
     lanes = []
     for stream in streams:
         acts = [TimelineActivity(r["name"], r["category"], r["start_ns"], r["end_ns"], r["kernel_id"] in critical_ids)
@@ -649,7 +674,8 @@ def _step_section(con, s: dict, key: list) -> StepSection:
         exposed_comm_ns=s["exposed_comm_ns"], exposed_memory_ns=s["exposed_memory_ns"],
         gpu_idle_ns=s["gpu_idle_ns"], host_tail_ns=s["host_tail_ns"], gpu_utilization=s["gpu_utilization"],
         activities=s["activities"], components=components, streams=streams, critical_stream=critical_stream,
-        layer_period=period, layer_repeats=repeats, layer=layer, layer_span_ns=layer_span, total_layers=total_layers, gaps=gaps, critical_path=path, timeline=lanes)
+        layer_period=period, layer_repeats=repeats, layer=layer, layer_span_ns=layer_span, total_layers=total_layers, gaps=gaps, critical_path=path, timeline=lanes,
+        gap_spans=gap_spans, path_segments=path_segments)
 
 
 def render_run_report(report: RunReport, fmt: str, template_dir: str | Path | None = None) -> str:
@@ -663,7 +689,8 @@ def report_json(report: RunReport) -> dict:
     data = asdict(report)
     data["mode_note"] = report.mode_note
     if data.get("step"):
-        data["step"].pop("timeline", None)  # drawing data, not a figure
+        for drawing in ("timeline", "gap_spans", "path_segments"):  # drawing data, not figures
+            data["step"].pop(drawing, None)
     return data
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from html import escape
 
 from markupsafe import Markup
@@ -35,33 +36,162 @@ def share_bars(rows: list, width: int = 520) -> Markup:
     return Markup("".join(parts))
 
 
-def step_timeline(lanes: list, width: int = 900) -> Markup:
-    """One lane per stream of one step; critical-path activities outlined in black."""
-    if not lanes:
+GAP_COLORS = {"host_bound": "#fdae6b", "sync_wait": "#fb6a4a", "other": "#c6dbef"}
+GAP_MEANING = {"host_bound": "host-bound (the GPU waited for the launch)",
+               "sync_wait": "sync wait (a blocking sync or event)", "other": "other (queued, dependency)"}
+PATH_COLORS = {"launch_delay": "#6a51a3", "gpu_queued": "#9e9ac8", "kernel_gap": "#969696", "cpu": "#fd8d3c",
+               "sync_wait": "#cb181d"}
+
+
+def nice_ticks(span: float, target: int = 10) -> list[float]:
+    """Round tick values (1, 2, 5 × 10^k) from 0 to span, about `target` of them."""
+    if span <= 0:
+        return [0.0]
+    raw = span / target
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    return [i * step for i in range(int(span / step) + 1)]
+
+
+def _tick_label(ms: float, step: float) -> str:
+    decimals = max(0, -math.floor(math.log10(step))) if step < 1 else 0
+    return f"{ms:.{decimals}f}"
+
+
+def step_timeline(step, width: int = 1340) -> Markup:
+    """The chosen step, every stream a lane, on one ms axis with ticks from the step's start; idle gaps of
+    the device shaded by cause behind the lanes; the critical path as its own lane under them, by
+    segment kind (GPU segments in their category's colour). Legends for categories, causes and kinds."""
+    lanes = step.timeline
+    acts = [a for lane in lanes for a in lane.activities]
+    if not acts:
         return Markup("")
-    start = min(a.start_ns for lane in lanes for a in lane.activities)
-    end = max(a.end_ns for lane in lanes for a in lane.activities)
-    span = max(1, end - start)
-    lane_h, label_w = 22, 110
-    height = len(lanes) * (lane_h + 6) + 24
-    scale = (width - label_w - 10) / span
+    origin = min([a.start_ns for a in acts] + [step.wall_start_ns])
+    end = max([a.end_ns for a in acts] + [step.wall_end_ns])
+    span = max(1, end - origin)
+    label_w, lane_h, pad = 150, 20, 5
+    plot_w = width - label_w - 12
+    scale = plot_w / span
+    lanes_h = (len(lanes) + (1 if step.path_segments else 0)) * (lane_h + pad)
+    axis_y = 8 + lanes_h + 4
+    height = axis_y + 34
+
+    def x(ns: int) -> float:
+        return label_w + (ns - origin) * scale
+
     parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" class="chart step-timeline" width="{width}" '
-             f'height="{height}" role="img" aria-label="per-stream timeline of one step">')]
+             f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
+             f'aria-label="per-stream timeline of rank {step.rank}, step {step.step}">')]
+    for g in step.gap_spans:  # behind everything: the device idle, by cause
+        gx, gw = x(g["start_ns"]), max(0.6, (g["end_ns"] - g["start_ns"]) * scale)
+        parts.append(f'<rect class="gap" x="{gx:.2f}" y="4" width="{gw:.2f}" height="{lanes_h:.0f}" '
+                     f'fill="{GAP_COLORS.get(g["class"], "#ddd")}" fill-opacity="0.45"><title>idle '
+                     f'{escape(g["class"])}: {(g["end_ns"] - g["start_ns"]) / 1e6:.3f} ms before '
+                     f'{escape(g["next_name"] or "")}</title></rect>')
     for i, lane in enumerate(lanes):
-        y = 6 + i * (lane_h + 6)
+        y = 8 + i * (lane_h + pad)
         label = escape(lane.label) + (" ★" if lane.critical else "")
-        parts.append(f'<text x="{label_w - 6}" y="{y + 15}" text-anchor="end" font-size="12">{label}</text>')
-        for a in lane.activities:
-            x = label_w + (a.start_ns - start) * scale
-            w = max(0.5, (a.end_ns - a.start_ns) * scale)
-            stroke = ' stroke="#000" stroke-width="1.5"' if a.critical else ""
-            parts.append(f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" height="{lane_h}" fill="{color(a.category)}"'
-                         f'{stroke}><title>{escape(a.name)} ({escape(a.category)}, '
-                         f'{(a.end_ns - a.start_ns) / 1e3:.1f} µs)</title></rect>')
-    parts.append(f'<text x="{label_w}" y="{height - 6}" font-size="11">0</text>'
-                 f'<text x="{width - 10}" y="{height - 6}" font-size="11" text-anchor="end">{span / 1e3:.1f} µs</text>')
-    parts.append("</svg>")
+        parts.append(f'<text x="{label_w - 8}" y="{y + 14}" text-anchor="end" font-size="12">{label}</text>')
+        merged: list[list] = []
+        for a in sorted(lane.activities, key=lambda a: a.start_ns):
+            ax, ae = x(a.start_ns), x(a.end_ns)
+            if merged and merged[-1][2] == a.category and ax - merged[-1][1] < 1.0:
+                merged[-1][1] = max(merged[-1][1], ae)
+                merged[-1][4] += 1
+                merged[-1][5] = max(merged[-1][5], a.end_ns)
+                continue
+            merged.append([ax, ae, a.category, a.name, 1, a.end_ns, a.start_ns])
+        for ax, ae, cat, name, n, last_end, first_start in merged:
+            more = f" and {n - 1} more {escape(cat)}" if n > 1 else ""
+            parts.append(f'<rect x="{ax:.2f}" y="{y}" width="{max(0.6, ae - ax):.2f}" height="{lane_h}" '
+                         f'fill="{color(cat)}"><title>{escape(name)}{more} ({escape(cat)}, '
+                         f'{(last_end - first_start) / 1e3:.1f} µs)</title></rect>')
+    if step.path_segments:
+        y = 8 + len(lanes) * (lane_h + pad)
+        parts.append(f'<text x="{label_w - 8}" y="{y + 14}" text-anchor="end" font-size="12" '
+                     f'font-weight="bold">critical path</text>')
+        for seg in step.path_segments:
+            fill = color(seg["category"]) if seg["kind"] == "gpu" else PATH_COLORS.get(seg["kind"], "#444")
+            sx, sw = x(seg["start_ns"]), max(0.6, (seg["end_ns"] - seg["start_ns"]) * scale)
+            parts.append(f'<rect x="{sx:.2f}" y="{y + 3}" width="{sw:.2f}" height="{lane_h - 6}" fill="{fill}">'
+                         f'<title>{escape(seg["kind"])}: {escape(seg["name"] or "")} '
+                         f'({(seg["end_ns"] - seg["start_ns"]) / 1e3:.1f} µs)</title></rect>')
+    ticks = nice_ticks(span / 1e6)
+    tick_step = ticks[1] if len(ticks) > 1 else 1.0
+    parts.append(f'<line x1="{label_w}" y1="{axis_y}" x2="{label_w + plot_w}" y2="{axis_y}" stroke="#555"/>')
+    for t in ticks:
+        tx = label_w + t * 1e6 * scale
+        parts.append(f'<line x1="{tx:.1f}" y1="{axis_y}" x2="{tx:.1f}" y2="{axis_y + 5}" stroke="#555"/>'
+                     f'<text x="{tx:.1f}" y="{axis_y + 17}" font-size="11" text-anchor="middle">'
+                     f'{_tick_label(t, tick_step)}</text>')
+    parts.append(f'<text x="{label_w - 8}" y="{axis_y + 17}" font-size="11" text-anchor="end">ms from step start'
+                 f'</text></svg>')
     return Markup("".join(parts))
+
+
+def timeline_legend(step) -> Markup:
+    """What the colours of step_timeline mean: the categories drawn, the gap causes, the path kinds."""
+    cats = sorted({a.category for lane in step.timeline for a in lane.activities})
+    items = [(color(c), escape(c)) for c in cats]
+    causes = sorted({g["class"] for g in step.gap_spans})
+    items += [(GAP_COLORS.get(c, "#ddd"), "idle: " + escape(GAP_MEANING.get(c, c))) for c in causes]
+    kinds = sorted({seg["kind"] for seg in step.path_segments} - {"gpu"})
+    items += [(PATH_COLORS.get(k, "#444"), "path: " + escape(k.replace("_", " "))) for k in kinds]
+    html = "".join(f'<span class="key"><i style="background:{c}"></i>{label}</span>' for c, label in items)
+    return Markup(f'<div class="legend">{html}</div>')
+
+
+def wall_bar(step, width: int = 640) -> Markup:
+    """The step's wall clock as one stacked bar: host setup, queued, compute, exposed comm and memory,
+    GPU idle, host tail (step_breakdown; the parts add up to the wall)."""
+    parts_ns = [("host setup", step.host_setup_ns, "#fdd0a2"), ("queued on GPU", step.gpu_queued_ns, "#9e9ac8"),
+                ("compute", step.compute_ns, "#3182bd"), ("exposed comm", step.exposed_comm_ns, "#d62728"),
+                ("exposed memory", step.exposed_memory_ns, "#ffbb78"), ("GPU idle", step.gpu_idle_ns, "#bdbdbd"),
+                ("host tail", step.host_tail_ns, "#fee6ce")]
+    total = sum(max(0, v or 0) for _, v, _ in parts_ns) or 1
+    out, xpos = [(f'<svg xmlns="http://www.w3.org/2000/svg" class="chart wall-bar" width="{width}" height="26" '
+                 f'role="img" aria-label="step wall clock">')], 0.0
+    for label, value, fill in parts_ns:
+        w = width * max(0, value or 0) / total
+        if w <= 0:
+            continue
+        out.append(f'<rect x="{xpos:.2f}" y="2" width="{w:.2f}" height="22" fill="{fill}"><title>{label}: '
+                   f'{(value or 0) / 1e6:.3f} ms ({100 * (value or 0) / total:.1f} %)</title></rect>')
+        text = f"{label} {100 * (value or 0) / total:.0f}%"
+        if w > 6.5 * len(text) + 8:  # a label only where it fits (the title always has it)
+            out.append(f'<text x="{xpos + 4:.1f}" y="17" font-size="11">{text}</text>')
+        xpos += w
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+def skew_chart(rows: list, width: int = 560) -> Markup:
+    """Per rank: mean lateness at collectives (how late it arrived) and time it waited for others; the
+    rank that arrived last most often is the straggler, drawn darker."""
+    if not rows:
+        return Markup("")
+    label_w, bar_h, gap = 70, 14, 10
+    worst = max(rows, key=lambda r: (r.times_last, r.mean_start_lateness_ns or 0)).rank
+    top = max([r.mean_start_lateness_ns or 0 for r in rows] + [r.wait_ns or 0 for r in rows] + [1])
+    plot = width - label_w - 110
+    height = len(rows) * (2 * bar_h + gap) + 24
+    out = [(f'<svg xmlns="http://www.w3.org/2000/svg" class="chart skew" width="{width}" height="{height}" '
+           f'role="img" aria-label="rank skew">')]
+    for i, r in enumerate(rows):
+        y = 4 + i * (2 * bar_h + gap)
+        late, wait = r.mean_start_lateness_ns or 0, r.wait_ns or 0
+        out.append(f'<text x="{label_w - 6}" y="{y + bar_h + 4}" text-anchor="end" font-size="12"'
+                   f'{" font-weight=" + chr(34) + "bold" + chr(34) if r.rank == worst else ""}>rank {r.rank}</text>')
+        for j, (value, fill, what) in enumerate(((late, "#d62728" if r.rank == worst else "#fc9272", "mean lateness"),
+                                                 (wait, "#6baed6", "waited"))):
+            w = plot * value / top
+            out.append(f'<rect x="{label_w}" y="{y + j * bar_h}" width="{max(w, 0.6):.1f}" height="{bar_h - 2}" '
+                       f'fill="{fill}"><title>rank {r.rank} {what}: {value / 1e6:.3f} ms</title></rect>'
+                       f'<text x="{label_w + w + 4:.1f}" y="{y + j * bar_h + 10}" font-size="10">{what} '
+                       f'{value / 1e6:.3f} ms</text>')
+    out.append(f'<text x="{label_w}" y="{height - 6}" font-size="11" fill="#555">{len(rows)} ranks; '
+               f'darker: arrived last most often (rank {worst})</text></svg>')
+    return Markup("".join(out))
 
 
 def layer_strip(positions: list, width: int = 900) -> Markup:

@@ -19,6 +19,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute
 
+from errors import TracehouseError
+
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 RULE_VIEWS = ("trend_params", "trend", "regression")
 
@@ -73,6 +75,29 @@ class SeriesTrend:
     last_run_id: str
     last_commit: str | None
     metrics: list[MetricLine]
+
+    HEADLINE = ("step_time_median_ns", "gpu_busy_pct", "exposed_comm_ns_per_step", "idle_pct")
+
+    @property
+    def headline(self) -> list[MetricLine]:
+        """What the trend page leads with: metrics that regressed in the last run, then step time, GPU busy,
+        exposed communication, idle, and the three categories with the most time per step."""
+        by_name = {m.metric: m for m in self.metrics}
+        cats = sorted((m for m in self.metrics if m.metric.startswith("category.")),
+                      key=lambda m: -(m.last_value or 0))[:3]
+        chosen = [m for m in self.metrics if m.flagged_last]
+        chosen += [by_name[k] for k in self.HEADLINE if k in by_name] + cats
+        seen, out = set(), []
+        for m in chosen:
+            if m.metric not in seen:
+                seen.add(m.metric)
+                out.append(m)
+        return out
+
+    @property
+    def rest(self) -> list[MetricLine]:
+        shown = {m.metric for m in self.headline}
+        return [m for m in self.metrics if m.metric not in shown]
 
 
 @dataclass
@@ -160,10 +185,34 @@ def build_trend(con: duckdb.DuckDBPyConnection, where: dict[str, str] | None = N
     (warehouse.metrics: computed once per run); else from the run_metrics view of `con`."""
     metrics = list(metrics or [])
     runs, rows = trend_inputs(con, where, warehouse)
+    if runs.num_rows == 0:
+        raise _no_runs(con, where)
     if rows is not None and metrics:
-        chosen = _metric_filter(metrics, sorted(set(rows.column("metric").to_pylist())))
+        names = sorted(set(rows.column("metric").to_pylist()))
+        chosen = _metric_filter(metrics, names)
+        if not chosen:  # a gate over nothing must not pass
+            families = sorted({n.split(".", 1)[0] + (".*" if "." in n else "") for n in names})
+            raise TracehouseError(f"--metric {' '.join(metrics)} matches no metric of these runs",
+                                  hint="metrics: " + ", ".join(families))
         rows = rows.filter(pa.compute.is_in(rows.column("metric"), pa.array(sorted(chosen) or [""])))
     return build_trend_from_tables(runs, rows, where=where, metrics=metrics, since=since, last=last)
+
+
+def _no_runs(con: duckdb.DuckDBPyConnection, where: dict[str, str] | None) -> TracehouseError:
+    """Matching no run is an error that names what exists (a CI gate over nothing must not pass)."""
+    if not where:
+        return TracehouseError("the warehouse holds no runs", hint="ingest traces with `tracehouse ingest PATH`")
+    parts = []
+    for key in sorted(where):
+        column = key if key in ("series", "commit") else None
+        values = con.execute(
+            f"SELECT DISTINCT {column} FROM runs WHERE {column} IS NOT NULL ORDER BY 1 LIMIT 13" if column else
+            "SELECT DISTINCT labels[?] FROM runs WHERE labels[?] IS NOT NULL ORDER BY 1 LIMIT 13",
+            [] if column else [key, key]).fetchall()
+        shown = ", ".join(str(v) for (v,) in values[:12]) + (", ..." if len(values) > 12 else "")
+        parts.append(f"{key}: {shown or 'no run has this label'}")
+    asked = " ".join(f"{k}={v}" for k, v in sorted(where.items()))
+    return TracehouseError(f"no run matches --where {asked}", hint="; ".join(parts))
 
 
 def _rank_null(rows: pa.Table) -> pa.Table:

@@ -6,8 +6,8 @@
 --   variant               `exact`: every GPU activity (kernel, memcpy, memset) at its exact ns times,
 --                                   classified by tracehouse's categories (activity_category:
 --                                   communication = comm, memcpy/memset = memory, the rest compute);
---                         `linked`: TraceLens' gpu_timeline exactly (its default view, ../shared/oracles/
---                                   README.md): linked activities only (kernels.linked: the launch call is
+--                         `linked`: TraceLens' gpu_timeline exactly (its default view; docs/tables.md,
+--                                   gpu_timeline variants): linked activities only (kernels.linked: the launch call is
 --                                   in the trace), exact ns times, and TraceLens' classes, which differ
 --                                   from tracehouse's: a memset is computation (not memory), a memcpy is
 --                                   memory, and communication is a kernel whose name contains `nccl`,
@@ -21,7 +21,7 @@
 --                         `hta_names`: every activity at exact times, classified by HTA's name rule
 --                                   (communication = name starts with `nccl`): isolates the category
 --                                   difference from HTA's other rules;
---                         `hta`: HTA 0.5.0's rules (../shared/oracles/README.md): times rounded to whole µs
+--                         `hta`: HTA 0.5.0's rules (docs/tables.md, gpu_timeline variants): times rounded to whole µs
 --                                   (start = ceil(ts), end = floor(ts + dur), in float64
 --                                   as HTA parses them), any event with a stream other than -1
 --                                   counts (cuda_sync and stream-carrying host ops too), HTA's name classes,

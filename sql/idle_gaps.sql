@@ -42,7 +42,7 @@
 --   class                     `tiny`, `sync_wait`, `host_bound` or `other` (the rule above)
 --   wait_ns, host_ns, queued_ns   the three parts (wait_ns + host_ns + queued_ns = gap_ns)
 --   host_op, host_op_ns       the host range that covers most of the gap, and how much of it (above)
---   hta_class                 HTA's class for stream gaps, as HTA defines it (../shared/oracles/README.md):
+--   hta_class                 HTA's class for stream gaps, as Holistic Trace Analysis defines it:
 --                             `host_wait` (the next launch started after the previous activity ended),
 --                             else `kernel_wait` (gap < 30 µs), else `other`
 --   offset_in_step_ns         gap_start_ns - the step's first GPU start

@@ -40,7 +40,7 @@
 --   verdict neutral,        priority P1/P2 -> manual check (large, but the signal is mixed)
 --   verdict neutral,        otherwise     -> observe later
 -- Python scopes: python_site comes from kernel_summary of the same run ("formal" mode). Mapping mode
--- (PRODUCT.md `--mapping RUN`, a graph-off run of the same workload) is not a view: join this view to
+-- (`tracehouse report --mapping RUN`, a graph-off run of the same workload) is not a view: join this view to
 -- kernel_summary of the mapping run on (phase, name) and take its python_site; scope_source says which.
 -- Columns:
 --   run_id, phase, name           the kernel (phase 'unknown' when none)

@@ -1,5 +1,5 @@
 -- regression: one row per trend row (series, phase, metric, run), judged by the regression rule.
--- The core (PRODUCT.md): flagged when the value is worse than the baseline (higher for `better = lower`,
+-- The core rule: flagged when the value is worse than the baseline (higher for `better = lower`,
 -- lower for `higher`; the median of the previous k = 5 runs) by more than threshold_pct (3 %) AND by more
 -- than noise_mult (3) × noise (1.4826 × MAD). Metrics with better = none are never flagged. Around that
 -- core, what makes "3 × noise" mean a 3-sigma test when the noise itself is estimated from a few runs:

@@ -427,10 +427,9 @@ def _dir_with_non_trace(d: Path) -> Case:
     write_doc(run / "rank-0.json.gz", meta, events)
     (run / "notes.txt").write_text("benchmark notes\n")
     (run / "config.json").write_text('{"model": "llama", "tp": 8}')
-    return Case([run], Outcome("error", what="not a Kineto trace", where="start of file", bad_file="config.json",
-                               warnings={"non-trace files skipped": 1, "files that could not be read": 1,
-                                         "some files name no rank; ranks were numbered by file order": 1},
-                               n_kernels=gpu_count(events)))
+    # a small .json without traceEvents beside the traces is a sidecar (SGLang's server_args.json, a
+    # config): skipped and counted like notes.txt, so the folder ingests with exit 0 (issue 17)
+    return Case([run], Outcome("repaired", warnings={"non-trace files skipped": 2}, n_kernels=gpu_count(events)))
 
 
 KINDS: dict[str, Kind] = {k.name: k for k in [
@@ -507,7 +506,8 @@ KINDS: dict[str, Kind] = {k.name: k for k in [
     Kind("empty_trace_events", "traceEvents is []: nothing to ingest -> error", _empty_events),
     Kind("metadata_only", "only ph M events: nothing timed to ingest -> error", _metadata_only),
     Kind("directory_with_non_trace_files", "a profile folder with notes.txt and config.json beside the trace: "
-         "notes.txt skipped (counted); config.json reported (not a trace); the trace lands", _dir_with_non_trace),
+         "both skipped (counted: a small .json without traceEvents is a sidecar); the trace lands",
+         _dir_with_non_trace),
 ]}
 
 

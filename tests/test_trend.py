@@ -219,5 +219,5 @@ def test_cli_trend_formats_and_fail_on_regression(history, evaluated, cli_runner
     doc = json.loads(res.stdout)
     assert all(len(m["points"]) == shown for s in doc["series"] for m in s["metrics"] if m["metric"] == "steps")
 
-    res = cli_runner.invoke(main, base + ["--where", "series=nothing-here"])
-    assert res.exit_code == 0 and "No regression flagged" in res.stdout
+    res = cli_runner.invoke(main, base + ["--where", "series=nothing-here"])  # matching nothing is an error
+    assert res.exit_code == 1 and "no run matches --where series=nothing-here" in res.stderr

@@ -34,7 +34,7 @@ def check_read_only(sql: str) -> str:
     try:
         statements = [s for s in sqlglot.parse(body, read="duckdb") if s is not None]
     except sqlglot.errors.SqlglotError as exc:
-        raise QueryError(f"cannot parse the query: {str(exc).splitlines()[0]}")
+        raise QueryError(f"cannot parse the query: {_parser_message(body, exc)}") from None
     if len(statements) != 1:
         raise QueryRefused("only one statement at a time")
     statement = statements[0]
@@ -58,8 +58,31 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str):
     try:
         cursor = con.execute(text)
     except duckdb.PermissionException as exc:
-        raise QueryRefused(str(exc).splitlines()[0])
+        raise QueryRefused(duckdb_message(exc)) from None
     except duckdb.Error as exc:
-        raise QueryError(str(exc).splitlines()[0])
+        raise QueryError(duckdb_message(exc)) from None
     columns = [d[0] for d in cursor.description] if cursor.description else []
     return columns, cursor.fetchall()
+
+
+def duckdb_message(exc: Exception) -> str:
+    """DuckDB's message on one line, with its hint (`Did you mean "kernels"?`) and without the echo of
+    the query under it (`LINE 1: ...`, the caret line), which the user typed."""
+    lines = []
+    for line in str(exc).splitlines():
+        if line.startswith("LINE ") or not line.strip():
+            break
+        lines.append(line.strip())
+    return " ".join(lines) or type(exc).__name__
+
+
+def _parser_message(text: str, exc: Exception) -> str:
+    """What is wrong with a query sqlglot cannot parse, in the user's terms: DuckDB's own parser says it
+    (`syntax error at or near "selct"`) without running anything; sqlglot's internals
+    (`Required keyword: 'expression' missing for <class ...>`) only when DuckDB parses it."""
+    try:
+        duckdb.connect(":memory:").extract_statements(text)
+    except duckdb.Error as parse_error:
+        return duckdb_message(parse_error).removeprefix("Parser Error: ")
+    first = str(exc).splitlines()[0]
+    return first if "<class" not in first else "the query is not valid SQL in DuckDB's dialect"
