@@ -493,6 +493,14 @@ def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, 
     from reports.run import COMPUTED_STEP_VIEWS, RANK_TABLES
 
     counts = dict.fromkeys(("critical_path", "idle_gaps", "exposed_comm", "layers", "flags", "takeaways"), 0)
+    _say(progress, "data-quality flags")
+    # the whole run's flags at once: data_quality is a run-wide view, asked per rank it is computed per rank
+    flag_rows = con.execute("""
+        SELECT flag, severity, rank, step, message, array_to_string(affects, ', ') FROM data_quality
+        WHERE run_id = ? ORDER BY rank NULLS FIRST, step NULLS FIRST, flag""", [run_id]).fetchall()
+    starts = {(r, st): at for r, st, at in con.execute(
+        "SELECT rank, step, start_ns FROM step_spans WHERE run_id = ?", [run_id]).fetchall()}
+    walls = step_windows(con, run_id)
     for rank, (lo, hi) in sorted(windows.items()):
         pid = rank + 1
         group = tracks.track(procs[rank], ("analysis", rank), "tracehouse analysis", pid,
@@ -572,9 +580,8 @@ def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, 
                                {"step": row["step"], "layer": row["layer"], "period": row["period"],
                                 "device": row["device"], "stream": row["stream"]})
                 counts["layers"] += 1
-        _say(progress, f"rank {rank}: data-quality flags")
-        any_step = [st for r, st, a, b, _ in step_windows(con, run_id) if r == rank and a < hi and b > lo]
-        counts["flags"] += _flags(con, run_id, rank, lo, hi, any_step, tracks, group, pid)
+        any_step = {st for r, st, a, b, _ in walls if r == rank and a < hi and b > lo}
+        counts["flags"] += _flags(flag_rows, starts, rank, lo, any_step, tracks, group, pid)
     counts["takeaways"] = _takeaways(warehouse, run_id, tracks, procs, windows, progress)
     if counts["takeaways"] < 0:
         counts["takeaways"] = 0
@@ -583,20 +590,17 @@ def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, 
     summary.counts.update(counts)
 
 
-def _flags(con, run_id, rank, lo, hi, steps, tracks: _Tracks, group, pid) -> int:
-    """data_quality rows of the rank (and the run's), as instants at their step's start or the rank's start."""
-    rows = con.execute(f"""
-        WITH starts AS (
-            SELECT step, start_ns AS at_ns FROM step_spans WHERE run_id = ? AND rank = ?
-        )
-        SELECT q.flag, q.severity, q.rank, q.step, q.message, array_to_string(q.affects, ', ') AS affects,
-               coalesce(s.at_ns, greatest(?, (SELECT min(at_ns) FROM starts))) AS at_ns
-        FROM data_quality AS q LEFT JOIN starts AS s ON s.step = q.step
-        WHERE q.run_id = ? AND (q.rank = ? OR q.rank IS NULL)
-          AND (q.step IS NULL OR q.step IN ({', '.join(map(str, steps)) or 'NULL'}))
-        ORDER BY at_ns, q.flag""", [run_id, rank, lo, run_id, rank]).fetchall()
+def _flags(flag_rows, starts, rank, lo, steps, tracks: _Tracks, group, pid) -> int:
+    """data_quality rows of the rank (and the run's), as instants at their step's start (step_spans) or, for a
+    rank's or the run's flag, at the rank's first step start (the window's start when later)."""
+    first = min((at for (r, _), at in starts.items() if r == rank), default=None)
     n = 0
-    for flag, severity, frank, fstep, message, affects, at in rows:
+    for flag, severity, frank, fstep, message, affects in flag_rows:
+        if frank is not None and frank != rank:
+            continue
+        if fstep is not None and fstep not in steps:
+            continue
+        at = starts.get((rank, fstep)) if fstep is not None else (None if first is None else max(lo, first))
         if at is None:
             continue
         track = tracks.track(group, ("flags", rank), "data quality", pid,

@@ -320,7 +320,7 @@ def test_report_findings_name_their_window_and_the_command_reproduces_it(situati
         args = shlex.split(f.command)
         assert args[:2] == ["tracehouse", "export"]
         args[args.index("-o") + 1] = str(tmp_path / f"{i}.pftrace")
-        result = cli_runner.invoke(main, ["--warehouse", str(wh.root)] + args[2:])
+        result = cli_runner.invoke(main, ["--warehouse", str(wh.root)] + args[1:])
         assert result.exit_code == 0, result.output
         p = Parsed(tmp_path / f"{i}.pftrace")
         where = "AND start_ns < ? AND (end_ns > ? OR start_ns >= ?)" + (" AND rank = ?" if f.rank is not None else "")
@@ -378,7 +378,7 @@ def test_bad_input_one_line_exit_1_nothing_written(situation_warehouse, cli_runn
 
 def test_parse_window_units():
     assert parse_window("1765000000000000000:1765000000000001000") == (1765000000000000000, 1765000000000001000)
-    assert parse_window("1765000000000.5us:1765000000001us") == (1765000000000000500, 1765000000001000000)
+    assert parse_window("1765000000000.5us:1765000000001us") == (1_765_000_000_000_500, 1_765_000_000_001_000)
     assert parse_window("2ms:3ms") == (2_000_000, 3_000_000)
 
 
