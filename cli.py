@@ -117,8 +117,12 @@ def format_option(choices=("table", "csv", "json"), default="table", json_help: 
                         help="Output format: " + "; ".join(f"{c}: {h}" for c, h in zip(choices, parts)) + ".")
 
 
-def output_option(fn):
+def output_option(fn=None, *, required: bool = False,
+                  help: str = "Write the report to this file (its folder must exist); default: stdout."):
     """-o FILE, checked before any work: a folder that does not exist fails at once, in one line."""
+    if fn is None:
+        return lambda f: output_option(f, required=required, help=help)
+
     def check(ctx, param, value):
         if value is None:
             return None
@@ -130,7 +134,7 @@ def output_option(fn):
                                   hint="create it first or write elsewhere")
         return path
     return click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), callback=check,
-                        help="Write the report to this file (its folder must exist); default: stdout.")(fn)
+                        required=required, help=help)(fn)
 
 
 def _version() -> str:
@@ -606,8 +610,7 @@ def report(ctx, run, phase, mapping, fmt, output, template_dir, with_trace, engi
 @click.option("--no-analysis", is_flag=True, help="Only the trace's own activities, no analysis tracks.")
 @click.option("--analysis-steps", type=click.IntRange(min=0), default=64, show_default=True,
               help="Draw the critical path and layers of at most this many steps per rank (the first ones).")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="The file to write (written whole, or not at all).")
+@output_option(required=True, help="The file to write (its folder must exist; written whole, or not at all).")
 @click.pass_context
 def export(ctx, run, rank, step, window, fmt, no_analysis, analysis_steps, output):
     """Export a run to Perfetto with tracehouse's analysis written into it.

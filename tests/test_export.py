@@ -388,7 +388,9 @@ def test_every_real_trace_exports(real_warehouse, rel, tmp_path):
     duration are those of a plain JSON pass over the trace file (no tracehouse code)."""
     require_shared()
     wh, run_of = real_warehouse
-    p = _export(wh, run_of[rel], tmp_path / "real.pftrace")
+    # the GPU tracks only: the analysis tracks are checked on the situations and on b200_eager below (with
+    # them, this test took 10 minutes of the suite over the corpus)
+    p = _export(wh, run_of[rel], tmp_path / "real.pftrace", analysis=False)
     con = connect(wh)
     assert _exported_per_stream(p) == _per_stream(_table_gpu(con, run_of[rel]))
     (dups,) = con.execute("SELECT coalesce(max(warnings['duplicate_gpu_activities']), 0) FROM runs WHERE run_id = ?",

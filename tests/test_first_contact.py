@@ -16,7 +16,7 @@ from tracebuilder import BASE_US, launch_pair, simple_events, write_trace
 from cli import main
 from tests.conftest import TRACES, query_rows, require_shared
 
-FORMATS = {"table", "csv", "json", "md", "html"}
+FORMATS = {"table", "csv", "json", "md", "html", "perfetto"}
 
 
 def _run(args: list[str], env: dict | None = None):
