@@ -138,4 +138,4 @@ FROM (
     UNION ALL SELECT * FROM vllm_native
     UNION ALL SELECT * FROM atom
 ) AS parsed
-WHERE batch_size IS NOT NULL OR tokens IS NOT NULL;
+WHERE batch_size IS NOT NULL OR coalesce(stated_tokens, prefill_tokens + decode_tokens) IS NOT NULL;

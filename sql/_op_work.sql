@@ -154,7 +154,7 @@ memory_bound AS (
         SELECT *, coalesce(len(d) > slots AND len(d[slots + 1]) > 0, false) AS has_out
         FROM (
             SELECT *, CASE WHEN formula = 'norm' THEN 'norm' ELSE 'elementwise' END AS family,
-                   -- the functional form's arguments: a tensor after them is the op's out= buffer
+                   -- the functional form has this many arguments: a tensor after them is the out= buffer of the op
                    CASE regexp_replace(name, '_$', '')
                         WHEN 'aten::add' THEN 3 WHEN 'aten::sub' THEN 3 WHEN 'aten::where' THEN 3
                         WHEN 'aten::clamp' THEN 3 WHEN 'aten::mul' THEN 2 WHEN 'aten::div' THEN 2

@@ -61,7 +61,8 @@ per_category AS (
 ),
 around AS (
     -- batch annotations whose window contains the step's: detailed first, then the tightest
-    SELECT s.run_id, s.rank, s.step, a.*,
+    SELECT s.run_id, s.rank, s.step, a.batch_format, a.batch_size, a.prefill_requests, a.decode_requests,
+           a.prefill_tokens, a.decode_tokens, a.tokens, a.kv_tokens, a.sum_q_sq, a.sum_q_kv,
            ROW_NUMBER() OVER (PARTITION BY s.run_id, s.rank, s.step
                               ORDER BY a.detailed DESC, a.end_ns - a.start_ns, a.op_id) AS pick
     FROM step_spans AS s

@@ -159,6 +159,21 @@ def _spark_transforms(node: exp.Expression) -> exp.Expression:
                        typed=False, safe=node.args.get("safe"))
     if isinstance(node, exp.Avg) and not isinstance(node.this, exp.Cast):
         return exp.Avg(this=exp.Cast(this=node.this, to=exp.DataType.build("DOUBLE")))
+    if isinstance(node, exp.Anonymous) and node.name.lower() == "list_reduce":
+        # list_reduce(xs, f[, init]) -> aggregate(xs, init, f); without init DuckDB starts from the first
+        # element: aggregate(the rest, the first, f) (an empty or NULL list gives NULL, as in DuckDB)
+        xs, fn, *init = node.expressions
+        if init:
+            return exp.Anonymous(this="aggregate", expressions=[xs, init[0], fn])
+        first = exp.Anonymous(this="try_element_at", expressions=[xs.copy(), exp.Literal.number(1)])
+        rest = exp.Anonymous(this="slice", expressions=[xs.copy(), exp.Literal.number(2),
+                                                        exp.Anonymous(this="size", expressions=[xs.copy()])])
+        return exp.Anonymous(this="aggregate", expressions=[rest, first, fn])
+    if isinstance(node, exp.PercentileDisc) and node.expression is not None and not isinstance(node.parent, exp.WithinGroup):
+        # quantile_disc(x, q) -> percentile_disc(q) WITHIN GROUP (ORDER BY x): an actual value, exact (as
+        # Anonymous: sqlglot's Spark writer would turn PercentileDisc into the approximate percentile)
+        return exp.WithinGroup(this=exp.Anonymous(this="percentile_disc", expressions=[node.expression]),
+                               expression=exp.Order(expressions=[exp.Ordered(this=node.this)]))
     if isinstance(node, exp.PercentileCont) and node.expression is not None:
         return exp.Anonymous(this="percentile", expressions=[node.this, node.expression])
     if isinstance(node, exp.RegexpReplace):
