@@ -34,7 +34,7 @@ def serving_section(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | No
     work nor a sized collective (nothing to show)."""
     try:
         return _section(con, run_id, phase)
-    except duckdb.Error:  # a catalogue without these views (an older stored one): the section is left out
+    except duckdb.CatalogException:  # a catalogue without these views (an older one): the section is left out
         return None
 
 

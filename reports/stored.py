@@ -172,7 +172,8 @@ def use_stored(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, run_ids: li
     except (OSError, duckdb.IOException, duckdb.PermissionException) as e:
         print(f"note: the analyses of run(s) {', '.join(run_ids)} could not be stored ({e}); computing them for "
               "this report only (slower)", file=sys.stderr)
-        materialize(con, [v for v in COMPUTE_ORDER if _has_view(con, v)], columns={"_kernel_facts": KERNEL_FACT_COLUMNS})
+        # every column of _kernel_facts: the serving views (_kernel_work) read more than the stored steps keep
+        materialize(con, [v for v in COMPUTE_ORDER if _has_view(con, v)])
         return
     manifests = [json.loads((f / "manifest.json").read_text()) for f in folders]
     for view in RUN_VIEWS:

@@ -9,7 +9,8 @@
 --   kernel              the kernel name
 --   category            its category (_kernel_facts)
 --   family              gemm, attention, norm, elementwise (the op's formula)
---   precision           bf16, fp8, fp4, fp32; NULL for bytes-only families
+--   precision           bf16, fp8, fp4, fp32; NULL for bytes-only families (a kernel launched at several:
+--                       the first by name, and its peak)
 --   launches            kernels counted
 --   dur_ns              their GPU time (sum of durations)
 --   flops               DOUBLE  FLOPs charged to them (NULL: bytes-only family)
@@ -27,10 +28,12 @@
 --   pct_of_bound        100 × achieved_tflops / attainable_tflops; bytes-only: 100 × achieved_tbps / peak_tbps
 CREATE OR REPLACE VIEW kernel_roofline AS
 WITH grouped AS (
-    SELECT run_id, phase, kernel, any_value(category) AS category, any_value(family) AS family,
-           any_value(precision) AS precision, count(*) AS launches, sum(dur_ns) AS dur_ns,
-           sum(flops) AS flops, sum(bytes) AS bytes, any_value(device) AS device,
-           any_value(peaks_source) AS peaks_source, any_value(peak_tflops) AS peak_tflops,
+    SELECT run_id, phase, kernel, min(category) AS category, min(family) AS family,
+           min(precision) AS precision, count(*) AS launches, sum(dur_ns) AS dur_ns,
+           -- exact sums (DECIMAL), so the figure does not depend on the order rows are added in
+           CAST(sum(CAST(flops AS DECIMAL(38, 6))) AS DOUBLE) AS flops,
+           CAST(sum(CAST(bytes AS DECIMAL(38, 6))) AS DOUBLE) AS bytes, any_value(device) AS device,
+           any_value(peaks_source) AS peaks_source, arg_min(peak_tflops, precision) AS peak_tflops,
            any_value(peak_tbps) AS peak_tbps
     FROM _kernel_work
     GROUP BY run_id, phase, kernel

@@ -16,8 +16,12 @@
 --   mfu_pct, mbu_pct            as above
 CREATE OR REPLACE VIEW step_roofline AS
 WITH work AS (
-    SELECT run_id, rank, step, sum(dur_ns) AS known_gpu_ns, sum(flops) AS flops, sum(bytes) AS bytes,
-           sum(flops / (peak_tflops * 1000.0)) AS ideal_compute_ns, sum(bytes / (peak_tbps * 1000.0)) AS ideal_memory_ns,
+    -- exact sums (DECIMAL), so the figures do not depend on the order rows are added in
+    SELECT run_id, rank, step, sum(dur_ns) AS known_gpu_ns,
+           CAST(sum(CAST(flops AS DECIMAL(38, 6))) AS DOUBLE) AS flops,
+           CAST(sum(CAST(bytes AS DECIMAL(38, 6))) AS DOUBLE) AS bytes,
+           CAST(sum(CAST(flops / (peak_tflops * 1000.0) AS DECIMAL(38, 6))) AS DOUBLE) AS ideal_compute_ns,
+           CAST(sum(CAST(bytes / (peak_tbps * 1000.0) AS DECIMAL(38, 6))) AS DOUBLE) AS ideal_memory_ns,
            bool_and(peak_tbps IS NOT NULL) AS known_device
     FROM _kernel_work
     WHERE step IS NOT NULL
