@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 
 .PHONY: test demo bench lint clean fuzz screenshots
 test: $(VENV)/.installed
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto
 
 # the demo needs the core only: no pyspark (~490 MB), no test tools
 demo: $(VENV)/.installed-core

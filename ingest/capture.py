@@ -527,7 +527,12 @@ def attribute_run(capture: Path | None, ranks: list[int], out_dir: Path, work_di
     root = capture if capture is not None and capture.is_dir() else None
     jobs = [(str(path), str(work_dir / f"capture-{i}"), details,
              str(path.relative_to(root)) if root is not None else path.name) for i, path in enumerate(files)]
-    results = pool.map(jobs, _read_capture_job) if pool is not None else [_read_capture_job(j) for j in jobs]
+    if pool is not None:
+        from ingest.run import files_size
+
+        results = pool.map(jobs, _read_capture_job, input_bytes=files_size(files))
+    else:
+        results = [_read_capture_job(j) for j in jobs]
     for found in results:
         if found is None:
             warnings["capture traces that could not be read"] = warnings.get("capture traces that could not be read", 0) + 1

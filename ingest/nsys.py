@@ -542,7 +542,7 @@ def ingest_exports(files: list[Path], label_phase: str | None, out_dir: Path, wo
     """Every process of every export, one rank each (ingest.run.ingest_files' counterpart): RankResults
     and FileProblems (a file that cannot be read costs only its own ranks)."""
     from ingest.naming import parse_trace_name
-    from ingest.run import FileProblem, RankPool, _borrowed, file_sha256
+    from ingest.run import FileProblem, RankPool, _borrowed, file_sha256, files_size
 
     ranks, problems = plan_ranks(files)
     results: list = [FileProblem(str(p), message) for p, message in problems]
@@ -562,5 +562,5 @@ def ingest_exports(files: list[Path], label_phase: str | None, out_dir: Path, wo
     with (RankPool() if pool is None else _borrowed(pool)) as workers:
         results += workers.map(jobs, fn=_ingest_job,
                                done=(lambda job: progress(f"ingested {job[0].path} (pid {job[0].pid})"))
-                               if progress else None)
+                               if progress else None, input_bytes=files_size(list(per_file)))
     return results

@@ -183,11 +183,12 @@ class RankPool:
         self.workers = workers or os.cpu_count() or 1
         self._pool: ProcessPoolExecutor | None = None
 
-    def map(self, jobs: list[tuple], fn=None, done=None) -> list:
+    def map(self, jobs: list[tuple], fn=None, done=None, input_bytes: int | None = None) -> list:
         """fn(job) for every job (default: ingest one rank file), in worker processes when it pays;
-        results in the order of `jobs`. done(job), if given, is called as each job finishes."""
+        results in the order of `jobs`. done(job), if given, is called as each job finishes.
+        input_bytes: the size of the jobs' files in all; below INLINE_BYTES they run in this process."""
         fn = fn or _ingest_one
-        if self.workers <= 1 or len(jobs) <= 1:
+        if self.workers <= 1 or len(jobs) <= 1 or (input_bytes is not None and input_bytes < INLINE_BYTES):
             results = []
             for job in jobs:
                 results.append(fn(job))
@@ -231,7 +232,24 @@ def ingest_files(files: list[Path], ranks: list[int], label_phase: str | None, o
         for f, r in zip(files, ranks)
     ]
     with (RankPool() if pool is None else _borrowed(pool)) as workers:
-        return workers.map(jobs, done=(lambda job: progress(f"ingested {job[0]}")) if progress else None)
+        return workers.map(jobs, done=(lambda job: progress(f"ingested {job[0]}")) if progress else None,
+                           input_bytes=files_size(files))
+
+
+# Jobs whose files are smaller than this in all run in this process: a spawned worker imports DuckDB and
+# pyarrow (about a second) before its first event, and small files take less than that to read.
+INLINE_BYTES = 8 << 20
+
+
+def files_size(paths: list[Path]) -> int:
+    """The files' size in bytes (a missing file counts 0: its own error comes when it is read)."""
+    total = 0
+    for path in paths:
+        try:
+            total += Path(path).stat().st_size
+        except OSError:
+            pass
+    return total
 
 
 class _borrowed:

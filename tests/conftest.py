@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import gzip
 import json
+import os
 import sys
 from decimal import Decimal
 from pathlib import Path
@@ -27,20 +29,53 @@ REPORT_SCENARIOS = {"serving-decode": {"ranks": 2, "steps": 3, "layers": 2},
                     "training": {"ranks": 2, "steps": 3, "layers": 2}}
 
 
+def built_once(tmp_path_factory, name: str, build):
+    """build(folder) -> a JSON-able result, run once per test session, also under pytest-xdist: the first
+    worker to get here builds in a folder all workers share, the others wait for it and read its result.
+    The folder's contents are then read-only for the tests (a test that changes a warehouse copies it)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:
+        return build(tmp_path_factory.mktemp(name))
+    folder = tmp_path_factory.getbasetemp().parent / f"shared-{name}"
+    done = folder / "built.json"
+    with open(folder.parent / f"shared-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not done.is_file():
+            folder.mkdir(exist_ok=True)
+            done.write_text(json.dumps(build(folder)))
+    return json.loads(done.read_text())
+
+
 @pytest.fixture(scope="session")
 def synth_warehouse(tmp_path_factory):
     """One warehouse with a run of each REPORT_SCENARIOS (seed 7); returns (Warehouse, {scenario: run id})."""
-    from synth import write_scenario
-    from warehouse.load import ingest_paths
     from warehouse.store import Warehouse
 
-    root = tmp_path_factory.mktemp("reports")
-    wh = Warehouse(root / "wh")
-    runs = {}
-    for scenario, opts in REPORT_SCENARIOS.items():
-        [outcome] = ingest_paths(wh, [write_scenario(scenario, root / scenario, seed=7, **opts)])
-        runs[scenario] = outcome.run_id
-    return wh, runs
+    def build(root: Path) -> dict:
+        from synth import write_scenario
+        from warehouse.load import ingest_paths
+
+        runs = {}
+        for scenario, opts in REPORT_SCENARIOS.items():
+            [outcome] = ingest_paths(Warehouse(root / "wh"), [write_scenario(scenario, root / scenario, seed=7, **opts)])
+            runs[scenario] = outcome.run_id
+        return {"root": str(root / "wh"), "runs": runs}
+
+    built = built_once(tmp_path_factory, "reports", build)
+    return Warehouse(Path(built["root"])), built["runs"]
+
+
+@pytest.fixture
+def own_synth_warehouse(synth_warehouse, tmp_path):
+    """synth_warehouse copied for a test that changes it (other tests, maybe in other workers, read the
+    shared one); returns (Warehouse, {scenario: run id})."""
+    import shutil
+
+    from warehouse.store import Warehouse
+
+    wh, runs = synth_warehouse
+    shutil.copytree(wh.root, tmp_path / "wh")
+    return Warehouse(tmp_path / "wh"), runs
 
 
 def pytest_report_header(config):
@@ -104,36 +139,63 @@ def cli_runner():
 def real_warehouse(tmp_path_factory):
     """One warehouse holding every real trace as its own run; returns (Warehouse, {relative path: run id})."""
     require_shared()
-    from warehouse.load import ingest_paths
     from warehouse.store import Warehouse
 
-    wh = Warehouse(tmp_path_factory.mktemp("real") / "wh")
-    run_of = {}
-    for rel in real_trace_files():
-        outcomes = ingest_paths(wh, [TRACES / rel])
-        assert not outcomes[0].problems, outcomes[0].problems
-        run_of[rel] = outcomes[0].run_id
-    return wh, run_of
+    def build(root: Path) -> dict:
+        from warehouse.load import ingest_paths
+
+        run_of = {}
+        for rel in real_trace_files():
+            outcomes = ingest_paths(Warehouse(root / "wh"), [TRACES / rel])
+            assert not outcomes[0].problems, outcomes[0].problems
+            run_of[rel] = outcomes[0].run_id
+        return {"root": str(root / "wh"), "runs": run_of}
+
+    built = built_once(tmp_path_factory, "real", build)
+    return Warehouse(Path(built["root"])), built["runs"]
 
 
 @pytest.fixture(scope="session")
 def situation_warehouse(tmp_path_factory):
     """One warehouse holding every synthesized situation (synth/situations) as its own run, analyses
     not stored; returns (Warehouse, {situation: run id}, {situation: its `expect` ground truth})."""
-    from synth.situations import SITUATIONS, write_situation
-    from warehouse.load import ingest_paths
     from warehouse.store import Warehouse
 
-    root = tmp_path_factory.mktemp("situations")
-    wh = Warehouse(root / "wh")
-    runs, expect = {}, {}
-    for name in sorted(SITUATIONS):
-        out = write_situation(name, root / name)
-        [outcome] = ingest_paths(wh, [out], analyse=False)
-        assert not outcome.problems, (name, outcome.problems)
-        runs[name] = outcome.run_id
-        expect[name] = json.loads((out / "ground_truth.json").read_text())["expect"]
-    return wh, runs, expect
+    def build(root: Path) -> dict:
+        from synth.situations import SITUATIONS, write_situation
+        from warehouse.load import ingest_paths
+
+        runs, expect = {}, {}
+        for name in sorted(SITUATIONS):
+            out = write_situation(name, root / name)
+            [outcome] = ingest_paths(Warehouse(root / "wh"), [out], analyse=False)
+            assert not outcome.problems, (name, outcome.problems)
+            runs[name] = outcome.run_id
+            expect[name] = json.loads((out / "ground_truth.json").read_text())["expect"]
+        return {"root": str(root / "wh"), "runs": runs, "expect": expect}
+
+    built = built_once(tmp_path_factory, "situations", build)
+    return Warehouse(Path(built["root"])), built["runs"], built["expect"]
+
+
+class RunFocused:
+    """A connection over a warehouse of many runs that focuses each query on the runs its parameters
+    name (warehouse.catalog.focus, as every command's connection does): a test asking about one run
+    computes that run's per-run views (the critical path's sweep, window functions), not the whole
+    warehouse's. A query that names no run id sees every run. Other methods are the connection's."""
+
+    def __init__(self, con, run_ids) -> None:
+        self.con, self.run_ids = con, set(run_ids)
+
+    def execute(self, sql: str, params=None):
+        from warehouse.catalog import focus
+
+        named = sorted({p for p in (params or []) if isinstance(p, str) and p in self.run_ids})
+        focus(self.con, named or None)
+        return self.con.execute(sql, params or [])
+
+    def __getattr__(self, name):
+        return getattr(self.con, name)
 
 
 def query_rows(con, sql: str, params=()) -> list[dict]:
@@ -150,5 +212,5 @@ def sit(situation_warehouse):
 
     wh, runs, expect = situation_warehouse
     con = connect(wh)
-    yield con, runs, expect
+    yield RunFocused(con, runs.values()), runs, expect
     con.close()

@@ -14,7 +14,7 @@ import gzip
 import json
 
 import pytest
-from conftest import TRACES, require_shared
+from conftest import TRACES, RunFocused, require_shared
 
 from warehouse.catalog import connect
 from warehouse.rules import load_category_rules
@@ -28,7 +28,7 @@ OP_DECIDES = set(CATEGORY_SITUATIONS) - {"inductor-sdpa-pointwise"}
 @pytest.fixture(scope="module")
 def sit(situation_warehouse):
     wh, runs, expect = situation_warehouse
-    return connect(wh), runs, expect
+    return RunFocused(connect(wh), runs.values()), runs, expect
 
 
 def _activities(con, run_id):

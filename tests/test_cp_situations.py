@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from conftest import TRACES, require_shared
+from conftest import TRACES, RunFocused, require_shared
 
 from warehouse.catalog import connect
 
@@ -20,7 +20,7 @@ CP_SITUATIONS = ["blocking-d2h-copy", "blocking-d2h-copy-amd", "gpu-queued-at-wi
 @pytest.fixture(scope="module")
 def sit(situation_warehouse):
     wh, runs, expect = situation_warehouse
-    return connect(wh), runs, expect
+    return RunFocused(connect(wh), runs.values()), runs, expect
 
 
 @pytest.mark.parametrize("name", CP_SITUATIONS)
@@ -105,7 +105,7 @@ def real_cp(tmp_path_factory):
                 "nvidia/v100_ns_resolution_rank0.pt.trace.json.gz", "amd/mi300_resnet_act_checkpoint.json.gz"):
         [o] = ingest_paths(wh, [TRACES / rel], analyse=False)
         runs[rel] = o.run_id
-    return connect(wh), runs
+    return RunFocused(connect(wh), runs.values()), runs
 
 
 def test_sglang_decode_path_is_the_gpu_behind_hipmemcpywithstream(real_cp):

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import RunFocused, real_trace_files, require_shared
 from tests.conftest import query_rows as _rows
-from tests.conftest import real_trace_files, require_shared
 from warehouse.catalog import connect
 
 GAP_COLUMNS = ("scope", "stream", "gap_start_ns", "gap_ns", "class", "wait_ns", "host_ns", "queued_ns",
@@ -127,7 +127,7 @@ def test_stream_exclusive_never_exceeds_busy_on_the_situations(sit):
 def real(real_warehouse):
     wh, run_of = real_warehouse
     con = connect(wh)
-    yield con, run_of
+    yield RunFocused(con, run_of.values()), run_of
     con.close()
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import TRACES, require_shared
+from conftest import TRACES, RunFocused, require_shared
 from conftest import query_rows as _rows
 
 from warehouse.catalog import connect
@@ -28,7 +28,7 @@ SITE_COLUMNS = ("name", "site", "site_class", "inner_site", "plumbing_frames", "
 @pytest.fixture(scope="module")
 def situations(situation_warehouse):
     wh, runs, expect = situation_warehouse
-    return connect(wh), runs, expect
+    return RunFocused(connect(wh), runs.values()), runs, expect
 
 
 # ---------------------------------------------------------------- situations: launch sites

@@ -72,8 +72,8 @@ def test_every_phase_pick_is_stored(synth_warehouse):
     assert con.execute("SELECT count(*) FROM tracehouse_stored_steps").fetchone()[0] == len(manifest["steps"])
 
 
-def test_missing_analyses_are_computed_by_the_report_and_stored(synth_warehouse):
-    wh, runs = synth_warehouse
+def test_missing_analyses_are_computed_by_the_report_and_stored(own_synth_warehouse):
+    wh, runs = own_synth_warehouse
     run_id = runs["training"]
     before = render_run_report(build_run_report(report_connection(wh, [run_id]), run_id), "md")
     shutil.rmtree(run_folder(wh, run_id))
@@ -82,9 +82,9 @@ def test_missing_analyses_are_computed_by_the_report_and_stored(synth_warehouse)
     assert after == before and is_stored(wh, run_id)
 
 
-def test_half_written_folder_is_never_read(synth_warehouse):
+def test_half_written_folder_is_never_read(own_synth_warehouse):
     """A folder without its manifest (a killed store) is not stored; the store writes aside and renames."""
-    wh, runs = synth_warehouse
+    wh, runs = own_synth_warehouse
     run_id = runs["serving-prefill"]
     folder = run_folder(wh, run_id)
     shutil.rmtree(folder)
@@ -138,11 +138,11 @@ def test_fingerprints_follow_only_what_the_stored_rows_depend_on(tmp_path, monke
     assert all(a != b for a, b in zip(keys(), after_shared))
 
 
-def test_unwritable_store_computes_for_the_report_alone(synth_warehouse, monkeypatch, capsys):
+def test_unwritable_store_computes_for_the_report_alone(own_synth_warehouse, monkeypatch, capsys):
     """A warehouse the user may only read: the report is the same, computed on its connection."""
     from reports import stored
 
-    wh, runs = synth_warehouse
+    wh, runs = own_synth_warehouse
     run_id = runs["serving-decode"]
     expected = render_run_report(build_run_report(report_connection(wh, [run_id]), run_id), "md")
     shutil.rmtree(run_folder(wh, run_id))
@@ -168,14 +168,14 @@ def test_cli_ingest_stores_analyses_unless_asked_not_to(tmp_path, cli_runner):
         assert is_stored(Warehouse(wh), run_id) is expected
 
 
-def test_abandoned_partial_folders_are_removed(synth_warehouse):
+def test_abandoned_partial_folders_are_removed(own_synth_warehouse):
     """A store killed mid-way leaves .<run>.<pid>.tmp; the next store removes it once that process is gone,
     and leaves a running store's folder alone."""
     import os
     import subprocess
     import sys
 
-    wh, runs = synth_warehouse
+    wh, runs = own_synth_warehouse
     run_id = runs["training"]
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
                           check=True).stdout.strip()

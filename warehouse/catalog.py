@@ -113,43 +113,63 @@ def base_view_sql(table: str) -> str:
     )
 
 
-def register_rules(con: duckdb.DuckDBPyConnection, rules_file: str | None = None) -> None:
-    try:
-        from warehouse.rules import load_category_rules
-    except ImportError:  # pragma: no cover - rules arrive with the category views
-        return
-    rules = load_category_rules(rules_file)  # noqa: F841 - read by name below
-    con.execute("CREATE OR REPLACE TABLE category_rules AS SELECT * FROM rules")
+def register_rules(con: duckdb.DuckDBPyConnection, rules_file: str | None = None, user_files: bool = True) -> None:
+    """The rule tables: kernel categories (rules_file's rules first), the fusion catalogue, launch-site
+    rules and device peaks (with the user's TRACEHOUSE_SITE_RULES / TRACEHOUSE_DEVICE_PEAKS files unless
+    user_files is off: the shared catalogue file holds the shipped rules only)."""
     from warehouse.fusion import register_fusion_patterns  # the fusion catalogue (sql/fusion_match.sql)
 
+    for name, rows in _rule_tables(rules_file, user_files).items():
+        _create_from(con, f"CREATE OR REPLACE TABLE {name}", rows)
     register_fusion_patterns(con)
+
+
+def _rule_tables(rules_file: str | None, user_files: bool) -> dict:
+    from warehouse.peaks import load_device_peaks, user_peaks_file  # sql/kernel_roofline.sql
+    from warehouse.rules import load_category_rules  # sql/kernel_category.sql
     from warehouse.site_rules import load_site_rules, user_site_rules_file  # sql/kernel_launch_site.sql
 
-    site_rules = load_site_rules(user_site_rules_file())  # noqa: F841 - read by name below
-    con.execute("CREATE OR REPLACE TABLE launch_site_rules AS SELECT * FROM site_rules")
-    from warehouse.peaks import load_device_peaks, user_peaks_file  # sql/kernel_roofline.sql
-
-    peaks = load_device_peaks(user_peaks_file())  # noqa: F841 - read by name below
-    con.execute("CREATE OR REPLACE TABLE device_peaks AS SELECT * FROM peaks")
+    return {"category_rules": load_category_rules(rules_file),
+            "launch_site_rules": load_site_rules(user_site_rules_file() if user_files else None),
+            "device_peaks": load_device_peaks(user_peaks_file() if user_files else None)}
 
 
-CATALOG_VERSION = 2  # bump when the way the catalogue is built changes
+def _user_rules(con: duckdb.DuckDBPyConnection, rules_file: str | None) -> None:
+    """A connection whose rules are not the shipped ones (a --rules file, TRACEHOUSE_SITE_RULES,
+    TRACEHOUSE_DEVICE_PEAKS): its rule tables as temp tables, which come first in DuckDB's search path,
+    also for the catalogue's views, so one catalogue file serves every rule file (binding the views is
+    the costly part of building it)."""
+    from warehouse.peaks import user_peaks_file
+    from warehouse.site_rules import user_site_rules_file
+
+    if not (rules_file or user_site_rules_file() or user_peaks_file()):
+        return
+    for name, rows in _rule_tables(rules_file, True).items():
+        _create_from(con, f"CREATE OR REPLACE TEMP TABLE {name}", rows)
 
 
-def catalog_fingerprint(rules_file: str | None) -> str:
-    """What the catalogue depends on: the SQL, the rule tables and the versions (not the warehouse)."""
+def _create_from(con: duckdb.DuckDBPyConnection, create: str, rows) -> None:
+    con.register("tracehouse_rule_rows", rows)
+    try:
+        con.execute(f"{create} AS SELECT * FROM tracehouse_rule_rows")
+    finally:
+        con.unregister("tracehouse_rule_rows")
+
+
+CATALOG_VERSION = 3  # bump when the way the catalogue is built changes
+
+
+def catalog_fingerprint() -> str:
+    """What the catalogue file depends on: the SQL, the shipped rule tables and the versions (not the
+    warehouse, not the user's rule files: those are a connection's temp tables, `_user_rules`)."""
     digest = hashlib.sha256()
-    for part in (str(CATALOG_VERSION), duckdb.__version__, str(rules_file or "")):
+    for part in (str(CATALOG_VERSION), duckdb.__version__):
         digest.update(part.encode() + b"\0")
     for path in sorted(SQL_DIR.rglob("*")):
         if path.is_file() and path.suffix in (".sql", ".csv", ".json"):
             digest.update(str(path.relative_to(SQL_DIR)).encode() + b"\0" + path.read_bytes())
-    digest.update(Path(__file__).read_bytes())
-    digest.update(Path(__file__).with_name("site_rules.py").read_bytes())
-    digest.update(Path(__file__).with_name("peaks.py").read_bytes())
-    if rules_file:
-        digest.update(Path(rules_file).read_bytes())
-    digest.update(_site_rules_digest())
+    for name in ("catalog.py", "rules.py", "fusion.py", "site_rules.py", "peaks.py"):
+        digest.update(Path(__file__).with_name(name).read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -205,14 +225,15 @@ def views_fingerprint(views: list[str]) -> str:
     return digest.hexdigest()[:16]
 
 
-def build_catalog(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, rules_file: str | None = None) -> None:
+def build_catalog(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, rules_file: str | None = None,
+                  user_files: bool = True) -> None:
     """Create the base views, the rule tables and every view of sql/ on `con` (bound against
     `warehouse`, whose files give the tables their columns)."""
     con.execute("SET enable_progress_bar = false")
     con.execute(f"SET VARIABLE {ROOT} = ?", [str(warehouse.root)])
     for table in ALL_TABLES:
         con.execute(base_view_sql(table))
-    register_rules(con, rules_file)
+    register_rules(con, rules_file, user_files)
     for name, path in ordered_views():
         sql = path.read_text()
         try:
@@ -229,12 +250,12 @@ def cache_dir() -> Path:
     return Path(base) / "tracehouse" if not os.environ.get("TRACEHOUSE_CACHE") else Path(base)
 
 
-def catalog_file(warehouse: Warehouse, rules_file: str | None = None) -> Path | None:
-    """The catalogue as a DuckDB file, built once per fingerprint and shared by every warehouse
-    (creating the views binds each of them: seconds of work that the file spares every later
-    command); None where no cache folder can be written."""
+def catalog_file(warehouse: Warehouse) -> Path | None:
+    """The catalogue as a DuckDB file with the shipped rules, built once per fingerprint and shared by
+    every warehouse (creating the views binds each of them: seconds of work that the file spares every
+    later command); None where no cache folder can be written."""
     folder = cache_dir()
-    path = folder / f"catalog-{catalog_fingerprint(rules_file)}.duckdb"
+    path = folder / f"catalog-{catalog_fingerprint()}.duckdb"
     if path.is_file():
         return path
     try:
@@ -247,7 +268,7 @@ def catalog_file(warehouse: Warehouse, rules_file: str | None = None) -> Path | 
             partial.unlink(missing_ok=True)
             con = duckdb.connect(str(partial))
             try:
-                build_catalog(con, warehouse, rules_file)
+                build_catalog(con, warehouse, user_files=False)
             finally:
                 con.close()
             os.replace(partial, path)  # readers see no file or the whole file
@@ -263,7 +284,7 @@ def connect(warehouse: Warehouse, rules_file: str | None = None, lockdown: bool 
     runs: focus the connection on these runs only (see `focus`).
     settings: DuckDB settings made before the lockdown (e.g. memory_limit, temp_directory)."""
     ensure_schema_files(warehouse)
-    path = catalog_file(warehouse, rules_file)
+    path = catalog_file(warehouse)
     # A fresh in-memory database per connection, so that settings (the lockdown below) never leak
     # between connections of one process; the catalogue file is attached read-only and used.
     con = duckdb.connect(":memory:")
@@ -271,6 +292,7 @@ def connect(warehouse: Warehouse, rules_file: str | None = None, lockdown: bool 
     if path is not None:
         con.execute(f"ATTACH {_quote(str(path))} AS catalog (READ_ONLY)")
         con.execute("USE catalog")
+        _user_rules(con, rules_file)
     else:
         build_catalog(con, warehouse, rules_file)
     con.execute(f"SET VARIABLE {ROOT} = ?", [str(warehouse.root)])
