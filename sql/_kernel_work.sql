@@ -16,11 +16,13 @@
 --   device, peaks_source   the device_peaks row used and its source
 --   peak_tflops       the compute peak for the precision (TFLOP/s); peak_tbps: HBM peak (TB/s)
 CREATE OR REPLACE VIEW _kernel_work AS
-WITH op_work AS (
-    SELECT DISTINCT run_id, rank, op_id, family, precision, flops, bytes FROM _op_work
+-- each view it reads is read once (a CTE): DuckDB binds a view again at every reference
+WITH all_op_work AS (SELECT * FROM _op_work),
+op_work AS (
+    SELECT DISTINCT run_id, rank, op_id, family, precision, flops, bytes FROM all_op_work
 ),
 launch_map AS (
-    SELECT DISTINCT run_id, rank, launch_op_id, op_id FROM _op_work
+    SELECT DISTINCT run_id, rank, launch_op_id, op_id FROM all_op_work
 ),
 charged AS (
     -- every kernel of an op with known work, with its share of the op's work

@@ -22,7 +22,9 @@
 --             a time in the step as an offset from its path's start: a DOUBLE holds it exactly)
 --   message   one line: what is wrong and what to do about it
 CREATE OR REPLACE VIEW data_quality AS
-WITH gpu AS (
+-- each view it reads is read once (a CTE): DuckDB binds a view again at every reference
+WITH all_critical_path AS (SELECT * FROM critical_path),
+gpu AS (
     -- each rank's GPU activities as ingest counted them (kernels, copies, fills)
     SELECT run_id, rank, count(*) AS activities, sum(dur_ns) AS gpu_ns,
            count(*) FILTER (WHERE linked AND launch_call NOT ILIKE '%GraphLaunch%') AS eager_activities,
@@ -81,7 +83,7 @@ step_counts AS (
 ),
 path_span AS (
     SELECT run_id, rank, step, sum(dur_ns) AS path_ns, min(start_ns) AS path_start_ns
-    FROM critical_path GROUP BY run_id, rank, step
+    FROM all_critical_path GROUP BY run_id, rank, step
 ),
 nsys_runs AS (
     -- runs ingested from Nsight Systems exports (ingest/nsys.py writes source_format "nsys" in runs.metadata)
@@ -94,7 +96,7 @@ path_top AS (
     -- each step's longest host segment on the critical path: a host call (edge NULL) or host time
     -- between two calls of a thread (edge program_order, named for the op around it)
     SELECT c.run_id, c.rank, c.step, c.op_id, c.name, c.edge, c.start_ns, c.dur_ns, p.path_ns, p.path_start_ns
-    FROM critical_path c JOIN path_span p USING (run_id, rank, step)
+    FROM all_critical_path c JOIN path_span p USING (run_id, rank, step)
     WHERE c.kind = 'cpu'
     QUALIFY row_number() OVER (PARTITION BY c.run_id, c.rank, c.step ORDER BY c.dur_ns DESC, c.start_ns) = 1
 )

@@ -49,7 +49,9 @@
 --   source_path            where the fused implementation lives (generic rows: 'framework: path; ...')
 --   rationale, reference, catalog_version   from the catalogue
 CREATE OR REPLACE VIEW fusion_match AS
-WITH per_name AS (
+-- each view it reads is read once (a CTE): DuckDB binds a view again at every reference
+WITH all_fusion_chains AS (SELECT * FROM _fusion_chains),
+per_name AS (
     -- launches and GPU time per name (and category) in each run and phase
     SELECT run_id, phase_key AS phase, name, category, count(*) AS launches, sum(dur_ns) AS time_ns
     FROM _kernel_facts
@@ -76,7 +78,7 @@ chain_stats AS (
            bool_and(ops_known) AS ops_known_all,
            bool_or(ops_known) FILTER (WHERE adjacent) AS some_ops_adjacent,
            bool_or(ops_known) AS some_ops_all
-    FROM _fusion_chains
+    FROM all_fusion_chains
     GROUP BY run_id, phase, pattern_id
 ),
 fused_acts AS (
@@ -115,7 +117,7 @@ decided AS (
 evidence_chains AS (
     -- the chains that are the evidence of the decided status (Confirmed: the adjacent ones; Likely: all)
     SELECT c.*
-    FROM _fusion_chains AS c
+    FROM all_fusion_chains AS c
     JOIN decided AS d ON d.run_id = c.run_id AND d.phase = c.phase AND d.pattern_id = c.pattern_id
     WHERE (d.status = 'Confirmed' AND c.adjacent) OR d.status = 'Likely'
 ),

@@ -27,14 +27,16 @@
 --   idle_ns                      span_ns - busy_ns
 --   comm_compute_overlap_pct     |comm ∩ compute| / |comm| * 100 (NULL without communication)
 CREATE OR REPLACE VIEW gpu_timeline AS
-WITH step_sorted AS (
+-- each view it reads is read once (a CTE): DuckDB binds a view again at every reference
+WITH all_timeline_intervals AS (SELECT * FROM _timeline_intervals),
+step_sorted AS (
     -- the running max of the ends before each interval, per union (NULL: none before it)
     SELECT run_id, rank, device, step, variant, start_ns, end_ns, cls,
            max(end_ns) OVER w AS before_all,
            max(CASE WHEN cls = 'compute' THEN end_ns END) OVER w AS before_compute,
            max(CASE WHEN cls = 'comm' THEN end_ns END) OVER w AS before_comm,
            max(CASE WHEN cls <> 'memory' THEN end_ns END) OVER w AS before_compute_comm
-    FROM _timeline_intervals
+    FROM all_timeline_intervals
     WHERE step IS NOT NULL
     WINDOW w AS (PARTITION BY run_id, rank, device, variant, step ORDER BY start_ns
                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
@@ -45,7 +47,7 @@ rank_sorted AS (
            max(CASE WHEN cls = 'compute' THEN end_ns END) OVER w AS before_compute,
            max(CASE WHEN cls = 'comm' THEN end_ns END) OVER w AS before_comm,
            max(CASE WHEN cls <> 'memory' THEN end_ns END) OVER w AS before_compute_comm
-    FROM _timeline_intervals
+    FROM all_timeline_intervals
     WINDOW w AS (PARTITION BY run_id, rank, device, variant ORDER BY start_ns
                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ),

@@ -62,19 +62,21 @@
 --   step_layer_period              Σ period over the streams of the step whose repeats equal the main
 --                                  stream's (the same on every row of the step; NULL without a main pattern)
 CREATE OR REPLACE VIEW layer_pattern_summary AS
-WITH seq_a AS (
+-- each view it reads is read once (a CTE): DuckDB binds a view again at every reference
+WITH all_kernel_facts AS (SELECT * FROM _kernel_facts),
+seq_a AS (
     SELECT run_id, rank, step, device, stream, name,
            row_number() OVER (PARTITION BY run_id, rank, step, device, stream
                               ORDER BY start_ns, kernel_id) - 1 AS ordinal,
            count(*) OVER (PARTITION BY run_id, rank, step, device, stream) AS n
-    FROM _kernel_facts
+    FROM all_kernel_facts
     WHERE step IS NOT NULL
 ),
 seq_b AS (
     SELECT run_id, rank, step, device, stream, name,
            row_number() OVER (PARTITION BY run_id, rank, step, device, stream
                               ORDER BY start_ns, kernel_id) - 1 AS ordinal
-    FROM _kernel_facts
+    FROM all_kernel_facts
     WHERE step IS NOT NULL
 ),
 -- step 1: every (i, p) with name[i] = name[i + p], 1 <= p <= min(n / 2, 1024): i meets the same name in its
@@ -116,14 +118,14 @@ seq_c AS (
     SELECT run_id, rank, step, device, stream, name,
            row_number() OVER (PARTITION BY run_id, rank, step, device, stream
                               ORDER BY start_ns, kernel_id) - 1 AS ordinal
-    FROM _kernel_facts
+    FROM all_kernel_facts
     WHERE step IS NOT NULL
 ),
 seq_d AS (
     SELECT run_id, rank, step, device, stream, name,
            row_number() OVER (PARTITION BY run_id, rank, step, device, stream
                               ORDER BY start_ns, kernel_id) - 1 AS ordinal
-    FROM _kernel_facts
+    FROM all_kernel_facts
     WHERE step IS NOT NULL
 ),
 matched AS (
@@ -183,7 +185,7 @@ regions AS (
 -- repeats = ⌊(block end − start) / period⌋ full layers from there.
 module_paths AS (
     SELECT f.run_id, f.rank, f.step, f.device, f.stream, f.kernel_id, s.module_path
-    FROM _kernel_facts AS f
+    FROM all_kernel_facts AS f
     JOIN kernel_launch_site AS s ON s.run_id = f.run_id AND s.rank = f.rank AND s.kernel_id = f.kernel_id
     WHERE f.step IS NOT NULL AND s.module_path IS NOT NULL
 ),
@@ -219,7 +221,7 @@ seq_e AS (
            lo.layer_module,
            row_number() OVER (PARTITION BY f.run_id, f.rank, f.step, f.device, f.stream
                               ORDER BY f.start_ns, f.kernel_id) - 1 AS ordinal
-    FROM _kernel_facts AS f
+    FROM all_kernel_facts AS f
     LEFT JOIN layer_of AS lo
       ON lo.run_id = f.run_id AND lo.rank = f.rank AND lo.step = f.step AND lo.device = f.device
      AND lo.stream = f.stream AND lo.kernel_id = f.kernel_id
@@ -292,7 +294,7 @@ layer_times AS (
 seq_f AS (
     SELECT DISTINCT run_id, rank, step, device, stream,
            count(*) OVER (PARTITION BY run_id, rank, step, device, stream) AS n
-    FROM _kernel_facts
+    FROM all_kernel_facts
     WHERE step IS NOT NULL
 ),
 stream_sizes AS (

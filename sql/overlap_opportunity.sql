@@ -65,7 +65,9 @@
 --   python_site, python_site_share  top launch site and its share of the kernel's time (kernel_summary)
 --   scope_source                  'formal' (sites from this run)
 CREATE OR REPLACE VIEW overlap_opportunity AS
-WITH dep_pairs AS (
+-- each view it reads is read once (a CTE): DuckDB binds a view again at every reference
+WITH all_kernel_facts AS (SELECT * FROM _kernel_facts),
+dep_pairs AS (
     SELECT * FROM (VALUES
         ('gemm', 'activation'), ('moe', 'activation'), ('activation', 'gemm'), ('activation', 'moe'),
         ('activation', 'quantize'), ('quantize', 'gemm'), ('quantize', 'moe'), ('norm', 'quantize'),
@@ -77,7 +79,7 @@ neighbours AS (
     SELECT run_id, rank, kernel_id, phase_key AS phase, name, category,
            lag(category) OVER (PARTITION BY run_id, rank, device, stream ORDER BY start_ns, kernel_id) AS prev_category,
            lead(category) OVER (PARTITION BY run_id, rank, device, stream ORDER BY start_ns, kernel_id) AS next_category
-    FROM _kernel_facts
+    FROM all_kernel_facts
 ),
 risk AS (
     SELECT n.run_id, n.phase, n.name, n.prev_category, n.next_category,
@@ -112,7 +114,7 @@ next_ranked AS (
     GROUP BY run_id, phase, name, next_category
 ),
 device_streams AS (
-    SELECT run_id, rank, device, count(DISTINCT stream) AS n_streams FROM _kernel_facts GROUP BY run_id, rank, device
+    SELECT run_id, rank, device, count(DISTINCT stream) AS n_streams FROM all_kernel_facts GROUP BY run_id, rank, device
 ),
 formal AS (
     SELECT o.run_id, o.phase, o.name, count(*) AS launches,

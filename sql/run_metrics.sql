@@ -45,7 +45,10 @@
 --   n_steps     BIGINT   steps behind the value (rank NULL: rank-steps for step_time_* and wall_time_*, else
 --                        the max over ranks)
 CREATE OR REPLACE VIEW run_metrics AS
-WITH step_rows AS (
+-- each view it reads is read once (a CTE): DuckDB binds a view again at every reference
+WITH all_step_roofline AS (SELECT * FROM step_roofline),
+all_critical_path_summary AS (SELECT * FROM critical_path_summary),
+step_rows AS (
     SELECT run_id, rank, step, coalesce(phase, 'unknown') AS phase, batch_size,
            CAST(coalesce(gpu_span_ns, wall_ns) AS DOUBLE) AS step_time_ns, CAST(wall_ns AS DOUBLE) AS wall_ns,
            gpu_span_ns, gpu_busy_ns, exposed_comm_ns, idle_ns, activities
@@ -105,11 +108,11 @@ per_step AS (
     SELECT run_id, -1, phase, step, 'step_time_bs.' || batch_size, step_time_ns FROM batch_steps
     UNION ALL
     SELECT u.run_id, u.rank, s.phase, u.step, 'mfu_pct', u.mfu_pct
-    FROM step_roofline AS u JOIN step_rows AS s ON s.run_id = u.run_id AND s.rank = u.rank AND s.step = u.step
+    FROM all_step_roofline AS u JOIN step_rows AS s ON s.run_id = u.run_id AND s.rank = u.rank AND s.step = u.step
     WHERE u.mfu_pct IS NOT NULL
     UNION ALL
     SELECT u.run_id, u.rank, s.phase, u.step, 'mbu_pct', u.mbu_pct
-    FROM step_roofline AS u JOIN step_rows AS s ON s.run_id = u.run_id AND s.rank = u.rank AND s.step = u.step
+    FROM all_step_roofline AS u JOIN step_rows AS s ON s.run_id = u.run_id AND s.rank = u.rank AND s.step = u.step
     WHERE u.mbu_pct IS NOT NULL
     UNION ALL
     SELECT run_id, rank, phase, step, 'gpu_busy_ns_per_step', CAST(gpu_busy_ns AS DOUBLE) FROM step_rows
@@ -171,12 +174,12 @@ per_rank AS (
            'critical_path.' || CASE WHEN cp.kind = 'gpu' THEN coalesce(cp.category, 'other') ELSE cp.kind END
                || '_share',
            CAST(sum(cp.time_ns) AS DOUBLE) / max(tot.path_ns)
-    FROM critical_path_summary AS cp
+    FROM all_critical_path_summary AS cp
     JOIN step_rows AS sr ON sr.run_id = cp.run_id AND sr.rank = cp.rank AND sr.step = cp.step
     JOIN step_counts AS n ON n.run_id = sr.run_id AND n.rank = sr.rank AND n.phase = sr.phase
     JOIN (
         SELECT c2.run_id, c2.rank, s2.phase, sum(c2.time_ns) AS path_ns
-        FROM critical_path_summary AS c2
+        FROM all_critical_path_summary AS c2
         JOIN step_rows AS s2 ON s2.run_id = c2.run_id AND s2.rank = c2.rank AND s2.step = c2.step
         GROUP BY c2.run_id, c2.rank, s2.phase
     ) AS tot ON tot.run_id = sr.run_id AND tot.rank = sr.rank AND tot.phase = sr.phase

@@ -20,8 +20,8 @@ WITH work AS (
     SELECT run_id, rank, step, sum(dur_ns) AS known_gpu_ns,
            CAST(sum(CAST(flops AS DECIMAL(38, 6))) AS DOUBLE) AS flops,
            CAST(sum(CAST(bytes AS DECIMAL(38, 6))) AS DOUBLE) AS bytes,
-           CAST(sum(CAST(flops / (peak_tflops * 1000.0) AS DECIMAL(38, 6))) AS DOUBLE) AS ideal_compute_ns,
-           CAST(sum(CAST(bytes / (peak_tbps * 1000.0) AS DECIMAL(38, 6))) AS DOUBLE) AS ideal_memory_ns,
+           CAST(sum(CAST(flops / (peak_tflops * 1000.0) AS DECIMAL(38, 12))) AS DOUBLE) AS ideal_compute_ns,
+           CAST(sum(CAST(bytes / (peak_tbps * 1000.0) AS DECIMAL(38, 12))) AS DOUBLE) AS ideal_memory_ns,
            bool_and(peak_tbps IS NOT NULL) AS known_device
     FROM _kernel_work
     WHERE step IS NOT NULL

@@ -30,7 +30,9 @@
 --   batch_source             the annotation format (sglang, sglang_roofline, vllm, vllm_detailed, atom,
 --                            atom_detailed), 'label', or NULL
 CREATE OR REPLACE VIEW steps AS
-WITH timeline AS (
+-- each view it reads is read once (a CTE): DuckDB binds a view again at every reference
+WITH all_batch_annotation AS (SELECT * FROM _batch_annotation),
+timeline AS (
     SELECT run_id, rank, step, min(first_start_ns) AS gpu_start_ns, max(last_end_ns) AS gpu_end_ns,
            sum(busy_ns) AS gpu_busy_ns, sum(compute_ns) AS compute_ns, sum(exposed_comm_ns) AS exposed_comm_ns,
            sum(exposed_memory_ns) AS exposed_memory_ns, sum(idle_ns) AS idle_ns, sum(activities) AS activities
@@ -66,14 +68,14 @@ around AS (
            ROW_NUMBER() OVER (PARTITION BY s.run_id, s.rank, s.step
                               ORDER BY a.detailed DESC, a.end_ns - a.start_ns, a.op_id) AS pick
     FROM step_spans AS s
-    JOIN _batch_annotation AS a
+    JOIN all_batch_annotation AS a
       ON a.run_id = s.run_id AND a.rank = s.rank AND a.start_ns <= s.start_ns AND a.end_ns >= s.end_ns
 ),
 inside AS (
     -- the one batch annotation inside the step, when there is exactly one
     SELECT s.run_id, s.rank, s.step, any_value(a.op_id) AS op_id
     FROM step_spans AS s
-    JOIN _batch_annotation AS a
+    JOIN all_batch_annotation AS a
       ON a.run_id = s.run_id AND a.rank = s.rank AND a.start_ns >= s.start_ns AND a.end_ns <= s.end_ns
     GROUP BY s.run_id, s.rank, s.step
     HAVING count(*) = 1
@@ -86,7 +88,7 @@ batch AS (
     SELECT i.run_id, i.rank, i.step, a.batch_format, a.batch_size, a.prefill_requests, a.decode_requests,
            a.prefill_tokens, a.decode_tokens, a.tokens, a.kv_tokens, a.sum_q_sq, a.sum_q_kv
     FROM inside AS i
-    JOIN _batch_annotation AS a ON a.run_id = i.run_id AND a.rank = i.rank AND a.op_id = i.op_id
+    JOIN all_batch_annotation AS a ON a.run_id = i.run_id AND a.rank = i.rank AND a.op_id = i.op_id
     WHERE NOT EXISTS (SELECT 1 FROM around AS o WHERE o.run_id = i.run_id AND o.rank = i.rank AND o.step = i.step)
 )
 SELECT

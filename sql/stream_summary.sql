@@ -17,14 +17,16 @@
 --   is_critical               the stream with the most gpu time on the step's critical path
 --                             (critical_stream); NULL on whole-rank rows and steps without a path
 CREATE OR REPLACE VIEW stream_summary AS
-WITH per_step AS (
+-- each view it reads is read once (a CTE): DuckDB binds a view again at every reference
+WITH all_kernel_overlap AS (SELECT * FROM kernel_overlap),
+per_step AS (
     SELECT run_id, rank, device, stream, step, count(*) AS activities, sum(dur_ns) AS gpu_time_ns,
            sum(stream_exclusive_ns) AS exclusive_ns
-    FROM kernel_overlap WHERE step IS NOT NULL
+    FROM all_kernel_overlap WHERE step IS NOT NULL
     GROUP BY run_id, rank, device, stream, step
     UNION ALL
     SELECT run_id, rank, device, stream, NULL, count(*), sum(dur_ns), sum(stream_exclusive_ns)
-    FROM kernel_overlap
+    FROM all_kernel_overlap
     GROUP BY run_id, rank, device, stream
 ),
 busy AS (

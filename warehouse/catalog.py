@@ -52,7 +52,8 @@ def view_dependencies(sql: str) -> set[str]:
 
 def ordered_views() -> list[tuple[str, Path]]:
     files = view_files()
-    graph = {name: view_dependencies(path.read_text()) & set(files) for name, path in files.items()}
+    # sorted: the same order in every process (a set's order follows the string hash seed)
+    graph = {name: sorted(view_dependencies(files[name].read_text()) & set(files)) for name in sorted(files)}
     return [(name, files[name]) for name in graphlib.TopologicalSorter(graph).static_order()]
 
 
