@@ -2,9 +2,13 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: test demo bench lint clean fuzz screenshots
+.PHONY: test test-fast demo bench lint clean fuzz screenshots
 test: $(VENV)/.installed
 	$(PY) -m pytest -q -n auto
+
+# a few minutes, for development: no real traces, Spark, browser or whole-run exports (tests/conftest.py FAST)
+test-fast: $(VENV)/.installed
+	TRACEHOUSE_TEST_FAST=1 $(PY) -m pytest -q -n auto -m "not slow"
 
 # the demo needs the core only: no pyspark (~490 MB), no test tools
 demo: $(VENV)/.installed-core

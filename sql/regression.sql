@@ -35,7 +35,9 @@
 --   first_run_id  VARCHAR  that point's run
 --   shift_start   BOOLEAN  flagged and this run is itself the first of the shift
 CREATE OR REPLACE VIEW regression AS
-WITH t AS (
+-- each view it reads is read once (a CTE): DuckDB binds a view again at every reference
+WITH all_trend_params AS (SELECT * FROM trend_params),
+t AS (
     SELECT * FROM trend
 ),
 student AS (
@@ -47,7 +49,7 @@ student AS (
                p.noise_mult * (8.0 * p.mad_efficiency * h.n_history + 3.0)
                    / (8.0 * p.mad_efficiency * h.n_history + 1.0) AS w
         FROM (SELECT DISTINCT n_history FROM t) AS h
-        CROSS JOIN trend_params AS p
+        CROSS JOIN all_trend_params AS p
         WHERE h.n_history >= p.min_history AND h.n_history > 0
     ) AS q
 ),
@@ -68,7 +70,7 @@ judged AS (
                     AND (t.metric NOT LIKE '%\_pct' ESCAPE '\' OR abs(t.value - t.baseline) >= p.min_pct_points),
                     FALSE) AS flagged
     FROM widened AS t
-    CROSS JOIN trend_params AS p
+    CROSS JOIN all_trend_params AS p
     LEFT JOIN t AS st ON st.series = t.series AND st.phase = t.phase AND st.run_id = t.run_id
         AND st.metric = 'step_time_median_ns'
 ),
@@ -80,7 +82,7 @@ window_points AS (
                  AND abs(h.value - f.baseline) > f.band
                 THEN 1 ELSE 0 END AS beyond
     FROM judged AS f
-    CROSS JOIN trend_params AS p
+    CROSS JOIN all_trend_params AS p
     JOIN t AS h ON h.series = f.series AND h.phase = f.phase AND h.metric = f.metric
         AND h.seq < f.seq AND h.seq >= f.seq - p.k
     WHERE f.flagged

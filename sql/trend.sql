@@ -22,7 +22,9 @@
 --                           agree from calling every wiggle a change
 --   change_pct   DOUBLE     100 × (value - baseline) / |baseline| (NULL when baseline is NULL or 0)
 CREATE OR REPLACE VIEW trend AS
-WITH run_order AS (
+-- each view it reads is read once (a CTE): DuckDB binds a view again at every reference
+WITH all_trend_params AS (SELECT * FROM trend_params),
+run_order AS (
     SELECT run_id, commit,
            coalesce(series, concat_ws('/', coalesce(framework, '?'), coalesce(model, '?'), coalesce(hardware, '?'),
                                       coalesce(labels['config'], '?'))) AS series,
@@ -43,7 +45,7 @@ history AS (
     -- the previous max(k, noise_window) points; `recent` marks the k of the baseline window
     SELECT c.line, c.seq, h.value AS hv, h.seq >= c.seq - p.k AS recent
     FROM points AS c
-    CROSS JOIN trend_params AS p
+    CROSS JOIN all_trend_params AS p
     JOIN points AS h ON h.line = c.line AND h.seq < c.seq AND h.seq >= c.seq - greatest(p.k, p.noise_window)
 ),
 stats AS (
@@ -64,6 +66,6 @@ SELECT pt.series, pt.phase, pt.metric, pt.seq, pt.run_id, pt.commit, pt.commit_t
        greatest(coalesce(p.mad_scale * d.mad, 0.0), coalesce(pt.spread, 0.0)) AS noise,
        CASE WHEN b.baseline <> 0 THEN 100.0 * (pt.value - b.baseline) / abs(b.baseline) END AS change_pct
 FROM points AS pt
-CROSS JOIN trend_params AS p
+CROSS JOIN all_trend_params AS p
 LEFT JOIN stats AS b ON b.line = pt.line AND b.seq = pt.seq
 LEFT JOIN mad AS d ON d.line = pt.line AND d.seq = pt.seq;

@@ -86,7 +86,28 @@ def pytest_report_header(config):
     return f"duckdb {duckdb.__version__}, pyarrow {pyarrow.__version__}, sqlglot {sqlglot.__version__}"
 
 
+# The fast tier (`make test-fast`: TRACEHOUSE_TEST_FAST=1, pytest -m "not slow") runs the synthesized
+# situations and unit tests in a few minutes; `make test` (CI) runs everything. Slow: the real traces of
+# ../shared (every test that asks for them skips in the fast tier), Spark, the browser, killed processes,
+# the demo's whole history, Perfetto exports of whole runs.
+FAST = os.environ.get("TRACEHOUSE_TEST_FAST") == "1"
+SLOW_MODULES = {"test_spark", "test_pages", "test_kill", "test_demo", "test_export", "test_ingest_real",
+                "test_timeline_oracles", "test_nsys"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+        params = getattr(item, "callspec", None)
+        real = params is not None and any(isinstance(v, str) and (".json" in v or "/" in v)
+                                          for v in params.params.values())
+        if module in SLOW_MODULES or real or "real_warehouse" in item.fixturenames:
+            item.add_marker(pytest.mark.slow)
+
+
 def require_shared() -> Path:
+    if FAST:
+        pytest.skip("the fast tier (make test-fast) leaves out the real traces of ../shared; make test runs them")
     if not TRACES.is_dir():
         pytest.skip(f"../shared/traces not found at {TRACES}: the real-trace tests need the shared folder "
                     "beside the checkout")
