@@ -18,7 +18,7 @@ from reports.render import render_template
 from reports.serving import serving_section
 from reports.stored import use_stored, use_stored_step
 from reports.takeaways import takeaways
-from warehouse.catalog import connect, materialize
+from warehouse.catalog import FOCUS, connect, focus, materialize
 from warehouse.runs import resolve_run
 from warehouse.store import Warehouse
 
@@ -329,6 +329,20 @@ def _check_phase(con: duckdb.DuckDBPyConnection, run_id: str, phase: str) -> Non
 
 def build_run_report(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | None = None,
                      mapping_run: str | None = None) -> RunReport:
+    """The report's figures. On a DuckDB connection the views are computed for this run (and the mapping
+    run) only, whatever runs the connection sees (catalog.focus), and its focus is given back after."""
+    if not isinstance(con, duckdb.DuckDBPyConnection):  # Spark: its connection is focused when made
+        return _build_run_report(con, run_id, phase, mapping_run)
+    before = con.execute(f"SELECT getvariable('{FOCUS}')").fetchone()[0]
+    focus(con, [run_id] + ([mapping_run] if mapping_run else []))
+    try:
+        return _build_run_report(con, run_id, phase, mapping_run)
+    finally:
+        focus(con, before)
+
+
+def _build_run_report(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | None,
+                      mapping_run: str | None) -> RunReport:
     run = _rows(con, "SELECT * FROM runs WHERE run_id = ?", [run_id])[0]
     phase_clause, phase_params = ("AND phase = ?", [phase]) if phase else ("", [])
     if phase:
