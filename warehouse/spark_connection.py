@@ -173,10 +173,10 @@ class SparkConnection:
     # --- translation -------------------------------------------------------------------------------
     def _frame(self, sql: str, parameters):
         from errors import QueryError
-        from warehouse.spark import _first_line, needed_views, to_spark_sql
+        from warehouse.spark import READ_DIALECT, _first_line, needed_views, to_spark_sql
 
         try:
-            statement = sqlglot.parse_one(bind_parameters(sql, parameters), read="duckdb")
+            statement = sqlglot.parse_one(bind_parameters(sql, parameters), read=READ_DIALECT)
         except (ValueError, KeyError, IndexError, sqlglot.errors.SqlglotError) as exc:
             raise QueryError(f"cannot bind this query's parameters: {exc}") from None
         statement = statement.transform(self._duckdb_functions)
