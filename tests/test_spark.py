@@ -258,7 +258,8 @@ def test_diff_on_spark_same_as_duckdb(engines, warehouse):
 @pytest.mark.slow
 def test_cli_engine_spark(engines, warehouse, cli_runner):
     """The commands end to end: `report --engine spark` (its own focused catalogue, views computed on first
-    read) prints DuckDB's report; `diff` and `trend` take the options (trend over no runs: cheap)."""
+    read) prints DuckDB's report; `diff` and `trend` take the options (trend over no runs: cheap, and the
+    same one-line error as DuckDB's)."""
     from cli import main
 
     wh, ids = warehouse
@@ -268,8 +269,11 @@ def test_cli_engine_spark(engines, warehouse, cli_runner):
     spark = cli_runner.invoke(main, args + ["--engine", "spark", "--master", "local[2]"])
     assert duck.exit_code == 0 and spark.exit_code == 0, (duck.output, spark.output)
     _same_report("json", duck.output, spark.output)
+    # a trend over no run is an error (a CI gate over nothing must not pass), on both engines alike
+    duck = cli_runner.invoke(main, common + ["trend", "--where", "series=none"])
     res = cli_runner.invoke(main, common + ["trend", "--where", "series=none", "--engine", "spark"])
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == duck.exit_code == 1 and "no run matches" in res.output, res.output
+    assert res.output == duck.output
     res = cli_runner.invoke(main, common + ["diff", "nope", "latest", "--engine", "spark"])
     assert res.exit_code == 1 and "no run 'nope'" in res.output
 

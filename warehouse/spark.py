@@ -215,7 +215,7 @@ _LIST_FOLDS = {"list_sum": exp.Add, "list_bool_and": exp.And, "list_bool_or": ex
 def _zip_transform(node: exp.Transform) -> exp.Expression:
     """`list_transform(list_zip(a, b), lambda x: f(x[1], x[2]))` -> Spark's `zip_with(a, b, (x1, x2) -> f)`.
 
-    Both pad the shorter list with NULLs. Spark's arrays_zip gives structs named after the columns, which
+    Both pad the shorter list with NULLs (DuckDB zips a NULL list as an empty one). Spark's arrays_zip gives structs named after the columns, which
     `x[1]` cannot read: any other use of the zipped element is refused."""
     zipped, fn = node.this, node.expression
     if len(zipped.expressions) != 2 or not isinstance(fn, exp.Lambda) or len(fn.expressions) != 1:
@@ -237,7 +237,7 @@ def _zip_transform(node: exp.Transform) -> exp.Expression:
     if used or (isinstance(body, (exp.Identifier, exp.Column)) and body.name == name):
         raise ValueError(f"{node.sql(READ_DIALECT)}: the zipped element is used other than as x[1] / x[2]: "
                          "no Spark form")
-    a, b = zipped.expressions
+    a, b = (exp.Coalesce(this=xs, expressions=[_fn("array")]) for xs in zipped.expressions)  # DuckDB: NULL is []
     return _fn("zip_with", a, b, _lambda(body, names[1], names[2]))
 
 
@@ -254,6 +254,16 @@ def _json_list(text: exp.Expression, to: exp.DataType, depth: int = 0) -> exp.Ex
     else:
         element = exp.TryCast(this=_var(var), to=inner.copy(), safe=True)
     return _fn("transform", as_text, _lambda(element, var))
+
+
+def _quantile_disc(x: exp.Expression, q: exp.Expression) -> exp.Expression:
+    """DuckDB's quantile_disc(x, q): the ceil(q·n)-th smallest non-NULL x (q·n in DOUBLE, the position
+    clamped to 1..n; no value: NULL), in x's type."""
+    n = exp.Count(this=x.copy())
+    at = exp.Ceil(this=exp.Mul(this=exp.Cast(this=q, to=exp.DataType.build("DOUBLE")), expression=n))
+    position = exp.Cast(this=_fn("greatest", _fn("least", at, n.copy()), exp.Literal.number(1)),
+                        to=exp.DataType.build("INT"))
+    return _fn("try_element_at", _fn("array_sort", _fn("collect_list", x)), position)
 
 
 def _spark_transforms(node: exp.Expression) -> exp.Expression:
@@ -273,6 +283,9 @@ def _spark_transforms(node: exp.Expression) -> exp.Expression:
     - `any_value(x) FILTER (WHERE c)`: DuckDB's any_value skips NULLs, which sqlglot writes as Spark's
       `ANY_VALUE(x) IGNORE NULLS` and then puts the FILTER after it, where Spark's grammar refuses it:
       the FILTER goes before IGNORE / RESPECT NULLS.
+    - `quantile_disc(x, q)` (an aggregate): the element at position ceil(q·n) (in DOUBLE arithmetic,
+      clamped to 1..n) of x's sorted non-NULL values, in x's own type, as DuckDB computes it (Spark's
+      percentile_disc returns a DOUBLE: a median of token counts printed as 32.0, not 32).
     - `regexp_replace(s, p, r)` without the 'g' option replaces only the first match in DuckDB and
       every match in Spark: refused unless the pattern is anchored with ^ or $ (one match at most).
     - list indexes `xs[i]` (parsed as written, READ_DIALECT): Spark's `try_element_at(xs, i)`, 1-based,
@@ -323,8 +336,13 @@ def _spark_transforms(node: exp.Expression) -> exp.Expression:
         rest = exp.Anonymous(this="slice", expressions=[xs.copy(), exp.Literal.number(2),
                                                         exp.Anonymous(this="size", expressions=[xs.copy()])])
         return exp.Anonymous(this="aggregate", expressions=[rest, first, fn])
+    if isinstance(node, exp.PercentileDisc) and node.expression is not None \
+            and not isinstance(node.parent, (exp.WithinGroup, exp.Window, exp.Filter)) \
+            and not isinstance(node.expression, exp.Array):
+        return _quantile_disc(node.this, node.expression)
     if isinstance(node, exp.PercentileDisc) and node.expression is not None and not isinstance(node.parent, exp.WithinGroup):
-        # quantile_disc(x, q) -> percentile_disc(q) WITHIN GROUP (ORDER BY x): an actual value, exact (as
+        # over a window or with a FILTER: percentile_disc(q) WITHIN GROUP (ORDER BY x): the same value, but
+        # DOUBLE (DuckDB keeps x's type); an actual value, exact (as
         # Anonymous: sqlglot's Spark writer would turn PercentileDisc into the approximate percentile)
         return exp.WithinGroup(this=exp.Anonymous(this="percentile_disc", expressions=[node.expression]),
                                expression=exp.Order(expressions=[exp.Ordered(this=node.this)]))
@@ -422,6 +440,10 @@ def _arrow_to_spark(spark: SparkSession, table):
     schema = T.StructType([T.StructField(f.name, spark_type(f.type), f.nullable) for f in table.schema])
     rows = [tuple(r[c] for c in table.column_names) for r in table.to_pylist()]
     return spark.createDataFrame(rows, schema=schema)
+
+
+# the tables register_rule_tables makes (DuckDB's catalogue has them as tables, the rest as views)
+RULE_TABLES = ("category_rules", "fusion_patterns", "fusion_pattern_steps", "launch_site_rules", "device_peaks")
 
 
 def register_rule_tables(spark: SparkSession, rules_file: str | None = None) -> None:

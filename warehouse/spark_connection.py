@@ -204,7 +204,19 @@ class SparkConnection:
         if isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous) \
                 and node.this.name.lower() == "duckdb_views":
             return self._views_table(node)
+        if isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous) \
+                and node.this.name.lower() == "duckdb_tables":
+            return self._tables_table(node)
         return node
+
+    def _tables_table(self, node: exp.Table) -> exp.Expression:
+        """duckdb_tables(): DuckDB's tables of the catalogue are the rule tables (the base tables are views)."""
+        from warehouse.spark import RULE_TABLES
+
+        rows = ", ".join(f"({exp.convert(n).sql('duckdb')}, 'main', 'memory', FALSE)" for n in RULE_TABLES)
+        values = sqlglot.parse_one("SELECT * FROM (VALUES " + rows + ") AS v(table_name, schema_name, "
+                                   "database_name, temporary)", read="duckdb")
+        return values.subquery(node.alias or "duckdb_tables")
 
     def _views_table(self, node: exp.Table) -> exp.Expression:
         statement = node.root()
