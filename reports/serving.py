@@ -24,8 +24,11 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list) -> list[dict]:
 
 
 def _has(con: duckdb.DuckDBPyConnection, *views: str) -> bool:
-    names = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
-    names |= {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    # the names asked for by value: on Spark (SparkConnection) that is what makes those views there
+    marks = ", ".join("?" * len(views))
+    names = {r[0] for r in con.execute(
+        f"SELECT view_name FROM duckdb_views() WHERE view_name IN ({marks}) "
+        f"UNION SELECT table_name FROM duckdb_tables() WHERE table_name IN ({marks})", [*views, *views]).fetchall()}
     return all(v in names for v in views)
 
 

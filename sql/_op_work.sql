@@ -87,7 +87,7 @@ typed AS (
                WHEN x LIKE 'c10::Float8%' THEN 1
                WHEN x = 'long int' THEN 8 WHEN x = 'int' THEN 4
                WHEN x IN ('bool', 'unsigned char', 'signed char', 'c10::Float4_e2m1fn_x2') THEN 1 END) AS elt,
-           list_transform(d, lambda x: CASE WHEN len(x) = 0 THEN 0 ELSE list_reduce(x, lambda a, b: a * b) END) AS numel,
+           list_transform(d, lambda x: CASE WHEN array_length(x) = 0 THEN 0 ELSE list_reduce(x, lambda a, b: a * b) END) AS numel,
            CASE WHEN t[1] IN ('c10::BFloat16', 'c10::Half') THEN 'bf16' WHEN t[1] LIKE 'c10::Float8%' THEN 'fp8'
                 WHEN t[1] = 'c10::Float4_e2m1fn_x2' THEN 'fp4' WHEN t[1] = 'float' THEN 'fp32' END AS prec
     FROM picked AS p
@@ -95,13 +95,13 @@ typed AS (
 gemm AS (
     -- (b, m, k, n, A index, B index) of each gemm form
     SELECT *,
-           CASE WHEN name IN ('aten::addmm') AND len(d) >= 3 AND len(d[2]) = 2 AND len(d[3]) = 2 AND d[2][2] = d[3][1] THEN [1, d[2][1], d[2][2], d[3][2], 2, 3]
-                WHEN name = 'aten::baddbmm' AND len(d) >= 3 AND len(d[2]) = 3 AND len(d[3]) = 3 AND d[2][3] = d[3][2] THEN [d[2][1], d[2][2], d[2][3], d[3][3], 2, 3]
-                WHEN name IN ('aten::bmm', 'aten::matmul') AND len(d) >= 2 AND len(d[1]) = 3 AND len(d[2]) = 3
+           CASE WHEN name IN ('aten::addmm') AND array_length(d) >= 3 AND array_length(d[2]) = 2 AND array_length(d[3]) = 2 AND d[2][2] = d[3][1] THEN [1, d[2][1], d[2][2], d[3][2], 2, 3]
+                WHEN name = 'aten::baddbmm' AND array_length(d) >= 3 AND array_length(d[2]) = 3 AND array_length(d[3]) = 3 AND d[2][3] = d[3][2] THEN [d[2][1], d[2][2], d[2][3], d[3][3], 2, 3]
+                WHEN name IN ('aten::bmm', 'aten::matmul') AND array_length(d) >= 2 AND array_length(d[1]) = 3 AND array_length(d[2]) = 3
                      AND d[1][1] = d[2][1] AND d[1][3] = d[2][2] THEN [d[1][1], d[1][2], d[1][3], d[2][3], 1, 2]
-                WHEN name = 'aten::linear' AND len(d) >= 2 AND len(d[1]) >= 2 AND len(d[2]) = 2 AND d[1][-1] = d[2][2]
+                WHEN name = 'aten::linear' AND array_length(d) >= 2 AND array_length(d[1]) >= 2 AND array_length(d[2]) = 2 AND d[1][-1] = d[2][2]
                      THEN [1, list_reduce(d[1][1:-2], lambda a, b: a * b, 1::BIGINT), d[2][2], d[2][1], 1, 2]
-                WHEN len(d) >= 2 AND len(d[1]) = 2 AND len(d[2]) = 2 AND d[1][2] = d[2][1] THEN [1, d[1][1], d[1][2], d[2][2], 1, 2]
+                WHEN array_length(d) >= 2 AND array_length(d[1]) = 2 AND array_length(d[2]) = 2 AND d[1][2] = d[2][1] THEN [1, d[1][1], d[1][2], d[2][2], 1, 2]
            END AS g
     FROM typed WHERE formula = 'gemm'
 ),
@@ -125,7 +125,7 @@ attn_dense AS (
                CASE WHEN formula = 'attention_bshd' THEN d[2][3] ELSE d[2][2] END AS hkv,
                d[1][4] AS hd
         FROM typed
-        WHERE formula IN ('attention_bshd', 'attention_bhsd') AND len(d) >= 3 AND len(d[1]) = 4 AND len(d[2]) = 4
+        WHERE formula IN ('attention_bshd', 'attention_bhsd') AND array_length(d) >= 3 AND array_length(d[1]) = 4 AND array_length(d[2]) = 4
               AND d[1][4] = d[2][4] AND d[1][1] = d[2][1]
     ) WHERE elt[1] IS NOT NULL
 ),
@@ -142,7 +142,7 @@ attn_varlen AS (
     FROM typed AS v
     JOIN op_step AS os ON os.run_id = v.run_id AND os.rank = v.rank AND os.op_id = v.launch_op_id
     JOIN steps AS s ON s.run_id = v.run_id AND s.rank = v.rank AND s.step = os.step
-    WHERE v.formula = 'attention_varlen' AND len(v.d) >= 2 AND len(v.d[1]) = 3 AND len(v.d[2]) = 3
+    WHERE v.formula = 'attention_varlen' AND array_length(v.d) >= 2 AND array_length(v.d[1]) = 3 AND array_length(v.d[2]) = 3
           AND v.d[1][3] = v.d[2][3] AND v.d[1][1] = s.tokens AND s.sum_q_kv IS NOT NULL AND s.kv_tokens IS NOT NULL
           AND v.elt[1] IS NOT NULL
 ),
@@ -151,7 +151,7 @@ memory_bound AS (
            CAST(list_sum(list_transform(list_zip(numel, elt), lambda x: x[1] * x[2])) AS DOUBLE)
              + CASE WHEN name = 'aten::copy_' OR name NOT LIKE 'aten::%' OR has_out THEN 0 ELSE numel[1] * elt[1] END AS bytes
     FROM (
-        SELECT *, coalesce(len(d) > slots AND len(d[slots + 1]) > 0, false) AS has_out
+        SELECT *, coalesce(array_length(d) > slots AND array_length(d[slots + 1]) > 0, false) AS has_out
         FROM (
             SELECT *, CASE WHEN formula = 'norm' THEN 'norm' ELSE 'elementwise' END AS family,
                    -- the functional form has this many arguments: a tensor after them is the out= buffer of the op
@@ -160,7 +160,7 @@ memory_bound AS (
                         WHEN 'aten::clamp' THEN 3 WHEN 'aten::mul' THEN 2 WHEN 'aten::div' THEN 2
                         WHEN 'aten::pow' THEN 2 WHEN 'aten::gelu' THEN 2 WHEN 'aten::copy' THEN 3 ELSE 1 END AS slots
             FROM typed
-            WHERE formula IN ('norm', 'elementwise') AND len(d) >= 1 AND len(d[1]) > 0
+            WHERE formula IN ('norm', 'elementwise') AND array_length(d) >= 1 AND array_length(d[1]) > 0
         )
     ) AS m
     -- every tensor input has a known element size

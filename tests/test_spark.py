@@ -34,11 +34,6 @@ REAL_RUN = ROOT.parent / "shared" / "traces" / "nvidia" / "h100_bert-small.json.
 
 # Views that Spark cannot run as they are, and why (each is an xfail with this reason, checked to fail).
 KNOWN_ON_SPARK: dict[str, str] = {}
-# _op_work (the roofline's FLOPs and bytes per op) does not parse on Spark yet ("Syntax error at or near
-# 'name'" in its transpiled text); every view that reads it, run_metrics's mfu_pct / mbu_pct among them, with it
-_ROOFLINE_WHY = "sql/_op_work.sql does not parse on Spark yet (its transpiled text), and this view reads it"
-KNOWN_ON_SPARK.update({v: _ROOFLINE_WHY for v in ("_op_work", "_kernel_work", "kernel_roofline", "step_roofline",
-                                                  "run_metrics", "trend", "regression")})
 if tuple(int(x) for x in pyspark.__version__.split(".")[:2]) < (4, 1):
     _why = f"WITH RECURSIVE needs Spark >= 4.1 (installed: {pyspark.__version__})"
     KNOWN_ON_SPARK.update({v: _why for v in ("critical_path", "critical_path_summary", "critical_stream",
@@ -214,7 +209,6 @@ def _same_report(fmt: str, duck: str, spark: str) -> None:
         assert duck.splitlines() == spark.splitlines()
 
 
-@pytest.mark.xfail(reason=_ROOFLINE_WHY + " (run_metrics: the report and trend read it)", strict=False)
 @pytest.mark.parametrize("fmt", ["md", "json"])
 @pytest.mark.parametrize("run", ["decode", "training"])
 def test_run_report_on_spark_same_as_duckdb(engines, warehouse, run, fmt):
@@ -229,7 +223,6 @@ def test_run_report_on_spark_same_as_duckdb(engines, warehouse, run, fmt):
     assert "## " in duck or '"phases"' in duck
 
 
-@pytest.mark.xfail(reason=_ROOFLINE_WHY + " (run_metrics: the report and trend read it)", strict=False)
 @pytest.mark.parametrize("fmt", ["md", "json"])
 def test_trend_on_spark_same_as_duckdb(engines, warehouse, fmt):
     """DuckDB as `tracehouse trend` runs it (run_metrics from the per-run cache) against Spark's run_metrics."""
@@ -265,7 +258,8 @@ def test_diff_on_spark_same_as_duckdb(engines, warehouse):
 @pytest.mark.slow
 def test_cli_engine_spark(engines, warehouse, cli_runner):
     """The commands end to end: `report --engine spark` (its own focused catalogue, views computed on first
-    read) prints DuckDB's report; `diff` and `trend` take the options (trend over no runs: cheap)."""
+    read) prints DuckDB's report; `diff` and `trend` take the options (trend over no runs: cheap, and the
+    same one-line error as DuckDB's)."""
     from cli import main
 
     wh, ids = warehouse
@@ -275,8 +269,11 @@ def test_cli_engine_spark(engines, warehouse, cli_runner):
     spark = cli_runner.invoke(main, args + ["--engine", "spark", "--master", "local[2]"])
     assert duck.exit_code == 0 and spark.exit_code == 0, (duck.output, spark.output)
     _same_report("json", duck.output, spark.output)
+    # a trend over no run is an error (a CI gate over nothing must not pass), on both engines alike
+    duck = cli_runner.invoke(main, common + ["trend", "--where", "series=none"])
     res = cli_runner.invoke(main, common + ["trend", "--where", "series=none", "--engine", "spark"])
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == duck.exit_code == 1 and "no run matches" in res.output, res.output
+    assert res.output == duck.output
     res = cli_runner.invoke(main, common + ["diff", "nope", "latest", "--engine", "spark"])
     assert res.exit_code == 1 and "no run 'nope'" in res.output
 

@@ -173,10 +173,10 @@ class SparkConnection:
     # --- translation -------------------------------------------------------------------------------
     def _frame(self, sql: str, parameters):
         from errors import QueryError
-        from warehouse.spark import _first_line, needed_views, to_spark_sql
+        from warehouse.spark import READ_DIALECT, _first_line, needed_views, to_spark_sql
 
         try:
-            statement = sqlglot.parse_one(bind_parameters(sql, parameters), read="duckdb")
+            statement = sqlglot.parse_one(bind_parameters(sql, parameters), read=READ_DIALECT)
         except (ValueError, KeyError, IndexError, sqlglot.errors.SqlglotError) as exc:
             raise QueryError(f"cannot bind this query's parameters: {exc}") from None
         statement = statement.transform(self._duckdb_functions)
@@ -204,7 +204,19 @@ class SparkConnection:
         if isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous) \
                 and node.this.name.lower() == "duckdb_views":
             return self._views_table(node)
+        if isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous) \
+                and node.this.name.lower() == "duckdb_tables":
+            return self._tables_table(node)
         return node
+
+    def _tables_table(self, node: exp.Table) -> exp.Expression:
+        """duckdb_tables(): DuckDB's tables of the catalogue are the rule tables (the base tables are views)."""
+        from warehouse.spark import RULE_TABLES
+
+        rows = ", ".join(f"({exp.convert(n).sql('duckdb')}, 'main', 'memory', FALSE)" for n in RULE_TABLES)
+        values = sqlglot.parse_one("SELECT * FROM (VALUES " + rows + ") AS v(table_name, schema_name, "
+                                   "database_name, temporary)", read="duckdb")
+        return values.subquery(node.alias or "duckdb_tables")
 
     def _views_table(self, node: exp.Table) -> exp.Expression:
         statement = node.root()
