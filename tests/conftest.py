@@ -89,10 +89,12 @@ def pytest_report_header(config):
 # The fast tier (`make test-fast`: TRACEHOUSE_TEST_FAST=1, pytest -m "not slow") runs the synthesized
 # situations and unit tests in a few minutes; `make test` (CI) runs everything. Slow: the real traces of
 # ../shared (every test that asks for them skips in the fast tier), Spark, the browser, killed processes,
-# the demo's whole history, Perfetto exports of whole runs.
+# the demo's whole history, Perfetto exports of whole runs, whole reports, diffs and trends.
 FAST = os.environ.get("TRACEHOUSE_TEST_FAST") == "1"
 SLOW_MODULES = {"test_spark", "test_pages", "test_kill", "test_demo", "test_export", "test_ingest_real",
-                "test_timeline_oracles", "test_nsys"}
+                "test_timeline_oracles", "test_nsys",
+                # whole reports, diffs and trends end to end (tens of seconds each on 2 cores)
+                "test_run_report", "test_stored_analyses", "test_trend", "test_diff", "test_spark_lists"}
 
 
 def pytest_collection_modifyitems(config, items):

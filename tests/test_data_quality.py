@@ -36,7 +36,7 @@ def test_situations_of_this_module_exist():
 def test_flags_match_ground_truth(situation_warehouse, name):
     wh, runs, expect = situation_warehouse
     truth = expect[name]
-    flags = _flags(connect(wh), runs[name])
+    flags = _flags(connect(wh, runs=[runs[name]]), runs[name])
     raised = {f["flag"] for f in flags}
     for flag, want in truth["flags"].items():
         rows = [f for f in flags if f["flag"] == flag]
@@ -59,10 +59,11 @@ def test_flags_match_ground_truth(situation_warehouse, name):
 
 
 @pytest.mark.parametrize("name", MINE)
+@pytest.mark.slow  # a whole run report
 def test_report_withholds_takeaways_from_flagged_figures(situation_warehouse, name):
     wh, runs, expect = situation_warehouse
     truth = expect[name]
-    report = build_run_report(connect(wh), runs[name])
+    report = build_run_report(connect(wh, runs=[runs[name]]), runs[name])
     assert {q.flag for q in report.quality} >= set(truth["flags"])
     assert {w.figure for w in report.withheld} >= set(truth.get("withheld", []))
     for figure in truth.get("flagged_figures", []) + truth.get("withheld", []):
@@ -84,23 +85,26 @@ def test_report_withholds_takeaways_from_flagged_figures(situation_warehouse, na
     jsonschema.validate(report_json(report), SCHEMA)
 
 
+@pytest.mark.slow  # a whole run report
 def test_cpu_only_report_says_so_in_one_line(situation_warehouse):
     wh, runs, _ = situation_warehouse
-    md = render_run_report(build_run_report(connect(wh), runs["cpu-only"]), "md")
+    md = render_run_report(build_run_report(connect(wh, runs=[runs["cpu-only"]]), runs["cpu-only"]), "md")
     assert "No GPU figure to show: No GPU activity in this trace (9 host ops only)" in md
     assert "## Overlap opportunities" not in md and "## Kernels" not in md
 
 
+@pytest.mark.slow  # a whole run report
 def test_eager_without_stacks_is_not_told_to_pass_capture_traces(situation_warehouse):
     wh, runs, _ = situation_warehouse
-    md = render_run_report(build_run_report(connect(wh), runs["eager-no-stacks"]), "md")
+    md = render_run_report(build_run_report(connect(wh, runs=[runs["eager-no-stacks"]]), runs["eager-no-stacks"]), "md")
     assert "with_stack=True" in md and "--capture" not in md
     assert "Python site coverage | 0.0 % of GPU time ⚠ no_python_stacks" in md
 
 
+@pytest.mark.slow  # a whole run report
 def test_flagged_figure_carries_marker_and_message_nearby(situation_warehouse):
     wh, runs, _ = situation_warehouse
-    md = render_run_report(build_run_report(connect(wh), runs["single-step"]), "md")
+    md = render_run_report(build_run_report(connect(wh, runs=[runs["single-step"]]), runs["single-step"]), "md")
     heading = next(line for line in md.splitlines() if line.startswith("## Step breakdown"))
     assert heading.endswith("⚠ few_steps")
     after = md.split(heading, 1)[1].lstrip().splitlines()
@@ -133,6 +137,7 @@ def few_real(tmp_path_factory):
     return wh, runs
 
 
+@pytest.mark.slow  # a whole run report
 def test_mtia_device_activity_is_counted_and_flagged(few_real):
     """Hand count from the raw JSON: the X events of category mtia_ccp_events and their durations."""
     wh, runs = few_real
@@ -149,14 +154,15 @@ def test_mtia_device_activity_is_counted_and_flagged(few_real):
 
 
 @pytest.mark.parametrize("rel", REAL[1:3])
+@pytest.mark.slow  # a whole run report
 def test_cpu_only_real_traces_say_so(few_real, rel):
     wh, runs = few_real
     raw = _raw_events(rel)
     assert not [e for e in raw if str(e.get("cat", "")).lower() in ("kernel", "gpu_memcpy", "gpu_memset")]
     host = sum(1 for e in raw if e.get("ph") == "X" and str(e.get("cat", "")).lower() in ("cpu_op", "user_annotation"))
-    [flag] = [f for f in _flags(connect(wh), runs[rel]) if f["flag"] == "no_gpu_activity"]
+    [flag] = [f for f in _flags(connect(wh, runs=[runs[rel]]), runs[rel]) if f["flag"] == "no_gpu_activity"]
     assert dict(flag["evidence"])["host_ops"] == host
-    md = render_run_report(build_run_report(connect(wh), runs[rel]), "md")
+    md = render_run_report(build_run_report(connect(wh, runs=[runs[rel]]), runs[rel]), "md")
     assert "No GPU figure to show" in md
 
 
@@ -180,5 +186,5 @@ def test_no_python_stacks_on_real_traces(few_real, rel, expected):
     wh, runs = few_real
     frames = sum(1 for e in _raw_events(rel) if e.get("cat") == "python_function")
     assert (frames == 0) == expected
-    flags = {f["flag"] for f in _flags(connect(wh), runs[rel])}
+    flags = {f["flag"] for f in _flags(connect(wh, runs=[runs[rel]]), runs[rel])}
     assert ("no_python_stacks" in flags) == expected
