@@ -217,7 +217,7 @@ def ingest(ctx, paths, labels, commit, capture, no_analyses):
     Example:
       tracehouse ingest ./sglang-profile/ --label model=DeepSeek-R1 --label config=tp8-ep8 --commit 1a2b3c
     """
-    from warehouse.load import ingest_paths
+    from ingest.load import ingest_paths
 
     label_map = _parse_labels(labels)
     if commit:
@@ -587,7 +587,7 @@ def report(ctx, run, phase, mapping, fmt, output, template_dir, with_trace, engi
       tracehouse report --run latest --engine spark --master spark://head:7077
       tracehouse report --run latest --format html -o run.html --with-trace   # + run.pftrace
     """
-    from reports.run import write_run_report
+    from reports.write import write_run_report
 
     if with_trace and (output is None or engine != "duckdb"):
         raise click.UsageError("--with-trace writes the trace beside the report: give -o FILE (engine duckdb)")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from synth.history import write_history
 from warehouse.catalog import connect
-from warehouse.load import Ingestor
+from ingest.load import Ingestor
 from warehouse.store import Warehouse
 
 REGRESSION_AT = 8
@@ -58,7 +58,7 @@ def _write_reports(warehouse: Warehouse, run_id: str, out: Path):
     """Every report that this version of tracehouse has: the run report and the trend report."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    from reports.run import write_run_report
+    from reports.write import write_run_report
 
     for fmt in ("md", "html"):
         path = out / f"run-{run_id}.{fmt}"

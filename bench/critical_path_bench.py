@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from synth import write_scenario
 from warehouse.catalog import connect_base
-from warehouse.load import ingest_paths
+from ingest.load import ingest_paths
 from warehouse.store import Warehouse
 
 VIEWS = ["kernel_category", "_critical_path_pred", "critical_path", "critical_stream", "critical_path_summary"]

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from synth import write_scenario
 from warehouse.catalog import connect
-from warehouse.load import ingest_paths
+from ingest.load import ingest_paths
 from warehouse.store import Warehouse
 
 ROWS = [("perfetto", []), ("perfetto, no analysis", ["--no-analysis"]), ("json", ["--format", "json"])]

@@ -70,9 +70,9 @@ def TestOneInput(data: bytes) -> None:
         src = source.read_trace(path, events_file)
         decode.load_raw_events(con, events_file, src)
         if TRANSFORMS:
-            from ingest.rank import _run_transforms
+            from ingest.rank import run_transforms
 
-            _run_transforms(con, None, None)
+            run_transforms(con, None, None)
             decode.event_warnings(con)
     except TracehouseError:
         pass  # reported to the user as one line: the expected outcome for bad input

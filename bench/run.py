@@ -36,10 +36,10 @@ import orjson
 
 import ingest.run as ingest_run
 from ingest.decode import load_raw_events
+from ingest.load import ingest_paths
 from ingest.naming import parse_trace_name
-from ingest.rank import TRANSFORMS, _connect, _run_transforms, write_tables
+from ingest.rank import TRANSFORMS, run_transforms, work_connection, write_tables
 from ingest.source import read_trace
-from warehouse.load import ingest_paths
 from warehouse.store import Warehouse
 
 try:
@@ -249,7 +249,7 @@ class TimedConnection:
         return result
 
 
-def ingest_by_stage(path: Path, tmp: Path, connect=_connect, before_transforms=None) -> dict[str, float]:
+def ingest_by_stage(path: Path, tmp: Path, connect=work_connection, before_transforms=None) -> dict[str, float]:
     """The stages of ingest.rank.ingest_rank, called one by one; seconds per stage (and per SQL file).
 
     `connect` and `before_transforms` let the tuning benchmark try a setting without editing ingest."""
@@ -267,7 +267,7 @@ def ingest_by_stage(path: Path, tmp: Path, connect=_connect, before_transforms=N
         if before_transforms is not None:
             before_transforms(con)
         timed = TimedConnection(con)
-        _run_transforms(timed, parse_trace_name(path.name).phase, None)
+        run_transforms(timed, parse_trace_name(path.name).phase, None)
         t3 = time.perf_counter()
         sql_names = {f.read_text(): f.name for f in TRANSFORMS}
         for sql, seconds in timed.log:
@@ -376,7 +376,7 @@ def bench_trace(label: str, path: Path, reps: int, tmp: Path, report: Report) ->
 
     report.add(label, "ingest end to end (file -> published Parquet)", f"{ingest_rate:.1f} MB/s")
     with_analyses = t["ingest + stored analyses"].best
-    report.add(label, "ingest + the run's stored analyses (`tracehouse ingest`; reports.stored)",
+    report.add(label, "ingest + the run's stored analyses (`tracehouse ingest`; warehouse.stored)",
                f"{mbps(json_bytes, with_analyses):.1f} MB/s ({with_analyses / ingest_s:.2f}x the ingest time)")
     report.add(label, "ingest per CPU-second (per core)", f"{per_core:.1f} MB/s",
                f">= {TARGET_PER_CORE:.0f} MB/s", verdict(per_core >= TARGET_PER_CORE))
@@ -452,8 +452,8 @@ def hwm():
     for line in open('/proc/self/status'):
         if line.startswith('VmHWM:'):
             return int(line.split()[1]) / 1024
-from reports.stored import is_stored
-from warehouse.load import ingest_paths
+from warehouse.stored import is_stored
+from ingest.load import ingest_paths
 from warehouse.store import Warehouse
 base = hwm()
 wh = tempfile.mkdtemp(dir=sys.argv[3])
@@ -566,7 +566,7 @@ def bench_ranks(run_dir: Path, reps: int, tmp: Path, report: Report) -> None:
 
 
 def _connect_in_memory(work: Path):
-    """ingest.rank._connect, but an in-memory database: same memory_limit, same spill folder."""
+    """ingest.rank.work_connection, but an in-memory database: same memory_limit, same spill folder."""
     import duckdb
 
     from ingest.rank import MEMORY_LIMIT

@@ -98,7 +98,7 @@ def shoot(page: Path, out: Path, browser: str, work: Path) -> dict:
 def synthesize(work: Path) -> tuple[Path, str, str]:
     """Four decode runs of series `screens` (commits c1..c4, the last two with 10 % slower nvjet GEMMs)."""
     from synth import write_scenario
-    from warehouse.load import ingest_paths
+    from ingest.load import ingest_paths
     from warehouse.store import Warehouse
 
     wh = Warehouse(work / "wh")
@@ -115,7 +115,7 @@ def synthesize(work: Path) -> tuple[Path, str, str]:
 
 def build_pages(warehouse: Path, run: str, base: str, out: Path, where: dict[str, str] | None) -> list[Path]:
     from reports.diff import build_diff, diff_connection, render_diff
-    from reports.run import write_run_report
+    from reports.write import write_run_report
     from reports.trend import build_trend, render_trend
     from warehouse.catalog import connect
     from warehouse.store import Warehouse

@@ -57,7 +57,7 @@ def build_warehouse(root: Path, n_runs: int, n_series: int, seed: int = 0) -> tu
 
     import ingest.run
     from synth import write_scenario
-    from warehouse.load import ingest_paths
+    from ingest.load import ingest_paths
     from warehouse.metrics import metrics_dir, run_metric_rows
     from warehouse.store import Warehouse
 

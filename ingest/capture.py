@@ -48,18 +48,14 @@ import pyarrow.parquet as pq
 
 from errors import TracehouseError
 from ingest import decode
-from ingest.rank import _connect, _run_transforms
+from ingest.files import files_size, is_trace_file
+from ingest.rank import run_transforms, work_connection
 from ingest.source import read_trace
+from warehouse.schema import schema
 
 TABLE = "kernel_sites"
 
-SCHEMA = pa.schema([
-    ("rank", pa.int32()), ("kernel_id", pa.int64()), ("file", pa.string()), ("line", pa.int32()),
-    ("function", pa.string()), ("cpu_op_name", pa.string()), ("cpu_op_input_dims", pa.string()),
-    ("source", pa.string()), ("capture_file", pa.string()), ("capture_window", pa.int32()),
-    ("capture_seq", pa.int32()), ("capture_kernel_name", pa.string()), ("match", pa.string()),
-    ("graph_correlation", pa.int64()), ("stack", pa.list_(pa.string())),
-])
+SCHEMA = schema("kernel_sites")  # declared in warehouse.schema
 
 BS_PATTERNS = (
     re.compile(r"\bbs\s*=\s*(\d+)"),
@@ -110,8 +106,6 @@ def capture_files(capture: Path | None) -> list[Path]:
     """The trace files of a capture folder (or the one file given)."""
     if capture is None:
         return []
-    from ingest.run import is_trace_file
-
     if capture.is_file():
         return [capture]
     if not capture.is_dir():
@@ -253,12 +247,12 @@ def read_capture_windows(path: Path, work_dir: Path, details: dict[str, dict] | 
     events_file = work_dir / "events.json"
     try:
         source = read_trace(path, events_file)
-        con = _connect(work_dir)
+        con = work_connection(work_dir)
         try:
             # one more `args` key: `kernel` (the kernel a launch call names)
             decode.load_raw_events(con, events_file, extra_args={"kernel_arg": "kernel"})
             events_file.unlink(missing_ok=True)
-            _run_transforms(con, None, None)
+            run_transforms(con, None, None)
             rows = con.execute(WINDOWS_SQL).fetchall()
             # API windows win; an annotation window counts only where no API window lies inside it
             api = [r for r in rows if r[0] == "api"]
@@ -528,8 +522,6 @@ def attribute_run(capture: Path | None, ranks: list[int], out_dir: Path, work_di
     jobs = [(str(path), str(work_dir / f"capture-{i}"), details,
              str(path.relative_to(root)) if root is not None else path.name) for i, path in enumerate(files)]
     if pool is not None:
-        from ingest.run import files_size
-
         results = pool.map(jobs, _read_capture_job, input_bytes=files_size(files))
     else:
         results = [_read_capture_job(j) for j in jobs]

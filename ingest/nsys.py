@@ -48,11 +48,17 @@ import duckdb
 import pyarrow as pa
 
 from errors import TraceFormatError, TracehouseError
-from ingest.rank import RankResult, _connect, _run_transforms, write_tables
+from ingest.files import (
+    REPORT_SUFFIXES,
+    FileProblem,
+    file_sha256,
+    files_size,
+)
+from ingest.naming import parse_trace_name
+from ingest.rank import RankResult, run_transforms, work_connection, write_tables
+from ingest.run import RankPool, borrowed
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
-EXPORT_SUFFIXES = (".sqlite", ".sqlite3")
 SCHEMA_MAJOR = "3"
 BATCH_ROWS = int(os.environ.get("TRACEHOUSE_NSYS_BATCH", "65536"))
 HINT = "the file was skipped; export the report again with `nsys export --type sqlite REPORT.nsys-rep`"
@@ -127,11 +133,6 @@ def is_sqlite(path: Path) -> bool:
 def is_nsys_input(path: Path) -> bool:
     """A file this module reads or refuses: an SQLite database (by its bytes) or an .nsys-rep report."""
     return path.is_file() and (is_report(path) or is_sqlite(path))
-
-
-def is_export_name(path: Path) -> bool:
-    """Names picked up inside a run directory beside Kineto traces."""
-    return path.name.lower().endswith(EXPORT_SUFFIXES + REPORT_SUFFIXES)
 
 
 def _refuse(path: Path, what: str) -> TraceFormatError:
@@ -484,14 +485,14 @@ def ingest_nsys_rank(rank: NsysRank, ranks_in_file: list[dict], sha256: str, sta
     work_dir.mkdir(parents=True, exist_ok=True)
     sq = open_export(rank.path)
     try:
-        con = _connect(work_dir)
+        con = work_connection(work_dir)
         try:
             try:
                 warnings = load_events(sq, con, rank.global_pid)
                 metadata = export_metadata(sq, rank, ranks_in_file)
             except sqlite3.DatabaseError as exc:
                 raise _refuse(rank.path, f"damaged SQLite database ({exc})") from None
-            _run_transforms(con, stage_phase, label_phase)
+            run_transforms(con, stage_phase, label_phase)
             rows = write_tables(con, out_dir, rank.rank)
             summary = con.execute("SELECT kind, key, value FROM rank_summary").fetchall()
             timed = con.execute("SELECT count(*) FROM events").fetchone()[0]
@@ -517,7 +518,6 @@ def ingest_nsys_rank(rank: NsysRank, ranks_in_file: list[dict], sha256: str, sta
 
 def _ingest_job(args: tuple):
     """Worker entry (ingest.run.RankPool): one rank, or the one-line problem that stopped it."""
-    from ingest.run import FileProblem
 
     rank, ranks_in_file, sha256, stage_phase, label_phase, out_dir, work_dir = args
     try:
@@ -541,8 +541,6 @@ def ingest_exports(files: list[Path], label_phase: str | None, out_dir: Path, wo
                    pool=None, hashes: dict[Path, str] | None = None) -> list:
     """Every process of every export, one rank each (ingest.run.ingest_files' counterpart): RankResults
     and FileProblems (a file that cannot be read costs only its own ranks)."""
-    from ingest.naming import parse_trace_name
-    from ingest.run import FileProblem, RankPool, _borrowed, file_sha256, files_size
 
     ranks, problems = plan_ranks(files)
     results: list = [FileProblem(str(p), message) for p, message in problems]
@@ -559,7 +557,7 @@ def ingest_exports(files: list[Path], label_phase: str | None, out_dir: Path, wo
             shas[r.path] = file_sha256(r.path)
         jobs.append((r, per_file[r.path], shas[r.path], parse_trace_name(r.path.name).phase, label_phase,
                      str(out_dir), str(work_dir / f"rank-{r.rank}")))
-    with (RankPool() if pool is None else _borrowed(pool)) as workers:
+    with (RankPool() if pool is None else borrowed(pool)) as workers:
         results += workers.map(jobs, fn=_ingest_job,
                                done=(lambda job: progress(f"ingested {job[0].path} (pid {job[0].pid})"))
                                if progress else None, input_bytes=files_size(list(per_file)))

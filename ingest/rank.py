@@ -3,7 +3,7 @@
     1. source.read_trace     inflate, split metadata from the event array (streaming)
     2. decode.load_raw_events   the array -> typed columns (DuckDB's JSON reader)
     3. sql/NN_*.sql           type, nest, link and step the events (set-based SQL, in file order)
-    4. write_tables           one Parquet file per table, for this rank
+    4. write_tables           one Parquet file per table, for this rank, as warehouse.schema declares it
 
 Everything runs in a DuckDB database of its own, in memory with a memory limit and a spill folder in
 the staging area, so that a trace larger than memory spills to disk instead of failing.
@@ -20,6 +20,7 @@ import duckdb
 from errors import TraceFormatError
 from ingest.decode import event_warnings, load_raw_events
 from ingest.source import read_trace
+from warehouse.schema import cast_select
 
 SQL_DIR = Path(__file__).parent / "sql"
 TRANSFORMS = sorted(SQL_DIR.glob("[0-9][0-9]_*.sql"))
@@ -57,7 +58,7 @@ class RankResult:
     empty_reason: str | None = None  # no timed event in the file: why (ingest.run refuses the file)
 
 
-def _connect(work_dir: Path) -> duckdb.DuckDBPyConnection:
+def work_connection(work_dir: Path) -> duckdb.DuckDBPyConnection:
     # In memory, with a limit and a spill folder: small traces never touch the disk, large ones spill.
     con = duckdb.connect(":memory:")
     con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
@@ -66,7 +67,7 @@ def _connect(work_dir: Path) -> duckdb.DuckDBPyConnection:
     return con
 
 
-def _run_transforms(con: duckdb.DuckDBPyConnection, stage_phase: str | None, label_phase: str | None) -> None:
+def run_transforms(con: duckdb.DuckDBPyConnection, stage_phase: str | None, label_phase: str | None) -> None:
     con.execute(
         "CREATE OR REPLACE TABLE rank_context AS SELECT ?::VARCHAR AS stage_phase, ?::VARCHAR AS label_phase",
         [stage_phase, label_phase],
@@ -84,8 +85,10 @@ def write_tables(con: duckdb.DuckDBPyConnection, out_dir: Path, rank: int) -> di
         target = out_dir / table
         target.mkdir(parents=True, exist_ok=True)
         path = target / f"rank-{rank:05d}.parquet"
+        # the declared columns, in order, each cast to its declared type (warehouse.schema): a type that
+        # follows the trace's data cannot make one rank's file differ from another's
         con.execute(
-            f"COPY (SELECT {int(rank)}::INTEGER AS rank, * FROM {source} ORDER BY {order}) "
+            f"COPY (SELECT {int(rank)}::INTEGER AS rank, {cast_select(table, source)} FROM {source} ORDER BY {order}) "
             f"TO '{path}' (FORMAT parquet, COMPRESSION zstd)"
         )
         rows[table] = con.execute(f"SELECT count(*) FROM {source}").fetchone()[0]
@@ -99,14 +102,14 @@ def ingest_rank(path: Path, rank: int, stage_phase: str | None, out_dir: Path, w
     events_file = work_dir / "events.json"
     try:
         source = read_trace(path, events_file)
-        con = _connect(work_dir)
+        con = work_connection(work_dir)
         try:
             try:
                 repairs = load_raw_events(con, events_file, source)
             except duckdb.Error as exc:
                 raise TraceFormatError(str(path), f"invalid trace JSON ({_first_line(exc)})", "event array")
             events_file.unlink(missing_ok=True)
-            _run_transforms(con, stage_phase, label_phase)
+            run_transforms(con, stage_phase, label_phase)
             repairs.update(event_warnings(con))
             rows = write_tables(con, out_dir, rank)
             summary = con.execute("SELECT kind, key, value FROM rank_summary").fetchall()

@@ -24,13 +24,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from errors import TraceFormatError, TracehouseError
+from ingest.capture import write_empty
+from ingest.files import NOT_TRACES, FileProblem, files_size, is_trace_file
 from ingest.naming import parse_trace_name
 from ingest.rank import RankResult, ingest_rank
-from ingest.source import _inflater
+from ingest.source import new_inflater
+from warehouse.schema import schema
 
 SCHEMA_VERSION = 1
-TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
-NOT_TRACES = {"execution_details.json", "ground_truth.json"}
 
 
 @dataclass
@@ -40,19 +41,6 @@ class RunPlan:
     files: list[Path]
     capture_dir: Path | None = None
     skipped: list[str] = field(default_factory=list)  # non-trace files beside the traces
-
-
-@dataclass
-class FileProblem:
-    path: str
-    message: str
-
-
-def is_trace_file(path: Path) -> bool:
-    from ingest.nsys import is_export_name  # Nsight Systems exports (and reports, refused with a hint)
-
-    return path.is_file() and (path.name.endswith(TRACE_SUFFIXES) or is_export_name(path)) \
-        and path.name not in NOT_TRACES
 
 
 def is_sidecar_json(path: Path, limit: int = 1 << 20) -> bool:
@@ -87,14 +75,6 @@ def plan_runs(paths: list[Path], capture: Path | None = None) -> list[RunPlan]:
     return plans
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(8 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def run_id_for(hashes: list[str]) -> str:
     """Content-derived: the same set of files is the same run, whatever their names or order."""
     joined = "\n".join(sorted(hashes)).encode()
@@ -106,7 +86,7 @@ def peek_distributed_info(path: Path, limit: int = 4 << 20) -> dict:
     try:
         with open(path, "rb") as f:
             raw = f.read(limit)
-        inflater = _inflater(raw)
+        inflater = new_inflater(raw)
         text = raw if inflater is None else inflater.decompress(raw, limit)
     except Exception:  # a broken file is reported by the real read, with its position
         return {}
@@ -231,7 +211,7 @@ def ingest_files(files: list[Path], ranks: list[int], label_phase: str | None, o
         (str(f), r, parse_trace_name(f.name).phase, label_phase, str(out_dir), str(work_dir / f"rank-{r}"))
         for f, r in zip(files, ranks)
     ]
-    with (RankPool() if pool is None else _borrowed(pool)) as workers:
+    with (RankPool() if pool is None else borrowed(pool)) as workers:
         return workers.map(jobs, done=(lambda job: progress(f"ingested {job[0]}")) if progress else None,
                            input_bytes=files_size(files))
 
@@ -241,18 +221,7 @@ def ingest_files(files: list[Path], ranks: list[int], label_phase: str | None, o
 INLINE_BYTES = 8 << 20
 
 
-def files_size(paths: list[Path]) -> int:
-    """The files' size in bytes (a missing file counts 0: its own error comes when it is read)."""
-    total = 0
-    for path in paths:
-        try:
-            total += Path(path).stat().st_size
-        except OSError:
-            pass
-    return total
-
-
-class _borrowed:
+class borrowed:
     """A pool owned by the caller: used, not closed."""
 
     def __init__(self, pool: RankPool) -> None:
@@ -370,28 +339,11 @@ def build_runs_row(run_id: str, results: list[RankResult], files: list[Path], la
         "attributed_activities": attributed[0] if attributed else None,
         "attributed_gpu_ns": attributed[1] if attributed else None,
     }
-    schema = pa.schema([
-        ("run_id", pa.string()), ("ingested_at", pa.timestamp("us", tz="UTC")),
-        ("files", pa.list_(pa.struct([("name", pa.string()), ("path", pa.string()), ("size", pa.int64()),
-                                      ("sha256", pa.string()), ("rank", pa.int32()), ("json_bytes", pa.int64())]))),
-        ("labels", pa.map_(pa.string(), pa.string())), ("framework", pa.string()), ("model", pa.string()),
-        ("hardware", pa.string()), ("world_size", pa.int32()), ("n_ranks", pa.int32()),
-        ("tp", pa.int32()), ("pp", pa.int32()), ("dp", pa.int32()), ("ep", pa.int32()),
-        ("phase", pa.string()), ("capture_mode", pa.string()), ("commit", pa.string()),
-        ("commit_time", pa.string()), ("series", pa.string()), ("base_time_ns", pa.int64()),
-        ("trace_start_ns", pa.int64()), ("trace_end_ns", pa.int64()), ("n_kernels", pa.int64()),
-        ("event_counts", pa.map_(pa.string(), pa.int64())), ("warnings", pa.map_(pa.string(), pa.int64())),
-        ("metadata", pa.string()), ("device_properties", pa.string()),
-        ("schema_version", pa.int32()), ("rules_version", pa.string()),
-        ("attributed_activities", pa.int64()), ("attributed_gpu_ns", pa.int64()),
-    ])
-    return pa.Table.from_pylist([row], schema=schema)
+    return pa.Table.from_pylist([row], schema=schema("runs"))  # declared in warehouse.schema
 
 
 def write_runs_row(table: pa.Table, out_dir: Path) -> None:
     """The runs row, written last; a run without capture rows gets its zero-row kernel_sites file here."""
-    from ingest.capture import write_empty
-
     write_empty(out_dir)
     (out_dir / "runs").mkdir(parents=True, exist_ok=True)
     pq.write_table(table, out_dir / "runs" / "run.parquet", compression="zstd")

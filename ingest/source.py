@@ -64,7 +64,7 @@ class _Damage:
     where: str = ""
 
 
-def _inflater(first: bytes):
+def new_inflater(first: bytes):
     """A decompressor for gzip/zlib data, or None when the bytes are plain text."""
     if first[:2] == b"\x1f\x8b":
         return _zlib.decompressobj(16 + _zlib.MAX_WBITS)
@@ -81,7 +81,7 @@ def _pieces(stream: BinaryIO, label: str, digest, damage: _Damage | None = None)
     """
     first = stream.read(PIECE_BYTES)
     digest.update(first)
-    inflater = _inflater(first)
+    inflater = new_inflater(first)
     zlib_header = first[:1] == b"\x78"
     offset = 0
     produced = 0

@@ -183,14 +183,7 @@ def bar_pair(base: float, target: float, scale: float, *, width: int = 160) -> M
                   f'<rect x="0" y="8" width="{wt:.1f}" height="5" fill="#3182bd"/></svg>')
 
 
-def _point_dict(point) -> dict:
+def point_dict(point) -> dict:
     """A trend point (dataclass) as the dict line_chart reads."""
     return {"x_label": point.commit or point.run_id, "value": point.value, "baseline": point.baseline,
             "noise": point.noise, "band": point.band, "flagged": point.flagged}
-
-
-def render(template: str, context, html: bool) -> str:
-    """Render reports/templates/<template> in the one environment of every report (reports.render)."""
-    from reports.render import render_template
-
-    return render_template(template, context, html)

@@ -260,6 +260,6 @@ def _batch_latency(con, base_id: str, target_id: str) -> list[dict]:
 def render_diff(report: DiffReport, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(asdict(report), indent=1, default=str) + "\n"
-    from reports.charts import render
+    from reports.render import render_template
 
-    return render(f"diff.{fmt}.j2", report, html=(fmt == "html"))
+    return render_template(f"diff.{fmt}.j2", report, html=(fmt == "html"))

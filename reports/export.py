@@ -42,9 +42,11 @@ import orjson
 
 from errors import TracehouseError
 from reports import perfetto_proto as pp
+from reports.run import build_run_report, report_connection
 from warehouse.catalog import connect
 from warehouse.runs import resolve_run
 from warehouse.store import Warehouse
+from warehouse.stored import COMPUTED_STEP_VIEWS, RANK_TABLES, is_stored
 
 BATCH = 20_000
 FAR = 1 << 62  # an open window's bound
@@ -76,22 +78,6 @@ def parse_window(text: str) -> tuple[int, int]:
     if end <= start:
         raise ExportError(f"--window {text!r}: END must be after START")
     return start, end
-
-
-def export_command(run_id: str, rank: int | None, step: int | None, start: int | None, end: int | None) -> str:
-    """The command that exports exactly this window (a step's own window when it is the whole step)."""
-    parts = ["tracehouse export", run_id[:16]]
-    if rank is not None:
-        parts.append(f"--rank {rank}")
-    if start is not None and end is not None and end > start:
-        parts.append(f"--window {start}:{end}")
-        name = f"{run_id[:8]}-r{rank if rank is not None else 'all'}-{start}.pftrace"
-    elif step is not None:
-        parts.append(f"--step {step}")
-        name = f"{run_id[:8]}-r{rank if rank is not None else 'all'}-step{step}.pftrace"
-    else:
-        name = f"{run_id[:8]}.pftrace"
-    return " ".join(parts + ["-o", name])
 
 
 @dataclass
@@ -490,8 +476,6 @@ def _steps_in(con, run_id: str, rank: int, lo: int, hi: int) -> list[int]:
 
 def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, progress,
               analysis_steps: int = ANALYSIS_STEPS) -> None:
-    from reports.run import COMPUTED_STEP_VIEWS, RANK_TABLES
-
     counts = dict.fromkeys(("critical_path", "idle_gaps", "exposed_comm", "layers", "flags", "takeaways"), 0)
     _say(progress, "data-quality flags")
     # the whole run's flags at once: data_quality is a run-wide view, asked per rank it is computed per rank
@@ -615,9 +599,6 @@ def _flags(flag_rows, starts, rank, lo, steps, tracks: _Tracks, group, pid) -> i
 def _takeaways(warehouse, run_id, tracks: _Tracks, procs, windows, progress) -> int:
     """The run report's takeaways, each over its window on its rank (the report's step rank for step windows,
     the lowest exported rank for the whole trace)."""
-    from reports.run import build_run_report, report_connection
-    from reports.stored import is_stored
-
     if not is_stored(warehouse, run_id):
         # computing the report's analyses of a whole run here would cost more than the export itself
         # (they are stored at ingest; `ingest --no-analyses` leaves them to the first report)

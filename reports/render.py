@@ -54,7 +54,7 @@ def environment(html: bool, template_dir: str | Path | None = None) -> jinja2.En
     )
     env.filters.update(md=charts.md_cell, ns=charts.fmt_ns, value=charts.fmt_value, spark=charts.sparkline,
                        pct=lambda share: "–" if share is None else f"{100 * share:.1f} %", short=short_name,
-                       attr_dict=charts._point_dict)
+                       attr_dict=charts.point_dict)
     env.globals.update(line_chart=charts.line_chart, bar_pair=charts.bar_pair, share_bars=svg.share_bars,
                        step_timeline=svg.step_timeline, layer_strip=svg.layer_strip,
                        latency_chart=serving.latency_chart, roofline_chart=serving.roofline_chart,

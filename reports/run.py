@@ -16,11 +16,10 @@ import duckdb
 from errors import TracehouseError
 from reports.render import render_template
 from reports.serving import serving_section
-from reports.stored import use_stored, use_stored_step
-from reports.takeaways import takeaways
-from warehouse.catalog import FOCUS, connect, focus, materialize
-from warehouse.runs import resolve_run
+from reports.takeaways import FindingWindow, Takeaway, WithheldTakeaway, export_command, takeaways
+from warehouse.catalog import FOCUS, connect, focus
 from warehouse.store import Warehouse
+from warehouse.stored import representative_step, scope_step_views, unscope, use_stored
 
 COMPONENTS = ("attention", "moe", "gemm", "communication", "norm", "other")
 REPORT_BAR = 0.01  # rows under 1.0 % of the phase's GPU time stay out of the report's tables
@@ -188,44 +187,6 @@ class QualityFlag:
     evidence: dict[str, float]
     message: str
     where: FindingWindow | None = None  # its step's window (or the rank's, the run's) and export command
-
-
-@dataclass
-class FindingWindow:
-    """Where a finding can be seen in the timeline: the rank (None: every rank), the step (None: not one
-    step), start–end in the trace's own time base (absolute ns, as kernels.start_ns: the trace's `ts` × 1000),
-    and the `tracehouse export` command that writes exactly that window (reports/export.py)."""
-
-    rank: int | None
-    step: int | None
-    start_ns: int | None
-    end_ns: int | None
-    command: str
-
-
-@dataclass
-class Takeaway:
-    """A takeaway with the evidence a reader needs to check it: the figure it rests on, the kernel or call
-    it names, and the time window (ns from the trace's start) in which to look."""
-
-    text: str
-    figure: str  # the report figure it is drawn from (data_quality's names)
-    value: float | None  # the figure's value the rule tested
-    subject: str | None  # the kernel, call, pattern or rank it names
-    window_start_ns: int | None  # relative to the trace's start (runs.trace_start_ns)
-    window_end_ns: int | None
-    window_of: str  # what the window is: trace | step | kernel | gap | call
-    rank: int | None = None  # the rank the window is on (None: every rank)
-    step: int | None = None  # the step it is about (None: not one step)
-    where: FindingWindow | None = None  # the window in the trace's time base, and its export command
-
-
-@dataclass
-class WithheldTakeaway:
-    """A takeaway rule that fired on a flagged figure, so not drawn."""
-
-    figure: str
-    flags: list[str]
 
 
 @dataclass
@@ -412,8 +373,6 @@ def _build_run_report(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | 
 def _finding_windows(con, report: RunReport) -> None:
     """Give every finding its window in the trace's time base and the export command for exactly it: a step
     is exported with --step (its wall, step_breakdown), anything else with --window."""
-    from reports.export import export_command
-
     run_id, origin = report.run_id, report.trace_start_ns or 0
     walls = {(r, st): (a, b) for r, st, a, b in con.execute(
         "SELECT rank, step, wall_start_ns, wall_end_ns FROM step_breakdown WHERE run_id = ?", [run_id]).fetchall()}
@@ -533,32 +492,6 @@ def _skew(con, run_id: str) -> list[SkewRow]:
         FROM rank_skew_summary WHERE run_id = ? ORDER BY rank""", [run_id])]
 
 
-# The steps a report can show: the whole run's pick and each --phase's (stored at ingest, reports.stored)
-STEP_PICKS = [None, "decode", "prefill", "mixed", "unknown"]
-
-
-def representative_step(con, run_id: str, phase: str | None) -> dict | None:
-    """The step with the median wall time among the steps with GPU work (of the phase, if given;
-    decode before other phases), on the lowest rank."""
-    phase_clause, params = ("AND phase = ?", [phase]) if phase else ("", [])
-    # step_breakdown has one row per step_spans row: its lowest rank is step_spans' own. Asked as a
-    # constant, the rank reaches the scans below step_breakdown (only that rank's timeline is swept).
-    (rank,) = con.execute("SELECT min(rank) FROM step_spans WHERE run_id = ?", [run_id]).fetchone()
-    if rank is None:
-        return None
-    rows = _rows(con, f"""
-        SELECT * FROM step_breakdown
-        WHERE run_id = ? AND rank = ? AND activities > 0 {phase_clause}
-        ORDER BY CASE phase WHEN 'decode' THEN 0 WHEN 'prefill' THEN 1 ELSE 2 END, wall_ns, step""",
-                  [run_id, rank] + params)
-    if not rows:
-        return None
-    same_phase = [r for r in rows if r["phase"] == rows[0]["phase"]]
-    chosen = same_phase[len(same_phase) // 2]
-    chosen["steps_in_run"] = len(same_phase)
-    return chosen
-
-
 def _step(con, run_id: str, phase: str | None) -> tuple[StepSection | None, list[QualityFlag]]:
     """The step section and the data-quality flags of the run and of that step (read while the step's
     views are scoped to it: a step flag reads the step's critical path, computed once)."""
@@ -571,45 +504,6 @@ def _step(con, run_id: str, phase: str | None) -> tuple[StepSection | None, list
         return _step_section(con, s, key), _quality(con, run_id, key)
     finally:
         unscope(con, scoped)
-
-
-# Views the step section reads several times for its one step (critical_path: through critical_stream,
-# critical_path_summary and itself): computed once for that step. Finding a path is a recursive walk
-# over the dependency graph of the whole rank, which no filter on the step reaches; every row of these
-# views relates rows of one (run, rank) only, so they are computed over that rank's base rows.
-COMPUTED_STEP_VIEWS = ["critical_path"]
-RANK_TABLES = ["kernels", "cpu_ops", "step_spans"]  # the base tables COMPUTED_STEP_VIEWS read
-
-
-def scope_step_views(con, key: list) -> list[str]:
-    """While the step section of this (run_id, rank, step) is built: its stored views if the step is
-    stored (reports.stored), else COMPUTED_STEP_VIEWS materialized for it. What it created, for unscope."""
-    if not isinstance(con, duckdb.DuckDBPyConnection):
-        return []
-    stored = use_stored_step(con, key)
-    if stored:
-        return [f"VIEW temp.{name}" for name in stored]
-    views = [v for v in COMPUTED_STEP_VIEWS if _has(con, v)]
-    if not views:
-        return []
-    run_id, rank, _ = key
-    (attached,) = con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'catalog'").fetchone()
-    schema = "catalog.main" if attached else "main"
-    rows = "run_id = " + "'" + str(run_id).replace("'", "''") + f"' AND rank = {int(rank)}"
-    try:
-        for table in RANK_TABLES:  # temp views come first in the search path, as materialize's tables do
-            con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM {schema}.{table} WHERE {rows}")
-        materialize(con, views, where="run_id = ? AND rank = ? AND step = ?", params=key)
-    finally:
-        for table in RANK_TABLES:
-            con.execute(f"DROP VIEW IF EXISTS temp.{table}")
-    return [f"TABLE temp.{name}" for name in views]
-
-
-def unscope(con, scoped: list[str]) -> None:
-    """Drop what scope_step_views created ("VIEW temp.x" / "TABLE temp.x")."""
-    for what in scoped:
-        con.execute(f"DROP {what}")
 
 
 def _step_section(con, s: dict, key: list) -> StepSection:
@@ -720,28 +614,3 @@ def report_connection(warehouse: Warehouse, runs: list[str], engine: str = "duck
     con = connect(warehouse, runs=runs)
     use_stored(con, warehouse, runs)  # the whole-run views, stored once per run (computed now if not yet)
     return con
-
-
-def write_run_report(warehouse: Warehouse, run: str, fmt: str, path: str | Path | None = None,
-                     phase: str | None = None, mapping_run: str | None = None,
-                     template_dir: str | Path | None = None, engine: str = "duckdb",
-                     master: str | None = None, trace_path: str | Path | None = None) -> str:
-    if engine == "spark":
-        from warehouse.spark_connection import spark_connection
-
-        lookup = spark_connection(warehouse, master=master, materialize=False)
-    else:
-        lookup = connect(warehouse)
-    run_id = resolve_run(lookup, run)
-    mapping_id = resolve_run(lookup, mapping_run) if mapping_run else None
-    con = report_connection(warehouse, [run_id] + ([mapping_id] if mapping_id else []), engine, master)
-    report = build_run_report(con, run_id, phase, mapping_id)
-    if trace_path is not None:  # the step the report shows, on every rank (the whole run when it has no step)
-        from reports.export import export_run
-
-        export_run(warehouse, run_id, trace_path, step=report.step.step if report.step else None)
-        report.trace_file = Path(trace_path).name
-    text = render_run_report(report, fmt, template_dir)
-    if path is not None:
-        Path(path).write_text(text)
-    return text

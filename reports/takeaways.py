@@ -3,13 +3,15 @@
 Each rule reads the typed context, tests one threshold, and fills one fixed sentence; no free text.
 The thresholds are named here so that a reader can see why a sentence appears.
 
-Every takeaway carries its evidence (reports.run.Takeaway): the figure it rests on (data_quality's figure
+Every takeaway carries its evidence (Takeaway): the figure it rests on (data_quality's figure
 names), the value tested, the kernel / call / pattern / rank it names, and the time window in which a
 reader can check it (ns from the trace's start). A rule whose figure is flagged by sql/data_quality (a
 warning or an error on that figure) draws nothing: the report lists it as withheld, with the flags.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 EXPOSED_COMM_BAR = 0.15  # exposed communication as a share of the step's wall
 IDLE_BAR = 0.20  # GPU idle inside the step's GPU span, as a share of the wall
@@ -21,11 +23,64 @@ COVERAGE_BAR = 0.90
 STRAGGLER_BAR = 0.75  # a rank that arrives last at this share of the collectives
 
 
+
+@dataclass
+class FindingWindow:
+    """Where a finding can be seen in the timeline: the rank (None: every rank), the step (None: not one
+    step), start–end in the trace's own time base (absolute ns, as kernels.start_ns: the trace's `ts` × 1000),
+    and the `tracehouse export` command that writes exactly that window (reports/export.py)."""
+
+    rank: int | None
+    step: int | None
+    start_ns: int | None
+    end_ns: int | None
+    command: str
+
+
+@dataclass
+class Takeaway:
+    """A takeaway with the evidence a reader needs to check it: the figure it rests on, the kernel or call
+    it names, and the time window (ns from the trace's start) in which to look."""
+
+    text: str
+    figure: str  # the report figure it is drawn from (data_quality's names)
+    value: float | None  # the figure's value the rule tested
+    subject: str | None  # the kernel, call, pattern or rank it names
+    window_start_ns: int | None  # relative to the trace's start (runs.trace_start_ns)
+    window_end_ns: int | None
+    window_of: str  # what the window is: trace | step | kernel | gap | call
+    rank: int | None = None  # the rank the window is on (None: every rank)
+    step: int | None = None  # the step it is about (None: not one step)
+    where: FindingWindow | None = None  # the window in the trace's time base, and its export command
+
+
+@dataclass
+class WithheldTakeaway:
+    """A takeaway rule that fired on a flagged figure, so not drawn."""
+
+    figure: str
+    flags: list[str]
+
+
+def export_command(run_id: str, rank: int | None, step: int | None, start: int | None, end: int | None) -> str:
+    """The command that exports exactly this window (a step's own window when it is the whole step)."""
+    parts = ["tracehouse export", run_id[:16]]
+    if rank is not None:
+        parts.append(f"--rank {rank}")
+    if start is not None and end is not None and end > start:
+        parts.append(f"--window {start}:{end}")
+        name = f"{run_id[:8]}-r{rank if rank is not None else 'all'}-{start}.pftrace"
+    elif step is not None:
+        parts.append(f"--step {step}")
+        name = f"{run_id[:8]}-r{rank if rank is not None else 'all'}-step{step}.pftrace"
+    else:
+        name = f"{run_id[:8]}.pftrace"
+    return " ".join(parts + ["-o", name])
+
+
 def takeaways(r, windows) -> tuple[list, list]:
     """(takeaways drawn, rules withheld because their figure is flagged). `windows` (reports.run._Windows)
     places a kernel or the trace in time."""
-    from reports.run import Takeaway, WithheldTakeaway
-
     out: list[Takeaway] = []
     withheld: list[WithheldTakeaway] = []
 

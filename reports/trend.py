@@ -289,6 +289,6 @@ def _spark(values):
 def render_trend(report: TrendReport, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(asdict(report), indent=1, default=str) + "\n"
-    from reports.charts import render
+    from reports.render import render_template
 
-    return render(f"trend.{fmt}.j2", report, html=(fmt == "html"))
+    return render_template(f"trend.{fmt}.j2", report, html=(fmt == "html"))

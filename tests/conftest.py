@@ -52,8 +52,8 @@ def synth_warehouse(tmp_path_factory):
     from warehouse.store import Warehouse
 
     def build(root: Path) -> dict:
+        from ingest.load import ingest_paths
         from synth import write_scenario
-        from warehouse.load import ingest_paths
 
         runs = {}
         for scenario, opts in REPORT_SCENARIOS.items():
@@ -165,7 +165,7 @@ def real_warehouse(tmp_path_factory):
     from warehouse.store import Warehouse
 
     def build(root: Path) -> dict:
-        from warehouse.load import ingest_paths
+        from ingest.load import ingest_paths
 
         run_of = {}
         for rel in real_trace_files():
@@ -185,8 +185,8 @@ def situation_warehouse(tmp_path_factory):
     from warehouse.store import Warehouse
 
     def build(root: Path) -> dict:
+        from ingest.load import ingest_paths
         from synth.situations import SITUATIONS, write_situation
-        from warehouse.load import ingest_paths
 
         runs, expect = {}, {}
         for name in sorted(SITUATIONS):

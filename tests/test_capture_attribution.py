@@ -16,8 +16,8 @@ import pytest
 from conftest import ORACLES, ROOT, require_shared
 
 from ingest.capture import CaptureLaunch, Replayed, align, forkjoin_order
+from ingest.load import ingest_paths
 from warehouse.catalog import connect
-from warehouse.load import ingest_paths
 from warehouse.store import Warehouse
 
 RECORDED = ROOT / "tests" / "data" / "recorded"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from ingest.load import ingest_paths
 from synth import write_scenario
 from warehouse import catalog
 from warehouse.catalog import connect
-from warehouse.load import ingest_paths
 from warehouse.store import Warehouse
 
 

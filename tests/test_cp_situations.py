@@ -96,7 +96,7 @@ def test_backward_thread_hands_off_to_the_main_thread(sit):
 @pytest.fixture(scope="module")
 def real_cp(tmp_path_factory):
     require_shared()
-    from warehouse.load import ingest_paths
+    from ingest.load import ingest_paths
     from warehouse.store import Warehouse
 
     wh = Warehouse(tmp_path_factory.mktemp("cp-real") / "wh")

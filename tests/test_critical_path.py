@@ -294,8 +294,8 @@ SYNTH_CASES = {
 
 @pytest.fixture(scope="module")
 def synth_runs(tmp_path_factory):
+    from ingest.load import ingest_paths
     from synth import write_scenario
-    from warehouse.load import ingest_paths
     from warehouse.store import Warehouse
 
     base = tmp_path_factory.mktemp("cp_synth")
@@ -401,7 +401,7 @@ def test_segments_tile_every_real_path(real_cp, rel):
 @pytest.mark.parametrize("name", ["h200_graph_decode.json.gz", "h200_graph_capture.json.gz",
                                   "h200_eager_train.json.gz"])
 def test_recorded_h200_paths(tmp_path, name):
-    from warehouse.load import ingest_paths
+    from ingest.load import ingest_paths
     from warehouse.store import Warehouse
 
     src = RECORDED / name

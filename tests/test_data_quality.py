@@ -129,7 +129,7 @@ REAL = ["edge/mtia_inference_rank0.json.gz", "edge/cpu_only_rank34.pt.trace.json
 def few_real(tmp_path_factory):
     """The real traces these tests check by hand, each its own run, analyses not stored."""
     require_shared()
-    from warehouse.load import ingest_paths
+    from ingest.load import ingest_paths
     from warehouse.store import Warehouse
 
     wh = Warehouse(tmp_path_factory.mktemp("dq-real") / "wh")

@@ -19,8 +19,8 @@ PAIRS = {
 @pytest.fixture(scope="module")
 def diff_warehouse(tmp_path_factory):
     require_shared()
+    from ingest.load import ingest_paths
     from warehouse.catalog import connect
-    from warehouse.load import ingest_paths
     from warehouse.store import Warehouse
 
     wh = Warehouse(tmp_path_factory.mktemp("diff") / "wh")

@@ -30,8 +30,8 @@ USED = (OVERLAP, "dataloader-stall", "back-to-back-1ns")
 def situation_warehouse(tmp_path_factory):
     """The situations these tests read, each its own run, analyses stored as `tracehouse ingest` does (the
     conftest fixture ingests all of them, without): (Warehouse, {situation: run id}, {situation: expect})."""
+    from ingest.load import ingest_paths
     from synth.situations import write_situation
-    from warehouse.load import ingest_paths
     from warehouse.store import Warehouse
 
     root = tmp_path_factory.mktemp("export-situations")
@@ -218,8 +218,8 @@ def test_exposed_communication_sums_to_the_timeline(situation_warehouse):
 
 @pytest.fixture(scope="module")
 def four_ranks(tmp_path_factory):
+    from ingest.load import ingest_paths
     from synth import write_scenario
-    from warehouse.load import ingest_paths
     from warehouse.store import Warehouse
 
     root = tmp_path_factory.mktemp("four")

@@ -185,9 +185,9 @@ def test_overlap_opportunity_on_handmade_rows():
 
 @pytest.fixture(scope="module")
 def synth_runs(tmp_path_factory):
+    from ingest.load import ingest_paths
     from synth import write_scenario
     from warehouse.catalog import connect
-    from warehouse.load import ingest_paths
     from warehouse.store import Warehouse
 
     tmp = tmp_path_factory.mktemp("fusion_overlap")

@@ -200,8 +200,8 @@ REAL = {
 @pytest.fixture(scope="module")
 def real(tmp_path_factory):
     require_shared()
+    from ingest.load import ingest_paths
     from warehouse.catalog import connect
-    from warehouse.load import ingest_paths
     from warehouse.store import Warehouse
 
     wh = Warehouse(tmp_path_factory.mktemp("fusion_real") / "wh")

@@ -7,8 +7,8 @@ import json
 import pytest
 from conftest import ORACLES, TRACES, independent_gpu_summary, real_trace_files, require_shared
 
+from ingest.load import ingest_paths
 from warehouse.catalog import connect
-from warehouse.load import ingest_paths
 from warehouse.store import Warehouse
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
+from ingest.load import ingest_paths
 from warehouse.catalog import connect
-from warehouse.load import ingest_paths
 from warehouse.store import Warehouse
 
 KILLS = 50

@@ -112,9 +112,9 @@ CASES = [dict(ranks=2, steps=2, layers=4, seed=0), dict(ranks=1, steps=2, layers
 
 @pytest.fixture(scope="module")
 def synth_runs(tmp_path_factory):
+    from ingest.load import ingest_paths
     from synth import write_scenario
     from warehouse.catalog import connect
-    from warehouse.load import ingest_paths
     from warehouse.store import Warehouse
 
     base = tmp_path_factory.mktemp("layer_pattern")
@@ -186,8 +186,8 @@ def test_synth_medians_match_durations(synth_runs):
 @pytest.fixture(scope="module")
 def sglang_decode(tmp_path_factory):
     require_shared()
+    from ingest.load import ingest_paths
     from warehouse.catalog import connect
-    from warehouse.load import ingest_paths
     from warehouse.store import Warehouse
 
     wh = Warehouse(tmp_path_factory.mktemp("lp_real") / "wh")

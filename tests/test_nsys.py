@@ -13,7 +13,7 @@ NSYS = ["h100_2gpu_1s.sqlite", "mfu_2gpu_before.sqlite", "mfu_2gpu_after.sqlite"
 
 
 def _ingest(wh, paths):
-    from warehouse.load import ingest_paths
+    from ingest.load import ingest_paths
 
     return ingest_paths(wh, [Path(p) for p in paths], analyse=False)
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tracebuilder import BASE_US
 
 from ingest.decode import load_raw_events
-from ingest.rank import _run_transforms
+from ingest.rank import run_transforms
 from ingest.source import read_trace
 
 SETTINGS = {"deadline": None,
@@ -53,7 +53,7 @@ def test_decoder_round_trips_counts_and_exact_ns(tmp_path_factory, events, prett
     try:
         source = read_trace(path, folder / "events.json")
         assert load_raw_events(con, folder / "events.json", source) == {}
-        _run_transforms(con, None, None)
+        run_transforms(con, None, None)
         rows = con.execute("SELECT name, start_ns, dur_ns FROM events ORDER BY ev_id").fetchall()
     finally:
         con.close()
@@ -89,8 +89,8 @@ def _union(spans: list[tuple[int, int]]) -> int:
 @settings(max_examples=8, **SETTINGS)
 @given(intervals=st.lists(interval, min_size=1, max_size=25))
 def test_gpu_timeline_identity_and_busy_is_the_union(tmp_path_factory, intervals):
+    from ingest.load import ingest_paths
     from warehouse.catalog import connect
-    from warehouse.load import ingest_paths
     from warehouse.store import Warehouse
 
     folder = tmp_path_factory.mktemp("timeline")

@@ -94,9 +94,9 @@ CASES = [dict(ranks=4, steps=3, layers=4, straggler=(2, 50.0), seed=0),
 
 @pytest.fixture(scope="module")
 def synth_runs(tmp_path_factory):
+    from ingest.load import ingest_paths
     from synth import write_scenario
     from warehouse.catalog import connect
-    from warehouse.load import ingest_paths
     from warehouse.store import Warehouse
 
     base = tmp_path_factory.mktemp("rank_skew")
@@ -147,8 +147,8 @@ def test_synth_straggler_is_last(synth_runs, case):
 @pytest.fixture(scope="module")
 def sampled_2ranks(tmp_path_factory):
     require_shared()
+    from ingest.load import ingest_paths
     from warehouse.catalog import connect
-    from warehouse.load import ingest_paths
     from warehouse.store import Warehouse
 
     wh = Warehouse(tmp_path_factory.mktemp("rs_real") / "wh")

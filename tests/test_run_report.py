@@ -12,10 +12,10 @@ import pytest
 from conftest import REPORT_SCENARIOS, ROOT, real_trace_files
 from tracebuilder import launch_pair, simple_events, write_trace
 
+from ingest.load import ingest_paths
 from reports.run import build_run_report, render_run_report, report_connection, report_json
 from synth import write_scenario
 from warehouse.catalog import connect
-from warehouse.load import ingest_paths
 from warehouse.store import Warehouse
 
 GOLDEN = ROOT / "tests" / "golden"

@@ -16,9 +16,9 @@ BATCH_COLS = ("batch_size", "prefill_requests", "decode_requests", "prefill_toke
 
 @pytest.fixture(scope="module")
 def serving(tmp_path_factory):
+    from ingest.load import ingest_paths
     from synth.situations import write_situation
     from warehouse.catalog import connect
-    from warehouse.load import ingest_paths
     from warehouse.store import Warehouse
 
     root = tmp_path_factory.mktemp("serving")
@@ -154,8 +154,8 @@ INFERENCE = {
 @pytest.fixture(scope="module")
 def real_serving(tmp_path_factory):
     require_shared()
+    from ingest.load import ingest_paths
     from warehouse.catalog import connect
-    from warehouse.load import ingest_paths
     from warehouse.store import Warehouse
 
     wh = Warehouse(tmp_path_factory.mktemp("real-serving") / "wh")
@@ -207,8 +207,8 @@ def test_real_collective_hand_case(real_serving):
 @pytest.mark.slow
 def test_no_kernel_exceeds_its_bound_over_the_corpus(tmp_path):
     require_shared()
+    from ingest.load import ingest_paths
     from warehouse.catalog import connect
-    from warehouse.load import ingest_paths
     from warehouse.store import Warehouse
 
     wh = Warehouse(tmp_path / "wh")

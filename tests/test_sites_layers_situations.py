@@ -201,7 +201,7 @@ REAL = {  # path -> (kind, main-stream layers of its first analysed step)
 @pytest.fixture(scope="module")
 def real(tmp_path_factory):
     require_shared()
-    from warehouse.load import ingest_paths
+    from ingest.load import ingest_paths
     from warehouse.store import Warehouse
 
     wh = Warehouse(tmp_path_factory.mktemp("sites_real") / "wh")

@@ -52,8 +52,8 @@ def warehouse(tmp_path_factory):
     """The ingested runs: {"decode", "decode2", "training"(, "real")} -> run id, and the Warehouse."""
     if not _java_ok():
         pytest.skip("`java -version` fails: Spark needs a working Java 17+")
+    from ingest.load import ingest_paths
     from synth import write_scenario
-    from warehouse.load import ingest_paths
     from warehouse.store import Warehouse
 
     base = tmp_path_factory.mktemp("spark")

@@ -1,4 +1,4 @@
-"""Stored analyses (reports/stored.py): ingest stores each run's report views, the report reads them, and
+"""Stored analyses (warehouse/stored.py): ingest stores each run's report views, the report reads them, and
 the report they give is the report the views give when computed live, in every format and for every phase.
 """
 
@@ -10,12 +10,12 @@ import shutil
 import pytest
 from conftest import REPORT_SCENARIOS, TRACES, require_shared
 
-from reports.run import STEP_PICKS, build_run_report, render_run_report, report_connection, report_json
-from reports.stored import RUN_VIEWS, analyses_dir, is_stored, run_folder, store_analyses
+from ingest.load import ingest_paths
+from reports.run import build_run_report, render_run_report, report_connection, report_json
 from synth import write_scenario
 from warehouse.catalog import connect
-from warehouse.load import ingest_paths
 from warehouse.store import Warehouse
+from warehouse.stored import RUN_VIEWS, STEP_PICKS, analyses_dir, is_stored, run_folder, store_analyses
 
 # real traces with CUDA graphs, prefill + decode, several streams and NCCL, AMD, two ranks
 REAL = ["inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz",

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from ingest.load import ingest_paths
 from synth import write_scenario
 from warehouse.catalog import connect
-from warehouse.load import ingest_paths
 from warehouse.store import Warehouse
 
 CASES = [

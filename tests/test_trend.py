@@ -40,7 +40,7 @@ def _series(seed: int) -> str:
 @pytest.fixture(scope="module")
 def history(tmp_path_factory):
     import ingest.run
-    from warehouse.load import ingest_paths
+    from ingest.load import ingest_paths
     from warehouse.store import Warehouse
 
     root = tmp_path_factory.mktemp("trend")

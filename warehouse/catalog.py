@@ -12,17 +12,18 @@ import graphlib
 import hashlib
 import os
 import re
+import shutil
 from pathlib import Path
 
 import duckdb
 import sqlglot
 from sqlglot import exp
 
-from warehouse.docs import comment_statements
+from warehouse.docs import comment_statements, quote_sql
+from warehouse.schema import SCHEMA_PARTITION, column_docs, write_schema_files
 from warehouse.store import ALL_TABLES, Warehouse
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
-SCHEMA_PARTITION = "run_id=_schema"  # zero-row files that give each table its columns
 
 
 def _quote(text: str) -> str:
@@ -58,31 +59,32 @@ def ordered_views() -> list[tuple[str, Path]]:
 
 
 def ensure_schema_files(warehouse: Warehouse) -> None:
-    """Write the zero-row files once, by ingesting an empty trace through the real pipeline."""
+    """Write each table's zero-row file once (SCHEMA_PARTITION), from the declared schema (warehouse.schema):
+    the base views get their columns from them before any run lands."""
     if _has_schema_files(warehouse):
         return
-    import shutil
-
-    from ingest.rank import ingest_rank  # the one place that knows the tables' columns
-    from ingest.run import build_runs_row, write_runs_row
-
     warehouse.init()
     with warehouse.lock():  # two first ingests at once: one writes, the other finds the files
         if _has_schema_files(warehouse):
             return
         staging = warehouse.new_staging()
         try:
-            empty = staging / "empty.json"
-            empty.write_text('{"traceEvents": []}')
-            result = ingest_rank(empty, 0, None, staging / "out", staging / "work")
-            runs = build_runs_row("_schema", [result], [empty], {}, [], [], "").slice(0, 0)
-            write_runs_row(runs, staging / "out")
+            write_schema_files(staging / "out")
             for table in ALL_TABLES:
                 target = warehouse.table_dir(table) / SCHEMA_PARTITION
                 if not target.exists():
                     (staging / "out" / table).rename(target)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def table_column_docs(table: str) -> dict[str, str]:
+    """Each column's line of a base view: the declared schema's, and run_id (the partition folder's) where
+    the files do not carry it."""
+    docs = column_docs(table)
+    if "run_id" not in docs:
+        docs["run_id"] = "the run (runs.run_id): the partition folder the rank's file lies in"
+    return docs
 
 
 def _has_schema_files(warehouse: Warehouse) -> bool:
@@ -169,7 +171,7 @@ def catalog_fingerprint() -> str:
     for path in sorted(SQL_DIR.rglob("*")):
         if path.is_file() and path.suffix in (".sql", ".csv", ".json"):
             digest.update(str(path.relative_to(SQL_DIR)).encode() + b"\0" + path.read_bytes())
-    for name in ("catalog.py", "rules.py", "fusion.py", "site_rules.py", "peaks.py"):
+    for name in ("catalog.py", "rules.py", "fusion.py", "site_rules.py", "peaks.py", "schema.py", "docs.py"):
         digest.update(Path(__file__).with_name(name).read_bytes())
     return digest.hexdigest()[:16]
 
@@ -234,6 +236,8 @@ def build_catalog(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, rules_fi
     con.execute(f"SET VARIABLE {ROOT} = ?", [str(warehouse.root)])
     for table in ALL_TABLES:
         con.execute(base_view_sql(table))
+        for column, doc in table_column_docs(table).items():  # `tracehouse schema TABLE` shows them
+            con.execute(f'COMMENT ON COLUMN {table}."{column}" IS {quote_sql(doc)}')
     register_rules(con, rules_file, user_files)
     for name, path in ordered_views():
         sql = path.read_text()

@@ -58,11 +58,14 @@ def column_comments(sql: str) -> dict[str, str]:
     return docs
 
 
+def quote_sql(text: str) -> str:
+    """A SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def comment_statements(view: str, sql: str, columns: list[str]) -> list[str]:
     """COMMENT ON statements for a view and those of its columns that the header documents."""
-    def quote(text: str) -> str:
-        return "'" + text.replace("'", "''") + "'"
-
+    quote = quote_sql
     out = [f"COMMENT ON VIEW {view} IS {quote(view_comment(sql))}"]
     docs = column_comments(sql)
     for column in columns:

@@ -30,8 +30,8 @@ import duckdb
 import pyarrow as pa
 
 from errors import TracehouseError
-from warehouse.rules import CATEGORIES, RULES_DIR, RulesError, _regex_judge
-from warehouse.rules import _check_pattern as _check_rule_pattern
+from warehouse.rules import CATEGORIES, RULES_DIR, RulesError, regex_judge
+from warehouse.rules import check_pattern as _check_rule_pattern
 
 CATALOG_FILE = RULES_DIR / "fusion_patterns.csv"
 VERSION_FILE = RULES_DIR / "fusion_patterns.version.json"
@@ -70,7 +70,7 @@ def catalog_sha256() -> str:
     return hashlib.sha256(CATALOG_FILE.read_bytes()).hexdigest()
 
 
-def _check_pattern(pattern: str, where: str, con: object | None) -> None:
+def check_pattern(pattern: str, where: str, con: object | None) -> None:
     """The category table's regex rules (portable RE2/Java, compiles in DuckDB), as a catalogue error."""
     try:
         _check_rule_pattern(pattern, where, con)
@@ -90,7 +90,7 @@ def _categories(text: str, where: str) -> str:
 
 def parse_catalog(text: str, source: str) -> list[dict[str, object]]:
     """Parse and validate the catalogue text: one dict per pattern, with ``steps`` [(regex, categories)]."""
-    con = _regex_judge()
+    con = regex_judge()
     try:
         reader = csv.reader(io.StringIO(text))
         header: list[str] | None = None
@@ -129,16 +129,16 @@ def parse_catalog(text: str, source: str) -> list[dict[str, object]]:
                     if cats or ops:
                         raise FusionCatalogError(f"{where}: split_{i}_categories/_ops without split_{i}")
                     break
-                _check_pattern(regex, f"{where} split_{i}", con)
+                check_pattern(regex, f"{where} split_{i}", con)
                 if ops:
-                    _check_pattern(ops, f"{where} split_{i}_ops", con)
+                    check_pattern(ops, f"{where} split_{i}_ops", con)
                 steps.append((regex, _categories(cats, f"{where} split_{i}_categories"), ops or None))
             if len(steps) < 2:
                 raise FusionCatalogError(f"{where}: a pattern needs at least two split kernels (split_1, split_2)")
             fused = row.get("fused", "")
             if not fused:
                 raise FusionCatalogError(f"{where}: empty fused regex")
-            _check_pattern(fused, f"{where} fused", con)
+            check_pattern(fused, f"{where} fused", con)
             for col in ("name", "source_path", "rationale", "reference"):
                 if not row.get(col):
                     raise FusionCatalogError(f"{where}: empty {col}")

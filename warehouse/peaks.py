@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from warehouse.rules import RULES_DIR, RulesError, _check_pattern, _regex_judge
+from warehouse.rules import RULES_DIR, RulesError, check_pattern, regex_judge
 
 SHIPPED_PEAKS = RULES_DIR / "device_peaks.csv"
 PEAKS_VERSION_FILE = RULES_DIR / "device_peaks.version.json"
@@ -89,7 +89,7 @@ def _parse(text: str, source: str, con: object | None) -> list[dict[str, object]
         if not pattern and not row.get("props_match"):
             raise RulesError(f"{where}: give a pattern or a props_match")
         if pattern:
-            _check_pattern(pattern, where, con)
+            check_pattern(pattern, where, con)
         out: dict[str, object] = {"rule_order": order, "device": device, "pattern": pattern or None,
                                   "props_match": row.get("props_match") or None,
                                   "source": row.get("source") or None}
@@ -117,7 +117,7 @@ def load_device_peaks(user_file: str | Path | None = None) -> pa.Table:
 
     Columns: rule_order (int32, 1-based effective order), device, pattern, props_match, the FIGURES
     (double, NULL: not known), source, peaks_version. Raises RulesError on a bad row."""
-    con = _regex_judge()
+    con = regex_judge()
     try:
         rows = _parse(SHIPPED_PEAKS.read_text(encoding="utf-8"), str(SHIPPED_PEAKS), con)
         version = peaks_version()

@@ -92,7 +92,7 @@ def shipped_rules_sha256() -> str:
     return hashlib.sha256(SHIPPED_RULES.read_bytes()).hexdigest()
 
 
-def _check_pattern(pattern: str, where: str, con: object | None) -> None:
+def check_pattern(pattern: str, where: str, con: object | None) -> None:
     for construct, why in _NOT_PORTABLE:
         if re.search(construct, pattern):
             raise RulesError(f"{where}: pattern {pattern!r} is not portable: {why}")
@@ -111,7 +111,7 @@ def _check_pattern(pattern: str, where: str, con: object | None) -> None:
         raise RulesError(f"{where}: invalid RE2 regular expression {pattern!r}: {first}") from None
 
 
-def _regex_judge() -> object | None:
+def regex_judge() -> object | None:
     try:
         import duckdb
     except ImportError:  # pragma: no cover
@@ -174,11 +174,11 @@ def _parse(text: str, source: str, con: object | None) -> list[dict[str, object]
         if op_pattern and module_pattern:
             raise RulesError(f"{where}: a rule has an op_pattern or a module_pattern, not both (write two rules)")
         if module_pattern:
-            _check_pattern(module_pattern, where, con)
+            check_pattern(module_pattern, where, con)
         if pattern:
-            _check_pattern(pattern, where, con)
+            check_pattern(pattern, where, con)
         if op_pattern:
-            _check_pattern(op_pattern, where, con)
+            check_pattern(op_pattern, where, con)
         if op_shape and op_shape not in OP_SHAPES:
             raise RulesError(f"{where}: unknown op_shape {op_shape!r}; expected one of: {', '.join(OP_SHAPES)}")
         if op_shape and not op_pattern:
@@ -208,7 +208,7 @@ def load_category_rules(user_file: str | Path | None = None) -> pa.Table:
     Python frame around the launch; NULL: none) and ``rules_version`` (the same on every row: the version of the whole table).
     Raises RulesError (a ValueError) naming the file and line of a bad rule.
     """
-    con = _regex_judge()
+    con = regex_judge()
     try:
         shipped = _parse(SHIPPED_RULES.read_text(encoding="utf-8"), str(SHIPPED_RULES), con)
         version = RULES_VERSION

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from warehouse.rules import RULES_DIR, RulesError, _check_pattern, _regex_judge
+from warehouse.rules import RULES_DIR, RulesError, check_pattern, regex_judge
 
 SHIPPED_SITE_RULES = RULES_DIR / "launch_site_plumbing.csv"
 SITE_VERSION_FILE = RULES_DIR / "launch_site_plumbing.version.json"
@@ -109,7 +109,7 @@ def _parse(text: str, source: str, con: object | None) -> list[dict[str, object]
         pattern = row.get("pattern", "")
         if not pattern:
             raise RulesError(f"{where}: empty pattern")
-        _check_pattern(pattern, where, con)
+        check_pattern(pattern, where, con)
         if name in names:
             raise RulesError(f"{where}: rule_name repeats the one on line {names[name]}")
         if order in orders:
@@ -128,7 +128,7 @@ def load_site_rules(user_file: str | Path | None = None) -> pa.Table:
     Columns: rule_order (int32, 1-based effective order: the lowest wins), rule_name, action
     (plumbing | site), pattern, literal (a substring every match contains, '' when none: see
     required_literal), rules_version (of the whole table). Raises RulesError on a bad rule."""
-    con = _regex_judge()
+    con = regex_judge()
     try:
         rules = _parse(SHIPPED_SITE_RULES.read_text(encoding="utf-8"), str(SHIPPED_SITE_RULES), con)
         version = site_rules_version()

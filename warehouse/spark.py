@@ -499,7 +499,7 @@ class SparkCatalog:
                     self.session.table(name).localCheckpoint(eager=True).createOrReplaceTempView(name)
                 self.built.add(name)
             except Exception as exc:  # noqa: BLE001 - AnalysisException, Py4JJavaError, ValueError (transforms)
-                self.unavailable[name] = f"sql/{path.name}: {_first_line(exc)}"
+                self.unavailable[name] = f"sql/{path.name}: {first_line(exc)}"
                 self.session.catalog.dropTempView(name)
 
 
@@ -583,7 +583,7 @@ def needed_views(query: str | exp.Expression) -> set[str]:
     return _with_dependencies(direct, graph)
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     java = getattr(exc, "java_exception", None)  # py4j: the message is on the Java side
     text = (str(java.getMessage()) if java is not None else str(exc)).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -626,6 +626,6 @@ def run_query_spark(catalog: SparkCatalog, sql: str):
         raise QueryError(f"cannot run this query on Spark: {exc}")
     except Exception as exc:  # pyspark's AnalysisException, ParseException, Py4JJavaError ...
         if type(exc).__module__.startswith(("pyspark", "py4j")):
-            raise QueryError(_first_line(exc))
+            raise QueryError(first_line(exc))
         raise
     return list(frame.columns), rows

@@ -173,7 +173,7 @@ class SparkConnection:
     # --- translation -------------------------------------------------------------------------------
     def _frame(self, sql: str, parameters):
         from errors import QueryError
-        from warehouse.spark import READ_DIALECT, _first_line, needed_views, to_spark_sql
+        from warehouse.spark import READ_DIALECT, first_line, needed_views, to_spark_sql
 
         try:
             statement = sqlglot.parse_one(bind_parameters(sql, parameters), read=READ_DIALECT)
@@ -191,7 +191,7 @@ class SparkConnection:
             raise QueryError(f"cannot run this query on Spark: {exc}") from None
         except Exception as exc:  # pyspark's AnalysisException, ParseException, Py4JJavaError ...
             if type(exc).__module__.startswith(("pyspark", "py4j")):
-                raise QueryError(_first_line(exc)) from None
+                raise QueryError(first_line(exc)) from None
             raise
 
     def _duckdb_functions(self, node: exp.Expression) -> exp.Expression:

@@ -10,12 +10,17 @@ report reads the stored rows (`use_stored`): a report is then a few small reads,
         <view>.parquet        RUN_VIEWS: every row of the run
         step-<rank>-<step>/<view>.parquet   STEP_VIEWS: the rows of that step, for the steps in manifest.json
         manifest.json         each stored view's column types, and the (rank, step) keys stored: the step
-                              the report picks for the whole run and for each phase (reports.run.STEP_PICKS)
+                              the report picks for the whole run and for each phase (STEP_PICKS)
 
 The fingerprint covers the SQL of the stored views and of every view they read, the rule files, and what
 is stored, so a changed definition is computed anew (by the next report, which stores it), never mixed
 with old rows. A step that is not stored (a changed rule for picking it) is computed from the views as
 before: slower, same rows. A folder appears whole or not at all (written aside, then renamed).
+
+Why in warehouse/ and not reports/: these are the catalogue's own views materialized at load (as a
+warehouse refreshes its materialized views); ingest asks for them after publishing a run and every report
+reads them, so both stand on this module and neither reaches into the other. The rule that picks the step
+a report shows (representative_step, STEP_PICKS) is here for the same reason: ingest stores that step.
 """
 
 from __future__ import annotations
@@ -69,8 +74,6 @@ def store_analyses(warehouse: Warehouse, run_id: str, memory_limit: str | None =
     """Compute the report's views for one run and store them (nothing if they are already stored).
 
     memory_limit: DuckDB's (ingest passes its own; None: DuckDB's default, most of the machine's memory)."""
-    from reports.run import STEP_PICKS, representative_step, scope_step_views, unscope
-
     final = run_folder(warehouse, run_id)
     if is_stored(warehouse, run_id):
         return final
@@ -210,6 +213,77 @@ def use_stored_step(con: duckdb.DuckDBPyConnection, key: list) -> list[str]:
         con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS " + _typed_read([folder / f"{view}.parquet"], types))
         views.append(view)
     return views
+
+
+# The steps a report can show: the whole run's pick and each --phase's (stored at ingest, store_analyses)
+STEP_PICKS = [None, "decode", "prefill", "mixed", "unknown"]
+
+
+def representative_step(con, run_id: str, phase: str | None) -> dict | None:
+    """The step with the median wall time among the steps with GPU work (of the phase, if given;
+    decode before other phases), on the lowest rank."""
+    phase_clause, params = ("AND phase = ?", [phase]) if phase else ("", [])
+    # step_breakdown has one row per step_spans row: its lowest rank is step_spans' own. Asked as a
+    # constant, the rank reaches the scans below step_breakdown (only that rank's timeline is swept).
+    (rank,) = con.execute("SELECT min(rank) FROM step_spans WHERE run_id = ?", [run_id]).fetchone()
+    if rank is None:
+        return None
+    rows = _rows(con, f"""
+        SELECT * FROM step_breakdown
+        WHERE run_id = ? AND rank = ? AND activities > 0 {phase_clause}
+        ORDER BY CASE phase WHEN 'decode' THEN 0 WHEN 'prefill' THEN 1 ELSE 2 END, wall_ns, step""",
+                  [run_id, rank] + params)
+    if not rows:
+        return None
+    same_phase = [r for r in rows if r["phase"] == rows[0]["phase"]]
+    chosen = same_phase[len(same_phase) // 2]
+    chosen["steps_in_run"] = len(same_phase)
+    return chosen
+
+
+# Views the step section reads several times for its one step (critical_path: through critical_stream,
+# critical_path_summary and itself): computed once for that step. Finding a path is a recursive walk
+# over the dependency graph of the whole rank, which no filter on the step reaches; every row of these
+# views relates rows of one (run, rank) only, so they are computed over that rank's base rows.
+COMPUTED_STEP_VIEWS = ["critical_path"]
+RANK_TABLES = ["kernels", "cpu_ops", "step_spans"]  # the base tables COMPUTED_STEP_VIEWS read
+
+
+def scope_step_views(con, key: list) -> list[str]:
+    """While the step section of this (run_id, rank, step) is built: its stored views if the step is
+    stored (use_stored_step), else COMPUTED_STEP_VIEWS materialized for it. What it created, for unscope."""
+    if not isinstance(con, duckdb.DuckDBPyConnection):
+        return []
+    stored = use_stored_step(con, key)
+    if stored:
+        return [f"VIEW temp.{name}" for name in stored]
+    views = [v for v in COMPUTED_STEP_VIEWS if _has_view(con, v)]
+    if not views:
+        return []
+    run_id, rank, _ = key
+    (attached,) = con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'catalog'").fetchone()
+    schema = "catalog.main" if attached else "main"
+    rows = "run_id = " + "'" + str(run_id).replace("'", "''") + f"' AND rank = {int(rank)}"
+    try:
+        for table in RANK_TABLES:  # temp views come first in the search path, as materialize's tables do
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM {schema}.{table} WHERE {rows}")
+        materialize(con, views, where="run_id = ? AND rank = ? AND step = ?", params=key)
+    finally:
+        for table in RANK_TABLES:
+            con.execute(f"DROP VIEW IF EXISTS temp.{table}")
+    return [f"TABLE temp.{name}" for name in views]
+
+
+def unscope(con, scoped: list[str]) -> None:
+    """Drop what scope_step_views created ("VIEW temp.x" / "TABLE temp.x")."""
+    for what in scoped:
+        con.execute(f"DROP {what}")
+
+
+def _rows(con, sql: str, params: list | dict) -> list[dict]:
+    cursor = con.execute(sql, params)
+    columns = [d[0] for d in cursor.description]
+    return [dict(zip(columns, row)) for row in cursor.fetchall()]
 
 
 def _typed_read(files: list[Path], types: list[list[str]]) -> str:

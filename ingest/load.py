@@ -15,25 +15,22 @@ import duckdb
 import pyarrow as pa
 
 from ingest.capture import attribute_run, capture_files, coverage
+from ingest.files import FileProblem, file_sha256
 from ingest.nsys import ingest_exports, is_nsys_input
+from ingest.rank import MEMORY_LIMIT
 from ingest.run import (
-    FileProblem,
     RankPool,
     assign_ranks,
     build_runs_row,
-    file_sha256,
     ingest_files,
     plan_runs,
     run_id_for,
     write_runs_row,
 )
 from warehouse.catalog import ensure_schema_files
+from warehouse.rules import RULES_VERSION
 from warehouse.store import Warehouse
-
-try:
-    from warehouse.rules import RULES_VERSION
-except ImportError:  # pragma: no cover
-    RULES_VERSION = ""
+from warehouse.stored import store_analyses
 
 
 @dataclass
@@ -48,7 +45,7 @@ class RunOutcome:
 
 def ingest_paths(warehouse: Warehouse, paths: list[Path], labels: dict[str, str] | None = None,
                  capture: Path | None = None, progress=None, analyse: bool = True) -> list[RunOutcome]:
-    """analyse: also compute and store each new run's report views (reports.stored)."""
+    """analyse: also compute and store each new run's report views (warehouse.stored)."""
     with Ingestor(warehouse, progress, analyse) as ingestor:
         return ingestor.ingest(paths, labels, capture)
 
@@ -143,12 +140,9 @@ def _ingest_plan(warehouse: Warehouse, files: list[Path], skipped: list[str], la
 
 
 def _store_analyses(warehouse: Warehouse, run_id: str, progress) -> None:
-    """The report's views of the new run, computed once now (reports.stored): a report then reads them.
+    """The report's views of the new run, computed once now (warehouse.stored): a report then reads them.
     Bounded by ingest's memory limit. The run is published already; if this fails (a run too large for
     that limit), the first report computes them instead, with more memory."""
-    from ingest.rank import MEMORY_LIMIT
-    from reports.stored import store_analyses
-
     if progress:
         progress(f"analysing run {run_id} (stored for its reports)")
     try:

@@ -1,0 +1,155 @@
+"""The declared schema (warehouse/schema.py): what ingest writes is what it declares (column names, types
+and order) for synthesized situations, an Nsight Systems export and the real traces; a new warehouse's
+zero-row files come from it; the checker and the type pinning at the write do what they say."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+from conftest import real_trace_files
+
+from warehouse.schema import (
+    COLUMNS,
+    SCHEMA_PARTITION,
+    STORED_TABLES,
+    cast_select,
+    column_docs,
+    duckdb_type,
+    mismatches,
+    schema,
+)
+from warehouse.store import ALL_TABLES, Warehouse
+
+
+def nonconforming(root: Path) -> list[str]:
+    """Every Parquet file of every table that differs from the declared schema, with how."""
+    problems = []
+    for table in STORED_TABLES:
+        files = sorted((root / "tables" / table).glob("*/*.parquet"))
+        assert files, f"no {table} files under {root}"
+        for f in files:
+            problems += [f"{f.relative_to(root)}: {m}" for m in mismatches(table, pq.read_schema(f))]
+    return problems
+
+
+def test_every_stored_table_is_declared_in_the_stores_order():
+    assert STORED_TABLES == ALL_TABLES
+    for table in STORED_TABLES:
+        names = [c[0] for c in COLUMNS[table]]
+        assert len(names) == len(set(names)), table
+        assert all(doc.strip() for _, _, doc in COLUMNS[table]), table
+        assert (names[0] == "run_id") == (table == "runs"), table  # per-rank tables: run_id is the folder
+        if table != "runs":
+            assert names[0] == "rank"
+
+
+def test_a_new_warehouse_gets_its_zero_row_files_from_the_declaration(tmp_path):
+    from warehouse.catalog import connect, ensure_schema_files
+
+    wh = Warehouse(tmp_path / "wh")
+    ensure_schema_files(wh)
+    for table in STORED_TABLES:
+        [f] = (wh.table_dir(table) / SCHEMA_PARTITION).glob("*.parquet")
+        assert pq.read_metadata(f).num_rows == 0
+        assert mismatches(table, pq.read_schema(f)) == []
+    # the base views see the declared columns, in order and with the declared types (run_id from the folder)
+    con = connect(wh)
+    for table in STORED_TABLES:
+        described = [(r[0], r[1]) for r in con.execute(f"DESCRIBE {table}").fetchall()]
+        # DuckDB's own spelling of each declared type (it quotes only the struct fields it must)
+        declared = [(n, con.execute(f"SELECT typeof(CAST(NULL AS {duckdb_type(k)}))").fetchone()[0])
+                    for n, k, _ in COLUMNS[table]]
+        expected = declared if table == "runs" else declared + [("run_id", "VARCHAR")]
+        assert [n for n, _ in described] == [n for n, _ in expected], table
+        assert described == expected, table
+        assert con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0
+
+
+def test_ingest_writes_the_declared_schema_for_every_situation(situation_warehouse):
+    wh, runs, _ = situation_warehouse
+    assert len(runs) > 20
+    problems = nonconforming(wh.root)
+    assert not problems, "\n".join(problems[:40])
+
+
+def test_an_nsight_systems_export_lands_in_the_declared_schema(tmp_path):
+    from ingest.load import ingest_paths
+    from synth.nsys import write_export
+
+    path = tmp_path / "run" / "profile.sqlite"
+    path.parent.mkdir()
+    write_export(path)
+    [outcome] = ingest_paths(Warehouse(tmp_path / "wh"), [path.parent], analyse=False)
+    assert outcome.stored and not outcome.problems, outcome
+    assert outcome.n_kernels > 0
+    assert nonconforming(tmp_path / "wh") == []
+
+
+def test_ingest_writes_the_declared_schema_for_the_real_traces(real_warehouse):
+    """Every real trace of ../shared (NVIDIA, AMD, graphs, several ranks, edge cases), one run each."""
+    wh, run_of = real_warehouse
+    assert len(run_of) == len(real_trace_files()) > 0
+    problems = nonconforming(wh.root)
+    assert not problems, "\n".join(problems[:40])
+
+
+def test_the_checker_finds_a_changed_type_a_missing_and_a_moved_column():
+    good = schema("flows")
+    assert mismatches("flows", good) == []
+    retyped = good.set(good.get_field_index("src_ns"), pa.field("src_ns", pa.float64()))
+    assert mismatches("flows", retyped) == ["flows.src_ns: double where int64 is declared"]
+    missing = good.remove(good.get_field_index("kind"))
+    assert "missing ['kind']" in mismatches("flows", missing)[0]
+    moved = pa.schema([good.field(1), good.field(0)] + list(good)[2:])
+    assert mismatches("flows", moved) and "differ from the declared" in mismatches("flows", moved)[0]
+    extra = good.append(pa.field("surprise", pa.string()))
+    assert "not declared ['surprise']" in mismatches("flows", extra)[0]
+    # nullability and the names Parquet gives list / map entries are not the schema
+    runs = schema("runs")
+    relaxed = pa.schema([pa.field(f.name, f.type, nullable=False) for f in runs])
+    assert mismatches("runs", relaxed) == []
+    assert mismatches("kernel_sites", pq.read_schema(_written(schema("kernel_sites")))) == []
+
+
+def _written(s: pa.Schema) -> pa.BufferReader:
+    sink = pa.BufferOutputStream()
+    pq.write_table(s.empty_table(), sink)
+    return pa.BufferReader(sink.getvalue())
+
+
+def test_the_write_pins_each_column_to_its_declared_type(tmp_path):
+    """A staging table whose columns came out of the data with other types (a DOUBLE where BIGINT is
+    declared, an INTEGER for a BIGINT, a BIGINT for an INTEGER) and in another order is written as declared."""
+    con = duckdb.connect()
+    con.execute("""CREATE TABLE staged AS SELECT 'ac2g' AS kind, 7.0::DOUBLE AS src_ns, 9::INTEGER AS dst_ns,
+                   '12' AS flow_id, 1::INTEGER AS src_event_id, 2::BIGINT AS dst_event_id""")
+    out = tmp_path / "flows.parquet"
+    con.execute(f"COPY (SELECT 3::INTEGER AS rank, {cast_select('flows', 'staged')} FROM staged) TO '{out}'")
+    assert mismatches("flows", pq.read_schema(out)) == []
+    assert pq.read_table(out).to_pylist() == [{"rank": 3, "flow_id": "12", "kind": "ac2g", "src_event_id": 1,
+                                               "dst_event_id": 2, "src_ns": 7, "dst_ns": 9}]
+
+
+def test_each_declared_type_is_what_duckdb_writes_for_its_duckdb_type(tmp_path):
+    """duckdb_type is the inverse of DuckDB's Parquet writer for every declared column."""
+    con = duckdb.connect()
+    for table in STORED_TABLES:
+        out = tmp_path / f"{table}.parquet"
+        columns = ", ".join(f'CAST(NULL AS {duckdb_type(k)}) AS "{n}"' for n, k, _ in COLUMNS[table])
+        con.execute(f"COPY (SELECT {columns}) TO '{out}' (FORMAT parquet)")
+        assert mismatches(table, pq.read_schema(out)) == [], table
+
+
+def test_schema_describes_a_tables_columns(tmp_path):
+    from warehouse.catalog import connect, ensure_schema_files
+    from warehouse.schema_docs import describe
+
+    wh = Warehouse(tmp_path / "wh")
+    ensure_schema_files(wh)
+    rows = {name: doc for name, _, doc in describe(connect(wh), "kernels")}
+    assert rows["dur_ns"] == column_docs("kernels")["dur_ns"] == "duration (ns)"
+    assert rows["run_id"].startswith("the run (runs.run_id)")
+    assert set(rows) - {"(row)"} == {n for n, _, _ in COLUMNS["kernels"]} | {"run_id"}

@@ -1,0 +1,261 @@
+"""The declared schema of every stored table: its columns, their Arrow types and their order, and a line
+on what each column holds.
+
+This is the one place that says what a table is. Ingest writes to it (the DuckDB-written tables are cast
+to it column by column at the write, ingest.rank.write_tables; `runs` and `kernel_sites` are built from
+it in Arrow), a new warehouse gets its zero-row files from it (`write_schema_files`, the `run_id=_schema`
+partition that gives each table its columns before any run lands), tests check that what ingest writes
+equals it (tests/test_schema.py), and `tracehouse schema TABLE` prints its column lines (warehouse.docs).
+
+The hive partition column `run_id` is not in the files of the per-rank tables (it is the folder name);
+`runs` carries it in the file. Nullability is not declared: every column may be NULL (DuckDB marks a
+column REQUIRED in a file that happens to hold no NULL, which says nothing about the next file).
+
+The types are those ingest wrote when this module was introduced (schema_version 1), kept exactly,
+including two oddities: `cpu_ops.depth` and `streams.activities` / `streams.busy_ns` are DOUBLE (a count
+and a sum of ns, exact as integers up to 2^53 ns, about 104 days).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+STR, I32, I64, F64, BOOL = pa.string(), pa.int32(), pa.int64(), pa.float64(), pa.bool_()
+
+# table -> [(column, Arrow type, what it holds)], in file order
+COLUMNS: dict[str, list[tuple[str, pa.DataType, str]]] = {
+    "runs": [
+        ("run_id", STR, "content-derived id of the run: the hash of its files' sha256 (16 hex digits)"),
+        ("ingested_at", pa.timestamp("us", tz="UTC"), "when this run was ingested"),
+        ("files", pa.list_(pa.struct([("name", STR), ("path", STR), ("size", I64), ("sha256", STR), ("rank", I32),
+                                      ("json_bytes", I64)])),
+         "the run's trace files: name, path as given, size in bytes, sha256, rank, inflated JSON bytes"),
+        ("labels", pa.map_(STR, STR), "labels given with --label (and set later with `tracehouse label`)"),
+        ("framework", STR, "sglang | vllm | tensorrt-llm | pytorch (detected, or --label framework=)"),
+        ("model", STR, "the model, where the trace or a label names it"),
+        ("hardware", STR, "the GPU name from the trace's device properties"),
+        ("world_size", I32, "the trace's distributed world size (NULL where it does not say)"),
+        ("n_ranks", I32, "rank files ingested for this run"),
+        ("tp", I32, "tensor-parallel size, from the file names or the trace"),
+        ("pp", I32, "pipeline-parallel size"),
+        ("dp", I32, "data-parallel size"),
+        ("ep", I32, "expert-parallel size"),
+        ("phase", STR, "the run's phase when one phase for all (prefill | decode | mixed), else NULL"),
+        ("capture_mode", STR, "graph | eager | mixed | none: how the GPU work was launched"),
+        ("commit", STR, "the commit label (--label commit=), for trends"),
+        ("commit_time", STR, "the commit's time label, for ordering a trend"),
+        ("series", STR, "the series label: the runs a trend compares"),
+        ("base_time_ns", I64, "the trace's baseTimeNanoseconds (the epoch of its `ts`), where given"),
+        ("trace_start_ns", I64, "first event start over the run's ranks (the trace's time base, ns)"),
+        ("trace_end_ns", I64, "last event end over the run's ranks"),
+        ("n_kernels", I64, "GPU activities (kernels, memcpy, memset) over the run's ranks"),
+        ("event_counts", pa.map_(STR, I64), "events read, per kind"),
+        ("warnings", pa.map_(STR, I64), "what was skipped or repaired, with counts"),
+        ("metadata", STR, "the trace's top-level metadata, JSON"),
+        ("device_properties", STR, "the trace's deviceProperties, JSON"),
+        ("schema_version", I32, "the version of this schema the run was written with"),
+        ("rules_version", STR, "the version of the kernel-category rules at ingest"),
+        ("attributed_activities", I64, "GPU activities with a Python launch site (trace or capture)"),
+        ("attributed_gpu_ns", I64, "GPU ns of those activities"),
+    ],
+    "kernels": [
+        ("rank", I32, "the trace file's rank"),
+        ("kernel_id", I64, "the activity's event id within its rank"),
+        ("device", I32, "GPU device index"),
+        ("stream", I64, "CUDA/HIP stream id"),
+        ("kind", STR, "kernel | memcpy | memset"),
+        ("name", STR, "kernel (or memcpy/memset) name as the trace writes it"),
+        ("start_ns", I64, "start, in the trace's time base (ns)"),
+        ("dur_ns", I64, "duration (ns)"),
+        ("end_ns", I64, "start_ns + dur_ns"),
+        ("correlation", I64, "the launch's correlation id (links it to its runtime/driver call)"),
+        ("external_id", I64, "the trace's External id (links it to the cpu_op that launched it)"),
+        ("linked", BOOL, "its launching runtime/driver call is in the trace"),
+        ("launch_call", STR, "name of the launching runtime/driver call (cudaLaunchKernel, cudaGraphLaunch, ...)"),
+        ("launch_op_id", I64, "cpu_ops.op_id of the launch call"),
+        ("launch_start_ns", I64, "start of the launch call"),
+        ("launch_dur_ns", I64, "duration of the launch call"),
+        ("launch_tid", STR, "thread of the launch call"),
+        ("cpu_op_id", I64, "cpu_ops.op_id of the innermost cpu_op around the launch"),
+        ("python_frame_id", I64, "python_frames.frame_id of the innermost Python frame around the launch"),
+        ("step", I64, "the step it belongs to (its launch's step window; NULL: outside every step)"),
+        ("phase", STR, "prefill | decode | mixed | unknown"),
+        ("grid", STR, "launch grid, as the trace writes it"),
+        ("block", STR, "launch block"),
+        ("registers", I32, "registers per thread"),
+        ("shared_memory", I64, "shared memory per block (bytes)"),
+        ("occupancy", F64, "estimated achieved occupancy, as the trace gives it"),
+        ("bytes", I64, "bytes moved (memcpy / memset)"),
+        ("collective_name", STR, "the collective (allreduce, allgather, ...) of a communication kernel"),
+        ("process_group", STR, "the collective's process group"),
+        ("in_msg_nelems", I64, "collective input elements"),
+        ("out_msg_nelems", I64, "collective output elements"),
+        ("group_size", I32, "ranks in the collective's group"),
+        ("dtype", STR, "the collective's element type"),
+        ("pid", STR, "the trace's process id of the activity (a device lane)"),
+        ("tid", STR, "the trace's thread id of the activity (a stream lane)"),
+    ],
+    "cpu_ops": [
+        ("rank", I32, "the trace file's rank"),
+        ("op_id", I64, "the event's id within its rank"),
+        ("pid", STR, "process id"),
+        ("tid", STR, "thread id"),
+        ("cat", STR, "the event category: cpu_op, user_annotation, cuda_runtime, cuda_driver, ..."),
+        ("name", STR, "the event name"),
+        ("start_ns", I64, "start, in the trace's time base (ns)"),
+        ("dur_ns", I64, "duration (ns)"),
+        ("parent_op_id", I64, "op_id of the range that encloses it on its thread (NULL: top level)"),
+        ("depth", F64, "nesting depth on its thread (0: top level)"),
+        ("external_id", I64, "the trace's External id (links a cpu_op to the GPU work it launched)"),
+        ("correlation", I64, "correlation id of a runtime/driver call"),
+        ("stream", I64, "the stream a runtime call names, where it does"),
+        ("input_dims", STR, "input shapes, JSON as the trace writes them"),
+        ("input_types", STR, "input types, JSON"),
+        ("sequence_number", I64, "autograd sequence number (forward-backward pairing)"),
+        ("fwd_thread_id", I64, "the forward thread of a backward op"),
+        ("wait_on_stream", I64, "the stream a synchronization waits on"),
+        ("wait_on_event_corr", I64, "correlation of the event a synchronization waits on"),
+        ("sync_kind", STR, "the kind of synchronization (stream wait, event sync, ...)"),
+        ("collective_name", STR, "the collective a record_param_comms op names"),
+        ("in_msg_nelems", I64, "collective input elements"),
+        ("out_msg_nelems", I64, "collective output elements"),
+        ("group_size", I32, "ranks in the collective's group"),
+        ("dtype", STR, "the collective's element type"),
+        ("process_group", STR, "the collective's process group"),
+    ],
+    "python_frames": [
+        ("rank", I32, "the trace file's rank"),
+        ("frame_id", I64, "the event's id within its rank"),
+        ("parent_frame_id", I64, "frame_id of the calling frame (NULL: outermost)"),
+        ("python_id", I64, "the trace's Python id of the frame"),
+        ("pid", STR, "process id"),
+        ("tid", STR, "thread id"),
+        ("name", STR, "the event name (file(line): function)"),
+        ("file", STR, "source file"),
+        ("line", I32, "source line"),
+        ("function", STR, "function name"),
+        ("start_ns", I64, "start, in the trace's time base (ns)"),
+        ("dur_ns", I64, "duration (ns)"),
+    ],
+    "flows": [
+        ("rank", I32, "the trace file's rank"),
+        ("flow_id", STR, "the flow's id"),
+        ("kind", STR, "ac2g (launch -> GPU activity), fwdbwd, ..."),
+        ("src_event_id", I64, "id of the source event (cpu_ops.op_id)"),
+        ("dst_event_id", I64, "id of the destination event (kernels.kernel_id or cpu_ops.op_id)"),
+        ("src_ns", I64, "time of the flow's start"),
+        ("dst_ns", I64, "time of the flow's end"),
+    ],
+    "streams": [
+        ("rank", I32, "the trace file's rank"),
+        ("device", I32, "GPU device index"),
+        ("stream", I64, "stream id"),
+        ("name", STR, "the stream's name in the trace, else 'stream N'"),
+        ("activities", F64, "GPU activities on the stream"),
+        ("busy_ns", F64, "union of its activities' intervals (ns)"),
+        ("first_start_ns", I64, "first activity start"),
+        ("last_end_ns", I64, "last activity end"),
+    ],
+    "step_spans": [
+        ("rank", I32, "the trace file's rank"),
+        ("step", I64, "the step number (0 with source 'whole': no step marker, the whole trace)"),
+        ("name", STR, "the marker's name (ProfilerStep#N, or the framework's own)"),
+        ("source", STR, "which kind of marker the step came from (profiler_step, ..., whole)"),
+        ("start_ns", I64, "host window start"),
+        ("end_ns", I64, "host window end"),
+        ("phase", STR, "prefill | decode | mixed | unknown"),
+    ],
+    "kernel_sites": [
+        ("rank", I32, "the trace file's rank"),
+        ("kernel_id", I64, "kernels.kernel_id of the replayed activity"),
+        ("file", STR, "Python launch site: source file (from the capture trace)"),
+        ("line", I32, "source line"),
+        ("function", STR, "function"),
+        ("cpu_op_name", STR, "the cpu_op around the launch in the capture"),
+        ("cpu_op_input_dims", STR, "its input shapes"),
+        ("source", STR, "where the site came from"),
+        ("capture_file", STR, "the capture trace it came from"),
+        ("capture_window", I32, "the capture window (graph) within that file"),
+        ("capture_seq", I32, "the launch's position within the capture window"),
+        ("capture_kernel_name", STR, "the kernel name in the capture"),
+        ("match", STR, "how replay and capture were aligned (name, order, stream, greedy)"),
+        ("graph_correlation", I64, "correlation of the graph launch that replayed it"),
+        ("stack", pa.list_(STR), "the Python stack of the launch, innermost last"),
+    ],
+}
+
+STORED_TABLES = tuple(COLUMNS)  # runs first, then the per-rank tables: warehouse.store.ALL_TABLES
+SCHEMA_PARTITION = "run_id=_schema"  # the folder of each table's zero-row file
+
+
+def schema(table: str) -> pa.Schema:
+    """The Arrow schema of a stored table (the column lines are column_docs: not written into the files)."""
+    return pa.schema([(name, kind) for name, kind, _ in COLUMNS[table]])
+
+
+def column_docs(table: str) -> dict[str, str]:
+    return {name: doc for name, _, doc in COLUMNS[table]}
+
+
+def duckdb_type(kind: pa.DataType) -> str:
+    """The DuckDB type that reads and writes as this Arrow type (the types COLUMNS uses)."""
+    simple = {pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIGINT", pa.float64(): "DOUBLE",
+              pa.bool_(): "BOOLEAN"}
+    if kind in simple:
+        return simple[kind]
+    if pa.types.is_timestamp(kind):
+        return "TIMESTAMP WITH TIME ZONE" if kind.tz else "TIMESTAMP"
+    if pa.types.is_map(kind):
+        return f"MAP({duckdb_type(kind.key_type)}, {duckdb_type(kind.item_type)})"
+    if pa.types.is_list(kind):
+        return f"{duckdb_type(kind.value_type)}[]"
+    if pa.types.is_struct(kind):
+        return "STRUCT(" + ", ".join(f'"{f.name}" {duckdb_type(f.type)}' for f in kind) + ")"
+    raise ValueError(f"no DuckDB type declared for {kind}")
+
+
+def cast_select(table: str, source: str) -> str:
+    """SELECT of the staging table `source` as the declared columns, in order, each cast to its type: what
+    ingest writes for a DuckDB-built table (a column whose type follows the trace's data, a JSON field
+    read as DOUBLE in one file and BIGINT in the next, lands as declared). `rank` comes from the caller."""
+    return ", ".join(f'CAST("{name}" AS {duckdb_type(kind)}) AS "{name}"'
+                     for name, kind, _ in COLUMNS[table] if name != "rank")
+
+
+def mismatches(table: str, found: pa.Schema) -> list[str]:
+    """How a written file's schema differs from the declared one (names, types, order; not nullability,
+    nor the names Parquet gives list and map entries): one line each, empty when it conforms."""
+    declared = [(name, _canonical(kind)) for name, kind, _ in COLUMNS[table]]
+    got = [(f.name, _canonical(f.type)) for f in found]
+    if [n for n, _ in got] != [n for n, _ in declared]:
+        missing = [n for n, _ in declared if n not in dict(got)]
+        extra = [n for n, _ in got if n not in dict(declared)]
+        return [f"{table}: columns {[n for n, _ in got]} differ from the declared {[n for n, _ in declared]}"
+                + (f" (missing {missing})" if missing else "") + (f" (not declared {extra})" if extra else "")]
+    return [f"{table}.{n}: {g} where {d} is declared" for (n, d), (_, g) in zip(declared, got) if d != g]
+
+
+def _canonical(kind: pa.DataType) -> str:
+    if pa.types.is_list(kind):
+        return f"list<{_canonical(kind.value_type)}>"
+    if pa.types.is_map(kind):
+        return f"map<{_canonical(kind.key_type)}, {_canonical(kind.item_type)}>"
+    if pa.types.is_struct(kind):
+        return "struct<" + ", ".join(f"{f.name}: {_canonical(f.type)}" for f in kind) + ">"
+    return str(kind)
+
+
+def zero_row_file(table: str) -> str:
+    """The file name of a table's zero-row file in SCHEMA_PARTITION (as ingest names a rank's file)."""
+    return "run.parquet" if table == "runs" else "rank-00000.parquet"
+
+
+def write_schema_files(out: Path) -> None:
+    """The zero-row file of every table: out/<table>/<zero_row_file>, written from the declared schema."""
+    for table in STORED_TABLES:
+        folder = out / table
+        folder.mkdir(parents=True, exist_ok=True)
+        pq.write_table(schema(table).empty_table(), folder / zero_row_file(table), compression="zstd")
