@@ -33,8 +33,8 @@ import atheris
 with atheris.instrument_imports():
     import duckdb
 
-    from errors import TracehouseError
     from ingest import decode, source
+    from tracehouse.errors import TracehouseError
 
 WORK = Path(tempfile.mkdtemp(prefix="tracehouse-fuzz-"))
 TRANSFORMS = "--transforms" in sys.argv

@@ -56,8 +56,8 @@ def build_warehouse(root: Path, n_runs: int, n_series: int, seed: int = 0) -> tu
     import pyarrow.parquet as pq
 
     import ingest.run
-    from synth import write_scenario
     from ingest.load import ingest_paths
+    from synth import write_scenario
     from warehouse.metrics import metrics_dir, run_metric_rows
     from warehouse.store import Warehouse
 
@@ -136,7 +136,7 @@ def run(n_runs: int = 1000, n_series: int = 4, reps: int = 3, keep: Path | None 
         fresh_process: bool = True) -> TrendBench:
     from click.testing import CliRunner
 
-    from cli import main
+    from tracehouse.cli import main
 
     root = keep or Path(tempfile.mkdtemp(prefix="tracehouse-trend-bench-"))
     try:

@@ -46,11 +46,11 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from errors import TracehouseError
 from ingest import decode
 from ingest.files import files_size, is_trace_file
 from ingest.rank import run_transforms, work_connection
 from ingest.source import read_trace
+from tracehouse.errors import TracehouseError
 from warehouse.schema import schema
 
 TABLE = "kernel_sites"

@@ -23,7 +23,7 @@ from pathlib import Path
 import duckdb
 import orjson
 
-from errors import TraceFormatError
+from tracehouse.errors import TraceFormatError
 
 # Output column of events -> the key of the event's `args` object it comes from.
 ARGS_KEYS: dict[str, str] = {

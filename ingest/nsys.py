@@ -47,7 +47,6 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from errors import TraceFormatError, TracehouseError
 from ingest.files import (
     REPORT_SUFFIXES,
     FileProblem,
@@ -57,6 +56,7 @@ from ingest.files import (
 from ingest.naming import parse_trace_name
 from ingest.rank import RankResult, run_transforms, work_connection, write_tables
 from ingest.run import RankPool, borrowed
+from tracehouse.errors import TraceFormatError, TracehouseError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 SCHEMA_MAJOR = "3"

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import duckdb
 
-from errors import TraceFormatError
 from ingest.decode import event_warnings, load_raw_events
 from ingest.source import read_trace
+from tracehouse.errors import TraceFormatError
 from warehouse.schema import cast_select
 
 SQL_DIR = Path(__file__).parent / "sql"

@@ -23,15 +23,13 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from errors import TraceFormatError, TracehouseError
 from ingest.capture import write_empty
 from ingest.files import NOT_TRACES, FileProblem, files_size, is_trace_file
 from ingest.naming import parse_trace_name
 from ingest.rank import RankResult, ingest_rank
 from ingest.source import new_inflater
-from warehouse.schema import schema
-
-SCHEMA_VERSION = 1
+from tracehouse.errors import TraceFormatError, TracehouseError
+from warehouse.schema import SCHEMA_VERSION, schema
 
 
 @dataclass

@@ -26,7 +26,7 @@ from typing import BinaryIO
 
 import orjson
 
-from errors import TraceFormatError
+from tracehouse.errors import TraceFormatError
 
 try:  # ISA-L inflates about 1.4x faster than zlib (measured in bench/); optional.
     from isal import isal_zlib as _zlib

@@ -40,9 +40,9 @@ from pathlib import Path
 
 import orjson
 
-from errors import TracehouseError
 from reports import perfetto_proto as pp
 from reports.run import build_run_report, report_connection
+from tracehouse.errors import TracehouseError
 from warehouse.catalog import connect
 from warehouse.runs import resolve_run
 from warehouse.store import Warehouse

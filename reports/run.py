@@ -13,10 +13,10 @@ from pathlib import Path
 
 import duckdb
 
-from errors import TracehouseError
 from reports.render import render_template
 from reports.serving import serving_section
 from reports.takeaways import FindingWindow, Takeaway, WithheldTakeaway, export_command, takeaways
+from tracehouse.errors import TracehouseError
 from warehouse.catalog import FOCUS, connect, focus
 from warehouse.store import Warehouse
 from warehouse.stored import representative_step, scope_step_views, unscope, use_stored

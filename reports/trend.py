@@ -19,7 +19,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute
 
-from errors import TracehouseError
+from tracehouse.errors import TracehouseError
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 RULE_VIEWS = ("trend_params", "trend", "regression")

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from cli import main
-from demo import REGRESSION_AT
 from synth.history import commit_sha
+from tracehouse.cli import main
+from tracehouse.demo import REGRESSION_AT
 from warehouse.catalog import connect
 from warehouse.store import Warehouse
 

@@ -105,7 +105,7 @@ def test_normalized_names_in_sql(diff_warehouse):
 
 
 def test_cli_diff_formats(diff_warehouse, cli_runner, tmp_path):
-    from cli import main
+    from tracehouse.cli import main
 
     wh, _, ids = diff_warehouse
     base = ["--warehouse", str(wh.root), "diff", ids["h100"], ids["mi300"]]

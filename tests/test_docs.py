@@ -6,7 +6,7 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from cli import main
+from tracehouse.cli import main
 from warehouse.catalog import SQL_DIR, connect, ordered_views, view_dependencies, view_files
 from warehouse.docs import column_comments, view_comment
 from warehouse.store import ALL_TABLES, Warehouse

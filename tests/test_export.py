@@ -304,8 +304,8 @@ def test_json_variant_has_the_same_content(four_ranks):
 
 def test_report_findings_name_their_window_and_the_command_reproduces_it(situation_warehouse, cli_runner,
                                                                          tmp_path):
-    from cli import main
     from reports.run import build_run_report, report_connection
+    from tracehouse.cli import main
 
     wh, runs, _ = situation_warehouse
     run_id = runs["dataloader-stall"]
@@ -348,7 +348,7 @@ def test_report_findings_name_their_window_and_the_command_reproduces_it(situati
 
 
 def test_report_with_trace_writes_and_links_the_file(situation_warehouse, cli_runner, tmp_path):
-    from cli import main
+    from tracehouse.cli import main
 
     wh, runs, _ = situation_warehouse
     out = tmp_path / "run.html"
@@ -372,7 +372,7 @@ def test_report_with_trace_writes_and_links_the_file(situation_warehouse, cli_ru
     (["{run}", "--rank", "7", "-o", "{tmp}/x.pftrace"], "has no rank 7"),
 ])
 def test_bad_input_one_line_exit_1_nothing_written(situation_warehouse, cli_runner, tmp_path, args, message):
-    from cli import main
+    from tracehouse.cli import main
 
     wh, runs, _ = situation_warehouse
     args = [a.format(tmp=tmp_path, run=runs[OVERLAP]) for a in args]

@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 from tracebuilder import BASE_US, launch_pair, simple_events, write_trace
 
-from cli import main
 from tests.conftest import TRACES, query_rows, require_shared
+from tracehouse.cli import main
 
 FORMATS = {"table", "csv", "json", "md", "html", "perfetto"}
 

@@ -10,7 +10,7 @@ import pytest
 from broken_traces import KINDS, make_case
 from tracebuilder import simple_events, write_trace
 
-from cli import main
+from tracehouse.cli import main
 from warehouse.catalog import connect
 from warehouse.store import Warehouse
 

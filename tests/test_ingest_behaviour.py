@@ -13,9 +13,9 @@ import pytest
 from conftest import ROOT
 from tracebuilder import BASE_US, launch_pair, simple_events, write_trace
 
-from cli import main
 from ingest.load import ingest_paths
 from ingest.naming import parse_trace_name
+from tracehouse.cli import main
 from warehouse.catalog import connect
 from warehouse.store import Warehouse
 

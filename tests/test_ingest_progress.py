@@ -8,8 +8,8 @@ import os
 from click.testing import CliRunner
 from tracebuilder import simple_events, write_trace
 
-from cli import main
 from ingest.progress import IngestProgress, expected_json_bytes
+from tracehouse.cli import main
 
 
 def test_expected_bytes_is_the_uncompressed_size(tmp_path):

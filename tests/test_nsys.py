@@ -131,7 +131,7 @@ def _bad_inputs(root: Path) -> dict[str, Path]:
     ("garbage", "SQLite database"),
 ])
 def test_bad_input_one_line_nothing_left(tmp_path, cli_runner, case, words):
-    import cli
+    from tracehouse import cli
 
     path = _bad_inputs(tmp_path)[case]
     wh = tmp_path / "wh"
@@ -271,7 +271,7 @@ def test_real_critical_path_and_streams(real_nsys, name):
 
 
 def test_real_diff_and_reports(real_nsys, cli_runner):
-    import cli
+    from tracehouse import cli
 
     wh, _, runs = real_nsys
     args = ["--warehouse", str(wh.root)]

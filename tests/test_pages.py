@@ -57,7 +57,7 @@ def test_the_largest_real_trace_report_is_a_few_screens(browser, tmp_path):
     require_shared()
     from click.testing import CliRunner
 
-    from cli import main
+    from tracehouse.cli import main
 
     largest = max((p for p in TRACES.rglob("*.json*") if p.is_file() and p.name != "execution_details.json"
                    and "capture_traces" not in p.parts), key=lambda p: p.stat().st_size)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli import main
+from tracehouse.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 

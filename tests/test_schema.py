@@ -153,3 +153,28 @@ def test_schema_describes_a_tables_columns(tmp_path):
     assert rows["dur_ns"] == column_docs("kernels")["dur_ns"] == "duration (ns)"
     assert rows["run_id"].startswith("the run (runs.run_id)")
     assert set(rows) - {"(row)"} == {n for n, _, _ in COLUMNS["kernels"]} | {"run_id"}
+
+
+# The columns of each schema_version (warehouse.schema.columns_digest). A change to a declared column's
+# name, type or order fails here until SCHEMA_VERSION is bumped and its digest added: runs.schema_version
+# then tells the files of the old layout from the new.
+DIGESTS = {1: "7bbb0b95830cc2305cbd8160a4ed9ac11cdcfb67532b9b4287941dad1694590e"}
+
+
+def test_a_changed_column_bumps_the_schema_version(monkeypatch):
+    from warehouse import schema as declared
+
+    assert declared.columns_digest() == DIGESTS[declared.SCHEMA_VERSION]
+    retyped = {t: list(c) for t, c in declared.COLUMNS.items()}
+    retyped["streams"][4] = ("activities", pa.int64(), "GPU activities on the stream")
+    monkeypatch.setattr(declared, "COLUMNS", retyped)
+    assert declared.columns_digest() != DIGESTS[declared.SCHEMA_VERSION]  # the digest sees a type change
+
+
+def test_the_runs_row_says_which_schema_wrote_it(situation_warehouse):
+    from warehouse.catalog import connect
+    from warehouse.schema import SCHEMA_VERSION
+
+    wh, runs, _ = situation_warehouse
+    versions = connect(wh).execute("SELECT DISTINCT schema_version FROM runs").fetchall()
+    assert versions == [(SCHEMA_VERSION,)]

@@ -166,7 +166,7 @@ def test_view_same_rows_on_spark(engines, name):
 
 
 def test_sql_engine_spark_refuses_the_same(engines):
-    from errors import QueryError, QueryRefused
+    from tracehouse.errors import QueryError, QueryRefused
     from warehouse.spark import run_query_spark
 
     _, catalog, _ = engines
@@ -260,7 +260,7 @@ def test_cli_engine_spark(engines, warehouse, cli_runner):
     """The commands end to end: `report --engine spark` (its own focused catalogue, views computed on first
     read) prints DuckDB's report; `diff` and `trend` take the options (trend over no runs: cheap, and the
     same one-line error as DuckDB's)."""
-    from cli import main
+    from tracehouse.cli import main
 
     wh, ids = warehouse
     common = ["--warehouse", str(wh.root)]

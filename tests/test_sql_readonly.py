@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from tracebuilder import simple_events, write_trace
 
-from cli import main
+from tracehouse.cli import main
 
 
 @pytest.fixture(scope="module")

@@ -157,7 +157,7 @@ def test_unwritable_store_computes_for_the_report_alone(own_synth_warehouse, mon
 
 
 def test_cli_ingest_stores_analyses_unless_asked_not_to(tmp_path, cli_runner):
-    from cli import main
+    from tracehouse.cli import main
 
     run = write_scenario("serving-decode", tmp_path / "run", ranks=1, steps=2, layers=1)
     for flag, expected in (["--no-analyses"], False), ([], True):

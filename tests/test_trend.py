@@ -187,7 +187,7 @@ def test_band_is_a_three_sigma_test_on_pure_noise():
 
 
 def test_cli_trend_formats_and_fail_on_regression(history, evaluated, cli_runner, tmp_path):
-    from cli import main
+    from tracehouse.cli import main
 
     wh, runs = history
     base = ["--warehouse", str(wh.root), "trend"]

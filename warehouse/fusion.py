@@ -29,7 +29,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from errors import TracehouseError
+from tracehouse.errors import TracehouseError
 from warehouse.rules import CATEGORIES, RULES_DIR, RulesError, regex_judge
 from warehouse.rules import check_pattern as _check_rule_pattern
 

@@ -17,7 +17,7 @@ import os
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from errors import TracehouseError
+from tracehouse.errors import TracehouseError
 from warehouse.store import Warehouse
 
 COLUMN_KEYS = ("model", "commit", "commit_time", "series", "framework", "hardware")

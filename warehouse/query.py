@@ -13,7 +13,7 @@ import duckdb
 import sqlglot
 from sqlglot import exp
 
-from errors import QueryError, QueryRefused
+from tracehouse.errors import QueryError, QueryRefused
 
 _READ_ONLY = (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Describe, exp.Show, exp.Summarize)
 _FILE_FUNCTIONS = {"read_csv", "read_csv_auto", "read_json", "read_json_auto", "read_json_objects",

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from errors import TracehouseError
+from tracehouse.errors import TracehouseError
 
 RULES_DIR = Path(__file__).resolve().parents[1] / "sql" / "rules"
 SHIPPED_RULES = RULES_DIR / "kernel_categories.csv"

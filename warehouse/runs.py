@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import duckdb
 
-from errors import RunNotFound
+from tracehouse.errors import RunNotFound
 
 
 def resolve_run(con: duckdb.DuckDBPyConnection, text: str) -> str:

@@ -18,10 +18,15 @@ and a sum of ns, exact as integers up to 2^53 ns, about 104 days).
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+# runs.schema_version of what ingest writes: bump it with any change to a column's name, type or order
+# (tests/test_schema.py holds the digest of each version's columns and fails until it is bumped)
+SCHEMA_VERSION = 1
 
 STR, I32, I64, F64, BOOL = pa.string(), pa.int32(), pa.int64(), pa.float64(), pa.bool_()
 
@@ -246,6 +251,12 @@ def _canonical(kind: pa.DataType) -> str:
     if pa.types.is_struct(kind):
         return "struct<" + ", ".join(f"{f.name}: {_canonical(f.type)}" for f in kind) + ">"
     return str(kind)
+
+
+def columns_digest() -> str:
+    """sha256 of every table's column names and types, in order (not their lines of documentation)."""
+    spec = [(table, [(name, _canonical(kind)) for name, kind, _ in COLUMNS[table]]) for table in COLUMNS]
+    return hashlib.sha256(repr(spec).encode()).hexdigest()
 
 
 def zero_row_file(table: str) -> str:

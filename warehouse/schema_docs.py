@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import duckdb
 
-from errors import TracehouseError
+from tracehouse.errors import TracehouseError
 from warehouse.store import ALL_TABLES
 
 TABLE_GRAIN = {

@@ -602,7 +602,7 @@ def run_query_spark(catalog: SparkCatalog, sql: str):
     Returns (column names, rows). What DuckDB's check refuses is refused here too; on top of that the
     Spark functions that call Java or name files are refused, and SUMMARIZE (DuckDB only).
     """
-    from errors import QueryError, QueryRefused
+    from tracehouse.errors import QueryError, QueryRefused
     from warehouse.query import check_read_only
 
     text = check_read_only(sql)

@@ -172,7 +172,7 @@ class SparkConnection:
 
     # --- translation -------------------------------------------------------------------------------
     def _frame(self, sql: str, parameters):
-        from errors import QueryError
+        from tracehouse.errors import QueryError
         from warehouse.spark import READ_DIALECT, first_line, needed_views, to_spark_sql
 
         try:

@@ -21,7 +21,7 @@ import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
-from errors import TracehouseError
+from tracehouse.errors import TracehouseError
 
 TABLES = ("kernels", "cpu_ops", "python_frames", "flows", "streams", "step_spans", "kernel_sites")
 ALL_TABLES = ("runs",) + TABLES

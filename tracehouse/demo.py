@@ -12,9 +12,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ingest.load import Ingestor
 from synth.history import write_history
 from warehouse.catalog import connect
-from ingest.load import Ingestor
 from warehouse.store import Warehouse
 
 REGRESSION_AT = 8
