@@ -217,6 +217,65 @@ def _path_through(graph: dict[str, set[str]], component: set[str]) -> list[str]:
     return sorted(component)  # pragma: no cover
 
 
+def defined_names(path: Path) -> set[str] | None:
+    """The names a module defines at its top level (functions, classes, assignments, imports, also inside
+    top-level if / try blocks); None when it star-imports (its names cannot be known statically)."""
+    names: set[str] = set()
+
+    def visit(body) -> bool:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                    names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for a in node.names:
+                    if a.name == "*":
+                        return False
+                    names.add(a.asname or a.name.split(".")[0])
+            elif isinstance(node, (ast.If, ast.Try, ast.With)):
+                for block in ("body", "orelse", "finalbody"):
+                    if not visit(getattr(node, block, [])):
+                        return False
+                for handler in getattr(node, "handlers", []):
+                    if not visit(handler.body):
+                        return False
+        return True
+
+    return names if visit(ast.parse(path.read_text()).body) else None
+
+
+def missing_imports(root: Path, tops: set[str]) -> list[str]:
+    """Imports, anywhere in these top-level folders, of a project module or name that does not exist.
+    (An environment with another checkout installed may still find it there: this says so statically.)"""
+    mods = project_modules(root, tops)
+    known = set(mods)
+    project_tops = {_top(m) for m in known}
+    problems = []
+    for module, path in mods.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            where = f"{path.relative_to(root)}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if _top(a.name) in project_tops and a.name not in known:
+                        problems.append(f"{where}: import {a.name}: no such module")
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                if _top(node.module) not in project_tops:
+                    continue
+                if node.module not in known:
+                    problems.append(f"{where}: from {node.module}: no such module")
+                    continue
+                defined = defined_names(mods[node.module])
+                for a in node.names:
+                    if f"{node.module}.{a.name}" in known or defined is None:
+                        continue
+                    if a.name not in defined:
+                        problems.append(f"{where}: from {node.module} import {a.name}: {node.module} has no {a.name}")
+    return problems
+
+
 LAYERS = read_layers((ROOT / "ARCHITECTURE.md").read_text())
 
 
@@ -244,6 +303,25 @@ def test_architecture_names_only_files_that_exist():
     assert len(concrete) > 30
     missing = sorted(p for p in concrete if not (ROOT / p).exists())
     assert not missing, missing
+
+
+def test_every_project_import_names_what_exists():
+    """Every import of the project's own modules, in the layers, synth/, bench/ and tests/, names a module
+    or a top-level name that this checkout has (a moved module or a renamed seam is caught here, even where
+    another installed copy of tracehouse would answer the import)."""
+    tops = {_top(p) for layer in LAYERS for p in layer.prefixes} | set(OUTSIDE)
+    problems = missing_imports(ROOT, tops)
+    assert not problems, "\n".join(problems)
+
+
+def test_a_missing_module_or_name_is_found(tmp_path):
+    files = {"low/__init__.py": "", "low/a.py": "X = 1\nif True:\n    def f(): pass\n",
+             "top/__init__.py": "", "top/b.py": ("from low.a import X, f, gone\nfrom low import a, nothere\n"
+                                                 "import low.absent\n\ndef g():\n    from low.moved import h\n")}
+    problems = missing_imports(_toy(tmp_path, files), {"low", "top"})
+    assert [p.split(": ", 1)[1] for p in problems] == [
+        "from low.a import gone: low.a has no gone", "from low import nothere: low has no nothere",
+        "import low.absent: no such module", "from low.moved: no such module"], problems
 
 
 def test_imports_keep_the_layers():

@@ -140,7 +140,7 @@ def test_fingerprints_follow_only_what_the_stored_rows_depend_on(tmp_path, monke
 
 def test_unwritable_store_computes_for_the_report_alone(own_synth_warehouse, monkeypatch, capsys):
     """A warehouse the user may only read: the report is the same, computed on its connection."""
-    from reports import stored
+    from warehouse import stored
 
     wh, runs = own_synth_warehouse
     run_id = runs["serving-decode"]
