@@ -253,7 +253,7 @@ def missing_imports(root: Path, tops: set[str]) -> list[str]:
     known = set(mods)
     project_tops = {_top(m) for m in known}
     problems = []
-    for module, path in mods.items():
+    for path in mods.values():
         tree = ast.parse(path.read_text(), filename=str(path))
         for node in ast.walk(tree):
             where = f"{path.relative_to(root)}:{getattr(node, 'lineno', 0)}"
