@@ -20,9 +20,9 @@ import duckdb
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ingest.load import ingest_paths
 from synth import write_scenario
 from warehouse.catalog import connect_base
-from ingest.load import ingest_paths
 from warehouse.store import Warehouse
 
 VIEWS = ["kernel_category", "_critical_path_pred", "critical_path", "critical_stream", "critical_path_summary"]

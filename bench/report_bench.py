@@ -26,9 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ingest.load import ingest_paths
 from synth import write_scenario
 from warehouse.catalog import connect
-from ingest.load import ingest_paths
 from warehouse.store import Warehouse
 
 TARGET_S = 2.0

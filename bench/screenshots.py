@@ -97,8 +97,8 @@ def shoot(page: Path, out: Path, browser: str, work: Path) -> dict:
 
 def synthesize(work: Path) -> tuple[Path, str, str]:
     """Four decode runs of series `screens` (commits c1..c4, the last two with 10 % slower nvjet GEMMs)."""
-    from synth import write_scenario
     from ingest.load import ingest_paths
+    from synth import write_scenario
     from warehouse.store import Warehouse
 
     wh = Warehouse(work / "wh")
@@ -115,8 +115,8 @@ def synthesize(work: Path) -> tuple[Path, str, str]:
 
 def build_pages(warehouse: Path, run: str, base: str, out: Path, where: dict[str, str] | None) -> list[Path]:
     from reports.diff import build_diff, diff_connection, render_diff
-    from reports.write import write_run_report
     from reports.trend import build_trend, render_trend
+    from reports.write import write_run_report
     from warehouse.catalog import connect
     from warehouse.store import Warehouse
 

@@ -175,6 +175,6 @@ def test_the_runs_row_says_which_schema_wrote_it(situation_warehouse):
     from warehouse.catalog import connect
     from warehouse.schema import SCHEMA_VERSION
 
-    wh, runs, _ = situation_warehouse
+    wh, _, _ = situation_warehouse
     versions = connect(wh).execute("SELECT DISTINCT schema_version FROM runs").fetchall()
     assert versions == [(SCHEMA_VERSION,)]
