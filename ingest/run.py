@@ -30,7 +30,7 @@ from ingest.source import _inflater
 
 SCHEMA_VERSION = 1
 TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
-NOT_TRACES = {"execution_details.json", "ground_truth.json"}
+NOT_TRACES = {"execution_details.json", "ground_truth.json", "ground_truth.json.gz"}  # synth writes the .gz when large
 
 
 @dataclass

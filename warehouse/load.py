@@ -143,16 +143,19 @@ def _ingest_plan(warehouse: Warehouse, files: list[Path], skipped: list[str], la
 
 
 def _store_analyses(warehouse: Warehouse, run_id: str, progress) -> None:
-    """The report's views of the new run, computed once now (reports.stored): a report then reads them.
+    """The report's views of the new run, computed once now (reports.stored): a report then reads them;
+    and the run's diff facts (reports.diff.stored_facts), which a diff reads.
     Bounded by ingest's memory limit. The run is published already; if this fails (a run too large for
     that limit), the first report computes them instead, with more memory."""
     from ingest.rank import MEMORY_LIMIT
+    from reports.diff import stored_facts
     from reports.stored import store_analyses
 
     if progress:
         progress(f"analysing run {run_id} (stored for its reports)")
     try:
         store_analyses(warehouse, run_id, MEMORY_LIMIT)
+        stored_facts(warehouse, run_id, MEMORY_LIMIT)  # what `tracehouse diff` reads of the run (~1-2 s)
     except (duckdb.Error, OSError) as e:
         first_line = str(e).splitlines()[0] if str(e) else type(e).__name__
         eprint(f"note: run {run_id} is stored; its report views were not ({first_line}): its first report "
