@@ -526,15 +526,17 @@ def synth(scenario, list_all, out, ranks, steps, layers, vendor, seed, target_si
 
 
 def _size(text: str) -> int:
+    """'500MB', '2GB', '1.5G', '300KB', '1000000' -> bytes (decimal units); a bad or non-positive size: one line."""
     units = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "K": 10**3, "M": 10**6, "G": 10**9}
-    number = text.strip().upper().rstrip()
-    for unit in sorted(units, key=len, reverse=True):
-        if unit and number.endswith(unit):
-            return int(float(number[: -len(unit)]) * units[unit])
+    number = text.strip().upper()
+    unit = next((u for u in sorted(units, key=len, reverse=True) if u and number.endswith(u)), "")
     try:
-        return int(float(number))
-    except ValueError:
+        size = int(float(number[: len(number) - len(unit)]) * units[unit])
+    except (ValueError, OverflowError):  # not a number; nan; inf
+        size = None
+    if size is None or size <= 0:
         raise click.BadParameter(f"{text!r} is not a size like 500MB or 2GB", param_hint="--target-size")
+    return size
 
 
 @main.command(context_settings=CONTEXT_SETTINGS)

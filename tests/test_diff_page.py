@@ -27,6 +27,7 @@ def test_markdown_says_what_is_missing_and_bounds_long_name_lists():
     md = render_diff(_report(), "md")
     assert "None" not in md
     assert "| framework / model | pytorch / – | – / – |" in md and "| commit | – | – |" in md
+    assert "| ranks × steps | 1 rank, 6 rank-steps | 1 rank, 6 rank-steps |" in md
     assert "gemm (changed: 58 → 23 names)" in md
     assert "split_embedding_kernel (renamed)" in md
     line = next(x for x in md.splitlines() if x.startswith("- **gemm**"))

@@ -102,3 +102,13 @@ def test_synth_cli_is_quiet_when_stderr_is_not_a_terminal(tmp_path, cli_runner):
                                        "-o", str(tmp_path / "run")])
     assert res.exit_code == 0, res.output
     assert res.stdout == f"{tmp_path / 'run'}\n" and "synth:" not in res.stderr
+
+
+@pytest.mark.parametrize("size", ["10XB", "0", "-5MB", "infGB", "nanMB", "big"])
+def test_synth_cli_refuses_a_bad_target_size_in_one_line(tmp_path, cli_runner, size):
+    import cli
+
+    res = cli_runner.invoke(cli.main, ["synth", "serving-decode", "--target-size", size, "-o", str(tmp_path / "run")])
+    assert res.exit_code == 2 and res.exception is None or isinstance(res.exception, SystemExit), res.output
+    assert "Traceback" not in res.output and f"'{size}' is not a size like 500MB or 2GB" in res.output
+    assert not (tmp_path / "run").exists()  # refused before anything is written
