@@ -176,12 +176,23 @@ def stored_facts(warehouse, run_id: str, memory_limit: str | None = None) -> dic
     facts = json.loads(json.dumps(facts, default=_plain))  # the very values a stored read gives back
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_abandoned(path.parent)
         partial = path.with_name(f".{run_id}.{os.getpid()}.tmp")
         partial.write_text(json.dumps(facts))
         os.replace(partial, path)  # a reader sees no file or the whole file
     except OSError:
         pass
     return facts
+
+
+def _remove_abandoned(folder: Path) -> None:
+    """Partial files (.<run>.<pid>.tmp) of writers whose process is gone (killed mid-write)."""
+    from warehouse.store import process_alive
+
+    for partial in folder.glob(".*.*.tmp"):
+        pid = partial.name.split(".")[-2]
+        if pid.isdigit() and not process_alive(int(pid)):
+            partial.unlink(missing_ok=True)
 
 
 def _plain(value):

@@ -62,3 +62,16 @@ def test_cli_diff_reads_the_store(own_synth_warehouse, cli_runner, monkeypatch):
     res = cli_runner.invoke(cli.main, ["--warehouse", str(wh.root), "diff", a, b, "--format", "json"])
     assert res.exit_code == 0, res.output
     assert res.stdout == expected
+
+
+def test_a_killed_writers_partial_file_is_removed_and_never_read(own_synth_warehouse):
+    wh, runs = own_synth_warehouse
+    run_id = runs["training"]
+    folder = facts_dir(wh)
+    (folder / f"{run_id}.json").unlink()
+    dead = folder / f".{run_id}.999999999.tmp"               # no such process
+    dead.write_text("{not json")
+    facts = stored_facts(wh, run_id)
+    assert facts["run_id"] == run_id and not dead.exists()
+    assert json.loads((folder / f"{run_id}.json").read_text()) == facts
+    assert not list(folder.glob(".*"))
