@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import fnmatch
 import subprocess
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ def _tracked(folder: str) -> list[Path]:
 
 
 def test_every_data_file_of_the_packages_is_package_data():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     patterns = project["tool"]["setuptools"]["package-data"]["*"]
     packages = [p.rstrip("*") for p in project["tool"]["setuptools"]["packages"]["find"]["include"]]
