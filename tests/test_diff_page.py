@@ -47,3 +47,6 @@ def test_html_escapes_trace_strings_and_folds_name_lists():
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert ">None<" not in html and " None " not in html
     assert "58 names: ampere_sgemm_0, …" in html      # the cell is short; the whole list on hover / click
+    movers = html.split("Top movers", 1)[1].split("</table>", 1)[0]
+    assert "(58 → 23 names)</span>" in movers and "(renamed)</span>" in movers
+    assert 'title="ampere_sgemm_0, ampere_sgemm_1,' in movers
