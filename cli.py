@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import click
@@ -65,7 +66,7 @@ def print_rows(columns: list[str], rows: list[tuple], fmt: str, max_width: int =
         writer.writerows([[_to_text(v) for v in row] for row in rows])
         click.echo(buffer.getvalue(), nl=False)
         return
-    numeric = [bool(rows) and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+    numeric = [bool(rows) and all(v is None or (isinstance(v, (int, float, Decimal)) and not isinstance(v, bool))
                                   for v in (r[i] for r in rows)) for i in range(len(columns))]
     cells = [[_to_text(v).replace("\n", " ") for v in row] for row in rows]
     widths = [min(max_width, max([len(c)] + [len(r[i]) for r in cells])) for i, c in enumerate(columns)]
