@@ -13,7 +13,8 @@ from ingest.progress import _mb
 
 
 class SizeProgress:
-    """Callable(written, target) for write_scenario's `progress`; `done(path)` ends the line."""
+    """Callable(written, target) for write_scenario's `progress`; `note(text)` says what follows the traces;
+    `done(note)` ends the line."""
 
     def __init__(self, stream=None, interval: float = 0.25, clock=time.monotonic):
         self.stream = stream or sys.stderr
@@ -39,6 +40,12 @@ class SizeProgress:
             return
         self.last_draw = now
         self.stream.write(f"\r\x1b[2K{self.line(written, target, now)}")
+        self.stream.flush()
+
+    def note(self, text: str) -> None:
+        """What comes after the traces (the ground truth, seconds on a large run), after the last figures."""
+        line = self.line(self.written, self.target, self.clock())
+        self.stream.write(f"\r\x1b[2K{line}; {text}")
         self.stream.flush()
 
     def done(self, note: str = "") -> None:

@@ -141,6 +141,8 @@ def write_scenario(scenario: str, out_dir: str | Path, *, ranks: int = 2, steps:
             break
     for r, s in enumerate(sims):
         _close(writers[r], s, t_start[r], s.h, "sglang::scheduler" if scenario != "training" else "pt_main_thread")
+    if progress is not None and hasattr(progress, "note"):  # the ground truth of a large run takes seconds
+        progress.note("writing the ground truth")
     capture_files: list[str] = []
     if scenario == "serving-decode":
         capture_files = _write_captures(cfg, out, layers)

@@ -83,6 +83,8 @@ def test_size_progress_line_bytes_percent_eta():
     clock.t += 1
     p(210_000_000, 200_000_000)                 # past the target (the last step overshoots): 100 %, no ETA
     assert stream.getvalue().endswith("synth: 210 MB of 200 MB (100 %)")
+    p.note("writing the ground truth")
+    assert stream.getvalue().endswith("synth: 210 MB of 200 MB (100 %); writing the ground truth")
     p.done("; ground truth: ground_truth.json.gz")
     assert stream.getvalue().endswith("synth: 210 MB of trace JSON in 11 s; ground truth: ground_truth.json.gz\n")
 
@@ -92,6 +94,11 @@ def test_target_size_run_reports_progress_per_step(tmp_path):
     out = write_scenario("serving-decode", tmp_path / "run", ranks=1, layers=2, target_size=400_000,
                          progress=lambda written, target: seen.append((written, target)))
     assert len(seen) == load_truth(out)["n_steps"] and {t for _, t in seen} == {400_000}
+    stream = io.StringIO()
+    write_scenario("serving-decode", tmp_path / "run2", ranks=1, layers=2, target_size=400_000,
+                   progress=SizeProgress(stream=stream, interval=0.0))
+    drawn = stream.getvalue().split("\r\x1b[2K")
+    assert drawn[-1].endswith("(100 %); writing the ground truth") and "%" in drawn[1]
     assert [w for w, _ in seen] == sorted(w for w, _ in seen) and seen[-1][0] >= 400_000 > seen[-2][0]
 
 
