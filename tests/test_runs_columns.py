@@ -37,3 +37,15 @@ def test_figures_have_fixed_decimals_and_line_up(capsys):
 def test_a_run_without_figures_leaves_them_empty():
     names, rows = narrow_rows([_run("c" * 16)], {})
     assert rows[0][names.index("step_ms")] is None and rows[0][names.index("busy_%")] is None
+
+
+def test_runs_fits_in_120_columns_on_the_real_traces(real_warehouse, cli_runner):
+    """Issue 17: `tracehouse runs` fits in 120 columns on the shared corpus (one run per trace file)."""
+    import cli
+
+    wh, runs = real_warehouse
+    res = cli_runner.invoke(cli.main, ["--warehouse", str(wh.root), "runs"])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert len(lines) == len(set(runs.values())) + 3          # header, rule, one line a run, the count
+    assert max(len(line) for line in lines) <= 120, max(lines, key=len)
