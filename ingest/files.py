@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
-NOT_TRACES = {"execution_details.json", "ground_truth.json"}
+NOT_TRACES = {"execution_details.json", "ground_truth.json", "ground_truth.json.gz"}  # synth writes the .gz when large
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")  # Nsight Systems reports: refused with a hint (ingest.nsys)
 EXPORT_SUFFIXES = (".sqlite", ".sqlite3")  # Nsight Systems SQLite exports (ingest.nsys)
 

@@ -28,6 +28,7 @@ from ingest.run import (
     write_runs_row,
 )
 from warehouse.catalog import ensure_schema_files
+from warehouse.diff_facts import stored_facts
 from warehouse.rules import RULES_VERSION
 from warehouse.store import Warehouse
 from warehouse.stored import store_analyses
@@ -140,13 +141,15 @@ def _ingest_plan(warehouse: Warehouse, files: list[Path], skipped: list[str], la
 
 
 def _store_analyses(warehouse: Warehouse, run_id: str, progress) -> None:
-    """The report's views of the new run, computed once now (warehouse.stored): a report then reads them.
+    """The report's views of the new run, computed once now (warehouse.stored): a report then reads them;
+    and the run's diff facts (warehouse.diff_facts), which a diff reads.
     Bounded by ingest's memory limit. The run is published already; if this fails (a run too large for
     that limit), the first report computes them instead, with more memory."""
     if progress:
         progress(f"analysing run {run_id} (stored for its reports)")
     try:
         store_analyses(warehouse, run_id, MEMORY_LIMIT)
+        stored_facts(warehouse, run_id, MEMORY_LIMIT)  # what `tracehouse diff` reads of the run (~1-2 s)
     except (duckdb.Error, OSError) as e:
         first_line = str(e).splitlines()[0] if str(e) else type(e).__name__
         eprint(f"note: run {run_id} is stored; its report views were not ({first_line}): its first report "

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 
 import duckdb
 
+from warehouse.diff_facts import run_facts, stored_facts
 from warehouse.runs import resolve_run
 
 
@@ -88,35 +89,22 @@ class DiffReport:
     batch_latency: list[dict] = field(default_factory=list)
 
 
-_KERNELS_SQL = """
-WITH st AS (SELECT rank, step FROM steps WHERE run_id = $run)
-SELECT k.name, k.kind, coalesce(n.category, 'other') AS category, coalesce(n.normalized_name, k.name) AS norm,
-       sum(k.dur_ns) AS ns, count(*) AS launches
-FROM kernels AS k
-JOIN st ON st.rank = k.rank AND st.step = k.step
-LEFT JOIN kernel_name_normalized AS n ON n.name = k.name AND n.kind = k.kind
-WHERE k.run_id = $run
-GROUP BY k.name, k.kind, n.category, n.normalized_name
-"""
-
-
 def _ratio(base: float, target: float) -> float | None:
     return target / base if base else None
 
 
-def _run_info(con, run_id: str, label: str) -> tuple[RunInfo, dict[str, dict]]:
+def _run_info(con, facts: dict, label: str) -> tuple[RunInfo, dict[str, dict]]:
+    run_id = facts["run_id"]
     row = con.execute("SELECT hardware, framework, model, commit FROM runs WHERE run_id = ?", [run_id]).fetchone()
-    rank_steps, ranks = con.execute(
-        "SELECT count(*), count(DISTINCT rank) FROM steps WHERE run_id = ?", [run_id]).fetchone()
+    rank_steps, ranks = facts["rank_steps"], facts["ranks"]
     divisor = max(1, rank_steps)
     kernels = {}
-    for name, kind, category, norm, ns, launches in con.execute(_KERNELS_SQL, {"run": run_id}).fetchall():
+    for name, kind, category, norm, ns, launches in facts["kernels"]:
         kernels[name] = {"name": name, "kind": kind, "category": category, "norm": norm,
                          "ns": ns / divisor, "launches": launches / divisor}
-    total_all = con.execute("SELECT coalesce(sum(dur_ns), 0) FROM kernels WHERE run_id = ?", [run_id]).fetchone()[0]
     in_steps = sum(k["ns"] for k in kernels.values()) * divisor
     info = RunInfo(run_id, label, row[0], row[1], row[2], row[3], rank_steps, ranks,
-                   sum(k["ns"] for k in kernels.values()), round(total_all - in_steps))
+                   sum(k["ns"] for k in kernels.values()), round(facts["total_ns"] - in_steps))
     return info, kernels
 
 
@@ -165,22 +153,19 @@ def match_kernels(base: dict[str, dict], target: dict[str, dict]) -> list[Kernel
     return rows
 
 
-def _critical_path(con, base_id: str, target_id: str) -> tuple[bool, list[CriticalPathRow]]:
-    exists = con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'critical_path_summary'").fetchone()[0]
-    if not exists:
+def _critical_path(base: dict, target: dict) -> tuple[bool, list[CriticalPathRow]]:
+    if base["critical_path"] is None or target["critical_path"] is None:
         return False, []  # hook: critical_path_summary is not in sql/ yet
     shares: dict[str, dict[str, float]] = {}
-    for run_id in (base_id, target_id):
-        rows = con.execute(
-            "SELECT CASE WHEN kind = 'gpu' THEN coalesce(category, 'other') ELSE kind END AS part, sum(time_ns) "
-            "FROM critical_path_summary WHERE run_id = ? GROUP BY 1", [run_id]).fetchall()
+    for side, facts in (("base", base), ("target", target)):
+        rows = facts["critical_path"]
         total = sum(r[1] for r in rows) or 0
-        shares[run_id] = {r[0]: r[1] / total for r in rows} if total else {}
-    parts = sorted(set(shares[base_id]) | set(shares[target_id]))
-    out = [CriticalPathRow(p, shares[base_id].get(p, 0.0), shares[target_id].get(p, 0.0),
-                           shares[target_id].get(p, 0.0) - shares[base_id].get(p, 0.0)) for p in parts]
+        shares[side] = {r[0]: r[1] / total for r in rows} if total else {}
+    parts = sorted(set(shares["base"]) | set(shares["target"]))
+    out = [CriticalPathRow(p, shares["base"].get(p, 0.0), shares["target"].get(p, 0.0),
+                           shares["target"].get(p, 0.0) - shares["base"].get(p, 0.0)) for p in parts]
     out.sort(key=lambda r: -abs(r.delta))
-    return bool(shares[base_id] or shares[target_id]), out
+    return bool(shares["base"] or shares["target"]), out
 
 
 def diff_connection(warehouse, base: str, target: str, engine: str = "duckdb", master: str | None = None):
@@ -196,10 +181,16 @@ def diff_connection(warehouse, base: str, target: str, engine: str = "duckdb", m
 
 
 def build_diff(con: duckdb.DuckDBPyConnection, base: str, target: str, *, top: int = 10,
-               critical_path: bool = True) -> DiffReport:
+               critical_path: bool = True, warehouse=None) -> DiffReport:
+    """The diff of two runs. warehouse: read each run's facts from the diff store (`stored_facts`,
+    computed once per run); None: compute them on `con` (the Spark engine, tests of one connection)."""
     base_id, target_id = resolve_run(con, base), resolve_run(con, target)
-    binfo, bk = _run_info(con, base_id, base)
-    tinfo, tk = _run_info(con, target_id, target)
+    if warehouse is not None:
+        bf, tf = stored_facts(warehouse, base_id), stored_facts(warehouse, target_id)
+    else:
+        bf, tf = run_facts(con, base_id), run_facts(con, target_id)
+    binfo, bk = _run_info(con, bf, base)
+    tinfo, tk = _run_info(con, tf, target)
     kernels = match_kernels(bk, tk)
     cats = sorted({k["category"] for k in bk.values()} | {k["category"] for k in tk.values()})
     categories = []
@@ -224,7 +215,7 @@ def build_diff(con: duckdb.DuckDBPyConnection, base: str, target: str, *, top: i
         "rows_added": sum(r.match == "added" for r in kernels),
         "rows_removed": sum(r.match == "removed" for r in kernels),
     }
-    available, cp = _critical_path(con, base_id, target_id) if critical_path else (False, [])
+    available, cp = _critical_path(bf, tf) if critical_path else (False, [])
     notes = []
     for info in (binfo, tinfo):
         if info.outside_steps_ns:
@@ -234,23 +225,19 @@ def build_diff(con: duckdb.DuckDBPyConnection, base: str, target: str, *, top: i
         notes.append("a run has no steps: its per-step figures are zero")
     tb, tt = binfo.gpu_ns_per_step, tinfo.gpu_ns_per_step
     return DiffReport(binfo, tinfo, tb, tt, tt - tb, _ratio(tb, tt), categories, kernels, movers, appeared, vanished,
-                      counts, cp, available, notes, _batch_latency(con, base_id, target_id))
+                      counts, cp, available, notes, _batch_latency(bf, tf))
 
 
-def _batch_latency(con, base_id: str, target_id: str) -> list[dict]:
+def _batch_latency(base: dict, target: dict) -> list[dict]:
     """Median step time per (phase, batch size) that both runs ran (sql/step_latency)."""
-    try:
-        rows = con.execute("""
-            SELECT b.phase, b.batch_size, b.steps AS base_steps, t.steps AS target_steps,
-                   b.median_step_ns AS base_median_ns, t.median_step_ns AS target_median_ns
-            FROM step_latency AS b
-            JOIN step_latency AS t ON t.phase = b.phase AND t.batch_size = b.batch_size
-            WHERE b.run_id = ? AND t.run_id = ? AND b.batch_size IS NOT NULL
-            ORDER BY b.phase, b.batch_size""", [base_id, target_id]).fetchall()
-    except duckdb.Error:  # a catalogue without step_latency
+    if base["step_latency"] is None or target["step_latency"] is None:
         return []
+    theirs = {(phase, bs): (steps, ns) for phase, bs, steps, ns in target["step_latency"]}
     out = []
-    for phase, bs, bsteps, tsteps, bns, tns in rows:
+    for phase, bs, bsteps, bns in base["step_latency"]:  # ordered by phase, batch size
+        if (phase, bs) not in theirs:
+            continue
+        tsteps, tns = theirs[(phase, bs)]
         out.append({"phase": phase, "batch_size": bs, "base_steps": bsteps, "target_steps": tsteps,
                     "base_median_ns": bns, "target_median_ns": tns, "delta_ns": tns - bns,
                     "ratio": _ratio(bns, tns)})

@@ -15,6 +15,7 @@ command takes a unique prefix. A phase column says which phase the figures are o
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 
 import pyarrow as pa
 
@@ -83,11 +84,18 @@ def narrow_rows(runs: list[dict], figures: dict[str, Headline]) -> tuple[list[st
         multi_phase |= bool(h.phase and h.phase != "unknown")
         when = r["ingested_at"].strftime("%Y-%m-%d %H:%M") if r["ingested_at"] else None
         rows.append((r["run_id"][:width], when, what(r["framework"], r["model"], r["hardware"]), r["n_ranks"],
-                     h.phase, h.steps, round(h.step_ms, 3) if h.step_ms is not None else None, h.busy_pct, h.top, len(r["warnings"] or {})))
+                     h.phase, h.steps, _fixed(h.step_ms, 3), _fixed(h.busy_pct, 1), h.top, len(r["warnings"] or {})))
     if not multi_phase:  # every run's steps are of unknown phase: the column says nothing
         i = NARROW.index("phase")
         return NARROW[:i] + NARROW[i + 1:], [row[:i] + row[i + 1:] for row in rows]
     return list(NARROW), rows
+
+
+def _fixed(value: float | None, places: int) -> Decimal | None:
+    """A figure with a fixed number of decimals (a Decimal: the table right-aligns it and prints it as is),
+    so that a column's decimal points line up: 12920.212 over 5.980, 100.0 over 89.4 (a float would print
+    as 12920.2 and 5.98, 100 and 89.4)."""
+    return None if value is None else Decimal(f"{value:.{places}f}")
 
 
 def short_id_width(run_ids: list[str], width: int = ID_WIDTH) -> int:

@@ -2,5 +2,6 @@
 from __future__ import annotations
 
 from .scenario import SCENARIOS, write_scenario
+from .truth import load_truth, truth_path
 
-__all__ = ["SCENARIOS", "write_scenario"]
+__all__ = ["SCENARIOS", "load_truth", "truth_path", "write_scenario"]

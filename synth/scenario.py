@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,11 +78,12 @@ def write_scenario(scenario: str, out_dir: str | Path, *, ranks: int = 2, steps:
                    vendor: str = "nvidia", seed: int = 0, target_size: int | None = None,
                    straggler: tuple[int, float] | None = None, host_stall_us: float = 0.0,
                    slow_kernel: tuple[str, float] | None = None, run_label: str = "",
-                   batch_size: int = 32) -> Path:
+                   batch_size: int = 32, progress: Callable[[int, int], None] | None = None) -> Path:
     """Write the trace files of one synthetic run (plus ground_truth.json) into out_dir; return out_dir.
 
     target_size (bytes, uncompressed, summed over the run's rank traces) keeps adding steps until the
-    traces reach it, streaming each step to the gzip files; `steps` is then ignored.
+    traces reach it, streaming each step to the gzip files; `steps` is then ignored. progress, if given, is
+    called after each step with (bytes written so far, target_size or 0) (the CLI draws it on a terminal).
     """
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}; choose one of {', '.join(SCENARIOS)}")
@@ -130,6 +132,8 @@ def write_scenario(scenario: str, out_dir: str | Path, *, ranks: int = 2, steps:
             s.flush(writers[r])
             s.h += s.jit(25_000, 60_000)              # scheduler / dataloader work between steps
         step += 1
+        if progress is not None:
+            progress(sum(w.bytes for w in writers), target_size or 0)
         if target_size:
             if sum(w.bytes for w in writers) >= target_size:
                 break
@@ -137,6 +141,8 @@ def write_scenario(scenario: str, out_dir: str | Path, *, ranks: int = 2, steps:
             break
     for r, s in enumerate(sims):
         _close(writers[r], s, t_start[r], s.h, "sglang::scheduler" if scenario != "training" else "pt_main_thread")
+    if progress is not None and hasattr(progress, "note"):  # the ground truth of a large run takes seconds
+        progress.note("writing the ground truth")
     capture_files: list[str] = []
     if scenario == "serving-decode":
         capture_files = _write_captures(cfg, out, layers)

@@ -1,5 +1,9 @@
 """ground_truth.json: every figure of a synthetic run, computed from the simulated schedule itself.
 
+Where it is written: `ground_truth.json` beside the traces, or `ground_truth.json.gz` (gzip, same JSON)
+when the uncompressed JSON would be over COMPRESS_OVER bytes (a `--target-size` run: its per-step rows
+are several times the size of the gzipped traces). Read it with `load_truth(folder)`, whichever it is.
+
 Nothing here calls tracehouse; the numbers come from the integer-ns schedule in `sim.RankSim.gpu`, so
 comparing them with what tracehouse computes from the written trace tests ingest + SQL end to end.
 All times are integer nanoseconds (timestamps: ns since the Unix epoch, i.e. Kineto `ts` × 1000).
@@ -61,6 +65,7 @@ Layout (keys of the top-level object):
 """
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from pathlib import Path
@@ -69,6 +74,25 @@ from typing import Any
 import orjson
 
 from .sim import Act, RankSim
+
+TRUTH_NAMES = ("ground_truth.json", "ground_truth.json.gz")
+COMPRESS_OVER = 8 * 10**6  # bytes of JSON: a larger ground truth is written gzipped
+
+
+def truth_path(folder: str | Path) -> Path:
+    """The ground-truth file of a synthesized run or situation folder (plain or gzipped)."""
+    folder = Path(folder)
+    for name in TRUTH_NAMES:
+        if (folder / name).is_file():
+            return folder / name
+    raise FileNotFoundError(f"{folder}: no ground_truth.json or ground_truth.json.gz (not a tracehouse synth folder)")
+
+
+def load_truth(folder: str | Path) -> dict[str, Any]:
+    """The ground truth of a synthesized run or situation folder, whether it was written plain or gzipped."""
+    path = truth_path(folder)
+    data = path.read_bytes()
+    return orjson.loads(gzip.decompress(data) if path.suffix == ".gz" else data)
 
 COMM = "communication"
 MEM = "memory"
@@ -352,16 +376,26 @@ class Truth:
         head = {**self.header, **extra, "kernel_categories": dict(sorted(self.categories.items())),
                 "ranks_summary": summary,
                 "launch_site_templates": {v: [list(x) for x in k] for k, v in self.templates.items()}}
-        path = self.out / "ground_truth.json"
         tmp_steps = self.out / ".ground_truth.steps.tmp"
         tmp_colls = self.out / ".ground_truth.colls.tmp"
-        with open(path, "wb") as f:
-            body = json.dumps(head, indent=1)
+        body = json.dumps(head, indent=1)
+        size = len(body) + tmp_steps.stat().st_size + tmp_colls.stat().st_size
+        compress = size > COMPRESS_OVER
+        path = self.out / TRUTH_NAMES[compress]
+        for stale in TRUTH_NAMES:  # a rerun into the same folder leaves one ground truth, this run's
+            (self.out / stale).unlink(missing_ok=True)
+        partial = path.with_name(f".{path.name}.tmp")
+        with open(partial, "wb") as raw:
+            # mtime=0: same run, same bytes (as the traces)
+            f = gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=6, mtime=0) if compress else raw
             f.write(body[:-2].encode() + b',\n "steps": [\n')
             _copy(tmp_steps, f)
             f.write(b'\n ],\n "collectives": [\n')
             _copy(tmp_colls, f)
             f.write(b"\n ]\n}\n")
+            if compress:
+                f.close()
+        os.replace(partial, path)
         os.remove(tmp_steps)
         os.remove(tmp_colls)
         return path

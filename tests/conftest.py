@@ -187,6 +187,7 @@ def situation_warehouse(tmp_path_factory):
     def build(root: Path) -> dict:
         from ingest.load import ingest_paths
         from synth.situations import SITUATIONS, write_situation
+        from synth.truth import load_truth
 
         runs, expect = {}, {}
         for name in sorted(SITUATIONS):
@@ -194,7 +195,7 @@ def situation_warehouse(tmp_path_factory):
             [outcome] = ingest_paths(Warehouse(root / "wh"), [out], analyse=False)
             assert not outcome.problems, (name, outcome.problems)
             runs[name] = outcome.run_id
-            expect[name] = json.loads((out / "ground_truth.json").read_text())["expect"]
+            expect[name] = load_truth(out)["expect"]
         return {"root": str(root / "wh"), "runs": runs, "expect": expect}
 
     built = built_once(tmp_path_factory, "situations", build)

@@ -17,6 +17,7 @@ from conftest import ORACLES, ROOT, require_shared
 
 from ingest.capture import CaptureLaunch, Replayed, align, forkjoin_order
 from ingest.load import ingest_paths
+from synth.truth import load_truth
 from warehouse.catalog import connect
 from warehouse.store import Warehouse
 
@@ -171,7 +172,7 @@ def test_synth_serving_decode_sites_equal_ground_truth(tmp_path, vendor):
     from synth import write_scenario
 
     run_dir = write_scenario("serving-decode", tmp_path / "run", ranks=2, steps=3, layers=3, vendor=vendor)
-    truth = json.loads((run_dir / "ground_truth.json").read_text())
+    truth = load_truth(run_dir)
     wh, run_id = _ingest(tmp_path / "wh", [run_dir])
     con = connect(wh)
     rows = con.execute(

@@ -295,7 +295,7 @@ SYNTH_CASES = {
 @pytest.fixture(scope="module")
 def synth_runs(tmp_path_factory):
     from ingest.load import ingest_paths
-    from synth import write_scenario
+    from synth import load_truth, write_scenario
     from warehouse.store import Warehouse
 
     base = tmp_path_factory.mktemp("cp_synth")
@@ -304,7 +304,7 @@ def synth_runs(tmp_path_factory):
     for case, kw in SYNTH_CASES.items():
         kw = dict(kw)
         out = write_scenario(kw.pop("scenario"), base / case, **kw)
-        truth = json.loads((out / "ground_truth.json").read_text())
+        truth = load_truth(out)
         files = sorted(out.glob("*.trace.json.gz"))
         [outcome] = ingest_paths(wh, [out] if len(files) > 1 else files)
         assert not outcome.problems, outcome.problems

@@ -20,6 +20,7 @@ from conftest import TRACES, independent_gpu_summary, query_rows, real_trace_fil
 
 from reports.export import export_run, parse_window, step_windows
 from reports.perfetto_proto import read_slices
+from synth.truth import load_truth
 from warehouse.catalog import connect
 
 OVERLAP = "overlap-same-stream"
@@ -41,7 +42,7 @@ def situation_warehouse(tmp_path_factory):
         out = write_situation(name, root / name)
         [outcome] = ingest_paths(wh, [out])
         runs[name] = outcome.run_id
-        expect[name] = json.loads((out / "ground_truth.json").read_text())["expect"]
+        expect[name] = load_truth(out)["expect"]
     return wh, runs, expect
 
 

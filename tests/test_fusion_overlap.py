@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
 import duckdb
 import pytest
 from conftest import query_rows as _rows
 
+from synth.truth import load_truth
 from warehouse import fusion
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -197,7 +197,7 @@ def synth_runs(tmp_path_factory):
         run_dir = write_scenario(scenario, tmp / scenario, ranks=2, steps=2, layers=2)
         (outcome,) = ingest_paths(wh, [run_dir])
         ids[scenario] = outcome.run_id
-        truths[scenario] = json.loads((run_dir / "ground_truth.json").read_text())
+        truths[scenario] = load_truth(run_dir)
     con = connect(wh)
     yield con, ids, truths
     con.close()

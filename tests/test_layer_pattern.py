@@ -10,12 +10,13 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 
 import duckdb
 import pytest
 from conftest import ROOT, TRACES, require_shared
+
+from synth.truth import load_truth
 
 SQL = ROOT / "sql"
 
@@ -123,7 +124,7 @@ def synth_runs(tmp_path_factory):
     for i, case in enumerate(CASES):
         out = write_scenario("serving-decode", base / f"run{i}", **case)
         (outcome,) = ingest_paths(wh, [out])
-        runs.append((outcome.run_id, json.loads((out / "ground_truth.json").read_text())))
+        runs.append((outcome.run_id, load_truth(out)))
     return connect(wh), runs
 
 

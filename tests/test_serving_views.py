@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from synth.truth import load_truth
 from tests.conftest import TRACES, query_rows, real_trace_files, require_shared
 
 BATCH_COLS = ("batch_size", "prefill_requests", "decode_requests", "prefill_tokens", "decode_tokens", "tokens",
@@ -29,7 +30,7 @@ def serving(tmp_path_factory):
         [outcome] = ingest_paths(wh, [out], analyse=False)
         assert not outcome.problems, outcome.problems
         runs[name] = outcome.run_id
-        expect[name] = json.loads((out / "ground_truth.json").read_text())["expect"]
+        expect[name] = load_truth(out)["expect"]
     con = connect(wh)
     yield con, runs, expect
     con.close()

@@ -6,11 +6,10 @@ checks what every situation shares.
 """
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from synth.situations import SITUATIONS, write_situation
+from synth.truth import load_truth
 from warehouse.catalog import connect
 
 
@@ -42,5 +41,5 @@ def test_unknown_situation_is_a_clear_error(tmp_path):
 
 def test_ground_truth_is_json_with_the_summary(tmp_path):
     for name, sit in SITUATIONS.items():
-        truth = json.loads((write_situation(name, tmp_path / name) / "ground_truth.json").read_text())
+        truth = load_truth(write_situation(name, tmp_path / name))
         assert truth["situation"] == name and truth["summary"] == sit.summary

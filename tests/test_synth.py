@@ -13,6 +13,7 @@ import pytest
 
 from synth import SCENARIOS, write_scenario
 from synth.kineto import us
+from synth.truth import load_truth
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT.parent / "shared" / "traces"
@@ -78,13 +79,13 @@ def test_deterministic_bytes(tmp_path, scenario):
     for rel in fa:
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
     c = write_scenario(scenario, tmp_path / "c", seed=4, steps=2, layers=2)
-    assert json.loads((c / "ground_truth.json").read_text())["steps"] != \
-        json.loads((a / "ground_truth.json").read_text())["steps"]
+    assert load_truth(c)["steps"] != \
+        load_truth(a)["steps"]
 
 
 def test_files_parse_and_names(runs):
     for (sc, vendor), d in runs.items():
-        truth = json.loads((d / "ground_truth.json").read_text())
+        truth = load_truth(d)
         names = [p.name for p in sorted(d.glob("*.json.gz"))]
         assert sorted(truth["files"].values()) == names
         for p in _traces(d):
@@ -104,7 +105,7 @@ def test_files_parse_and_names(runs):
 def test_timestamps_have_ns_text(runs):
     """ts/dur carry exactly three decimals and match the truth's integer ns (no float round trip)."""
     d = runs[("serving-decode", "nvidia")]
-    truth = json.loads((d / "ground_truth.json").read_text())
+    truth = load_truth(d)
     with gzip.open(d / truth["files"]["0"]) as f:
         text = f.read().decode()
     first = truth["steps"][0]["gpu_start_ns"]
@@ -113,7 +114,7 @@ def test_timestamps_have_ns_text(runs):
 
 def test_ground_truth_identities(runs):
     for (sc, vendor), d in runs.items():
-        t = json.loads((d / "ground_truth.json").read_text())
+        t = load_truth(d)
         assert t["steps"] and t["ranks_summary"]
         for row in t["steps"] + t["ranks_summary"]:
             assert row["compute_ns"] + row["exposed_comm_ns"] + row["exposed_memory_ns"] + row["idle_ns"] == \
@@ -139,7 +140,7 @@ def test_ground_truth_identities(runs):
 def test_truth_matches_trace_events(runs):
     """Recount GPU activities and their time per rank straight from the written JSON."""
     for d in runs.values():
-        t = json.loads((d / "ground_truth.json").read_text())
+        t = load_truth(d)
         for r, name in t["files"].items():
             doc = _load(d / name)
             acts = [e for e in doc["traceEvents"] if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
@@ -155,7 +156,7 @@ def test_truth_matches_trace_events(runs):
 def test_decode_graph_replay_shape(runs):
     for vendor in ("nvidia", "amd"):
         d = runs[("serving-decode", vendor)]
-        t = json.loads((d / "ground_truth.json").read_text())
+        t = load_truth(d)
         doc = _load(d / t["files"]["0"])
         ev = doc["traceEvents"]
         g = [e for e in ev if e.get("name") in ("cudaGraphLaunch", "hipGraphLaunch")]
@@ -203,7 +204,10 @@ def test_target_size_memory(tmp_path):
     rss_mb = int(res.stdout.split()[-1]) / 1024
     assert rss_mb < 150, rss_mb
     total = 0
-    for p in (tmp_path / "big").glob("*.json.gz"):
+    for p in (tmp_path / "big").glob("*.trace.json.gz"):  # the rank traces (not ground_truth.json.gz)
         with gzip.open(p) as f:
             total += len(f.read())
     assert 50_000_000 <= total < 56_000_000
+    # a ground truth this large is written gzipped, and only that way
+    assert (tmp_path / "big" / "ground_truth.json.gz").is_file()
+    assert not (tmp_path / "big" / "ground_truth.json").exists()

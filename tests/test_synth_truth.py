@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from ingest.load import ingest_paths
 from synth import write_scenario
+from synth.truth import load_truth
 from warehouse.catalog import connect
 from warehouse.store import Warehouse
 
@@ -30,7 +29,7 @@ def synth_runs(tmp_path_factory):
         out = write_scenario(scenario, root / f"run{i}", vendor=vendor, seed=i, **opts)
         [outcome] = ingest_paths(wh, [out])
         assert not outcome.problems
-        runs[f"{scenario}-{vendor}"] = (outcome.run_id, json.loads((out / "ground_truth.json").read_text()))
+        runs[f"{scenario}-{vendor}"] = (outcome.run_id, load_truth(out))
     con = connect(wh)
     return con, runs
 

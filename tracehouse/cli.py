@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import click
@@ -65,7 +66,7 @@ def print_rows(columns: list[str], rows: list[tuple], fmt: str, max_width: int =
         writer.writerows([[_to_text(v) for v in row] for row in rows])
         click.echo(buffer.getvalue(), nl=False)
         return
-    numeric = [bool(rows) and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+    numeric = [bool(rows) and all(v is None or (isinstance(v, (int, float, Decimal)) and not isinstance(v, bool))
                                   for v in (r[i] for r in rows)) for i in range(len(columns))]
     cells = [[_to_text(v).replace("\n", " ") for v in row] for row in rows]
     widths = [min(max_width, max([len(c)] + [len(r[i]) for r in cells])) for i, c in enumerate(columns)]
@@ -456,14 +457,15 @@ def _pair(text: str | None, what: str, cast=float):
 @click.argument("scenario", required=False)
 @click.option("--list", "list_all", is_flag=True, help="List the scenarios and situations, one a line, and exit.")
 @click.option("-o", "--out", "out", type=click.Path(path_type=Path, file_okay=False),
-              help="Folder to write the run into (trace files, capture_traces/, ground_truth.json).")
+              help="Folder to write the run into (trace files, capture_traces/, ground_truth.json; gzipped, .json.gz, when over 8 MB).")
 @click.option("--ranks", default=2, show_default=True, help="Ranks (one trace file each).")
 @click.option("--steps", default=4, show_default=True, help="Steps (decode iterations / training steps).")
 @click.option("--layers", default=4, show_default=True, help="Transformer layers per step.")
 @click.option("--vendor", type=click.Choice(["nvidia", "amd"]), default="nvidia", show_default=True,
               help="GPU vendor of the synthetic trace: CUDA kernels and runtime calls, or HIP.")
 @click.option("--seed", default=0, show_default=True, help="Same seed, same bytes.")
-@click.option("--target-size", help="Grow the run to about this much uncompressed JSON (e.g. 2GB), streaming.")
+@click.option("--target-size", help="Grow the run to about this much uncompressed JSON (e.g. 2GB), streaming; "
+              "progress on a terminal.")
 @click.option("--straggler-rank", help="R:US - rank R arrives US µs late at every collective.")
 @click.option("--host-stall-us", default=0.0, help="A host stall of this many µs before some steps.")
 @click.option("--slow-kernel", help="REGEX:FACTOR - kernels matching REGEX run FACTOR times longer.")
@@ -506,28 +508,36 @@ def synth(scenario, list_all, out, ranks, steps, layers, vendor, seed, target_si
             raise click.BadParameter(f"{exc}; or a scenario: {', '.join(SCENARIOS)}", param_hint="SCENARIO")
         return
 
+    from synth import truth_path
+    from synth.progress import size_progress
+
     straggler = _pair(straggler_rank, "R:US")
     slow = _pair(slow_kernel, "REGEX:FACTOR")
+    size = _size(target_size) if target_size else None
+    progress = size_progress() if size else None  # on a terminal only: a --target-size run takes minutes
     try:
         path = write_scenario(scenario, out, ranks=ranks, steps=steps, layers=layers, vendor=vendor, seed=seed,
-                              target_size=_size(target_size) if target_size else None,
-                              straggler=(int(straggler[0]), straggler[1]) if straggler else None,
-                              host_stall_us=host_stall_us, slow_kernel=slow)
+                              target_size=size, straggler=(int(straggler[0]), straggler[1]) if straggler else None,
+                              host_stall_us=host_stall_us, slow_kernel=slow, progress=progress)
     except ValueError as exc:
         raise click.BadParameter(str(exc))
+    if progress is not None:
+        progress.done(f"; ground truth: {truth_path(path).name}")
     click.echo(str(path))
 
 
 def _size(text: str) -> int:
+    """'500MB', '2GB', '1.5G', '300KB', '1000000' -> bytes (decimal units); a bad or non-positive size: one line."""
     units = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "K": 10**3, "M": 10**6, "G": 10**9}
-    number = text.strip().upper().rstrip()
-    for unit in sorted(units, key=len, reverse=True):
-        if unit and number.endswith(unit):
-            return int(float(number[: -len(unit)]) * units[unit])
+    number = text.strip().upper()
+    unit = next((u for u in sorted(units, key=len, reverse=True) if u and number.endswith(u)), "")
     try:
-        return int(float(number))
-    except ValueError:
+        size = int(float(number[: len(number) - len(unit)]) * units[unit])
+    except (ValueError, OverflowError):  # not a number; nan; inf
+        size = None
+    if size is None or size <= 0:
         raise click.BadParameter(f"{text!r} is not a size like 500MB or 2GB", param_hint="--target-size")
+    return size
 
 
 @main.command(context_settings=CONTEXT_SETTINGS)
@@ -671,7 +681,9 @@ def diff(ctx, base, target, fmt, output, engine, master):
 
     with spark_errors():
         con = diff_connection(_engine_warehouse(ctx, engine), base, target, engine, master)
-    _write_report(render_diff(build_diff(con, base, target), fmt), output)
+    # DuckDB: each run's figures come from the diff store (computed once per run, then read back)
+    store = _warehouse(ctx) if engine != "spark" else None
+    _write_report(render_diff(build_diff(con, base, target, warehouse=store), fmt), output)
 
 
 @main.command(context_settings=CONTEXT_SETTINGS)

@@ -1,0 +1,106 @@
+"""What a diff reads of one run (`run_facts`), and the diff store that keeps it per run (`stored_facts`):
+<warehouse>/cache/diff_facts-<fingerprint>/<run_id>.json, written at ingest (ingest.load) or by the first
+diff that needs it, read by reports.diff. In the warehouse layer because ingest writes it and reports read it.
+"""
+
+from __future__ import annotations
+
+import decimal
+import json
+import os
+from pathlib import Path
+
+import duckdb
+
+from warehouse.catalog import views_fingerprint
+
+FACT_VIEWS = ["steps", "kernels", "kernel_name_normalized", "critical_path_summary", "step_latency"]
+
+_KERNELS_SQL = """
+WITH st AS (SELECT rank, step FROM steps WHERE run_id = $run)
+SELECT k.name, k.kind, coalesce(n.category, 'other') AS category, coalesce(n.normalized_name, k.name) AS norm,
+       sum(k.dur_ns) AS ns, count(*) AS launches
+FROM kernels AS k
+JOIN st ON st.rank = k.rank AND st.step = k.step
+LEFT JOIN kernel_name_normalized AS n ON n.name = k.name AND n.kind = k.kind
+WHERE k.run_id = $run
+GROUP BY k.name, k.kind, n.category, n.normalized_name
+"""
+
+
+def run_facts(con, run_id: str) -> dict:
+    """Everything a diff reads of one run, from the views (one query each): the in-step kernels grouped by
+    name (in a fixed order), the run's rank-steps and ranks, its GPU time in and out of steps, the critical
+    path's time per part summed over its steps (None: no critical_path_summary view), and its step_latency
+    rows (None: no step_latency view). Plain ints, floats and strings: `stored_facts` keeps it as JSON."""
+    rank_steps, ranks = con.execute(
+        "SELECT count(*), count(DISTINCT rank) FROM steps WHERE run_id = ?", [run_id]).fetchone()
+    kernels = [list(r) for r in con.execute(_KERNELS_SQL + " ORDER BY k.name, k.kind", {"run": run_id}).fetchall()]
+    total_all = con.execute("SELECT coalesce(sum(dur_ns), 0) FROM kernels WHERE run_id = ?", [run_id]).fetchone()[0]
+    facts = {"run_id": run_id, "rank_steps": rank_steps, "ranks": ranks, "kernels": kernels,
+             "total_ns": int(total_all), "critical_path": None, "step_latency": None}
+    if con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'critical_path_summary'").fetchone()[0]:
+        facts["critical_path"] = [list(r) for r in con.execute(
+            "SELECT CASE WHEN kind = 'gpu' THEN coalesce(category, 'other') ELSE kind END AS part, sum(time_ns) "
+            "FROM critical_path_summary WHERE run_id = ? GROUP BY 1 ORDER BY 1", [run_id]).fetchall()]
+    try:
+        facts["step_latency"] = [list(r) for r in con.execute(
+            "SELECT phase, batch_size, steps, median_step_ns FROM step_latency "
+            "WHERE run_id = ? AND batch_size IS NOT NULL ORDER BY phase, batch_size", [run_id]).fetchall()]
+    except duckdb.Error:  # a catalogue without step_latency
+        pass
+    return facts
+
+
+def facts_dir(warehouse) -> Path:
+    return warehouse.root / "cache" / f"diff_facts-{views_fingerprint(FACT_VIEWS)}"
+
+
+def stored_facts(warehouse, run_id: str, memory_limit: str | None = None) -> dict:
+    """run_facts of a run, computed once (on a connection focused on that run) and kept in
+    <warehouse>/cache/diff_facts-<fingerprint>/<run_id>.json, as the run metrics are: a diff of two runs whose
+    facts are stored is two small reads. The fingerprint covers the SQL of the views read and the rule files,
+    so a changed definition is computed anew. A warehouse this user cannot write: computed, not kept.
+    Ingest stores them with the report's analyses (ingest.load), so a diff of two ingested runs reads.
+    memory_limit: DuckDB's (ingest passes its own)."""
+    path = facts_dir(warehouse) / f"{run_id}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        pass
+    from warehouse.catalog import connect, materialize
+
+    con = connect(warehouse, runs=[run_id], settings={"memory_limit": memory_limit} if memory_limit else None)
+    try:
+        materialize(con, ["steps"])  # four of the five queries read steps: computed once (half the time)
+        facts = run_facts(con, run_id)
+    finally:
+        con.close()
+    facts = json.loads(json.dumps(facts, default=_plain))  # the very values a stored read gives back
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_abandoned(path.parent)
+        partial = path.with_name(f".{run_id}.{os.getpid()}.tmp")
+        partial.write_text(json.dumps(facts))
+        os.replace(partial, path)  # a reader sees no file or the whole file
+    except OSError:
+        pass
+    return facts
+
+
+def _remove_abandoned(folder: Path) -> None:
+    """Partial files (.<run>.<pid>.tmp) of writers whose process is gone (killed mid-write)."""
+    from warehouse.store import process_alive
+
+    for partial in folder.glob(".*.*.tmp"):
+        pid = partial.name.split(".")[-2]
+        if pid.isdigit() and not process_alive(int(pid)):
+            partial.unlink(missing_ok=True)
+
+
+def _plain(value):
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    raise TypeError(f"{type(value).__name__} is not stored in diff facts")
+
+
