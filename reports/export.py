@@ -58,6 +58,11 @@ EXPORT_FORMATS = ("perfetto", "json")
 # ANALYSIS_STEPS steps of each rank in the selection (--analysis-steps), and the file says so
 ANALYSIS_STEPS = 64
 EXT = {"perfetto": ".pftrace", "json": ".json"}
+NOTES_TRACK = "tracehouse export notes"  # its description: the file's metadata and notes (JSON)
+# clock alignment (sql/export_clock_offset): ranks whose offsets from the reference rank are significant are
+# grouped into hosts, two offsets within max(ALIGN_FACTOR x spread, ALIGN_FLOOR_NS) of each other being one clock
+ALIGN_FACTOR = 5
+ALIGN_FLOOR_NS = 20_000
 
 
 class ExportError(TracehouseError):
@@ -104,6 +109,11 @@ class ExportSummary:
     notes: list[str] = field(default_factory=list)  # what the file leaves out, and why
     counts: dict[str, int] = field(default_factory=dict)  # slices per kind: gpu, host, python, flows, analysis ...
     lanes: int = 0  # overlap sub-tracks created
+    clocks: ClockAlignment | None = None  # how each rank's times were shifted
+
+    def head(self) -> str:
+        what = ", ".join(f"{v} {k}" for k, v in self.counts.items() if v)
+        return f"{self.path}\t{self.fmt}\t{len(self.ranks)} rank(s)\t{what}"
 
     def line(self) -> str:
         what = ", ".join(f"{v} {k}" for k, v in self.counts.items() if v)
@@ -145,32 +155,54 @@ class _Lanes:
 
 # ---- writers: the same calls for Perfetto protobuf and Chrome JSON ------------------------------------------
 
-class _PerfettoWriter:
-    def __init__(self, handle):
+class _Shifted:
+    """Per process (pid = rank + 1) the ns subtracted from every time written on its tracks (the clock
+    alignment; 0: the rank's own times)."""
+
+    def _init_shift(self, shifts: dict[int, int] | None) -> None:
+        self.shift = {rank + 1: ns for rank, ns in (shifts or {}).items() if ns}
+        self.pid_of: dict[int, int] = {}
+
+    def _t(self, track: int, ts: int) -> int:
+        return ts - self.shift.get(self.pid_of.get(track), 0) if self.shift else ts
+
+
+class _PerfettoWriter(_Shifted):
+    def __init__(self, handle, shifts: dict[int, int] | None = None):
         self.f = handle
+        self._init_shift(shifts)
         self.f.write(pp.packet(pp.f_varint(pp.PKT_SEQ_ID, SEQ) + pp.f_varint(pp.PKT_SEQ_FLAGS,
                                                                                pp.SEQ_INCREMENTAL_STATE_CLEARED)))
 
     def process(self, uuid: int, pid: int, name: str) -> None:
+        self.pid_of[uuid] = pid
         self.f.write(pp.packet(pp.track_descriptor(uuid, pid=pid, process_name=name, explicit_children=True)))
 
-    def track(self, uuid: int, name: str, parent: int, order: int, pid: int, description: str | None = None) -> None:
+    def track(self, uuid: int, name: str, parent: int, order: int, pid: int | None,
+              description: str | None = None) -> None:
+        if pid is not None:
+            self.pid_of[uuid] = pid
         self.f.write(pp.packet(pp.track_descriptor(uuid, name, parent=parent, rank_order=order,
                                                    description=description)))
 
     def slice(self, track: int, start: int, dur: int, name: str, category: str, args: dict,
               flows=(), terminating=()) -> None:
         a = b"".join(pp.annotation(k, v) for k, v in _plain(args).items())
+        start = self._t(track, start)
         self.f.write(pp.event(SEQ, start, pp.SLICE_BEGIN, track, name, category=category, args=a,
                               flows=flows, terminating=terminating))
         self.f.write(pp.event(SEQ, start + dur, pp.SLICE_END, track))
 
     def instant(self, track: int, ts: int, name: str, category: str, args: dict) -> None:
         a = b"".join(pp.annotation(k, v) for k, v in _plain(args).items())
-        self.f.write(pp.event(SEQ, ts, pp.INSTANT, track, name, category=category, args=a))
+        self.f.write(pp.event(SEQ, self._t(track, ts), pp.INSTANT, track, name, category=category, args=a))
 
-    def close(self) -> None:
-        pass
+    def close(self, notes: list[str] = (), meta: dict | None = None, parent: int | None = None) -> None:
+        """The file's notes (what it leaves out, the clock alignment) and metadata: the description of a track
+        `tracehouse export notes` of the lowest rank's process (a JSON object: the metadata, and notes)."""
+        text = orjson.dumps({**_plain(meta or {}), "notes": list(notes)}).decode()
+        self.f.write(pp.packet(pp.track_descriptor(_uuid("export notes"), NOTES_TRACK, parent=parent,
+                                                   rank_order=0, description=text)))
 
 
 def _plain(args: dict) -> dict:
@@ -192,12 +224,14 @@ def _us(ns: int) -> orjson.Fragment:
     return orjson.Fragment(f"{sign}{ns // 1000}.{ns % 1000:03d}".encode())
 
 
-class _JsonWriter:
+class _JsonWriter(_Shifted):
     """Chrome-trace JSON: each track is a (pid, tid) of its rank's process; exact ns in args start_ns / dur_ns
-    (ts and dur are exact decimal µs literals too, but JSON readers parse them as floats)."""
+    (ts and dur are exact decimal µs literals too, but JSON readers parse them as floats). The file's notes
+    and metadata: the top-level key `tracehouse` after traceEvents."""
 
-    def __init__(self, handle):
+    def __init__(self, handle, shifts: dict[int, int] | None = None):
         self.f = handle
+        self._init_shift(shifts)
         self.f.write(b'{"displayTimeUnit": "ns", "otherData": {"producer": "tracehouse export"}, "traceEvents": [\n')
         self.first = True
         self.where: dict[int, tuple[int, int]] = {}
@@ -209,6 +243,7 @@ class _JsonWriter:
 
     def process(self, uuid: int, pid: int, name: str) -> None:
         self.where[uuid] = (pid, 0)
+        self.pid_of[uuid] = pid
         self._emit({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
         self._emit({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
 
@@ -216,12 +251,14 @@ class _JsonWriter:
         tid = self.next_tid.get(pid, 1)
         self.next_tid[pid] = tid + 1
         self.where[uuid] = (pid, tid)
+        self.pid_of[uuid] = pid
         self._emit({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
         self._emit({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
 
     def slice(self, track: int, start: int, dur: int, name: str, category: str, args: dict,
               flows=(), terminating=()) -> None:
         pid, tid = self.where[track]
+        start = self._t(track, start)
         self._emit({"ph": "X", "name": name, "cat": category, "pid": pid, "tid": tid, "ts": _us(start),
                     "dur": _us(dur), "args": {**_plain(args),
                                                "start_ns": start, "dur_ns": dur}})
@@ -233,11 +270,12 @@ class _JsonWriter:
 
     def instant(self, track: int, ts: int, name: str, category: str, args: dict) -> None:
         pid, tid = self.where[track]
+        ts = self._t(track, ts)
         self._emit({"ph": "i", "s": "t", "name": name, "cat": category, "pid": pid, "tid": tid, "ts": _us(ts),
                     "args": {**_plain(args), "start_ns": ts}})
 
-    def close(self) -> None:
-        self.f.write(b"\n]}\n")
+    def close(self, notes: list[str] = (), meta: dict | None = None, parent: int | None = None) -> None:
+        self.f.write(b"\n], \"tracehouse\": " + orjson.dumps({**_plain(meta or {}), "notes": list(notes)}) + b"}\n")
 
 
 # ---- the export ------------------------------------------------------------------------------------------------
@@ -322,11 +360,85 @@ def _windows(con, run_id: str, rank: int | None, step: int | None,
     return {r: (lo, hi) for r in ranks}
 
 
+@dataclass
+class ClockAlignment:
+    """Per rank the ns subtracted from its times (0: not shifted), and what was estimated."""
+    reference: int | None = None
+    shifts: dict[int, int] = field(default_factory=dict)
+    estimates: list[dict] = field(default_factory=list)  # export_clock_offset's rows
+    notes: list[str] = field(default_factory=list)
+    applied: bool = True  # False: --no-align
+
+    def meta(self) -> dict:
+        out = {"clock_reference_rank": self.reference, "clock_aligned": self.applied}
+        for e in self.estimates:
+            r = e["rank"]
+            out[f"rank {r} clock_shift_ns"] = self.shifts.get(r, 0)
+            out[f"rank {r} clock_offset_estimate_ns"] = e["offset_ns"]
+            out[f"rank {r} clock_offset_spread_ns"] = e["spread_ns"]
+            out[f"rank {r} clock_offset_matched"] = e["matched"]
+        return out
+
+
+def clock_alignment(con, run_id: str, align: bool = True) -> ClockAlignment:
+    """The shift of each rank (sql/export_clock_offset): ranks whose offset from the reference rank is
+    significant are grouped into hosts (sorted by offset, a rank joins the previous one's host when their
+    offsets differ by at most max(ALIGN_FACTOR x the larger spread, ALIGN_FLOOR_NS)); every rank of a host is
+    shifted by the lower median of its ranks' offsets, so ranks of one clock stay exactly as recorded
+    against each other. A rank whose offset is not significant keeps its times (the reference's clock)."""
+    rows = con.execute("""
+        SELECT rank, reference_rank, matched, offset_ns, spread_ns, significant FROM export_clock_offset
+        WHERE run_id = ? ORDER BY rank""", [run_id]).fetchall()
+    out = ClockAlignment(applied=align)
+    if not rows:
+        return out
+    out.reference = rows[0][1]
+    out.estimates = [dict(zip(("rank", "reference_rank", "matched", "offset_ns", "spread_ns", "significant"), r))
+                     for r in rows]
+    ref = out.reference
+    same = [e["rank"] for e in out.estimates if not e["significant"] and e["matched"] >= 3]
+    unmatched = [e["rank"] for e in out.estimates if e["matched"] < 3]
+    moved = sorted((e for e in out.estimates if e["significant"]), key=lambda e: e["offset_ns"])
+    hosts: list[list[dict]] = []
+    for e in moved:
+        prev = hosts[-1][-1] if hosts else None
+        if prev is not None and e["offset_ns"] - prev["offset_ns"] <= max(
+                ALIGN_FACTOR * max(e["spread_ns"], prev["spread_ns"]), ALIGN_FLOOR_NS):
+            hosts[-1].append(e)
+        else:
+            hosts.append([e])
+    for host in hosts:
+        offsets = sorted(e["offset_ns"] for e in host)
+        shift = offsets[(len(offsets) - 1) // 2]
+        ranks = ", ".join(str(e["rank"]) for e in host)
+        worst = max(e["spread_ns"] for e in host)
+        if align:
+            for e in host:
+                out.shifts[e["rank"]] = shift
+            out.notes.append(f"clocks: rank(s) {ranks} shifted by {-shift:+,} ns onto rank {ref}'s clock (median "
+                             f"end difference of the collectives they ran with rank {ref}; the ends' spread "
+                             f"{worst:,} ns); --no-align keeps their own times")
+        else:
+            out.notes.append(f"clocks: rank(s) {ranks} are {shift:+,} ns off rank {ref}'s clock (collective ends); "
+                             "not shifted (--no-align)")
+    if same:
+        out.notes.append(f"clocks: rank(s) {', '.join(map(str, same))} on rank {ref}'s clock (collective ends agree "
+                         f"within max({ALIGN_FACTOR} x their spread, {ALIGN_FLOOR_NS // 1000} us)): not shifted")
+    if unmatched:
+        out.notes.append(f"clocks: rank(s) {', '.join(map(str, unmatched))} not aligned: fewer than 3 collectives "
+                         f"matched with rank {ref}'s; their own times are kept (if they ran on another host, "
+                         "their clock may be offset)")
+    return out
+
+
 def export_run(warehouse: Warehouse, run: str, path: str | Path, *, rank: int | None = None,
                step: int | None = None, window: tuple[int, int] | None = None, fmt: str = "perfetto",
-               analysis: bool = True, analysis_steps: int = ANALYSIS_STEPS,
+               analysis: bool = True, analysis_steps: int = ANALYSIS_STEPS, align: bool = True,
                progress: Callable[[str], None] | None = None) -> ExportSummary:
-    """Write the run (or its selection) to `path` in `fmt`; the file appears only when complete."""
+    """Write the run (or its selection) to `path` in `fmt`; the file appears only when complete.
+
+    align: shift the ranks of another clock onto the reference rank's (clock_alignment); a --window
+    given for every rank is then in the reference rank's time base (with --rank: that rank's own)."""
     if fmt not in EXPORT_FORMATS:
         raise ExportError(f"unknown format {fmt!r}", hint=f"choose {' or '.join(EXPORT_FORMATS)}")
     if step is not None and window is not None:
@@ -341,13 +453,19 @@ def export_run(warehouse: Warehouse, run: str, path: str | Path, *, rank: int | 
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:
+        clocks = clock_alignment(con, run_id, align)
         windows = _windows(con, run_id, rank, step, window)
+        if window is not None and rank is None:
+            windows = {r: (lo + clocks.shifts.get(r, 0), hi + clocks.shifts.get(r, 0)) for r, (lo, hi) in windows.items()}
         summary = ExportSummary(run_id, path, fmt, sorted(windows), windows)
+        summary.clocks = clocks
+        summary.notes.extend(n for n in clocks.notes)
         con.execute("CREATE OR REPLACE TEMP TABLE export_window (rank INTEGER, start_ns BIGINT, end_ns BIGINT)")
         con.executemany("INSERT INTO export_window VALUES (?, ?, ?)", [[r, s, e] for r, (s, e) in windows.items()])
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb", buffering=1 << 20) as handle:
-            writer = _PerfettoWriter(handle) if fmt == "perfetto" else _JsonWriter(handle)
+            shifts = {r: s for r, s in clocks.shifts.items() if r in windows}
+            writer = (_PerfettoWriter if fmt == "perfetto" else _JsonWriter)(handle, shifts)
             tracks = _Tracks(writer, summary)
             stream_names = {(r, d, s): n for r, d, s, n in con.execute(
                 "SELECT rank, device, stream, name FROM streams WHERE run_id = ?", [run_id]).fetchall()}
@@ -357,7 +475,7 @@ def export_run(warehouse: Warehouse, run: str, path: str | Path, *, rank: int | 
             _python(con, run_id, tracks, procs, summary, progress)
             if analysis:
                 _analysis(warehouse, con, run_id, tracks, procs, windows, summary, progress, analysis_steps)
-            writer.close()
+            writer.close(summary.notes, {"run_id": run_id, "format": fmt, **clocks.meta()}, procs[min(procs)])
         os.replace(tmp, path)
         return summary
     except BaseException:
