@@ -1,8 +1,13 @@
 """Export a run to Perfetto (protobuf) or Chrome-trace JSON, with tracehouse's analysis written into it.
 
 What the file holds, per rank one process (`rank R`), all ranks of the run in one file, every time in the
-tables' own time base (the traces' timestamps in ns; ranks are not shifted: Kineto's timestamps of one
-host share its clock, and the trace carries nothing to correct another host's offset with):
+tables' own time base (the traces' timestamps in ns), except that a rank stamped by another host's clock
+is shifted onto the lowest rank's (clock_alignment, sql/export_clock_offset: the offset is the median
+difference of the ends of the collectives both ran, applied when it exceeds max(5 x their median absolute
+deviation, 20 us) over at least 3 collectives; one shift per host; `--no-align` keeps the raw times).
+What was shifted, and every note of what the file leaves out, is said on stderr and in the file: the
+description (JSON) of the track `tracehouse export notes` of the lowest rank, or the JSON variant's
+top-level key `tracehouse`:
   * GPU activities per (device, stream): `[category] name`, args kernel_id, kind, category, step,
     correlation, launch call, Python launch site, grid / block, bytes. Two activities of one stream that
     overlap in time (programmatic dependent launch, a copy engine) cannot share a Perfetto track (its
@@ -34,10 +39,12 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 
+import duckdb
 import orjson
 
 from errors import TracehouseError
@@ -606,16 +613,75 @@ def _steps_in(con, run_id: str, rank: int, lo: int, hi: int) -> list[int]:
     return [st for r, st, a, b, n in step_windows(con, run_id) if r == rank and n and a < hi and b > lo]
 
 
+# the base tables the analysis views read, scoped per rank (and per batch of steps) by _scope
+SCOPED_TABLES = {"kernels": ("start_ns", "coalesce(dur_ns, 0)"), "cpu_ops": ("start_ns", "coalesce(dur_ns, 0)"),
+                 "python_frames": ("start_ns", "coalesce(dur_ns, 0)"), "step_spans": ("start_ns", "end_ns - start_ns"),
+                 "kernel_sites": None, "flows": None, "streams": None}
+STEP_BATCH = int(os.environ.get("TRACEHOUSE_EXPORT_STEP_BATCH", "64"))
+
+
+def _guard(summary: ExportSummary, what: str, compute: Callable, *args):
+    """compute(*args), or None when DuckDB cannot finish it within the export's memory (or spill space): the
+    track is then not written, and a note says so (stderr and the file's notes), never silently."""
+    try:
+        return compute(*args)
+    except (duckdb.OutOfMemoryException, duckdb.IOException) as e:
+        first = str(e).strip().splitlines()[0][:160]
+        summary.notes.append(f"{what} not drawn: {first} (memory limit {MEMORY_LIMIT}: export a --step or "
+                             "--window, or set TRACEHOUSE_EXPORT_MEMORY)")
+        return None
+
+
+def _fetch(con, sql: str, params: list) -> list:
+    return con.execute(sql, params).fetchall()
+
+
+def _temp(con, name: str, sql: str, params: list) -> int:
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {sql}", params)
+    return con.execute(f"SELECT count(*) FROM temp.{name}").fetchone()[0]
+
+
+def _batch_span(con, run_id: str, rank: int, steps: list[int], walls) -> tuple[int, int]:
+    """[lo, hi): from the earliest of the steps' walls and the launch calls of their GPU activities (work
+    queued from before the step) to the latest wall end: every row a per-step view of these steps reads."""
+    chosen = set(steps)
+    lo = min(a for r, st, a, b, _ in walls if r == rank and st in chosen)
+    hi = max(b for r, st, a, b, _ in walls if r == rank and st in chosen)
+    (launch,) = con.execute(f"""
+        SELECT min(o.start_ns) FROM kernels AS k JOIN cpu_ops AS o
+          ON o.run_id = k.run_id AND o.rank = k.rank AND o.op_id = k.launch_op_id
+        WHERE k.run_id = ? AND k.rank = ? AND k.step IN ({', '.join(map(str, steps))})""", [run_id, rank]).fetchone()
+    return (min(lo, launch) if launch is not None else lo), hi + 1
+
+
+@contextmanager
+def _scope(con, run_id: str, rank: int, span: tuple[int, int] | None):
+    """While inside: the base tables as temp views of this rank's rows (and, with a span, of the rows that
+    overlap it), so the analysis views compute over those only; the catalogue's views read them by name."""
+    (attached,) = con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'catalog'").fetchone()
+    schema = "catalog.main" if attached else "main"
+    rows = "run_id = '" + run_id.replace("'", "''") + f"' AND rank = {int(rank)}"
+    try:
+        for table, timed in SCOPED_TABLES.items():
+            where = rows
+            if span is not None and timed is not None:
+                start, dur = timed
+                where += f" AND {start} < {int(span[1])} AND {start} + {dur} >= {int(span[0])}"
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM {schema}.{table} WHERE {where}")
+        yield
+    finally:
+        for table in SCOPED_TABLES:
+            con.execute(f"DROP VIEW IF EXISTS temp.{table}")
+
+
 def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, progress,
               analysis_steps: int = ANALYSIS_STEPS) -> None:
-    from reports.run import COMPUTED_STEP_VIEWS, RANK_TABLES
-
     counts = dict.fromkeys(("critical_path", "idle_gaps", "exposed_comm", "layers", "flags", "takeaways"), 0)
     _say(progress, "data-quality flags")
     # the whole run's flags at once: data_quality is a run-wide view, asked per rank it is computed per rank
-    flag_rows = con.execute("""
+    flag_rows = _guard(summary, "data-quality flags", _fetch, con, """
         SELECT flag, severity, rank, step, message, array_to_string(affects, ', ') FROM data_quality
-        WHERE run_id = ? ORDER BY rank NULLS FIRST, step NULLS FIRST, flag""", [run_id]).fetchall()
+        WHERE run_id = ? ORDER BY rank NULLS FIRST, step NULLS FIRST, flag""", [run_id]) or []
     starts = {(r, st): at for r, st, at in con.execute(
         "SELECT rank, step, start_ns FROM step_spans WHERE run_id = ?", [run_id]).fetchall()}
     walls = step_windows(con, run_id)
@@ -632,72 +698,72 @@ def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, 
                 "SELECT min(start_ns) FROM step_spans WHERE run_id = ? AND rank = ?", [run_id, rank]).fetchone()[0],
                 "note: per-step analyses cut", "note", {"message": note})
             steps = steps[:analysis_steps]
-        _say(progress, f"rank {rank}: critical path of {len(steps)} step(s)")
-        if steps:
-            # the walk is over the rank's dependency graph: computed over that rank's rows only (as the report)
-            rows = "run_id = '" + run_id.replace("'", "''") + f"' AND rank = {int(rank)}"
-            (attached,) = con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'catalog'"
-                                      ).fetchone()
-            schema = "catalog.main" if attached else "main"
-            for table in RANK_TABLES:
-                con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM {schema}.{table} WHERE {rows}")
-            try:
-                cp = con.execute(f"""
+        # per-step analyses: in batches of STEP_BATCH steps, each over the rank's rows of the batch's span only
+        # (_scope): the views' work and memory are those of STEP_BATCH steps, whatever the run's size
+        cp_track = layer_track = None
+        for i in range(0, len(steps), STEP_BATCH):
+            batch = steps[i:i + STEP_BATCH]
+            _say(progress, f"rank {rank}: critical path and layers of steps {batch[0]}..{batch[-1]}")
+            span = _batch_span(con, run_id, rank, batch, walls)
+            in_steps = ", ".join(map(str, batch))
+            with _scope(con, run_id, rank, span):
+                cp = _guard(summary, f"rank {rank}: critical path of steps {batch[0]}..{batch[-1]}", _fetch, con, f"""
                     SELECT step, seq, kind, category, name, start_ns, dur_ns, kernel_id, op_id, stream, edge
-                    FROM {COMPUTED_STEP_VIEWS[0]}
-                    WHERE run_id = ? AND rank = ? AND step IN ({', '.join(map(str, steps))})
-                    ORDER BY start_ns, step, seq""", [run_id, rank]).fetchall()
-            finally:
-                for table in RANK_TABLES:
-                    con.execute(f"DROP VIEW IF EXISTS temp.{table}")
-            track = tracks.track(group, ("cp", rank), "critical path", pid, CP_DESCRIPTION)
-            for st, seq, kind, cat, name, start, dur, kid, op, stream, edge in cp:
+                    FROM critical_path WHERE run_id = ? AND rank = ? AND step IN ({in_steps})
+                    ORDER BY start_ns, step, seq""", [run_id, rank])
+                layers = _guard(summary, f"rank {rank}: layers of steps {batch[0]}..{batch[-1]}", _fetch, con, f"""
+                    SELECT step, device, stream, layer, period, start_ns, end_ns - start_ns AS dur_ns
+                    FROM export_layers WHERE run_id = ? AND rank = ? AND step IN ({in_steps})
+                    ORDER BY start_ns, layer""", [run_id, rank])
+            for st, seq, kind, cat, name, start, dur, kid, op, stream, edge in cp or ():
+                cp_track = cp_track or tracks.track(group, ("cp", rank), "critical path", pid, CP_DESCRIPTION)
                 label = kind + (f" [{cat}]" if cat else "") + (f" {name}" if name else "") + (f" ({edge})" if edge else "")
-                lane = tracks.place(track, start, dur, nest=False)
+                lane = tracks.place(cp_track, start, dur, nest=False)
                 tracks.w.slice(lane, start, dur, label, "critical_path",
                                {"step": st, "seq": seq, "kind": kind, "category": cat, "edge": edge,
                                 "kernel_id": kid, "op_id": op, "stream": stream})
                 counts["critical_path"] += 1
+            for st, device, stream, layer, period, start, dur in layers or ():
+                layer_track = layer_track or tracks.track(group, ("layers", rank), "layers", pid,
+                                                          "sql/export_layers: the repeating layer of each step's main stream")
+                tracks.w.slice(tracks.place(layer_track, start, dur, nest=False), start, dur, f"layer {layer}", "layer",
+                               {"step": st, "layer": layer, "period": period, "device": device, "stream": stream})
+                counts["layers"] += 1
+        # idle gaps and exposed communication of the whole selection: over the rank's rows (a gap begins at the
+        # end of whatever ran before it), computed into a temp table first (DuckDB spills it past its memory
+        # limit), so that a track is written whole or, when its view fails, not at all and said so
         _say(progress, f"rank {rank}: idle gaps")
-        for row in _batches(con, f"""
+        with _scope(con, run_id, rank, None):
+            n_gaps = _guard(summary, f"rank {rank}: idle gaps", _temp, con, "export_gaps", f"""
                 SELECT g.device, g.step, g.gap_start_ns, g.gap_ns, g.class, g.wait_ns, g.host_ns, g.queued_ns,
                        g.host_op, g.host_op_ns, g.next_name, g.next_kernel_id
                 FROM idle_gaps AS g JOIN export_window AS w ON w.rank = g.rank
                 WHERE g.run_id = ? AND g.rank = ? AND g.scope = 'device' AND g.class <> 'tiny'
-                  AND {_overlaps('g', 'gap_start_ns', 'gap_ns')}
-                ORDER BY g.device, g.gap_start_ns""", [run_id, rank]):
-            track = tracks.track(group, ("gaps", rank, row["device"]), f"idle gaps GPU {row['device']}", pid,
-                                 "sql/idle_gaps (scope device): why no stream of the device was busy; gaps under "
-                                 "1 us (class tiny) are left out")
-            lane = tracks.place(track, row["gap_start_ns"], row["gap_ns"], nest=False)
-            tracks.w.slice(lane, row["gap_start_ns"], row["gap_ns"], f"idle: {row['class']}", "idle_gap",
-                           {k: row[k] for k in ("step", "class", "wait_ns", "host_ns", "queued_ns", "host_op",
-                                                "host_op_ns", "next_name", "next_kernel_id")})
-            counts["idle_gaps"] += 1
-        _say(progress, f"rank {rank}: exposed communication")
-        for row in _batches(con, f"""
+                  AND {_overlaps('g', 'gap_start_ns', 'gap_ns')}""", [run_id, rank])
+            _say(progress, f"rank {rank}: exposed communication")
+            n_comm = _guard(summary, f"rank {rank}: exposed communication", _temp, con, "export_comm", f"""
                 SELECT x.device, x.start_ns, x.dur_ns FROM export_exposed_comm AS x
                 JOIN export_window AS w ON w.rank = x.rank
-                WHERE x.run_id = ? AND x.rank = ? AND {_overlaps('x')} ORDER BY x.device, x.start_ns""",
-                            [run_id, rank]):
-            track = tracks.track(group, ("comm", rank, row["device"]), f"exposed communication GPU {row['device']}",
-                                 pid, "sql/export_exposed_comm: communication running with no compute beside it")
-            tracks.w.slice(tracks.place(track, row["start_ns"], row["dur_ns"], nest=False), row["start_ns"],
-                           row["dur_ns"], "exposed communication", "exposed_comm", {"dur_ns": row["dur_ns"]})
-            counts["exposed_comm"] += 1
-        _say(progress, f"rank {rank}: layers")
-        if steps:
-            for row in _batches(con, f"""
-                    SELECT step, device, stream, layer, period, start_ns, end_ns - start_ns AS dur_ns
-                    FROM export_layers WHERE run_id = ? AND rank = ? AND step IN ({', '.join(map(str, steps))})
-                    ORDER BY start_ns, layer""", [run_id, rank]):
-                track = tracks.track(group, ("layers", rank), "layers", pid,
-                                     "sql/export_layers: the repeating layer of each step's main stream")
+                WHERE x.run_id = ? AND x.rank = ? AND {_overlaps('x')}""", [run_id, rank])
+        if n_gaps is not None:
+            for row in _batches(con, "SELECT * FROM temp.export_gaps ORDER BY device, gap_start_ns", []):
+                track = tracks.track(group, ("gaps", rank, row["device"]), f"idle gaps GPU {row['device']}", pid,
+                                     "sql/idle_gaps (scope device): why no stream of the device was busy; gaps under "
+                                     "1 us (class tiny) are left out")
+                lane = tracks.place(track, row["gap_start_ns"], row["gap_ns"], nest=False)
+                tracks.w.slice(lane, row["gap_start_ns"], row["gap_ns"], f"idle: {row['class']}", "idle_gap",
+                               {k: row[k] for k in ("step", "class", "wait_ns", "host_ns", "queued_ns", "host_op",
+                                                    "host_op_ns", "next_name", "next_kernel_id")})
+                counts["idle_gaps"] += 1
+        if n_comm is not None:
+            for row in _batches(con, "SELECT * FROM temp.export_comm ORDER BY device, start_ns", []):
+                track = tracks.track(group, ("comm", rank, row["device"]), f"exposed communication GPU {row['device']}",
+                                     pid, "sql/export_exposed_comm: communication running with no compute beside it")
                 tracks.w.slice(tracks.place(track, row["start_ns"], row["dur_ns"], nest=False), row["start_ns"],
-                               row["dur_ns"], f"layer {row['layer']}", "layer",
-                               {"step": row["step"], "layer": row["layer"], "period": row["period"],
-                                "device": row["device"], "stream": row["stream"]})
-                counts["layers"] += 1
+                               row["dur_ns"], "exposed communication", "exposed_comm", {"dur_ns": row["dur_ns"]})
+                counts["exposed_comm"] += 1
+        con.execute("DROP TABLE IF EXISTS temp.export_gaps")
+        con.execute("DROP TABLE IF EXISTS temp.export_comm")
         any_step = {st for r, st, a, b, _ in walls if r == rank and a < hi and b > lo}
         counts["flags"] += _flags(flag_rows, starts, rank, lo, any_step, tracks, group, pid)
     counts["takeaways"] = _takeaways(warehouse, run_id, tracks, procs, windows, progress)

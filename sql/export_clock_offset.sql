@@ -6,7 +6,8 @@
 -- share a time base and ranks of two hosts can be seconds or days apart.
 -- Method: the n-th instance of a collective ends at nearly the same instant on every rank that runs it
 -- (the kernel ends when the last data of the group arrives): instances are matched as rank_skew matches
--- them, the n-th communication activity (activity_category 'communication') of (step, collective,
+-- them, the n-th communication activity (kernel_category 'communication': every rule of that category
+-- is a name rule, so the per-name listing decides it, without activity_category's per-activity work) of (step, collective,
 -- process_group) on each rank (point-to-point send / recv left out: the n-th transfer of two ranks need not
 -- be one transfer, and it ends with its one peer); d = the rank's end_ns − the reference rank's end_ns of the same instance.
 -- offset_ns is the median of d (quantile_disc: one of the differences, an integer), spread_ns the median
@@ -28,7 +29,7 @@ WITH comm AS (
     SELECT k.run_id, k.rank, k.step, k.kernel_id, k.start_ns, k.start_ns + coalesce(k.dur_ns, 0) AS end_ns,
            coalesce(k.collective_name, k.name) AS collective, coalesce(k.process_group, '') AS process_group
     FROM kernels AS k
-    JOIN activity_category AS c ON c.run_id = k.run_id AND c.rank = k.rank AND c.kernel_id = k.kernel_id
+    JOIN kernel_category AS c ON c.name = k.name AND c.kind = k.kind
     WHERE c.category = 'communication'
       -- point-to-point transfers (send / recv) end when their one peer's data arrives, not with a group
       AND lower(coalesce(k.collective_name, '')) NOT IN ('send', 'recv', 'sendrecv', 'p2p')
