@@ -621,7 +621,10 @@ def export(ctx, run, rank, step, window, fmt, no_analysis, analysis_steps, no_al
     GPU activities per device and stream (overlapping ones on sub-tracks, none dropped), host ops and
     Python frames per thread, launch -> kernel flows, and analysis tracks: the critical path, idle gaps
     by cause, exposed communication, layers, data-quality flags and the report's takeaways. Every
-    finding of `tracehouse report` names the export command of its window.
+    finding of `tracehouse report` names the export command of its window. Ranks stamped by another
+    host's clock are shifted onto the lowest rank's (estimated from their collectives' ends; said on
+    stderr; --no-align keeps raw times). A track that cannot be computed within the export's memory
+    limit is left out and said so.
 
     \b
     Example:

@@ -56,9 +56,33 @@ from warehouse.store import Warehouse
 BATCH = 20_000
 FAR = 1 << 62  # an open window's bound
 SEQ = 1  # the one packet sequence of the file
-# DuckDB's sorts (every table is read in start order) spill to disk past this, so the export's memory stays
-# bounded whatever the run's size (bench/export_bench.py); TRACEHOUSE_EXPORT_MEMORY overrides it
-MEMORY_LIMIT = os.environ.get("TRACEHOUSE_EXPORT_MEMORY", "2GB")
+
+
+def _machine_memory() -> int | None:
+    """Bytes this process may use: the cgroup's limit where one is set (a container), else physical memory."""
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 1 << 60:
+            return int(text)
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def default_memory_limit(total: int | None = None) -> str:
+    """DuckDB's memory limit for the export: 1/16 of the machine's memory, within [256 MB, 1 GB]. DuckDB's sorts
+    and the analysis views spill to disk past it (bench/results.md, "export": the peak RSS is this limit plus
+    ~0.3 GB of Python, whatever the run's size); TRACEHOUSE_EXPORT_MEMORY overrides it."""
+    total = _machine_memory() if total is None else total
+    mb = 1024 if total is None else max(256, min(1024, total // 16 // (1 << 20)))
+    return f"{mb}MB"
+
+
+MEMORY_LIMIT = os.environ.get("TRACEHOUSE_EXPORT_MEMORY") or default_memory_limit()
 EXPORT_FORMATS = ("perfetto", "json")
 # The per-step analyses (critical path: a walk over the rank's dependency graph; layers: a self-similarity
 # search) cost about 0.1 and 0.3 s per step: on a run of thousands of steps they are drawn for the first
@@ -614,9 +638,11 @@ def _steps_in(con, run_id: str, rank: int, lo: int, hi: int) -> list[int]:
 
 
 # the base tables the analysis views read, scoped per rank (and per batch of steps) by _scope
+# (start, length) of each timed table's rows; kernel_sites follows the scoped kernels (its rows are theirs)
 SCOPED_TABLES = {"kernels": ("start_ns", "coalesce(dur_ns, 0)"), "cpu_ops": ("start_ns", "coalesce(dur_ns, 0)"),
                  "python_frames": ("start_ns", "coalesce(dur_ns, 0)"), "step_spans": ("start_ns", "end_ns - start_ns"),
-                 "kernel_sites": None, "flows": None, "streams": None}
+                 "flows": ("least(src_ns, dst_ns)", "abs(dst_ns - src_ns)"), "kernel_sites": "kernels",
+                 "streams": None}
 STEP_BATCH = int(os.environ.get("TRACEHOUSE_EXPORT_STEP_BATCH", "64"))
 
 
@@ -664,14 +690,20 @@ def _scope(con, run_id: str, rank: int, span: tuple[int, int] | None):
     try:
         for table, timed in SCOPED_TABLES.items():
             where = rows
-            if span is not None and timed is not None:
+            if span is not None and isinstance(timed, tuple):
                 start, dur = timed
                 where += f" AND {start} < {int(span[1])} AND {start} + {dur} >= {int(span[0])}"
-            con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM {schema}.{table} WHERE {where}")
+            elif span is not None and timed == "kernels":
+                where += " AND kernel_id IN (SELECT kernel_id FROM temp.kernels)"
+            # a span's rows are few (one batch of steps): a temp table, read once; the views would re-scan the
+            # rank's files at every reference (the critical path reads kernels a dozen times: 25x slower on a
+            # 300 MB run). A whole rank stays a view (a table would hold it in memory)
+            what = "TABLE" if span is not None else "VIEW"
+            con.execute(f"CREATE OR REPLACE TEMP {what} {table} AS SELECT * FROM {schema}.{table} WHERE {where}")
         yield
     finally:
         for table in SCOPED_TABLES:
-            con.execute(f"DROP VIEW IF EXISTS temp.{table}")
+            con.execute(f"DROP {'TABLE' if span is not None else 'VIEW'} IF EXISTS temp.{table}")
 
 
 def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, progress,
