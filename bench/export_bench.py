@@ -6,7 +6,7 @@ ranks), ingested once (analyses stored, as `tracehouse ingest` does), then expor
 (ru_maxrss of the waited child) and wall time are the row. Rows: perfetto with and without the analysis
 tracks, and the Chrome-JSON variant. Several --size values show whether the peak grows with the run: the
 exporter holds only the open slices of each track, DuckDB's sorts and the analysis views spill past the
-connection's memory limit (reports.export.MEMORY_LIMIT: 1/16 of the machine within [256 MB, 1 GB];
+connection's memory limit (reports.export.MEMORY_LIMIT: 1/8 of the machine within [512 MB, 2 GB];
 TRACEHOUSE_EXPORT_MEMORY overrides it, and is passed to the children). Each row records the machine's
 load average when it ended (the machine may be shared) and the notes of tracks the export could not draw.
 

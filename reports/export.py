@@ -74,11 +74,12 @@ def _machine_memory() -> int | None:
 
 
 def default_memory_limit(total: int | None = None) -> str:
-    """DuckDB's memory limit for the export: 1/16 of the machine's memory, within [256 MB, 1 GB]. DuckDB's sorts
-    and the analysis views spill to disk past it (bench/results.md, "export": the peak RSS is this limit plus
-    ~0.3 GB of Python, whatever the run's size); TRACEHOUSE_EXPORT_MEMORY overrides it."""
+    """DuckDB's memory limit for the export: 1/8 of the machine's memory, within [512 MB, 2 GB]. DuckDB's sorts
+    spill to disk past it, so the peak RSS is about this limit plus ~0.2 GB of Python whatever the run's size
+    (bench/results.md, "export"); but activity_category over a 432k-activity run needs more than 1 GB (it ran
+    out of memory at 1 GB, the GPU tracks with it), hence the 2 GB cap. TRACEHOUSE_EXPORT_MEMORY overrides it."""
     total = _machine_memory() if total is None else total
-    mb = 1024 if total is None else max(256, min(1024, total // 16 // (1 << 20)))
+    mb = 2048 if total is None else max(512, min(2048, total // 8 // (1 << 20)))
     return f"{mb}MB"
 
 
@@ -711,9 +712,22 @@ def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, 
     counts = dict.fromkeys(("critical_path", "idle_gaps", "exposed_comm", "layers", "flags", "takeaways"), 0)
     _say(progress, "data-quality flags")
     # the whole run's flags at once: data_quality is a run-wide view, asked per rank it is computed per rank
-    flag_rows = _guard(summary, "data-quality flags", _fetch, con, """
+    flag_sql = """
         SELECT flag, severity, rank, step, message, array_to_string(affects, ', ') FROM data_quality
-        WHERE run_id = ? ORDER BY rank NULLS FIRST, step NULLS FIRST, flag""", [run_id]) or []
+        WHERE run_id = ? ORDER BY rank NULLS FIRST, step NULLS FIRST, flag"""
+    quiet = ExportSummary(run_id, Path(), "", [], {})
+    flag_rows = _guard(quiet, "data-quality flags", _fetch, con, flag_sql, [run_id])
+    if flag_rows is None:
+        # the whole run's view did not fit the memory limit: each exported rank's own flags, over its rows only
+        # (the run-wide flags, which compare ranks, are then left out, and said so)
+        flag_rows = []
+        for rank in sorted(windows):
+            with _scope(con, run_id, rank, None):
+                rows = _guard(summary, f"rank {rank}: data-quality flags", _fetch, con, flag_sql, [run_id])
+            flag_rows += [r for r in rows or () if r[2] == rank]
+        summary.notes.append("data-quality flags of the whole run did not fit the memory limit "
+                             f"({quiet.notes[0].split(' not drawn: ', 1)[1][:90]}...): each rank's own flags are "
+                             "drawn, computed over its rows; the run-wide flags are not")
     starts = {(r, st): at for r, st, at in con.execute(
         "SELECT rank, step, start_ns FROM step_spans WHERE run_id = ?", [run_id]).fetchall()}
     walls = step_windows(con, run_id)
@@ -801,8 +815,9 @@ def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, 
     counts["takeaways"] = _takeaways(warehouse, run_id, tracks, procs, windows, progress)
     if counts["takeaways"] < 0:
         counts["takeaways"] = 0
-        summary.notes.append("no report takeaways: the run's analyses are not stored yet (ingested with "
-                             "--no-analyses); run `tracehouse report` once, then export again")
+        summary.notes.append("no report takeaways: the run's analyses are not stored (ingested with "
+                             "--no-analyses, or storing them failed at ingest); run `tracehouse report` once, then "
+                             "export again")
     summary.counts.update(counts)
 
 
