@@ -518,6 +518,12 @@ def export_run(warehouse: Warehouse, run: str, path: str | Path, *, rank: int | 
             writer.close(summary.notes, {"run_id": run_id, "format": fmt, **clocks.meta()}, procs[min(procs)])
         os.replace(tmp, path)
         return summary
+    except (duckdb.OutOfMemoryException, duckdb.IOException) as e:
+        tmp.unlink(missing_ok=True)
+        first = str(e).strip().splitlines()[0][:200]
+        raise ExportError(f"the run's activities did not fit DuckDB's memory limit {MEMORY_LIMIT}: {first}; nothing "
+                          "written", hint="export a --step, a --window or one --rank, or raise "
+                          "TRACEHOUSE_EXPORT_MEMORY") from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -131,3 +131,21 @@ def test_memory_limit_derived_from_the_machine():
     assert default_memory_limit(12 << 30) == "1536MB"    # 1/8
     assert default_memory_limit(64 << 30) == "2048MB"    # the cap
     assert default_memory_limit(None) in {f"{m}MB" for m in range(512, 2049)}
+
+
+def test_gpu_tracks_that_do_not_fit_fail_in_one_line_nothing_written(decode, tmp_path, monkeypatch, cli_runner):
+    from cli import main
+
+    wh, run_id = decode
+
+    def batches(con, sql, params):
+        raise duckdb.OutOfMemoryException("Out of Memory Error: failed to pin block (test)")
+        yield
+
+    monkeypatch.setattr(export, "_batches", batches)
+    out = tmp_path / "none.pftrace"
+    result = cli_runner.invoke(main, ["--warehouse", str(wh.root), "export", run_id, "-o", str(out)])
+    assert result.exit_code == 1
+    assert "did not fit DuckDB's memory limit" in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert not list(tmp_path.iterdir())
