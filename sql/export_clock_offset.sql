@@ -1,21 +1,23 @@
 -- export_clock_offset: one row per rank of a multi-rank run other than its reference rank (the run's lowest
--- rank that ran communication; the lowest rank when none did): how far the rank's clock is from the reference rank's, estimated from the
--- collectives both ran. Kineto stamps each rank with its own host's clock (a monotonic clock on most
--- builds, whose zero is that host's boot; `baseTimeNanoseconds`, where written, is the trace's start
--- rounded to the second and does not relate the clocks of two hosts to the ns), so ranks of one host
--- share a time base and ranks of two hosts can be seconds or days apart.
+-- rank that ran communication; the lowest rank when none did): how far the rank's clock is from the
+-- reference rank's, estimated from the collectives both ran. Kineto stamps each rank with its own host's
+-- clock (a monotonic clock on most builds, whose zero is that host's boot; `baseTimeNanoseconds`, where
+-- written, is the trace's start rounded to the second and does not relate the clocks of two hosts to the
+-- ns), so ranks of one host share a time base and ranks of two hosts can be seconds or days apart.
 -- Method: the n-th instance of a collective ends at nearly the same instant on every rank that runs it
 -- (the kernel ends when the last data of the group arrives): instances are matched as rank_skew matches
--- them, the n-th communication activity (kernel_category 'communication': every rule of that category
--- is a name rule, so the per-name listing decides it, without activity_category's per-activity work) of (step, collective,
--- process_group) on each rank (point-to-point send / recv left out: the n-th transfer of two ranks need not
--- be one transfer, and it ends with its one peer); d = the rank's end_ns − the reference rank's end_ns of the same instance.
--- offset_ns is the median of d (quantile_disc: one of the differences, an integer), spread_ns the median
--- of |d − offset_ns| (the median absolute deviation: how far the instances' ends disagree apart from the
--- offset). The offset is `significant` (a different clock, to be corrected) when at least 3 instances
--- match and |offset_ns| > max(5 × spread_ns, 20 µs): a few µs of systematic end difference is how
--- collectives of one clock end (ring position, the last hop), not an offset, and an offset inside 5 median
--- deviations cannot be told from the ends' own disagreement.
+-- them, the n-th communication activity of (step, collective, process_group) on each rank (category
+-- from kernel_category: every rule of `communication` is a name rule, so the per-name listing decides it
+-- without activity_category's per-activity work). Point-to-point send / recv is left out: the n-th
+-- transfer of two ranks need not be one transfer, and it ends with its one peer. d = the rank's end_ns −
+-- the reference rank's end_ns of the same instance. offset_ns is the median of d (quantile_disc: one of
+-- the differences, an integer), spread_ns the median of |d − offset_ns| (the median absolute deviation:
+-- how far the instances' ends disagree apart from the offset). The offset is `significant` (a different
+-- clock, to be corrected) when at least 3 instances match and |offset_ns| > max(5 × spread_ns, 20 µs): a
+-- few µs of systematic end difference is how collectives of one clock end (ring position, the last hop),
+-- not an offset, and an offset inside 5 median deviations cannot be told from the ends' own disagreement.
+-- The export (reports/export.py clock_alignment) groups the significant ranks into hosts and shifts each
+-- host's ranks by one offset.
 -- Columns:
 --   run_id, rank           the rank
 --   reference_rank         the rank whose clock it is compared with
