@@ -92,6 +92,10 @@ def default_memory_limit(total: int | None = None) -> str:
 
 
 MEMORY_LIMIT = os.environ.get("TRACEHOUSE_EXPORT_MEMORY") or default_memory_limit()
+# DuckDB's spill files of one export at most (TRACEHOUSE_EXPORT_SPILL): a view past it fails like one out of
+# memory (its track not drawn, said). Without a cap, the 300 MB benchmark's analysis tracks spilled 34 GB in
+# 30 minutes (bench/results.md, "export")
+SPILL_LIMIT = os.environ.get("TRACEHOUSE_EXPORT_SPILL", "4GB")
 EXPORT_FORMATS = ("perfetto", "json")
 # The per-step analyses (critical path: a walk over the rank's dependency graph; layers: a self-similarity
 # search) cost about 0.1 and 0.3 s per step: on a run of thousands of steps they are drawn for the first
@@ -489,7 +493,8 @@ def export_run(warehouse: Warehouse, run: str, path: str | Path, *, rank: int | 
     finally:
         lookup.close()
     spill = warehouse.staging_dir / f"export-{os.getpid()}"
-    con = connect(warehouse, runs=[run_id], settings={"memory_limit": MEMORY_LIMIT, "temp_directory": str(spill)})
+    con = connect(warehouse, runs=[run_id], settings={"memory_limit": MEMORY_LIMIT, "temp_directory": str(spill),
+                                                      "max_temp_directory_size": SPILL_LIMIT})
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:
@@ -668,8 +673,8 @@ def _guard(summary: ExportSummary, what: str, compute: Callable, *args):
         return compute(*args)
     except (duckdb.OutOfMemoryException, duckdb.IOException) as e:
         first = str(e).strip().splitlines()[0][:160]
-        summary.notes.append(f"{what} not drawn: {first} (memory limit {MEMORY_LIMIT}: export a --step or "
-                             "--window, or set TRACEHOUSE_EXPORT_MEMORY)")
+        summary.notes.append(f"{what} not drawn: {first} (memory limit {MEMORY_LIMIT}, spill {SPILL_LIMIT}: export "
+                             "a --step or --window, or set TRACEHOUSE_EXPORT_MEMORY / TRACEHOUSE_EXPORT_SPILL)")
         return None
 
 
