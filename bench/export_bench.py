@@ -5,8 +5,10 @@ ranks), ingested once (analyses stored, as `tracehouse ingest` does), then expor
 `tracehouse export` does it (a fresh connection, every table streamed in start order); the child's peak RSS
 (ru_maxrss of the waited child) and wall time are the row. Rows: perfetto with and without the analysis
 tracks, and the Chrome-JSON variant. Several --size values show whether the peak grows with the run: the
-exporter holds only the open slices of each track, DuckDB's sorts spill past the connection's memory limit
-(reports.export.MEMORY_LIMIT).
+exporter holds only the open slices of each track, DuckDB's sorts and the analysis views spill past the
+connection's memory limit (reports.export.MEMORY_LIMIT: 1/8 of the machine within [512 MB, 2 GB];
+TRACEHOUSE_EXPORT_MEMORY overrides it, and is passed to the children). Each row records the machine's
+load average when it ended (the machine may be shared) and the notes of tracks the export could not draw.
 
     python bench/export_bench.py [--size 300000000 [--size ...]] [--ranks 1] [--tmp DIR] [--out FILE]
 
@@ -28,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ingest.load import ingest_paths
+from reports.export import MEMORY_LIMIT
 from synth import write_scenario
 from warehouse.catalog import connect
 from warehouse.store import Warehouse
@@ -44,8 +47,9 @@ def main() -> None:
     a = ap.parse_args()
     sizes = sorted(a.size or [300_000_000])
     lines = [f"export: {platform.node()}, nproc {os.cpu_count()}, load {os.getloadavg()[0]:.1f}", "",
-             "| trace JSON | GPU activities | host ops | ingest | row | wall | peak RSS | file |",
-             "|---:|---:|---:|---:|---|---:|---:|---:|"]
+             f"memory limit {MEMORY_LIMIT}", "",
+             "| trace JSON | GPU activities | host ops | ingest | row | wall | peak RSS | file | load | not drawn |",
+             "|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"]
     with tempfile.TemporaryDirectory(dir=a.tmp) as tmp:
         for size in sizes:
             root = Path(tmp) / f"s{size}"
@@ -72,8 +76,12 @@ def main() -> None:
                 if done.returncode:
                     raise SystemExit(f"export failed: {done.stderr.strip()}")
                 wall, peak_kb = done.stdout.strip().splitlines()[-1].split()
+                skipped = [n for n in done.stderr.splitlines() if "not drawn" in n]
                 lines.append(f"| {json_bytes / 1e6:.0f} MB | {gpu:,} | {host:,} | {ingest_s:.0f} s | {label} | "
-                             f"{float(wall):.1f} s | {int(peak_kb) / 1024:.0f} MB | {out.stat().st_size / 1e6:.0f} MB |")
+                             f"{float(wall):.1f} s | {int(peak_kb) / 1024:.0f} MB | {out.stat().st_size / 1e6:.0f} MB | "
+                             f"{os.getloadavg()[0]:.1f} | {len(skipped) or ''} |")
+                for n in skipped:
+                    print(f"  {n}", flush=True)
                 print(lines[-1], flush=True)
     text = "\n".join(lines) + "\n"
     print(text)

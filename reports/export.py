@@ -1,8 +1,13 @@
 """Export a run to Perfetto (protobuf) or Chrome-trace JSON, with tracehouse's analysis written into it.
 
 What the file holds, per rank one process (`rank R`), all ranks of the run in one file, every time in the
-tables' own time base (the traces' timestamps in ns; ranks are not shifted: Kineto's timestamps of one
-host share its clock, and the trace carries nothing to correct another host's offset with):
+tables' own time base (the traces' timestamps in ns), except that a rank stamped by another host's clock
+is shifted onto the lowest rank's (clock_alignment, sql/export_clock_offset: the offset is the median
+difference of the ends of the collectives both ran, applied when it exceeds max(5 x their median absolute
+deviation, 20 us) over at least 3 collectives; one shift per host; `--no-align` keeps the raw times).
+What was shifted, and every note of what the file leaves out, is said on stderr and in the file: the
+description (JSON) of the track `tracehouse export notes` of the lowest rank, or the JSON variant's
+top-level key `tracehouse`:
   * GPU activities per (device, stream): `[category] name`, args kernel_id, kind, category, step,
     correlation, launch call, Python launch site, grid / block, bytes. Two activities of one stream that
     overlap in time (programmatic dependent launch, a copy engine) cannot share a Perfetto track (its
@@ -24,7 +29,15 @@ overlaps the window (a zero-length one when it lies in it), whole: durations are
 is written when both its ends are exported.
 
 Memory: every table is read in start order in record batches and written as it is read; only the open
-slices of each track (lanes) are held.
+slices of each track (lanes) are held. DuckDB's memory limit is MEMORY_LIMIT (1/8 of the machine within
+512 MB..2 GB; TRACEHOUSE_EXPORT_MEMORY). The per-step analyses (critical path, layers) are computed per batch
+of STEP_BATCH steps over the rank's rows that overlap the batch's span (temp tables: _scope), so their work is
+that of the analysed steps, not of the run (on a 300 MB run: critical path of 64 steps 98 s -> 1 s). Idle gaps
+and exposed communication are computed over the rank's rows into a temp table, then written. Each analysis
+track is guarded: when its view runs out of memory (or spill space) the track is not written at all and a
+note says which and why; data_quality that does not fit for the whole run is computed per rank (its own
+flags; the run-wide ones are said to be missing). The GPU, host and Python tracks are never left out: if
+they do not fit, the export fails with one line and writes nothing.
 """
 
 from __future__ import annotations
@@ -34,10 +47,12 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 
+import duckdb
 import orjson
 
 from reports import perfetto_proto as pp
@@ -51,15 +66,49 @@ from warehouse.stored import COMPUTED_STEP_VIEWS, RANK_TABLES, is_stored
 BATCH = 20_000
 FAR = 1 << 62  # an open window's bound
 SEQ = 1  # the one packet sequence of the file
-# DuckDB's sorts (every table is read in start order) spill to disk past this, so the export's memory stays
-# bounded whatever the run's size (bench/export_bench.py); TRACEHOUSE_EXPORT_MEMORY overrides it
-MEMORY_LIMIT = os.environ.get("TRACEHOUSE_EXPORT_MEMORY", "2GB")
+
+
+def _machine_memory() -> int | None:
+    """Bytes this process may use: the cgroup's limit where one is set (a container), else physical memory."""
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 1 << 60:
+            return int(text)
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def default_memory_limit(total: int | None = None) -> str:
+    """DuckDB's memory limit for the export: 1/8 of the machine's memory, within [512 MB, 2 GB]. DuckDB's sorts
+    spill to disk past it, so the peak RSS is about this limit plus ~0.2 GB of Python whatever the run's size
+    (bench/results.md, "export"); but activity_category over a 432k-activity run needs more than 1 GB (it ran
+    out of memory at 1 GB, the GPU tracks with it), hence the 2 GB cap. TRACEHOUSE_EXPORT_MEMORY overrides it."""
+    total = _machine_memory() if total is None else total
+    mb = 2048 if total is None else max(512, min(2048, total // 8 // (1 << 20)))
+    return f"{mb}MB"
+
+
+MEMORY_LIMIT = os.environ.get("TRACEHOUSE_EXPORT_MEMORY") or default_memory_limit()
+# DuckDB's spill files of one export at most (TRACEHOUSE_EXPORT_SPILL): a view past it fails like one out of
+# memory (its track not drawn, said). Without a cap, the 300 MB benchmark's analysis tracks spilled 34 GB in
+# 30 minutes (bench/results.md, "export")
+SPILL_LIMIT = os.environ.get("TRACEHOUSE_EXPORT_SPILL", "4GB")
 EXPORT_FORMATS = ("perfetto", "json")
 # The per-step analyses (critical path: a walk over the rank's dependency graph; layers: a self-similarity
 # search) cost about 0.1 and 0.3 s per step: on a run of thousands of steps they are drawn for the first
 # ANALYSIS_STEPS steps of each rank in the selection (--analysis-steps), and the file says so
 ANALYSIS_STEPS = 64
 EXT = {"perfetto": ".pftrace", "json": ".json"}
+NOTES_TRACK = "tracehouse export notes"  # its description: the file's metadata and notes (JSON)
+# clock alignment (sql/export_clock_offset): ranks whose offsets from the reference rank are significant are
+# grouped into hosts, two offsets within max(ALIGN_FACTOR x spread, ALIGN_FLOOR_NS) of each other being one clock
+ALIGN_FACTOR = 5
+ALIGN_FLOOR_NS = 20_000
 
 
 class ExportError(TracehouseError):
@@ -90,6 +139,11 @@ class ExportSummary:
     notes: list[str] = field(default_factory=list)  # what the file leaves out, and why
     counts: dict[str, int] = field(default_factory=dict)  # slices per kind: gpu, host, python, flows, analysis ...
     lanes: int = 0  # overlap sub-tracks created
+    clocks: ClockAlignment | None = None  # how each rank's times were shifted
+
+    def head(self) -> str:
+        what = ", ".join(f"{v} {k}" for k, v in self.counts.items() if v)
+        return f"{self.path}\t{self.fmt}\t{len(self.ranks)} rank(s)\t{what}"
 
     def line(self) -> str:
         what = ", ".join(f"{v} {k}" for k, v in self.counts.items() if v)
@@ -131,32 +185,54 @@ class _Lanes:
 
 # ---- writers: the same calls for Perfetto protobuf and Chrome JSON ------------------------------------------
 
-class _PerfettoWriter:
-    def __init__(self, handle):
+class _Shifted:
+    """Per process (pid = rank + 1) the ns subtracted from every time written on its tracks (the clock
+    alignment; 0: the rank's own times)."""
+
+    def _init_shift(self, shifts: dict[int, int] | None) -> None:
+        self.shift = {rank + 1: ns for rank, ns in (shifts or {}).items() if ns}
+        self.pid_of: dict[int, int] = {}
+
+    def _t(self, track: int, ts: int) -> int:
+        return ts - self.shift.get(self.pid_of.get(track), 0) if self.shift else ts
+
+
+class _PerfettoWriter(_Shifted):
+    def __init__(self, handle, shifts: dict[int, int] | None = None):
         self.f = handle
+        self._init_shift(shifts)
         self.f.write(pp.packet(pp.f_varint(pp.PKT_SEQ_ID, SEQ) + pp.f_varint(pp.PKT_SEQ_FLAGS,
                                                                                pp.SEQ_INCREMENTAL_STATE_CLEARED)))
 
     def process(self, uuid: int, pid: int, name: str) -> None:
+        self.pid_of[uuid] = pid
         self.f.write(pp.packet(pp.track_descriptor(uuid, pid=pid, process_name=name, explicit_children=True)))
 
-    def track(self, uuid: int, name: str, parent: int, order: int, pid: int, description: str | None = None) -> None:
+    def track(self, uuid: int, name: str, parent: int, order: int, pid: int | None,
+              description: str | None = None) -> None:
+        if pid is not None:
+            self.pid_of[uuid] = pid
         self.f.write(pp.packet(pp.track_descriptor(uuid, name, parent=parent, rank_order=order,
                                                    description=description)))
 
     def slice(self, track: int, start: int, dur: int, name: str, category: str, args: dict,
               flows=(), terminating=()) -> None:
         a = b"".join(pp.annotation(k, v) for k, v in _plain(args).items())
+        start = self._t(track, start)
         self.f.write(pp.event(SEQ, start, pp.SLICE_BEGIN, track, name, category=category, args=a,
                               flows=flows, terminating=terminating))
         self.f.write(pp.event(SEQ, start + dur, pp.SLICE_END, track))
 
     def instant(self, track: int, ts: int, name: str, category: str, args: dict) -> None:
         a = b"".join(pp.annotation(k, v) for k, v in _plain(args).items())
-        self.f.write(pp.event(SEQ, ts, pp.INSTANT, track, name, category=category, args=a))
+        self.f.write(pp.event(SEQ, self._t(track, ts), pp.INSTANT, track, name, category=category, args=a))
 
-    def close(self) -> None:
-        pass
+    def close(self, notes: list[str] = (), meta: dict | None = None, parent: int | None = None) -> None:
+        """The file's notes (what it leaves out, the clock alignment) and metadata: the description of a track
+        `tracehouse export notes` of the lowest rank's process (a JSON object: the metadata, and notes)."""
+        text = orjson.dumps({**_plain(meta or {}), "notes": list(notes)}).decode()
+        self.f.write(pp.packet(pp.track_descriptor(_uuid("export notes"), NOTES_TRACK, parent=parent,
+                                                   rank_order=0, description=text)))
 
 
 def _plain(args: dict) -> dict:
@@ -178,12 +254,14 @@ def _us(ns: int) -> orjson.Fragment:
     return orjson.Fragment(f"{sign}{ns // 1000}.{ns % 1000:03d}".encode())
 
 
-class _JsonWriter:
+class _JsonWriter(_Shifted):
     """Chrome-trace JSON: each track is a (pid, tid) of its rank's process; exact ns in args start_ns / dur_ns
-    (ts and dur are exact decimal µs literals too, but JSON readers parse them as floats)."""
+    (ts and dur are exact decimal µs literals too, but JSON readers parse them as floats). The file's notes
+    and metadata: the top-level key `tracehouse` after traceEvents."""
 
-    def __init__(self, handle):
+    def __init__(self, handle, shifts: dict[int, int] | None = None):
         self.f = handle
+        self._init_shift(shifts)
         self.f.write(b'{"displayTimeUnit": "ns", "otherData": {"producer": "tracehouse export"}, "traceEvents": [\n')
         self.first = True
         self.where: dict[int, tuple[int, int]] = {}
@@ -195,6 +273,7 @@ class _JsonWriter:
 
     def process(self, uuid: int, pid: int, name: str) -> None:
         self.where[uuid] = (pid, 0)
+        self.pid_of[uuid] = pid
         self._emit({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
         self._emit({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
 
@@ -202,12 +281,14 @@ class _JsonWriter:
         tid = self.next_tid.get(pid, 1)
         self.next_tid[pid] = tid + 1
         self.where[uuid] = (pid, tid)
+        self.pid_of[uuid] = pid
         self._emit({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
         self._emit({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
 
     def slice(self, track: int, start: int, dur: int, name: str, category: str, args: dict,
               flows=(), terminating=()) -> None:
         pid, tid = self.where[track]
+        start = self._t(track, start)
         self._emit({"ph": "X", "name": name, "cat": category, "pid": pid, "tid": tid, "ts": _us(start),
                     "dur": _us(dur), "args": {**_plain(args),
                                                "start_ns": start, "dur_ns": dur}})
@@ -219,11 +300,12 @@ class _JsonWriter:
 
     def instant(self, track: int, ts: int, name: str, category: str, args: dict) -> None:
         pid, tid = self.where[track]
+        ts = self._t(track, ts)
         self._emit({"ph": "i", "s": "t", "name": name, "cat": category, "pid": pid, "tid": tid, "ts": _us(ts),
                     "args": {**_plain(args), "start_ns": ts}})
 
-    def close(self) -> None:
-        self.f.write(b"\n]}\n")
+    def close(self, notes: list[str] = (), meta: dict | None = None, parent: int | None = None) -> None:
+        self.f.write(b"\n], \"tracehouse\": " + orjson.dumps({**_plain(meta or {}), "notes": list(notes)}) + b"}\n")
 
 
 # ---- the export ------------------------------------------------------------------------------------------------
@@ -308,11 +390,85 @@ def _windows(con, run_id: str, rank: int | None, step: int | None,
     return {r: (lo, hi) for r in ranks}
 
 
+@dataclass
+class ClockAlignment:
+    """Per rank the ns subtracted from its times (0: not shifted), and what was estimated."""
+    reference: int | None = None
+    shifts: dict[int, int] = field(default_factory=dict)
+    estimates: list[dict] = field(default_factory=list)  # export_clock_offset's rows
+    notes: list[str] = field(default_factory=list)
+    applied: bool = True  # False: --no-align
+
+    def meta(self) -> dict:
+        out = {"clock_reference_rank": self.reference, "clock_aligned": self.applied}
+        for e in self.estimates:
+            r = e["rank"]
+            out[f"rank {r} clock_shift_ns"] = self.shifts.get(r, 0)
+            out[f"rank {r} clock_offset_estimate_ns"] = e["offset_ns"]
+            out[f"rank {r} clock_offset_spread_ns"] = e["spread_ns"]
+            out[f"rank {r} clock_offset_matched"] = e["matched"]
+        return out
+
+
+def clock_alignment(con, run_id: str, align: bool = True) -> ClockAlignment:
+    """The shift of each rank (sql/export_clock_offset): ranks whose offset from the reference rank is
+    significant are grouped into hosts (sorted by offset, a rank joins the previous one's host when their
+    offsets differ by at most max(ALIGN_FACTOR x the larger spread, ALIGN_FLOOR_NS)); every rank of a host is
+    shifted by the lower median of its ranks' offsets, so ranks of one clock stay exactly as recorded
+    against each other. A rank whose offset is not significant keeps its times (the reference's clock)."""
+    rows = con.execute("""
+        SELECT rank, reference_rank, matched, offset_ns, spread_ns, significant FROM export_clock_offset
+        WHERE run_id = ? ORDER BY rank""", [run_id]).fetchall()
+    out = ClockAlignment(applied=align)
+    if not rows:
+        return out
+    out.reference = rows[0][1]
+    out.estimates = [dict(zip(("rank", "reference_rank", "matched", "offset_ns", "spread_ns", "significant"), r))
+                     for r in rows]
+    ref = out.reference
+    same = [e["rank"] for e in out.estimates if not e["significant"] and e["matched"] >= 3]
+    unmatched = [e["rank"] for e in out.estimates if e["matched"] < 3]
+    moved = sorted((e for e in out.estimates if e["significant"]), key=lambda e: e["offset_ns"])
+    hosts: list[list[dict]] = []
+    for e in moved:
+        prev = hosts[-1][-1] if hosts else None
+        if prev is not None and e["offset_ns"] - prev["offset_ns"] <= max(
+                ALIGN_FACTOR * max(e["spread_ns"], prev["spread_ns"]), ALIGN_FLOOR_NS):
+            hosts[-1].append(e)
+        else:
+            hosts.append([e])
+    for host in hosts:
+        offsets = sorted(e["offset_ns"] for e in host)
+        shift = offsets[(len(offsets) - 1) // 2]
+        ranks = ", ".join(str(e["rank"]) for e in host)
+        worst = max(e["spread_ns"] for e in host)
+        if align:
+            for e in host:
+                out.shifts[e["rank"]] = shift
+            out.notes.append(f"clocks: rank(s) {ranks} shifted by {-shift:+,} ns onto rank {ref}'s clock (median "
+                             f"end difference of the collectives they ran with rank {ref}; the ends' spread "
+                             f"{worst:,} ns); --no-align keeps their own times")
+        else:
+            out.notes.append(f"clocks: rank(s) {ranks} are {shift:+,} ns off rank {ref}'s clock (collective ends); "
+                             "not shifted (--no-align)")
+    if same:
+        out.notes.append(f"clocks: rank(s) {', '.join(map(str, same))} on rank {ref}'s clock (collective ends agree "
+                         f"within max({ALIGN_FACTOR} x their spread, {ALIGN_FLOOR_NS // 1000} us)): not shifted")
+    if unmatched:
+        out.notes.append(f"clocks: rank(s) {', '.join(map(str, unmatched))} not aligned: fewer than 3 collectives "
+                         f"matched with rank {ref}'s; their own times are kept (if they ran on another host, "
+                         "their clock may be offset)")
+    return out
+
+
 def export_run(warehouse: Warehouse, run: str, path: str | Path, *, rank: int | None = None,
                step: int | None = None, window: tuple[int, int] | None = None, fmt: str = "perfetto",
-               analysis: bool = True, analysis_steps: int = ANALYSIS_STEPS,
+               analysis: bool = True, analysis_steps: int = ANALYSIS_STEPS, align: bool = True,
                progress: Callable[[str], None] | None = None) -> ExportSummary:
-    """Write the run (or its selection) to `path` in `fmt`; the file appears only when complete."""
+    """Write the run (or its selection) to `path` in `fmt`; the file appears only when complete.
+
+    align: shift the ranks of another clock onto the reference rank's (clock_alignment); a --window
+    given for every rank is then in the reference rank's time base (with --rank: that rank's own)."""
     if fmt not in EXPORT_FORMATS:
         raise ExportError(f"unknown format {fmt!r}", hint=f"choose {' or '.join(EXPORT_FORMATS)}")
     if step is not None and window is not None:
@@ -323,17 +479,24 @@ def export_run(warehouse: Warehouse, run: str, path: str | Path, *, rank: int | 
     finally:
         lookup.close()
     spill = warehouse.staging_dir / f"export-{os.getpid()}"
-    con = connect(warehouse, runs=[run_id], settings={"memory_limit": MEMORY_LIMIT, "temp_directory": str(spill)})
+    con = connect(warehouse, runs=[run_id], settings={"memory_limit": MEMORY_LIMIT, "temp_directory": str(spill),
+                                                      "max_temp_directory_size": SPILL_LIMIT})
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:
+        clocks = clock_alignment(con, run_id, align)
         windows = _windows(con, run_id, rank, step, window)
+        if window is not None and rank is None:
+            windows = {r: (lo + clocks.shifts.get(r, 0), hi + clocks.shifts.get(r, 0)) for r, (lo, hi) in windows.items()}
         summary = ExportSummary(run_id, path, fmt, sorted(windows), windows)
+        summary.clocks = clocks
+        summary.notes.extend(n for n in clocks.notes)
         con.execute("CREATE OR REPLACE TEMP TABLE export_window (rank INTEGER, start_ns BIGINT, end_ns BIGINT)")
         con.executemany("INSERT INTO export_window VALUES (?, ?, ?)", [[r, s, e] for r, (s, e) in windows.items()])
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb", buffering=1 << 20) as handle:
-            writer = _PerfettoWriter(handle) if fmt == "perfetto" else _JsonWriter(handle)
+            shifts = {r: s for r, s in clocks.shifts.items() if r in windows}
+            writer = (_PerfettoWriter if fmt == "perfetto" else _JsonWriter)(handle, shifts)
             tracks = _Tracks(writer, summary)
             stream_names = {(r, d, s): n for r, d, s, n in con.execute(
                 "SELECT rank, device, stream, name FROM streams WHERE run_id = ?", [run_id]).fetchall()}
@@ -343,9 +506,15 @@ def export_run(warehouse: Warehouse, run: str, path: str | Path, *, rank: int | 
             _python(con, run_id, tracks, procs, summary, progress)
             if analysis:
                 _analysis(warehouse, con, run_id, tracks, procs, windows, summary, progress, analysis_steps)
-            writer.close()
+            writer.close(summary.notes, {"run_id": run_id, "format": fmt, **clocks.meta()}, procs[min(procs)])
         os.replace(tmp, path)
         return summary
+    except (duckdb.OutOfMemoryException, duckdb.IOException) as e:
+        tmp.unlink(missing_ok=True)
+        first = str(e).strip().splitlines()[0][:200]
+        raise ExportError(f"the run's activities did not fit DuckDB's memory limit {MEMORY_LIMIT}: {first}; nothing "
+                          "written", hint="export a --step, a --window or one --rank, or raise "
+                          "TRACEHOUSE_EXPORT_MEMORY") from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -474,14 +643,96 @@ def _steps_in(con, run_id: str, rank: int, lo: int, hi: int) -> list[int]:
     return [st for r, st, a, b, n in step_windows(con, run_id) if r == rank and n and a < hi and b > lo]
 
 
+# the base tables the analysis views read, scoped per rank (and per batch of steps) by _scope
+# (start, length) of each timed table's rows; kernel_sites follows the scoped kernels (its rows are theirs)
+SCOPED_TABLES = {"kernels": ("start_ns", "coalesce(dur_ns, 0)"), "cpu_ops": ("start_ns", "coalesce(dur_ns, 0)"),
+                 "python_frames": ("start_ns", "coalesce(dur_ns, 0)"), "step_spans": ("start_ns", "end_ns - start_ns"),
+                 "flows": ("least(src_ns, dst_ns)", "abs(dst_ns - src_ns)"), "kernel_sites": "kernels",
+                 "streams": None}
+STEP_BATCH = int(os.environ.get("TRACEHOUSE_EXPORT_STEP_BATCH", "64"))
+
+
+def _guard(summary: ExportSummary, what: str, compute: Callable, *args):
+    """compute(*args), or None when DuckDB cannot finish it within the export's memory (or spill space): the
+    track is then not written, and a note says so (stderr and the file's notes), never silently."""
+    try:
+        return compute(*args)
+    except (duckdb.OutOfMemoryException, duckdb.IOException) as e:
+        first = str(e).strip().splitlines()[0][:160]
+        summary.notes.append(f"{what} not drawn: {first} (memory limit {MEMORY_LIMIT}, spill {SPILL_LIMIT}: export "
+                             "a --step or --window, or set TRACEHOUSE_EXPORT_MEMORY / TRACEHOUSE_EXPORT_SPILL)")
+        return None
+
+
+def _fetch(con, sql: str, params: list) -> list:
+    return con.execute(sql, params).fetchall()
+
+
+def _temp(con, name: str, sql: str, params: list) -> int:
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {sql}", params)
+    return con.execute(f"SELECT count(*) FROM temp.{name}").fetchone()[0]
+
+
+def _batch_span(con, run_id: str, rank: int, steps: list[int], walls) -> tuple[int, int]:
+    """[lo, hi): from the earliest of the steps' walls and the launch calls of their GPU activities (work
+    queued from before the step) to the latest wall end: every row a per-step view of these steps reads."""
+    chosen = set(steps)
+    lo = min(a for r, st, a, b, _ in walls if r == rank and st in chosen)
+    hi = max(b for r, st, a, b, _ in walls if r == rank and st in chosen)
+    (launch,) = con.execute(f"""
+        SELECT min(o.start_ns) FROM kernels AS k JOIN cpu_ops AS o
+          ON o.run_id = k.run_id AND o.rank = k.rank AND o.op_id = k.launch_op_id
+        WHERE k.run_id = ? AND k.rank = ? AND k.step IN ({', '.join(map(str, steps))})""", [run_id, rank]).fetchone()
+    return (min(lo, launch) if launch is not None else lo), hi + 1
+
+
+@contextmanager
+def _scope(con, run_id: str, rank: int, span: tuple[int, int] | None):
+    """While inside: the base tables as temp views of this rank's rows (and, with a span, of the rows that
+    overlap it), so the analysis views compute over those only; the catalogue's views read them by name."""
+    (attached,) = con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'catalog'").fetchone()
+    schema = "catalog.main" if attached else "main"
+    rows = "run_id = '" + run_id.replace("'", "''") + f"' AND rank = {int(rank)}"
+    try:
+        for table, timed in SCOPED_TABLES.items():
+            where = rows
+            if span is not None and isinstance(timed, tuple):
+                start, dur = timed
+                where += f" AND {start} < {int(span[1])} AND {start} + {dur} >= {int(span[0])}"
+            elif span is not None and timed == "kernels":
+                where += " AND kernel_id IN (SELECT kernel_id FROM temp.kernels)"
+            # a span's rows are few (one batch of steps): a temp table, read once; the views would re-scan the
+            # rank's files at every reference (the critical path reads kernels a dozen times: 25x slower on a
+            # 300 MB run). A whole rank stays a view (a table would hold it in memory)
+            what = "TABLE" if span is not None else "VIEW"
+            con.execute(f"CREATE OR REPLACE TEMP {what} {table} AS SELECT * FROM {schema}.{table} WHERE {where}")
+        yield
+    finally:
+        for table in SCOPED_TABLES:
+            con.execute(f"DROP {'TABLE' if span is not None else 'VIEW'} IF EXISTS temp.{table}")
+
+
 def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, progress,
               analysis_steps: int = ANALYSIS_STEPS) -> None:
     counts = dict.fromkeys(("critical_path", "idle_gaps", "exposed_comm", "layers", "flags", "takeaways"), 0)
     _say(progress, "data-quality flags")
     # the whole run's flags at once: data_quality is a run-wide view, asked per rank it is computed per rank
-    flag_rows = con.execute("""
+    flag_sql = """
         SELECT flag, severity, rank, step, message, array_to_string(affects, ', ') FROM data_quality
-        WHERE run_id = ? ORDER BY rank NULLS FIRST, step NULLS FIRST, flag""", [run_id]).fetchall()
+        WHERE run_id = ? ORDER BY rank NULLS FIRST, step NULLS FIRST, flag"""
+    quiet = ExportSummary(run_id, Path(), "", [], {})
+    flag_rows = _guard(quiet, "data-quality flags", _fetch, con, flag_sql, [run_id])
+    if flag_rows is None:
+        # the whole run's view did not fit the memory limit: each exported rank's own flags, over its rows only
+        # (the run-wide flags, which compare ranks, are then left out, and said so)
+        flag_rows = []
+        for rank in sorted(windows):
+            with _scope(con, run_id, rank, None):
+                rows = _guard(summary, f"rank {rank}: data-quality flags", _fetch, con, flag_sql, [run_id])
+            flag_rows += [r for r in rows or () if r[2] == rank]
+        summary.notes.append("data-quality flags of the whole run did not fit the memory limit "
+                             f"({quiet.notes[0].split(' not drawn: ', 1)[1][:90]}...): each rank's own flags are "
+                             "drawn, computed over its rows; the run-wide flags are not")
     starts = {(r, st): at for r, st, at in con.execute(
         "SELECT rank, step, start_ns FROM step_spans WHERE run_id = ?", [run_id]).fetchall()}
     walls = step_windows(con, run_id)
@@ -498,79 +749,80 @@ def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, 
                 "SELECT min(start_ns) FROM step_spans WHERE run_id = ? AND rank = ?", [run_id, rank]).fetchone()[0],
                 "note: per-step analyses cut", "note", {"message": note})
             steps = steps[:analysis_steps]
-        _say(progress, f"rank {rank}: critical path of {len(steps)} step(s)")
-        if steps:
-            # the walk is over the rank's dependency graph: computed over that rank's rows only (as the report)
-            rows = "run_id = '" + run_id.replace("'", "''") + f"' AND rank = {int(rank)}"
-            (attached,) = con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'catalog'"
-                                      ).fetchone()
-            schema = "catalog.main" if attached else "main"
-            for table in RANK_TABLES:
-                con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM {schema}.{table} WHERE {rows}")
-            try:
-                cp = con.execute(f"""
+        # per-step analyses: in batches of STEP_BATCH steps, each over the rank's rows of the batch's span only
+        # (_scope): the views' work and memory are those of STEP_BATCH steps, whatever the run's size
+        cp_track = layer_track = None
+        for i in range(0, len(steps), STEP_BATCH):
+            batch = steps[i:i + STEP_BATCH]
+            _say(progress, f"rank {rank}: critical path and layers of steps {batch[0]}..{batch[-1]}")
+            span = _batch_span(con, run_id, rank, batch, walls)
+            in_steps = ", ".join(map(str, batch))
+            with _scope(con, run_id, rank, span):
+                cp = _guard(summary, f"rank {rank}: critical path of steps {batch[0]}..{batch[-1]}", _fetch, con, f"""
                     SELECT step, seq, kind, category, name, start_ns, dur_ns, kernel_id, op_id, stream, edge
-                    FROM {COMPUTED_STEP_VIEWS[0]}
-                    WHERE run_id = ? AND rank = ? AND step IN ({', '.join(map(str, steps))})
-                    ORDER BY start_ns, step, seq""", [run_id, rank]).fetchall()
-            finally:
-                for table in RANK_TABLES:
-                    con.execute(f"DROP VIEW IF EXISTS temp.{table}")
-            track = tracks.track(group, ("cp", rank), "critical path", pid, CP_DESCRIPTION)
-            for st, seq, kind, cat, name, start, dur, kid, op, stream, edge in cp:
+                    FROM critical_path WHERE run_id = ? AND rank = ? AND step IN ({in_steps})
+                    ORDER BY start_ns, step, seq""", [run_id, rank])
+                layers = _guard(summary, f"rank {rank}: layers of steps {batch[0]}..{batch[-1]}", _fetch, con, f"""
+                    SELECT step, device, stream, layer, period, start_ns, end_ns - start_ns AS dur_ns
+                    FROM export_layers WHERE run_id = ? AND rank = ? AND step IN ({in_steps})
+                    ORDER BY start_ns, layer""", [run_id, rank])
+            for st, seq, kind, cat, name, start, dur, kid, op, stream, edge in cp or ():
+                cp_track = cp_track or tracks.track(group, ("cp", rank), "critical path", pid, CP_DESCRIPTION)
                 label = kind + (f" [{cat}]" if cat else "") + (f" {name}" if name else "") + (f" ({edge})" if edge else "")
-                lane = tracks.place(track, start, dur, nest=False)
+                lane = tracks.place(cp_track, start, dur, nest=False)
                 tracks.w.slice(lane, start, dur, label, "critical_path",
                                {"step": st, "seq": seq, "kind": kind, "category": cat, "edge": edge,
                                 "kernel_id": kid, "op_id": op, "stream": stream})
                 counts["critical_path"] += 1
+            for st, device, stream, layer, period, start, dur in layers or ():
+                layer_track = layer_track or tracks.track(group, ("layers", rank), "layers", pid,
+                                                          "sql/export_layers: the repeating layer of each step's main stream")
+                tracks.w.slice(tracks.place(layer_track, start, dur, nest=False), start, dur, f"layer {layer}", "layer",
+                               {"step": st, "layer": layer, "period": period, "device": device, "stream": stream})
+                counts["layers"] += 1
+        # idle gaps and exposed communication of the whole selection: over the rank's rows (a gap begins at the
+        # end of whatever ran before it), computed into a temp table first (DuckDB spills it past its memory
+        # limit), so that a track is written whole or, when its view fails, not at all and said so
         _say(progress, f"rank {rank}: idle gaps")
-        for row in _batches(con, f"""
+        with _scope(con, run_id, rank, None):
+            n_gaps = _guard(summary, f"rank {rank}: idle gaps", _temp, con, "export_gaps", f"""
                 SELECT g.device, g.step, g.gap_start_ns, g.gap_ns, g.class, g.wait_ns, g.host_ns, g.queued_ns,
                        g.host_op, g.host_op_ns, g.next_name, g.next_kernel_id
                 FROM idle_gaps AS g JOIN export_window AS w ON w.rank = g.rank
                 WHERE g.run_id = ? AND g.rank = ? AND g.scope = 'device' AND g.class <> 'tiny'
-                  AND {_overlaps('g', 'gap_start_ns', 'gap_ns')}
-                ORDER BY g.device, g.gap_start_ns""", [run_id, rank]):
-            track = tracks.track(group, ("gaps", rank, row["device"]), f"idle gaps GPU {row['device']}", pid,
-                                 "sql/idle_gaps (scope device): why no stream of the device was busy; gaps under "
-                                 "1 us (class tiny) are left out")
-            lane = tracks.place(track, row["gap_start_ns"], row["gap_ns"], nest=False)
-            tracks.w.slice(lane, row["gap_start_ns"], row["gap_ns"], f"idle: {row['class']}", "idle_gap",
-                           {k: row[k] for k in ("step", "class", "wait_ns", "host_ns", "queued_ns", "host_op",
-                                                "host_op_ns", "next_name", "next_kernel_id")})
-            counts["idle_gaps"] += 1
-        _say(progress, f"rank {rank}: exposed communication")
-        for row in _batches(con, f"""
+                  AND {_overlaps('g', 'gap_start_ns', 'gap_ns')}""", [run_id, rank])
+            _say(progress, f"rank {rank}: exposed communication")
+            n_comm = _guard(summary, f"rank {rank}: exposed communication", _temp, con, "export_comm", f"""
                 SELECT x.device, x.start_ns, x.dur_ns FROM export_exposed_comm AS x
                 JOIN export_window AS w ON w.rank = x.rank
-                WHERE x.run_id = ? AND x.rank = ? AND {_overlaps('x')} ORDER BY x.device, x.start_ns""",
-                            [run_id, rank]):
-            track = tracks.track(group, ("comm", rank, row["device"]), f"exposed communication GPU {row['device']}",
-                                 pid, "sql/export_exposed_comm: communication running with no compute beside it")
-            tracks.w.slice(tracks.place(track, row["start_ns"], row["dur_ns"], nest=False), row["start_ns"],
-                           row["dur_ns"], "exposed communication", "exposed_comm", {"dur_ns": row["dur_ns"]})
-            counts["exposed_comm"] += 1
-        _say(progress, f"rank {rank}: layers")
-        if steps:
-            for row in _batches(con, f"""
-                    SELECT step, device, stream, layer, period, start_ns, end_ns - start_ns AS dur_ns
-                    FROM export_layers WHERE run_id = ? AND rank = ? AND step IN ({', '.join(map(str, steps))})
-                    ORDER BY start_ns, layer""", [run_id, rank]):
-                track = tracks.track(group, ("layers", rank), "layers", pid,
-                                     "sql/export_layers: the repeating layer of each step's main stream")
+                WHERE x.run_id = ? AND x.rank = ? AND {_overlaps('x')}""", [run_id, rank])
+        if n_gaps is not None:
+            for row in _batches(con, "SELECT * FROM temp.export_gaps ORDER BY device, gap_start_ns", []):
+                track = tracks.track(group, ("gaps", rank, row["device"]), f"idle gaps GPU {row['device']}", pid,
+                                     "sql/idle_gaps (scope device): why no stream of the device was busy; gaps under "
+                                     "1 us (class tiny) are left out")
+                lane = tracks.place(track, row["gap_start_ns"], row["gap_ns"], nest=False)
+                tracks.w.slice(lane, row["gap_start_ns"], row["gap_ns"], f"idle: {row['class']}", "idle_gap",
+                               {k: row[k] for k in ("step", "class", "wait_ns", "host_ns", "queued_ns", "host_op",
+                                                    "host_op_ns", "next_name", "next_kernel_id")})
+                counts["idle_gaps"] += 1
+        if n_comm is not None:
+            for row in _batches(con, "SELECT * FROM temp.export_comm ORDER BY device, start_ns", []):
+                track = tracks.track(group, ("comm", rank, row["device"]), f"exposed communication GPU {row['device']}",
+                                     pid, "sql/export_exposed_comm: communication running with no compute beside it")
                 tracks.w.slice(tracks.place(track, row["start_ns"], row["dur_ns"], nest=False), row["start_ns"],
-                               row["dur_ns"], f"layer {row['layer']}", "layer",
-                               {"step": row["step"], "layer": row["layer"], "period": row["period"],
-                                "device": row["device"], "stream": row["stream"]})
-                counts["layers"] += 1
+                               row["dur_ns"], "exposed communication", "exposed_comm", {"dur_ns": row["dur_ns"]})
+                counts["exposed_comm"] += 1
+        con.execute("DROP TABLE IF EXISTS temp.export_gaps")
+        con.execute("DROP TABLE IF EXISTS temp.export_comm")
         any_step = {st for r, st, a, b, _ in walls if r == rank and a < hi and b > lo}
         counts["flags"] += _flags(flag_rows, starts, rank, lo, any_step, tracks, group, pid)
     counts["takeaways"] = _takeaways(warehouse, run_id, tracks, procs, windows, progress)
     if counts["takeaways"] < 0:
         counts["takeaways"] = 0
-        summary.notes.append("no report takeaways: the run's analyses are not stored yet (ingested with "
-                             "--no-analyses); run `tracehouse report` once, then export again")
+        summary.notes.append("no report takeaways: the run's analyses are not stored (ingested with "
+                             "--no-analyses, or storing them failed at ingest); run `tracehouse report` once, then "
+                             "export again")
     summary.counts.update(counts)
 
 

@@ -620,15 +620,21 @@ def report(ctx, run, phase, mapping, fmt, output, template_dir, with_trace, engi
 @click.option("--no-analysis", is_flag=True, help="Only the trace's own activities, no analysis tracks.")
 @click.option("--analysis-steps", type=click.IntRange(min=0), default=64, show_default=True,
               help="Draw the critical path and layers of at most this many steps per rank (the first ones).")
+@click.option("--no-align", is_flag=True,
+              help="Keep every rank's own clock (default: ranks whose collectives end a clock offset away from "
+                   "the lowest rank's are shifted onto its clock; said on stderr and in the file).")
 @output_option(required=True, help="The file to write (its folder must exist; written whole, or not at all).")
 @click.pass_context
-def export(ctx, run, rank, step, window, fmt, no_analysis, analysis_steps, output):
+def export(ctx, run, rank, step, window, fmt, no_analysis, analysis_steps, no_align, output):
     """Export a run to Perfetto with tracehouse's analysis written into it.
 
     GPU activities per device and stream (overlapping ones on sub-tracks, none dropped), host ops and
     Python frames per thread, launch -> kernel flows, and analysis tracks: the critical path, idle gaps
     by cause, exposed communication, layers, data-quality flags and the report's takeaways. Every
-    finding of `tracehouse report` names the export command of its window.
+    finding of `tracehouse report` names the export command of its window. Ranks stamped by another
+    host's clock are shifted onto the lowest rank's (estimated from their collectives' ends; said on
+    stderr; --no-align keeps raw times). A track that cannot be computed within the export's memory
+    limit is left out and said so.
 
     \b
     Example:
@@ -642,8 +648,10 @@ def export(ctx, run, rank, step, window, fmt, no_analysis, analysis_steps, outpu
         raise click.UsageError("give --step or --window, not both")
     summary = export_run(_warehouse(ctx), run, output, rank=rank, step=step,
                          window=parse_window(window) if window else None, fmt=fmt, analysis=not no_analysis,
-                         analysis_steps=analysis_steps, progress=progress_printer())
-    click.echo(summary.line())
+                         analysis_steps=analysis_steps, align=not no_align, progress=progress_printer())
+    click.echo(summary.head())
+    for note in summary.notes:
+        click.echo(f"note: {note}", err=True)
 
 # ---- diff and trend (issue 7) -------------------------------------------------------------------
 def _write_report(text: str, output) -> None:

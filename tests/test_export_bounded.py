@@ -1,0 +1,151 @@
+"""The export's analysis tracks in bounded memory (issue 18): per-step analyses over scoped batches give the
+views' own rows, a track that does not fit the memory limit is left out and said so, never half-written."""
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from reports import export
+from reports.export import default_memory_limit, export_run
+from reports.perfetto_proto import read_slices
+from warehouse.catalog import connect
+
+
+@pytest.fixture(scope="module")
+def decode(tmp_path_factory):
+    from synth import write_scenario
+    from ingest.load import ingest_paths
+    from warehouse.store import Warehouse
+
+    root = tmp_path_factory.mktemp("bounded")
+    wh = Warehouse(root / "wh")
+    [o] = ingest_paths(wh, [write_scenario("serving-decode", root / "run", seed=5, ranks=2, steps=3, layers=2)],
+                       analyse=False)
+    return wh, o.run_id
+
+
+def _slices(path, category):
+    _, slices = read_slices(path.read_bytes())
+    return [s for s in slices if s.get("category") == category]
+
+
+def test_scoped_batches_give_the_views_rows(decode, tmp_path, monkeypatch):
+    """Batches of 2 steps, each over its span's rows only: the critical path and layers drawn are exactly
+    those of the views computed over the whole run."""
+    wh, run_id = decode
+    monkeypatch.setattr(export, "STEP_BATCH", 2)
+    out = tmp_path / "b.pftrace"
+    export_run(wh, run_id, out)
+    con = connect(wh)
+    cp = sorted(con.execute("SELECT rank, step, seq, start_ns, dur_ns, kind FROM critical_path WHERE run_id = ?",
+                            [run_id]).fetchall())
+    layers = sorted(con.execute("SELECT rank, step, layer, start_ns, end_ns - start_ns FROM export_layers "
+                                "WHERE run_id = ?", [run_id]).fetchall())
+    steps = con.execute("SELECT count(DISTINCT step) FROM kernels WHERE run_id = ? AND step IS NOT NULL",
+                        [run_id]).fetchone()[0]
+    con.close()
+    assert steps >= 3  # more than one batch per rank
+    tracks, slices = read_slices(out.read_bytes())
+
+    def rank(uuid):
+        t = tracks[uuid]
+        while "parent" in t:
+            t = tracks[t["parent"]]
+        return t["pid"] - 1
+
+    got = sorted((rank(s["track"]), s["args"]["step"], s["args"]["seq"], s["start_ns"], s["dur_ns"], s["args"]["kind"])
+                 for s in slices if s.get("category") == "critical_path")
+    assert got == cp and len(cp) > 0
+    got_layers = sorted((rank(s["track"]), s["args"]["step"], s["args"]["layer"], s["start_ns"], s["dur_ns"])
+                        for s in slices if s.get("category") == "layer")
+    assert got_layers == layers and len(layers) > 0
+
+
+def _oom_on(monkeypatch, needle: str, scoped_too: bool = True):
+    """Make the analysis queries whose SQL contains `needle` fail as DuckDB's out-of-memory does (only when no
+    rank scope is active, unless scoped_too)."""
+    real = export._fetch
+    real_temp = export._temp
+
+    def scoped(con) -> bool:
+        return bool(con.execute("SELECT count(*) FROM duckdb_views() WHERE temporary AND view_name = 'kernels'"
+                                ).fetchone()[0] + con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary "
+                                                              "AND table_name = 'kernels'").fetchone()[0])
+
+    def fetch(con, sql, params):
+        if needle in sql and (scoped_too or not scoped(con)):
+            raise duckdb.OutOfMemoryException("Out of Memory Error: failed to pin block (test)")
+        return real(con, sql, params)
+
+    def temp(con, name, sql, params):
+        if needle in sql and (scoped_too or not scoped(con)):
+            raise duckdb.OutOfMemoryException("Out of Memory Error: failed to pin block (test)")
+        return real_temp(con, name, sql, params)
+
+    monkeypatch.setattr(export, "_fetch", fetch)
+    monkeypatch.setattr(export, "_temp", temp)
+
+
+def test_track_that_does_not_fit_is_left_out_and_said(decode, tmp_path, monkeypatch):
+    wh, run_id = decode
+    _oom_on(monkeypatch, "FROM critical_path")  # every batch of every rank
+    out = tmp_path / "cut.pftrace"
+    summary = export_run(wh, run_id, out)
+    assert _slices(out, "critical_path") == []
+    assert summary.counts["critical_path"] == 0
+    notes = [n for n in summary.notes if "critical path of steps" in n and "not drawn: Out of Memory" in n]
+    assert len(notes) == 2  # one batch per rank, each said
+    assert _slices(out, "idle_gap") and _slices(out, "layer")  # the other tracks are whole
+
+
+def test_idle_gaps_written_whole_or_not_at_all(decode, tmp_path, monkeypatch):
+    wh, run_id = decode
+    _oom_on(monkeypatch, "FROM idle_gaps")
+    out = tmp_path / "gaps.pftrace"
+    summary = export_run(wh, run_id, out)
+    assert _slices(out, "idle_gap") == [] and summary.counts["idle_gaps"] == 0
+    assert sum("idle gaps not drawn" in n for n in summary.notes) == 2
+    tracks, _ = read_slices(out.read_bytes())
+    assert not any((t.get("name") or "").startswith("idle gaps") for t in tracks.values())
+
+
+def test_data_quality_falls_back_to_each_rank(decode, tmp_path, monkeypatch):
+    """The whole run's data_quality does not fit: each rank's own flags, computed over its rows, are drawn
+    (the same rows as the whole-run view's for that rank), and the file says the run-wide ones are not."""
+    wh, run_id = decode
+    con = connect(wh)
+    per_rank = sorted(con.execute("SELECT rank, flag, step FROM data_quality WHERE run_id = ? AND rank IS NOT NULL",
+                                  [run_id]).fetchall())
+    con.close()
+    _oom_on(monkeypatch, "FROM data_quality", scoped_too=False)
+    out = tmp_path / "dq.pftrace"
+    summary = export_run(wh, run_id, out, analysis_steps=1)
+    assert any("data-quality flags of the whole run did not fit" in n and "run-wide flags are not" in n
+               for n in summary.notes)
+    got = sorted((s["args"]["rank"], s["args"]["flag"], s["args"].get("step")) for s in _slices(out, "data_quality"))
+    assert got == per_rank
+
+
+def test_memory_limit_derived_from_the_machine():
+    assert default_memory_limit(2 << 30) == "512MB"      # a small container: the floor
+    assert default_memory_limit(12 << 30) == "1536MB"    # 1/8
+    assert default_memory_limit(64 << 30) == "2048MB"    # the cap
+    assert default_memory_limit(None) in {f"{m}MB" for m in range(512, 2049)}
+
+
+def test_gpu_tracks_that_do_not_fit_fail_in_one_line_nothing_written(decode, tmp_path, monkeypatch, cli_runner):
+    from cli import main
+
+    wh, run_id = decode
+
+    def batches(con, sql, params):
+        raise duckdb.OutOfMemoryException("Out of Memory Error: failed to pin block (test)")
+        yield
+
+    monkeypatch.setattr(export, "_batches", batches)
+    out = tmp_path / "none.pftrace"
+    result = cli_runner.invoke(main, ["--warehouse", str(wh.root), "export", run_id, "-o", str(out)])
+    assert result.exit_code == 1
+    assert "did not fit DuckDB's memory limit" in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert not list(tmp_path.iterdir())
