@@ -389,10 +389,13 @@ def build_runs_row(run_id: str, results: list[RankResult], files: list[Path], la
 
 
 def write_runs_row(table: pa.Table, out_dir: Path) -> None:
-    """The runs row, written last; a run without capture rows gets its zero-row kernel_sites file here."""
+    """The runs row, written last; a run without capture rows gets its zero-row kernel_sites file here, and
+    its zero-row step_requests file (a requests file given at ingest replaces it once the run is stored)."""
+    from ingest import requests
     from ingest.capture import write_empty
 
     write_empty(out_dir)
+    requests.write_empty(out_dir)
     (out_dir / "runs").mkdir(parents=True, exist_ok=True)
     pq.write_table(table, out_dir / "runs" / "run.parquet", compression="zstd")
 
