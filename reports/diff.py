@@ -86,6 +86,8 @@ class DiffReport:
     notes: list[str] = field(default_factory=list)
     # step time by (phase, batch size) on both sides (sql/step_latency): only batch sizes both runs have
     batch_latency: list[dict] = field(default_factory=list)
+    # per-request cost on both sides (sql/request_cost), when both runs name their requests
+    request_cost: list[dict] = field(default_factory=list)
 
 
 _KERNELS_SQL = """
@@ -234,7 +236,8 @@ def build_diff(con: duckdb.DuckDBPyConnection, base: str, target: str, *, top: i
         notes.append("a run has no steps: its per-step figures are zero")
     tb, tt = binfo.gpu_ns_per_step, tinfo.gpu_ns_per_step
     return DiffReport(binfo, tinfo, tb, tt, tt - tb, _ratio(tb, tt), categories, kernels, movers, appeared, vanished,
-                      counts, cp, available, notes, _batch_latency(con, base_id, target_id))
+                      counts, cp, available, notes, _batch_latency(con, base_id, target_id),
+                      _request_cost(con, base_id, target_id))
 
 
 def _batch_latency(con, base_id: str, target_id: str) -> list[dict]:
@@ -254,6 +257,33 @@ def _batch_latency(con, base_id: str, target_id: str) -> list[dict]:
         out.append({"phase": phase, "batch_size": bs, "base_steps": bsteps, "target_steps": tsteps,
                     "base_median_ns": bns, "target_median_ns": tns, "delta_ns": tns - bns,
                     "ratio": _ratio(bns, tns)})
+    return out
+
+
+REQUEST_FIGURES = (("requests", "requests named"),
+                   ("median_prefill_gpu_ns", "median prefill GPU time per request (TTFT side)"),
+                   ("median_decode_gpu_ns_per_token", "median decode GPU time per generated token"))
+
+
+def _request_cost(con, base_id: str, target_id: str) -> list[dict]:
+    """Per-request figures of both runs (sql/request_cost), when both name their requests: the requests
+    differ between runs, so the comparison is of medians, not request by request."""
+    try:
+        rows = {r[0]: r[1:] for r in con.execute("""
+            SELECT run_id, count(*),
+                   quantile_disc(prefill_gpu_ns, 0.5) FILTER (WHERE prefill_steps > 0),
+                   quantile_disc(decode_gpu_ns_per_token, 0.5)
+            FROM request_cost WHERE run_id IN (?, ?) GROUP BY run_id""", [base_id, target_id]).fetchall()}
+    except duckdb.Error:  # a catalogue without request_cost
+        return []
+    if base_id not in rows or target_id not in rows:
+        return []
+    out = []
+    for i, (key, label) in enumerate(REQUEST_FIGURES):
+        b, t = rows[base_id][i], rows[target_id][i]
+        out.append({"figure": key, "label": label, "base": b, "target": t,
+                    "delta": None if b is None or t is None else t - b,
+                    "ratio": None if b is None or t is None else _ratio(b, t)})
     return out
 
 

@@ -211,3 +211,89 @@ def test_reader_reads_every_format(tmp_path):
     for name in ("a.csv", "a.jsonl", "a.json"):
         rows = read_requests(tmp_path / name).to_pylist()
         assert [{k: v for k, v in r.items() if k != "line"} for r in rows] == want, name
+
+
+def test_report_shows_request_cost_or_says_what_to_give(requests_wh):
+    from reports.charts import fmt_ns
+
+    root, runs = requests_wh["root"], requests_wh["runs"]
+    done = _cli("report", "--run", runs["serving-requests"], warehouse=root / "wh")
+    assert done.returncode == 0, done.stderr
+    section = done.stdout.split("Per-request GPU cost", 1)[1].split("\n## ", 1)[0]
+    truth = {r["request_id"]: r for r in requests_wh["expect"]["serving-requests"]["request_cost"]}
+    assert "4 requests" in section and "requests from annotation" in section
+    for rid, want in truth.items():
+        [line] = [ln for ln in section.splitlines() if ln.startswith(f"| `{rid}`")]
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells[1:5] == [str(want["steps"]), str(want["prefill_tokens"]), str(want["decode_tokens"]),
+                              str(want["max_kv_tokens"])]
+        assert cells[5:7] == [fmt_ns(want["prefill_gpu_ns"]), fmt_ns(want["decode_gpu_ns"])]
+    bare = _cli("report", "--run", runs["serving-requests-file"], warehouse=root / "wh")
+    assert bare.returncode == 0, bare.stderr
+    assert "Per-request cost: the trace names no requests" in bare.stdout
+    assert "--requests requests.csv" in bare.stdout
+
+
+def test_diff_compares_request_medians(requests_wh, tmp_path):
+    d, expect = requests_wh["dirs"], requests_wh["expect"]
+    wh = tmp_path / "wh"
+    a = _cli("ingest", str(d["serving-requests"]), "--no-analyses", warehouse=wh)
+    b = _cli("ingest", str(d["serving-requests-file"]), "--no-analyses", "--requests",
+             str(d["serving-requests-file"] / expect["serving-requests-file"]["requests_file"]), warehouse=wh)
+    assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
+    base, target = a.stdout.split()[0], b.stdout.split()[0]
+    out = _cli("diff", base, target, "--format", "json", warehouse=wh)
+    assert out.returncode == 0, out.stderr
+    rows = {r["figure"]: r for r in json.loads(out.stdout)["request_cost"]}
+    costs = sorted(r["prefill_gpu_ns"] for r in expect["serving-requests"]["request_cost"] if r["prefill_steps"])
+    assert rows["requests"]["base"] == rows["requests"]["target"] == 4
+    assert rows["median_prefill_gpu_ns"]["base"] == costs[(len(costs) - 1) // 2]   # the lower middle one
+    assert rows["median_prefill_gpu_ns"]["delta"] == 0
+
+
+REAL_DECODE = "inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz"   # one step[DECODE bs=32]
+
+
+def test_real_traces_name_no_requests_and_a_file_splits_them(tmp_path):
+    """No real trace names its requests: the views are empty (nothing guessed). Given a requests file with the
+    annotation's 32 decode requests, each is charged 1/32 of the step's GPU time (whole ns, the leftover ns to
+    the first ids), and the shares add up to the step's GPU time."""
+    from tests.conftest import TRACES, require_shared
+
+    require_shared()
+    from ingest.requests import attach_requests, read_requests
+    from warehouse.catalog import connect
+    from warehouse.load import ingest_paths
+    from warehouse.store import Warehouse
+
+    wh = Warehouse(tmp_path / "wh")
+    [outcome] = ingest_paths(wh, [TRACES / REAL_DECODE], analyse=False)
+    run = outcome.run_id
+    con = connect(wh)
+    try:
+        assert query_rows(con, "SELECT * FROM request_cost WHERE run_id = ?", [run]) == []
+        [step] = query_rows(con, "SELECT step, batch_size, phase FROM steps WHERE run_id = ?", [run])
+        assert (step["batch_size"], step["phase"]) == (32, "decode")
+        [(gpu_ns,)] = con.execute("SELECT sum(dur_ns) FROM kernels WHERE run_id = ? AND step = ?",
+                                  [run, step["step"]]).fetchall()
+    finally:
+        con.close()
+    path = tmp_path / "requests.csv"
+    path.write_text("step,request_id,tokens\n" + "".join(f"{step['step']},r{i:02d},1\n" for i in range(32)))
+    assert attach_requests(wh, run, read_requests(path)) == {"rows": 32, "unmatched": 0}
+    con = connect(wh)
+    try:
+        rows = query_rows(con, "SELECT request_id, gpu_ns, decode_gpu_ns, decode_tokens FROM request_cost "
+                               "WHERE run_id = ? ORDER BY request_id", [run])
+        parts = query_rows(con, "SELECT attention_ns, other_ns, attention_split FROM request_step_cost "
+                                "WHERE run_id = ?", [run])
+        [(attention,)] = con.execute("SELECT attention_ns FROM steps WHERE run_id = ?", [run]).fetchall()
+    finally:
+        con.close()
+    assert len(rows) == 32 and sum(r["gpu_ns"] for r in rows) == gpu_ns
+    assert all(r["decode_gpu_ns"] == r["gpu_ns"] and r["decode_tokens"] == 1 for r in rows)
+    # attention and the rest are split separately: each part is one of two whole-ns values
+    assert attention > 0 and {p["attention_split"] for p in parts} == {"tokens"}
+    assert {p["attention_ns"] for p in parts} <= {attention // 32, attention // 32 + 1}
+    other = gpu_ns - attention
+    assert {p["other_ns"] for p in parts} <= {other // 32, other // 32 + 1}
