@@ -25,7 +25,7 @@ CREATE OR REPLACE VIEW request_cost AS
 WITH all_request_step_cost AS (SELECT * FROM request_step_cost),
 per_step AS (
     SELECT run_id, request_id, step,
-           any_value(phase ORDER BY rank) AS phase,
+           arg_min(phase, rank) AS phase,  -- the lowest rank's (ranks agree but for a stated per-rank phase)
            max(tokens) AS tokens, max(kv_tokens) AS kv_tokens,
            sum(gpu_ns) AS gpu_ns, sum(attention_ns) AS attention_ns,
            sum(gpu_ns) FILTER (WHERE phase = 'prefill') AS prefill_gpu_ns,
