@@ -27,6 +27,7 @@ from ingest.capture import write_empty
 from ingest.files import NOT_TRACES, FileProblem, files_size, is_trace_file
 from ingest.naming import parse_trace_name
 from ingest.rank import RankResult, ingest_rank
+from ingest.requests import write_empty as write_empty_requests
 from ingest.source import new_inflater
 from tracehouse.errors import TraceFormatError, TracehouseError
 from warehouse.schema import SCHEMA_VERSION, schema
@@ -341,8 +342,10 @@ def build_runs_row(run_id: str, results: list[RankResult], files: list[Path], la
 
 
 def write_runs_row(table: pa.Table, out_dir: Path) -> None:
-    """The runs row, written last; a run without capture rows gets its zero-row kernel_sites file here."""
+    """The runs row, written last; a run without capture rows gets its zero-row kernel_sites file here, and
+    its zero-row step_requests file (a requests file given at ingest replaces it once the run is stored)."""
     write_empty(out_dir)
+    write_empty_requests(out_dir)
     (out_dir / "runs").mkdir(parents=True, exist_ok=True)
     pq.write_table(table, out_dir / "runs" / "run.parquet", compression="zstd")
 

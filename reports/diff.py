@@ -87,6 +87,8 @@ class DiffReport:
     notes: list[str] = field(default_factory=list)
     # step time by (phase, batch size) on both sides (sql/step_latency): only batch sizes both runs have
     batch_latency: list[dict] = field(default_factory=list)
+    # per-request cost on both sides (sql/request_cost), when both runs name their requests
+    request_cost: list[dict] = field(default_factory=list)
 
 
 def _ratio(base: float, target: float) -> float | None:
@@ -225,7 +227,7 @@ def build_diff(con: duckdb.DuckDBPyConnection, base: str, target: str, *, top: i
         notes.append("a run has no steps: its per-step figures are zero")
     tb, tt = binfo.gpu_ns_per_step, tinfo.gpu_ns_per_step
     return DiffReport(binfo, tinfo, tb, tt, tt - tb, _ratio(tb, tt), categories, kernels, movers, appeared, vanished,
-                      counts, cp, available, notes, _batch_latency(bf, tf))
+                      counts, cp, available, notes, _batch_latency(bf, tf), _request_cost(bf, tf))
 
 
 def _batch_latency(base: dict, target: dict) -> list[dict]:
@@ -241,6 +243,25 @@ def _batch_latency(base: dict, target: dict) -> list[dict]:
         out.append({"phase": phase, "batch_size": bs, "base_steps": bsteps, "target_steps": tsteps,
                     "base_median_ns": bns, "target_median_ns": tns, "delta_ns": tns - bns,
                     "ratio": _ratio(bns, tns)})
+    return out
+
+
+REQUEST_FIGURES = (("requests", "requests named"),
+                   ("median_prefill_gpu_ns", "median prefill GPU time per request (TTFT side)"),
+                   ("median_decode_gpu_ns_per_token", "median decode GPU time per generated token"))
+
+
+def _request_cost(base: dict, target: dict) -> list[dict]:
+    """Per-request figures of both runs (sql/request_cost), when both name their requests: the requests
+    differ between runs, so the comparison is of medians, not request by request."""
+    if not base.get("request_cost") or not target.get("request_cost"):
+        return []
+    out = []
+    for i, (key, label) in enumerate(REQUEST_FIGURES):
+        b, t = base["request_cost"][i], target["request_cost"][i]
+        out.append({"figure": key, "label": label, "base": b, "target": t,
+                    "delta": None if b is None or t is None else t - b,
+                    "ratio": None if b is None or t is None else _ratio(b, t)})
     return out
 
 

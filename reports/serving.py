@@ -14,6 +14,8 @@ import duckdb
 from markupsafe import Markup
 
 TOP_ROOFLINE = 15
+TOP_REQUESTS = 10
+SPLIT_WORDS = {"tokens_x_kv": "tokens × KV tokens", "tokens": "tokens", "equal": "equal shares (tokens not stated)"}
 PHASE_COLOR = {"prefill": "#1f77b4", "decode": "#ff7f0e", "mixed": "#2ca02c"}
 
 
@@ -64,13 +66,42 @@ def _section(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | None) -> 
                any_value(link_gbps) AS link_gbps
         FROM collective_bandwidth WHERE run_id = ? {clause}
         GROUP BY collective, size_bucket_bytes ORDER BY collective, size_bucket_bytes""", [run_id] + params)
-    if not (latency or roofline or collectives):
+    requests = _requests(con, run_id) if _has(con, "request_cost") else None
+    if not (latency or roofline or collectives or requests):
         return None
     device = next((r["device"] for r in roofline if r["device"]), None)
     return {"step_latency": latency, "roofline": roofline, "utilization": utilization, "collectives": collectives,
-            "device": device,
+            "device": device, "requests": requests,
             "peak_tflops": max((r["peak_tflops"] for r in roofline if r["peak_tflops"]), default=None),
             "peak_tbps": next((r["peak_tbps"] for r in roofline if r["peak_tbps"]), None)}
+
+
+def _requests(con: duckdb.DuckDBPyConnection, run_id: str) -> dict | None:
+    """What the run's requests cost (sql/request_cost), over every phase: how many, the spread of a request's
+    prefill GPU time and of its decode GPU time per token, and the costliest ones; None when no request is
+    named (the section then says how to name them, where it shows a batch size)."""
+    [summary] = _rows(con, """
+        SELECT count(*) AS requests,
+               quantile_disc(prefill_gpu_ns, 0.5) FILTER (WHERE prefill_steps > 0) AS median_prefill_gpu_ns,
+               quantile_disc(prefill_gpu_ns, 0.9) FILTER (WHERE prefill_steps > 0) AS p90_prefill_gpu_ns,
+               quantile_disc(decode_gpu_ns_per_token, 0.5) AS median_decode_gpu_ns_per_token,
+               quantile_disc(decode_gpu_ns_per_token, 0.9) AS p90_decode_gpu_ns_per_token,
+               sum(gpu_ns) AS gpu_ns
+        FROM request_cost WHERE run_id = ?""", [run_id])
+    if not summary["requests"]:
+        return None
+    top = _rows(con, f"""
+        SELECT request_id, steps, prefill_tokens, decode_tokens, max_kv_tokens, prefill_gpu_ns, decode_gpu_ns,
+               gpu_ns, decode_gpu_ns_per_token
+        FROM request_cost WHERE run_id = ? ORDER BY gpu_ns DESC, request_id LIMIT {TOP_REQUESTS}""", [run_id])
+    how = _rows(con, """
+        SELECT attention_split, other_split, count(*) AS steps, min(source) AS source
+        FROM (SELECT DISTINCT rank, step, attention_split, other_split, source
+              FROM request_step_cost WHERE run_id = ?) AS step_splits
+        GROUP BY attention_split, other_split ORDER BY steps DESC, attention_split, other_split""", [run_id])
+    splits = [f"{h['steps']} rank-step{'s' if h['steps'] != 1 else ''}: attention by "
+              f"{SPLIT_WORDS[h['attention_split']]}, the rest by {SPLIT_WORDS[h['other_split']]}" for h in how]
+    return {**summary, "top": top, "splits": splits, "sources": sorted({h["source"] for h in how})}
 
 
 def latency_chart(rows: list[dict], *, width: int = 520, height: int = 180) -> Markup:

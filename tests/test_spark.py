@@ -49,11 +49,13 @@ def _java_ok() -> bool:
 
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory):
-    """The ingested runs: {"decode", "decode2", "training"(, "real")} -> run id, and the Warehouse."""
+    """The ingested runs: {"decode", "decode2", "training", "requests"(, "real")} -> run id, and the Warehouse.
+    "requests" (a situation whose steps name their requests) gives request_step_cost rows to compare."""
     if not _java_ok():
         pytest.skip("`java -version` fails: Spark needs a working Java 17+")
     from ingest.load import ingest_paths
     from synth import write_scenario
+    from synth.situations import write_situation
     from warehouse.store import Warehouse
 
     base = tmp_path_factory.mktemp("spark")
@@ -67,6 +69,7 @@ def warehouse(tmp_path_factory):
                     {**series, "commit": "c02", "commit_time": "2026-01-02T00:00:00Z"}),
         "training": (sorted(write_scenario("training", base / "training", ranks=1, steps=2, layers=2)
                             .glob("*.trace.json.gz")), {}),
+        "requests": ([write_situation("serving-requests", base / "requests")], {}),
     }
     if REAL_RUN.is_file():
         runs["real"] = ([REAL_RUN], {})

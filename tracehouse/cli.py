@@ -205,8 +205,12 @@ def _parse_labels(items: tuple[str, ...], hint: str = "--label") -> dict[str, st
               help="Folder of capture traces (default: capture_traces/ beside the traces).")
 @click.option("--no-analyses", is_flag=True,
               help="Do not compute the new runs' report views now (their first report will, and store them).")
+@click.option("--requests", "requests_file", type=click.Path(path_type=Path, dir_okay=False),
+              help="A serving run's requests per step (.csv, .jsonl or .json: step, request_id, tokens, kv_tokens, "
+                   "phase, rank), for the per-request cost (view request_cost); replaces the run's requests if it "
+                   "is stored already. One run per call.")
 @click.pass_context
-def ingest(ctx, paths, labels, commit, capture, no_analyses):
+def ingest(ctx, paths, labels, commit, capture, no_analyses, requests_file):
     """Ingest trace files or profile directories into the warehouse.
 
     A directory is one run (its files are the ranks); files named together are one run.
@@ -217,6 +221,7 @@ def ingest(ctx, paths, labels, commit, capture, no_analyses):
     \b
     Example:
       tracehouse ingest ./sglang-profile/ --label model=DeepSeek-R1 --label config=tp8-ep8 --commit 1a2b3c
+      tracehouse ingest ./sglang-profile/ --requests ./sglang-profile/requests.csv
     """
     from ingest.load import ingest_paths
 
@@ -230,6 +235,15 @@ def ingest(ctx, paths, labels, commit, capture, no_analyses):
         if not path.exists():
             raise TracehouseError(f"{path}: no such file or directory",
                                   hint="give your profile directory or trace files: *.json, *.json.gz")
+
+    requests = None
+    if requests_file is not None:  # read and checked before any work: a bad file stops nothing half-done
+        from ingest.requests import read_requests
+        from ingest.run import plan_runs
+
+        requests = read_requests(requests_file)
+        if len(plan_runs(list(paths), capture)) != 1:
+            raise click.UsageError("--requests describes one run: give the files or the folder of one run")
 
     store = _warehouse(ctx, must_exist=False)
     if _progress_enabled():  # a terminal: a live line per rank (bytes read, %, ETA); nothing when piped
@@ -255,8 +269,21 @@ def ingest(ctx, paths, labels, commit, capture, no_analyses):
             _note_unchanged_labels(ctx, outcome.run_id, label_map)
         for key, count in sorted(outcome.warnings.items()):
             click.echo(f"  warning: {key}: {count}", err=True)
+        if requests is not None:
+            _attach_requests(store, outcome.run_id, requests, requests_file, replaced=not outcome.stored)
     if failed:
         ctx.exit(1)
+
+
+def _attach_requests(store, run_id: str, requests, path: Path, replaced: bool) -> None:
+    from ingest.requests import attach_requests
+
+    counts = attach_requests(store, run_id, requests)
+    verb = "replaced by" if replaced else "from"
+    click.echo(f"  requests of {run_id} {verb} {path}: {counts['rows']} row(s)", err=True)
+    if counts["unmatched"]:
+        click.echo(f"  warning: requests rows whose step the run does not have: {counts['unmatched']} (see "
+                   f"`tracehouse sql \"select rank, step, name from steps where run_id = '{run_id}'\"`)", err=True)
 
 
 def _note_unchanged_labels(ctx, run_id: str, wanted: dict[str, str]) -> None:

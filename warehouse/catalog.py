@@ -159,7 +159,7 @@ def _create_from(con: duckdb.DuckDBPyConnection, create: str, rows) -> None:
         con.unregister("tracehouse_rule_rows")
 
 
-CATALOG_VERSION = 3  # bump when the way the catalogue is built changes
+CATALOG_VERSION = 4  # bump when the way the catalogue is built changes
 
 
 def catalog_fingerprint() -> str:

@@ -14,7 +14,8 @@ import duckdb
 
 from warehouse.catalog import views_fingerprint
 
-FACT_VIEWS = ["steps", "kernels", "kernel_name_normalized", "critical_path_summary", "step_latency"]
+FACT_VIEWS = ["steps", "kernels", "kernel_name_normalized", "critical_path_summary", "step_latency",
+              "request_cost"]
 
 _KERNELS_SQL = """
 WITH st AS (SELECT rank, step FROM steps WHERE run_id = $run)
@@ -32,7 +33,7 @@ def run_facts(con, run_id: str) -> dict:
     """Everything a diff reads of one run, from the views (one query each): the in-step kernels grouped by
     name (in a fixed order), the run's rank-steps and ranks, its GPU time in and out of steps, the critical
     path's time per part summed over its steps (None: no critical_path_summary view), and its step_latency
-    rows (None: no step_latency view). Plain ints, floats and strings: `stored_facts` keeps it as JSON."""
+    rows (None: no step_latency view), and its per-request medians (None: no request named). Plain ints, floats and strings: `stored_facts` keeps it as JSON."""
     rank_steps, ranks = con.execute(
         "SELECT count(*), count(DISTINCT rank) FROM steps WHERE run_id = ?", [run_id]).fetchone()
     kernels = [list(r) for r in con.execute(_KERNELS_SQL + " ORDER BY k.name, k.kind", {"run": run_id}).fetchall()]
@@ -49,6 +50,14 @@ def run_facts(con, run_id: str) -> dict:
             "WHERE run_id = ? AND batch_size IS NOT NULL ORDER BY phase, batch_size", [run_id]).fetchall()]
     except duckdb.Error:  # a catalogue without step_latency
         pass
+    try:  # requests named, median prefill GPU time per request, median decode GPU time per token
+        row = con.execute("""
+            SELECT count(*), quantile_disc(prefill_gpu_ns, 0.5) FILTER (WHERE prefill_steps > 0),
+                   quantile_disc(decode_gpu_ns_per_token, 0.5)
+            FROM request_cost WHERE run_id = ?""", [run_id]).fetchone()
+        facts["request_cost"] = list(row) if row[0] else None
+    except duckdb.Error:  # a catalogue without request_cost
+        facts["request_cost"] = None
     return facts
 
 

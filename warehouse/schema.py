@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 # runs.schema_version of what ingest writes: bump it with any change to a column's name, type or order
 # (tests/test_schema.py holds the digest of each version's columns and fails until it is bumped)
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: table step_requests
 
 STR, I32, I64, F64, BOOL = pa.string(), pa.int32(), pa.int64(), pa.float64(), pa.bool_()
 
@@ -191,6 +191,15 @@ COLUMNS: dict[str, list[tuple[str, pa.DataType, str]]] = {
         ("match", STR, "how replay and capture were aligned (name, order, stream, greedy)"),
         ("graph_correlation", I64, "correlation of the graph launch that replayed it"),
         ("stack", pa.list_(STR), "the Python stack of the launch, innermost last"),
+    ],
+    "step_requests": [   # the run's requests file given at ingest (ingest/requests.py); zero rows without one
+        ("rank", I32, "the rank the row is about (NULL: every rank that has the step)"),
+        ("step", I64, "the step number, as step_spans.step"),
+        ("request_id", STR, "the request's id, as the serving engine names it"),
+        ("tokens", I64, "its query (new) tokens in the step (NULL: not stated)"),
+        ("kv_tokens", I64, "the KV tokens its attention read in the step (NULL: not stated)"),
+        ("phase", STR, "prefill | decode as stated (NULL: inferred by _step_request)"),
+        ("line", I64, "the row's line (CSV, JSON Lines) or item (JSON list) in the file"),
     ],
 }
 

@@ -27,6 +27,8 @@ TABLE_GRAIN = {
                   "framework's own), with its host window",
     "kernel_sites": "one row per GPU activity replayed from a CUDA/HIP graph whose Python launch site came "
                     "from a capture trace",
+    "step_requests": "one row per (step, request) of a requests file given at ingest (--requests): rank "
+                     "(NULL: every rank), step, request_id, tokens, kv_tokens, phase, line in the file",
 }
 
 

@@ -296,9 +296,13 @@ def _spark_transforms(node: exp.Expression) -> exp.Expression:
       `zip_with(a, b, ...)`; any other list_zip is refused.
     - `TRY_CAST(json(s) AS T[][])`: DuckDB makes an element that does not convert NULL, Spark's
       from_json the whole list: converted element by element.
+    - `HUGEINT` (the 128-bit integer of exact products such as request_step_cost's T·w): Spark has none;
+      DECIMAL(38, 0) holds the same integers, and `a // b` (Spark's DIV) and `a % b` on it stay exact.
     Not translatable without types: `len(xs)` of a list is Spark's `size`, of a text `length`; sqlglot
     writes LENGTH: the views write `array_length(xs)` for a list (the same function in DuckDB).
     """
+    if isinstance(node, exp.DataType) and node.this == exp.DataType.Type.INT128:
+        return exp.DataType.build("DECIMAL(38, 0)")
     if isinstance(node, exp.Bracket) and len(node.expressions) == 1 and not node.args.get("json_access"):
         index = node.expressions[0]
         if isinstance(index, exp.Slice):

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from tracehouse.errors import TracehouseError
 
-TABLES = ("kernels", "cpu_ops", "python_frames", "flows", "streams", "step_spans", "kernel_sites")
+TABLES = ("kernels", "cpu_ops", "python_frames", "flows", "streams", "step_spans", "kernel_sites",
+          "step_requests")
 ALL_TABLES = ("runs",) + TABLES
 DEFAULT_WAREHOUSE = "./tracehouse-data"
 
