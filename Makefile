@@ -3,7 +3,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 
 .PHONY: test test-fast demo bench lint clean fuzz screenshots
+# the lint first (the pinned ruff's default rules, pyproject.toml): a finding fails the tests, in CI too
 test: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -n auto
 
 # a few minutes, for development: no real traces, Spark, browser or whole-run exports (tests/conftest.py FAST)

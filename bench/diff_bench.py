@@ -50,9 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--files", nargs=2, type=Path, help="two trace files or run folders instead of synthetic runs")
     a = ap.parse_args(argv)
-    from warehouse.diff_facts import facts_dir
-    from synth import write_scenario
     from ingest.load import ingest_paths
+    from synth import write_scenario
+    from warehouse.diff_facts import facts_dir
     from warehouse.store import Warehouse
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -93,7 +93,7 @@ def _columns_spec(keys: dict[str, str], typed: bool) -> str:
     def arg_type(column: str) -> str:
         return ARGS_NUMERIC.get(column, "VARCHAR") if typed else "VARCHAR"
 
-    fields = ", ".join('"%s" %s' % (key.replace('"', '""'), arg_type(column)) for column, key in keys.items())
+    fields = ", ".join(f'"{key.replace(chr(34), chr(34) * 2)}" {arg_type(column)}' for column, key in keys.items())
     spec = dict(EVENT_KEYS)
     spec["args"] = f"STRUCT({fields})"
     return "{" + ", ".join(f"{_sql_string(k)}: {_sql_string(v)}" for k, v in spec.items()) + "}"

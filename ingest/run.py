@@ -87,7 +87,7 @@ def peek_distributed_info(path: Path, limit: int = 4 << 20) -> dict:
             raw = f.read(limit)
         inflater = new_inflater(raw)
         text = raw if inflater is None else inflater.decompress(raw, limit)
-    except Exception:  # a broken file is reported by the real read, with its position
+    except Exception:  # noqa: BLE001 - a broken file is reported by the real read, with its position
         return {}
     key = text.find(b'"distributedInfo"')
     if key < 0:
@@ -146,7 +146,7 @@ def _ingest_one(args: tuple) -> RankResult | FileProblem:
         return FileProblem(str(path), f"{exc} ({exc.hint})" if exc.hint else str(exc))
     except MemoryError:
         return FileProblem(str(path), f"{path}: out of memory while reading; raise TRACEHOUSE_MEMORY_LIMIT")
-    except Exception as exc:  # a bug must not cost the other files of the command
+    except Exception as exc:  # noqa: BLE001 - a bug must not cost the other files of the command
         return FileProblem(str(path), f"{path}: could not be ingested ({type(exc).__name__}: {exc}); "
                                       "this is a tracehouse bug, please report it")
 

@@ -97,7 +97,7 @@ def _pieces(stream: BinaryIO, label: str, digest, damage: _Damage | None = None)
                     rest = inflater.unused_data
                     inflater = _zlib.decompressobj(16 + _zlib.MAX_WBITS)
                     out += inflater.decompress(rest)
-            except Exception as exc:  # zlib.error, isal's IsalError, ...
+            except Exception as exc:  # noqa: BLE001 - zlib.error, isal's IsalError, ...
                 what = f"corrupt compressed data ({exc})"
                 if damage is None:
                     raise TraceFormatError(label, what, f"compressed byte {offset}")

@@ -61,7 +61,7 @@ from tracehouse.errors import TracehouseError
 from warehouse.catalog import connect
 from warehouse.runs import resolve_run
 from warehouse.store import Warehouse
-from warehouse.stored import COMPUTED_STEP_VIEWS, RANK_TABLES, is_stored
+from warehouse.stored import is_stored
 
 BATCH = 20_000
 FAR = 1 << 62  # an open window's bound

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from synth.history import commit_sha
 from tracehouse.cli import main
 from tracehouse.demo import REGRESSION_AT
@@ -19,7 +21,7 @@ def test_demo_builds_a_warehouse_and_reports(tmp_path, cli_runner):
     assert any(r.endswith(".md") and "run-" in r for r in reports)
     assert any(r.endswith(".html") and "run-" in r for r in reports)
     for report in reports:
-        assert (folder / "reports").is_dir() and open(report).read()
+        assert (folder / "reports").is_dir() and Path(report).read_text()
     con = connect(Warehouse(folder / "warehouse"))
     assert con.execute("SELECT count(*), count(DISTINCT series) FROM runs").fetchone() == (24, 2)
     assert con.execute("SELECT count(*) FROM invariant_violations").fetchone()[0] == 0

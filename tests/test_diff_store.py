@@ -9,10 +9,10 @@ import shutil
 
 import pytest
 
-from warehouse import diff_facts as diff_module
 from reports.diff import build_diff, render_diff
-from warehouse.diff_facts import facts_dir, run_facts, stored_facts
+from warehouse import diff_facts as diff_module
 from warehouse.catalog import connect
+from warehouse.diff_facts import facts_dir, run_facts, stored_facts
 
 
 def test_ingest_stores_each_runs_diff_facts(synth_warehouse):

@@ -13,8 +13,8 @@ from warehouse.catalog import connect
 
 @pytest.fixture(scope="module")
 def decode(tmp_path_factory):
-    from synth import write_scenario
     from ingest.load import ingest_paths
+    from synth import write_scenario
     from warehouse.store import Warehouse
 
     root = tmp_path_factory.mktemp("bounded")

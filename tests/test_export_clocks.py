@@ -20,8 +20,8 @@ SITUATION = "ranks-two-hosts-clock-offset"
 
 @pytest.fixture(scope="module")
 def two_hosts(tmp_path_factory):
-    from synth.situations import write_situation
     from ingest.load import ingest_paths
+    from synth.situations import write_situation
     from warehouse.store import Warehouse
 
     root = tmp_path_factory.mktemp("clocks")
@@ -156,8 +156,8 @@ def test_cli_says_the_alignment_on_stderr(two_hosts, tmp_path, cli_runner):
 
 def test_one_host_run_is_not_shifted(tmp_path):
     """A 2-rank synthesized run of one host: collective ends agree, nothing shifted."""
-    from synth import write_scenario
     from ingest.load import ingest_paths
+    from synth import write_scenario
     from warehouse.store import Warehouse
 
     wh = Warehouse(tmp_path / "wh")

@@ -146,7 +146,7 @@ def test_a_killed_ingest_process_leaves_nothing_and_the_next_succeeds(tmp_path):
     runs = con.execute("SELECT count(*) FROM runs").fetchone()[0]
     kernels = con.execute("SELECT count(*) FROM kernels").fetchone()[0]
     assert kernels == 2 * runs  # whole or nothing
-    [outcome] = ingest_paths(Warehouse(wh), [trace])
+    [_outcome] = ingest_paths(Warehouse(wh), [trace])
     assert connect(Warehouse(wh)).execute("SELECT count(*) FROM kernels").fetchone()[0] == 2
 
 
@@ -184,11 +184,11 @@ def test_bad_label_is_a_usage_error(tmp_path, cli_runner):
 
 
 @pytest.mark.parametrize("name, expected", [
-    ("1712345-TP-3-DECODE.trace.json.gz", dict(tp=3, stage="DECODE", rank=None)),
-    ("1712345-TP-1-DP-2-PP-0-EP-5-EXTEND.trace.json.gz", dict(tp=1, dp=2, pp=0, ep=5, stage="EXTEND")),
-    ("rank-3.host_1234.1700000000.pt.trace.json.gz", dict(rank=3, tp=None)),
-    ("graph_capture_rank_0.1773709742341309550.pt.trace.json.gz", dict(rank=0)),
-    ("trace.json.gz", dict(rank=None, tp=None, stage=None)),
+    ("1712345-TP-3-DECODE.trace.json.gz", {"tp": 3, "stage": "DECODE", "rank": None}),
+    ("1712345-TP-1-DP-2-PP-0-EP-5-EXTEND.trace.json.gz", {"tp": 1, "dp": 2, "pp": 0, "ep": 5, "stage": "EXTEND"}),
+    ("rank-3.host_1234.1700000000.pt.trace.json.gz", {"rank": 3, "tp": None}),
+    ("graph_capture_rank_0.1773709742341309550.pt.trace.json.gz", {"rank": 0}),
+    ("trace.json.gz", {"rank": None, "tp": None, "stage": None}),
 ])
 def test_file_names_are_parsed(name, expected):
     info = parse_trace_name(name)

@@ -67,7 +67,7 @@ def test_eager_attribution_matches_tracelens(real_warehouse, row):
 def test_multirank_directory_is_one_run_with_two_ranks(tmp_path):
     require_shared()
     wh = Warehouse(tmp_path / "wh")
-    [outcome] = ingest_paths(wh, [TRACES / "multirank" / "sampled_2ranks"])
+    [_outcome] = ingest_paths(wh, [TRACES / "multirank" / "sampled_2ranks"])
     con = connect(wh)
     assert con.execute("SELECT n_ranks, world_size FROM runs").fetchone() == (2, 128)
     assert con.execute("SELECT list(DISTINCT rank ORDER BY rank) FROM kernels").fetchone()[0] == [0, 1]

@@ -107,8 +107,8 @@ def test_handmade_second_stream_and_no_pattern():
 
 # ---------------------------------------------------------------- synthesized decode runs
 
-CASES = [dict(ranks=2, steps=2, layers=4, seed=0), dict(ranks=1, steps=2, layers=7, seed=3),
-         dict(ranks=2, steps=1, layers=3, seed=11, vendor="amd")]
+CASES = [{"ranks": 2, "steps": 2, "layers": 4, "seed": 0}, {"ranks": 1, "steps": 2, "layers": 7, "seed": 3},
+         {"ranks": 2, "steps": 1, "layers": 3, "seed": 11, "vendor": "amd"}]
 
 
 @pytest.fixture(scope="module")

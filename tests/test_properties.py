@@ -32,9 +32,9 @@ event = st.fixed_dictionaries({
 def _text(events: list[dict], pretty: bool) -> bytes:
     out = []
     for e in events:
-        out.append('{"ph": "X", "cat": %s, "name": %s, "pid": 0, "tid": %d, "ts": %s, "dur": %s, '
-                   '"args": {"stream": %d, "device": 0}}' % (json.dumps(e["cat"]), json.dumps(e["name"]),
-                                                           e["stream"], BASE_US + e["ts"], e["dur"], e["stream"]))
+        out.append(f'{{"ph": "X", "cat": {json.dumps(e["cat"])}, "name": {json.dumps(e["name"])}, "pid": 0, '
+                   f'"tid": {e["stream"]:d}, "ts": {BASE_US + e["ts"]}, "dur": {e["dur"]}, '
+                   f'"args": {{"stream": {e["stream"]:d}, "device": 0}}}}')
     sep = ",\n" if pretty else ","
     return ('{"schemaVersion": 1, "traceEvents": [' + sep.join(out) + "]}").encode()
 

@@ -88,9 +88,9 @@ def test_handmade_instances_and_totals():
 
 # ---------------------------------------------------------------- synthesized runs with a straggler
 
-CASES = [dict(ranks=4, steps=3, layers=4, straggler=(2, 50.0), seed=0),
-         dict(ranks=2, steps=2, layers=3, straggler=(0, 20.0), seed=5),
-         dict(ranks=3, steps=2, layers=2, straggler=(1, 5.0), seed=9, vendor="amd")]
+CASES = [{"ranks": 4, "steps": 3, "layers": 4, "straggler": (2, 50.0), "seed": 0},
+         {"ranks": 2, "steps": 2, "layers": 3, "straggler": (0, 20.0), "seed": 5},
+         {"ranks": 3, "steps": 2, "layers": 2, "straggler": (1, 5.0), "seed": 9, "vendor": "amd"}]
 
 
 @pytest.fixture(scope="module")

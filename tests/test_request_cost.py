@@ -26,16 +26,16 @@ COST_COLS = ("request_id", "steps", "prefill_steps", "decode_steps", "first_step
 
 def _cli(*args: str, warehouse: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(REPO / "cli.py"), "--warehouse", str(warehouse), *args],
-                          capture_output=True, text=True, cwd=REPO, timeout=600)
+                          capture_output=True, text=True, cwd=REPO, timeout=600, check=False)
 
 
 @pytest.fixture(scope="module")
 def requests_wh(tmp_path_factory):
     """The annotated situation ingested as is; the file situation ingested twice over: without its requests
     file (run `bare`), and in another warehouse with --requests (run `file`)."""
+    from ingest.load import ingest_paths
     from synth.situations import write_situation
     from warehouse.catalog import connect
-    from ingest.load import ingest_paths
     from warehouse.store import Warehouse
 
     root = tmp_path_factory.mktemp("requests")
@@ -164,8 +164,8 @@ def test_requests_replaced_on_reingest(requests_wh, tmp_path):
     ("step,request_id\n0,a\n", ".txt", "unknown requests file type '.txt'"),
 ])
 def test_bad_requests_file_is_one_clear_error(tmp_path, text, suffix, message):
-    from tracehouse.errors import TracehouseError
     from ingest.requests import read_requests
+    from tracehouse.errors import TracehouseError
 
     path = tmp_path / f"r{suffix}"
     path.write_text(text)
@@ -261,9 +261,9 @@ def test_real_traces_name_no_requests_and_a_file_splits_them(tmp_path):
     from tests.conftest import TRACES, require_shared
 
     require_shared()
+    from ingest.load import ingest_paths
     from ingest.requests import attach_requests, read_requests
     from warehouse.catalog import connect
-    from ingest.load import ingest_paths
     from warehouse.store import Warehouse
 
     wh = Warehouse(tmp_path / "wh")

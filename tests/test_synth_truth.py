@@ -11,11 +11,11 @@ from warehouse.catalog import connect
 from warehouse.store import Warehouse
 
 CASES = [
-    ("serving-decode", "nvidia", dict(ranks=2, steps=3, layers=3)),
-    ("serving-decode", "amd", dict(ranks=2, steps=2, layers=2)),
-    ("serving-prefill", "nvidia", dict(ranks=2, steps=2, layers=2)),
-    ("training", "nvidia", dict(ranks=2, steps=3, layers=2)),
-    ("training", "amd", dict(ranks=1, steps=2, layers=2)),
+    ("serving-decode", "nvidia", {"ranks": 2, "steps": 3, "layers": 3}),
+    ("serving-decode", "amd", {"ranks": 2, "steps": 2, "layers": 2}),
+    ("serving-prefill", "nvidia", {"ranks": 2, "steps": 2, "layers": 2}),
+    ("training", "nvidia", {"ranks": 2, "steps": 3, "layers": 2}),
+    ("training", "amd", {"ranks": 1, "steps": 2, "layers": 2}),
 ]
 
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# ruff: noqa: BLE001, PLW1510, SIM115 - a recording script for a GPU machine: it logs every failure and goes on
 """Record REAL PyTorch-profiler (Kineto) traces for tracehouse's test data.
 
 What it records (each a gzipped Chrome-trace JSON, as written by
@@ -209,7 +210,7 @@ def profiler(torch, ctx, out_path, wait, warmup, active):
         print("no enable_cuda_sync_events:", e)
 
     def ready(p):
-        raw = out_path[:-3] if out_path.endswith(".gz") else out_path
+        raw = out_path.removesuffix(".gz")
         p.export_chrome_trace(raw)
         with open(raw, "rb") as fi, gzip.open(out_path, "wb", compresslevel=9) as fo:
             shutil.copyfileobj(fi, fo)
@@ -286,7 +287,7 @@ def part_capture(torch, ctx, out):
             model(static_x, caches, pos)  # step 0 (profiler warm-up, discarded)
             ctx.sync()
             prof.step()
-            g, replay = capture_graph(torch, ctx, model, caches, pos, static_x)  # step 1
+            _g, replay = capture_graph(torch, ctx, model, caches, pos, static_x)  # step 1
             ctx.sync()
             prof.step()
             replay()  # step 2
@@ -302,7 +303,7 @@ def part_decode(torch, ctx, out, active=4):
     path = os.path.join(out, "h200_graph_decode.json.gz")
     with torch.inference_mode():
         caches, pos, static_x = decode_setup(torch, ctx, model)
-        g, replay = capture_graph(torch, ctx, model, caches, pos, static_x)
+        _g, replay = capture_graph(torch, ctx, model, caches, pos, static_x)
         side = ctx.stream()
         a = torch.randn(2048, 2048, device=ctx.device, dtype=dt)
         bm = torch.randn(2048, 2048, device=ctx.device, dtype=dt)
