@@ -267,6 +267,14 @@ def read_packets(data: bytes) -> Iterator[dict]:
         yield out
 
 
+def track_rank(tracks: dict[int, dict], uuid: int) -> int:
+    """The rank a track belongs to: its process track's pid less one (the export writes rank R as pid R + 1)."""
+    track = tracks[uuid]
+    while "parent" in track:
+        track = tracks[track["parent"]]
+    return track["pid"] - 1
+
+
 def read_slices(data: bytes) -> tuple[dict[int, dict], list[dict]]:
     """(tracks by uuid, slices): each SLICE_BEGIN matched with the SLICE_END that closes it on its track
     (innermost open slice first, as Perfetto nests them), in timestamp order per track with the file's

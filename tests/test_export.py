@@ -19,7 +19,7 @@ import pytest
 from conftest import TRACES, independent_gpu_summary, query_rows, real_trace_files, require_shared
 
 from reports.export import export_run, parse_window, step_windows
-from reports.perfetto_proto import read_slices
+from reports.perfetto_proto import read_slices, track_rank
 from synth.truth import load_truth
 from warehouse.catalog import connect
 
@@ -62,10 +62,7 @@ class Parsed:
         return uuid
 
     def rank(self, uuid: int) -> int:
-        t = self.tracks[uuid]
-        while "parent" in t:
-            t = self.tracks[t["parent"]]
-        return t["pid"] - 1
+        return track_rank(self.tracks, uuid)
 
     def of(self, category: str) -> list[dict]:
         return [s for s in self.slices if s.get("category") == category]

@@ -7,7 +7,7 @@ import pytest
 
 from reports import export
 from reports.export import default_memory_limit, export_run
-from reports.perfetto_proto import read_slices
+from reports.perfetto_proto import read_slices, track_rank
 from warehouse.catalog import connect
 
 
@@ -48,10 +48,8 @@ def test_scoped_batches_give_the_views_rows(decode, tmp_path, monkeypatch):
     tracks, slices = read_slices(out.read_bytes())
 
     def rank(uuid):
-        t = tracks[uuid]
-        while "parent" in t:
-            t = tracks[t["parent"]]
-        return t["pid"] - 1
+
+        return track_rank(tracks, uuid)
 
     got = sorted((rank(s["track"]), s["args"]["step"], s["args"]["seq"], s["start_ns"], s["dur_ns"], s["args"]["kind"])
                  for s in slices if s.get("category") == "critical_path")

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from reports.export import clock_alignment, export_run
-from reports.perfetto_proto import read_slices
+from reports.perfetto_proto import read_slices, track_rank
 from tests.conftest import require_shared
 from warehouse.catalog import connect
 
@@ -45,10 +45,8 @@ def _exported(path):
     tracks, slices = read_slices(path.read_bytes())
 
     def rank(uuid):
-        t = tracks[uuid]
-        while "parent" in t:
-            t = tracks[t["parent"]]
-        return t["pid"] - 1
+
+        return track_rank(tracks, uuid)
 
     gpu = {(rank(s["track"]), s["args"]["kernel_id"]): s["start_ns"] for s in slices if "kernel_id" in s["args"]
            and s.get("category") in ("kernel", "memcpy", "memset")}
