@@ -50,7 +50,7 @@ def test_stored_facts_equal_the_views_and_a_stored_run_is_not_recomputed(own_syn
 
 
 def test_cli_diff_reads_the_store(own_synth_warehouse, cli_runner, monkeypatch):
-    import cli
+    from tracehouse import cli
 
     wh, runs = own_synth_warehouse
     a, b = runs["serving-decode"], runs["training"]

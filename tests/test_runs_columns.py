@@ -16,7 +16,7 @@ def _run(run_id: str) -> dict:
 
 
 def test_figures_have_fixed_decimals_and_line_up(capsys):
-    import cli
+    from tracehouse import cli
 
     runs = [_run("a" * 16), _run("b" * 16)]
     figures = {"a" * 16: Headline("unknown", 1, 12920.244, 0.5, "memory 84%"),
@@ -41,7 +41,7 @@ def test_a_run_without_figures_leaves_them_empty():
 
 def test_runs_fits_in_120_columns_on_the_real_traces(real_warehouse, cli_runner):
     """Issue 17: `tracehouse runs` fits in 120 columns on the shared corpus (one run per trace file)."""
-    import cli
+    from tracehouse import cli
 
     wh, runs = real_warehouse
     res = cli_runner.invoke(cli.main, ["--warehouse", str(wh.root), "runs"])

@@ -103,7 +103,7 @@ def test_target_size_run_reports_progress_per_step(tmp_path):
 
 
 def test_synth_cli_is_quiet_when_stderr_is_not_a_terminal(tmp_path, cli_runner):
-    import cli
+    from tracehouse import cli
 
     res = cli_runner.invoke(cli.main, ["synth", "serving-decode", "--ranks", "1", "--target-size", "300KB",
                                        "-o", str(tmp_path / "run")])
@@ -113,7 +113,7 @@ def test_synth_cli_is_quiet_when_stderr_is_not_a_terminal(tmp_path, cli_runner):
 
 @pytest.mark.parametrize("size", ["10XB", "0", "-5MB", "infGB", "nanMB", "big"])
 def test_synth_cli_refuses_a_bad_target_size_in_one_line(tmp_path, cli_runner, size):
-    import cli
+    from tracehouse import cli
 
     res = cli_runner.invoke(cli.main, ["synth", "serving-decode", "--target-size", size, "-o", str(tmp_path / "run")])
     assert res.exit_code == 2 and res.exception is None or isinstance(res.exception, SystemExit), res.output
