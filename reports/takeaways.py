@@ -7,6 +7,12 @@ Every takeaway carries its evidence (Takeaway): the figure it rests on (data_qua
 names), the value tested, the kernel / call / pattern / rank it names, and the time window in which a
 reader can check it (ns from the trace's start). A rule whose figure is flagged by sql/data_quality (a
 warning or an error on that figure) draws nothing: the report lists it as withheld, with the flags.
+
+A rule whose advice depends on what bounds the step is also withheld where the step says the advice
+would not pay, with the reason and its figures: overlapping kernels across streams shortens a step only
+where the GPU is the bound, so in a host-bound step (GPU idle >= IDLE_BAR of the wall, and host-bound gaps
+at least half of that idle time, the same test that names the idle takeaway's cause) the overlap rule is
+withheld (synth/situations/takeaway_bounds.py).
 """
 
 from __future__ import annotations
@@ -56,10 +62,12 @@ class Takeaway:
 
 @dataclass
 class WithheldTakeaway:
-    """A takeaway rule that fired on a flagged figure, so not drawn."""
+    """A takeaway rule that fired but is not drawn: its figure is flagged (`flags`), or the trace shows that
+    its advice would not pay (`reason`, a sentence naming the figures it rests on; flags then empty)."""
 
     figure: str
     flags: list[str]
+    reason: str | None = None
 
 
 def export_command(run_id: str, rank: int | None, step: int | None, start: int | None, end: int | None) -> str:
@@ -98,6 +106,11 @@ def takeaways(r, windows) -> tuple[list, list]:
                             rank=r.step.rank if on_step else None, step=r.step.step if on_step else None))
 
     s = r.step
+    host_bound_idle = None  # the step's GPU idle share when the step is host-bound, else None
+    if s is not None and s.wall_ns:
+        host = sum(g["total_ns"] for g in s.gaps if g["class"] == "host_bound")
+        if s.gpu_idle_ns / s.wall_ns >= IDLE_BAR and host >= 0.5 * s.gpu_idle_ns and not r.flagged("idle_gaps"):
+            host_bound_idle = s.gpu_idle_ns / s.wall_ns
     if s is not None and s.wall_ns:
         step_window = (windows.rel(s.wall_start_ns), windows.rel(s.wall_end_ns))
         comm = next((c.share for c in s.components if c.category == "communication"), 0.0)
@@ -149,7 +162,12 @@ def takeaways(r, windows) -> tuple[list, list]:
              share, ", ".join(f.pattern_name for f in confirmed[:3]), windows.trace(), "trace")
     headroom = [o for o in r.overlap if o.verdict == "headroom" and o.recommendation == "try overlap"]
     # with one stream, nothing runs beside any kernel: "runs alone" is true of all of them and says nothing
-    if headroom and r.n_streams > 1:
+    if headroom and r.n_streams > 1 and host_bound_idle is not None and not r.flagged("overlap_opportunity"):
+        withheld.append(WithheldTakeaway("overlap_opportunity", [], (
+            f"step {s.step} is host-bound: the GPU idles {100 * host_bound_idle:.0f} % of it waiting for launches "
+            f"(idle_gaps), so overlapping the {len(headroom)} kernel(s) that run alone would not shorten it; "
+            "launch faster first (CUDA graphs, torch.compile, less host work per step)")))
+    elif headroom and r.n_streams > 1:
         draw("overlap_opportunity", f"{len(headroom)} kernel(s) above the 1 % bar run mostly alone and could overlap "
              f"with other streams, the largest {headroom[0].name[:60]} ({100 * headroom[0].share:.1f} %).",
              headroom[0].share, headroom[0].name, windows.kernel(headroom[0].name), "kernel")

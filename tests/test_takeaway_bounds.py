@@ -1,0 +1,93 @@
+"""Takeaways that depend on what bounds the step (reports/takeaways.py, synth/situations/takeaway_bounds.py):
+the overlap recommendation is drawn where the GPU is the bound and withheld, with its reason, where the
+step is host-bound; the overlap rows themselves are the same in both. A real host-bound two-stream trace
+(../shared) must not recommend overlap either."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import query_rows, require_shared
+
+from ingest.load import ingest_paths
+from reports.run import build_run_report, render_run_report, report_json
+from synth.situations import write_situation
+from synth.truth import load_truth
+from warehouse.catalog import connect
+from warehouse.store import Warehouse
+
+NAMES = ["overlap-host-bound", "overlap-gpu-bound"]
+
+
+@pytest.fixture(scope="module")
+def bounds(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bounds")
+    wh = Warehouse(root / "wh")
+    runs, expect = {}, {}
+    for name in NAMES:
+        out = write_situation(name, root / name)
+        [outcome] = ingest_paths(wh, [out], analyse=False)
+        assert not outcome.problems, outcome.problems
+        runs[name], expect[name] = outcome.run_id, load_truth(out)["expect"]
+    return wh, runs, expect
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_overlap_rows_are_the_same_whatever_bounds_the_step(bounds, name):
+    wh, runs, expect = bounds
+    want = expect[name]["overlap_row"]
+    con = connect(wh, runs=[runs[name]])
+    [row] = query_rows(con, "SELECT verdict, recommendation, exclusive_ratio FROM overlap_opportunity "
+                            "WHERE run_id = ? AND name = ?", [runs[name], want["name"]])
+    assert (row["verdict"], row["recommendation"]) == (want["verdict"], want["recommendation"])
+    assert row["exclusive_ratio"] == 1.0  # the GEMM never runs beside the all-reduce
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_overlap_takeaway_follows_what_bounds_the_step(bounds, name):
+    wh, runs, expect = bounds
+    truth = expect[name]
+    report = build_run_report(connect(wh, runs=[runs[name]]), runs[name])
+    drawn = {t.figure for t in report.takeaways}
+    assert drawn >= set(truth["drawn"]), drawn
+    assert not drawn & set(truth["not_drawn"]), drawn
+    by_reason = {w.figure: w for w in report.withheld if w.reason}
+    assert set(by_reason) == set(truth["withheld_reasons"]), report.withheld
+    md = render_run_report(report, "md")
+    html = render_run_report(report, "html")
+    for figure in truth["withheld_reasons"]:
+        w = by_reason[figure]
+        assert w.flags == []
+        idle = round(100 * report.step.gpu_idle_ns / report.step.wall_ns)
+        assert f"host-bound: the GPU idles {idle} %" in w.reason  # the figure it rests on, named
+        assert idle >= 20
+        assert f"Not drawn: a takeaway on `{figure}` (step {report.step.step} is host-bound" in md
+        assert f"Not drawn: a takeaway on <code>{figure}</code> (step {report.step.step} is host-bound" in html
+    if "overlap_subject" in truth:
+        [t] = [t for t in report.takeaways if t.figure == "overlap_opportunity"]
+        assert t.subject == truth["overlap_subject"]
+        assert "could overlap" in md
+    else:
+        assert "could overlap" not in md
+    data = json.loads(json.dumps(report_json(report), default=str))
+    assert [w["reason"] is not None for w in data["withheld"]].count(True) == len(truth["withheld_reasons"])
+
+
+@pytest.mark.slow  # a real trace's whole report
+def test_real_host_bound_two_stream_trace_recommends_no_overlap(tmp_path):
+    """a100_nccl_rank0 (DDP training, compute + NCCL streams): hand-checked, its report step (ProfilerStep#4)
+    has 222.4 ms of wall, 166.3 ms of it GPU idle, 165.8 ms of that in host-bound gaps; its overlap table
+    still has `try overlap` rows (cudnn batch-norm backward, 100 % exclusive), but no takeaway says to
+    overlap them."""
+    trace = require_shared() / "nvidia" / "a100_nccl_rank0.json.gz"
+    wh = Warehouse(tmp_path / "wh")
+    [outcome] = ingest_paths(wh, [trace], analyse=False)
+    report = build_run_report(connect(wh, runs=[outcome.run_id]), outcome.run_id)
+    s = report.step
+    assert (s.step, s.wall_ns // 100_000, s.gpu_idle_ns // 100_000) == (4, 2224, 1663)
+    assert any(o.recommendation == "try overlap" for o in report.overlap)
+    assert "overlap_opportunity" not in {t.figure for t in report.takeaways}
+    assert "idle_gaps" in {t.figure for t in report.takeaways}
+    [w] = [w for w in report.withheld if w.figure == "overlap_opportunity"]
+    assert "host-bound: the GPU idles 75 %" in w.reason
