@@ -168,6 +168,8 @@ class StepSection:
     layer_span_ns: int | None = None  # median wall time of one layer (layer_pattern_summary.layer_span_ns)
     total_layers: int | None = None   # layers found in the step, every repeated block counted
     largest_gap: dict | None = None  # the step's longest device gap: class, start_ns, end_ns, gap_ns, next_name
+    # inside the GPU span, the device busy with other steps' work only (steps that interleave): not idle
+    other_steps_ns: int = 0
     window: FindingWindow | None = None  # the step (its breakdown, critical path), with its export command
     gap_window: FindingWindow | None = None  # the longest gap, with its export command
     # drawing data of the HTML timeline (not figures: left out of the JSON, like timeline)
@@ -581,6 +583,7 @@ def _step_section(con, s: dict, key: list) -> StepSection:
         compute_ns=s["compute_ns"],
         exposed_comm_ns=s["exposed_comm_ns"], exposed_memory_ns=s["exposed_memory_ns"],
         gpu_idle_ns=s["gpu_idle_ns"], host_tail_ns=s["host_tail_ns"], gpu_utilization=s["gpu_utilization"],
+        other_steps_ns=s["other_steps_ns"],
         activities=s["activities"], components=components, streams=streams, critical_stream=critical_stream,
         layer_period=period, layer_repeats=repeats, layer=layer, layer_span_ns=layer_span, total_layers=total_layers, gaps=gaps, critical_path=path, timeline=lanes,
         gap_spans=gap_spans, path_segments=path_segments)

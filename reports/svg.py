@@ -143,10 +143,11 @@ def timeline_legend(step) -> Markup:
 
 def wall_bar(step, width: int = 640) -> Markup:
     """The step's wall clock as one stacked bar: host setup, queued, compute, exposed comm and memory,
-    GPU idle, host tail (step_breakdown; the parts add up to the wall)."""
+    other steps' work, GPU idle, host tail (step_breakdown; the parts add up to the wall)."""
     parts_ns = [("host setup", step.host_setup_ns, "#fdd0a2"), ("queued on GPU", step.gpu_queued_ns, "#9e9ac8"),
                 ("compute", step.compute_ns, "#3182bd"), ("exposed comm", step.exposed_comm_ns, "#d62728"),
-                ("exposed memory", step.exposed_memory_ns, "#ffbb78"), ("GPU idle", step.gpu_idle_ns, "#bdbdbd"),
+                ("exposed memory", step.exposed_memory_ns, "#ffbb78"),
+                ("other steps' work", step.other_steps_ns, "#9ecae1"), ("GPU idle", step.gpu_idle_ns, "#bdbdbd"),
                 ("host tail", step.host_tail_ns, "#fee6ce")]
     total = sum(max(0, v or 0) for _, v, _ in parts_ns) or 1
     out, xpos = [(f'<svg xmlns="http://www.w3.org/2000/svg" class="chart wall-bar" width="{width}" height="26" '

@@ -27,6 +27,12 @@ PHASE_BAR = 0.10  # a phase under this share of the run's GPU time draws no cate
 OTHER_BAR = 0.05
 COVERAGE_BAR = 0.90
 STRAGGLER_BAR = 0.75  # a rank that arrives last at this share of the collectives
+# what the GPU waited for, by the class of idle gap (sql/idle_gaps.sql) holding the most of the step's idle
+# time: the idle takeaway names the largest one
+IDLE_CAUSES = {"host_bound": "the host launching too late (host-bound gaps)",
+               "sync_wait": "blocking synchronization (sync-wait gaps)",
+               "other": "work already launched that started late (queued gaps: a dependency on another stream "
+                        "or rank, a graph replay's own pace, or no launch call in the trace)"}
 
 
 
@@ -124,8 +130,9 @@ def takeaways(r, windows) -> tuple[list, list]:
                  f"of the wall is exposed communication{where} (step {s.step}).", exposed, s.name, step_window, "step")
         idle = s.gpu_idle_ns / s.wall_ns
         if idle >= IDLE_BAR:
-            host = sum(g["total_ns"] for g in s.gaps if g["class"] == "host_bound")
-            cause = "the host launching too late (host-bound gaps)" if host >= 0.5 * s.gpu_idle_ns else "dependencies and syncs"
+            cause = IDLE_CAUSES.get(max((g for g in s.gaps if g["class"] in IDLE_CAUSES),
+                                        key=lambda g: g["total_ns"], default={"class": None})["class"],
+                                    "a cause the idle gaps do not show")
             gap = s.largest_gap
             detail = ""
             window, window_of = step_window, "step"

@@ -14,13 +14,22 @@
 --   compute_ns         GPU compute (gpu_timeline exact: union of non-communication, non-memory work)
 --   exposed_comm_ns    communication not under compute
 --   exposed_memory_ns  copies and fills under neither
---   gpu_idle_ns        gaps inside the GPU span (no activity on any stream of the rank's device(s))
+--   other_steps_ns     inside the GPU span, time when no activity of this step ran but an activity of
+--                      another step (or of none) did, on the same device: steps whose GPU work
+--                      interleaves (the host runs ahead, so the previous step's work still runs on one
+--                      stream while this step's first activities start on another). The device was busy:
+--                      this is not idle time. 0 when the steps' GPU work does not interleave
+--   gpu_idle_ns        inside the GPU span, time when no activity at all ran on the device (summed over
+--                      the rank's devices, as the busy time is)
 --   host_tail_ns       after the last GPU activity, until the host leaves the step
+-- compute_ns, exposed_comm_ns and exposed_memory_ns classify the step's own activities (gpu_timeline of
+-- the step): a communication kernel of this step that ran under another step's compute is still counted
+-- exposed here.
 -- Columns:
 --   run_id, rank, step, phase, name   the step (steps view)
 --   wall_start_ns, wall_end_ns, wall_ns   the wall clock of the step, as above
 --   host_setup_ns, gpu_queued_ns, compute_ns, exposed_comm_ns, exposed_memory_ns   as above
---   gpu_idle_ns, host_tail_ns   as above
+--   other_steps_ns, gpu_idle_ns, host_tail_ns   as above
 --   gpu_utilization    gpu busy / wall (0..1)
 --   activities         GPU activities of the step
 CREATE OR REPLACE VIEW step_breakdown AS
@@ -44,12 +53,43 @@ first_act AS (
     ) t
     WHERE rn = 1
 ),
+device_order AS (
+    -- every activity of the device, of any step: the end of the latest one before it, to find where a
+    -- busy island (activities that touch or overlap) starts
+    SELECT run_id, rank, device, start_ns, end_ns,
+           max(end_ns) OVER (PARTITION BY run_id, rank, device ORDER BY start_ns, end_ns, kernel_id
+                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+    FROM kernels
+),
+numbered AS (
+    SELECT *, sum(CASE WHEN prev_end IS NULL OR start_ns > prev_end THEN 1 ELSE 0 END)
+                  OVER (PARTITION BY run_id, rank, device ORDER BY start_ns, end_ns
+                        ROWS UNBOUNDED PRECEDING) AS island
+    FROM device_order
+),
+islands AS (
+    SELECT run_id, rank, device, min(start_ns) AS i_start, max(end_ns) AS i_end
+    FROM numbered
+    GROUP BY run_id, rank, device, island
+),
+device_busy AS (
+    -- the device's busy time (any step's work) inside the step's GPU span, summed over the rank's devices
+    SELECT s.run_id, s.rank, s.step,
+           sum(least(i.i_end, s.gpu_end_ns) - greatest(i.i_start, s.gpu_start_ns)) AS busy_all_ns
+    FROM s
+    JOIN islands i ON i.run_id = s.run_id AND i.rank = s.rank
+                  AND i.i_start < s.gpu_end_ns AND i.i_end > s.gpu_start_ns
+    GROUP BY s.run_id, s.rank, s.step
+),
 q AS (
     SELECT s.*,
            CASE WHEN s.gpu_start_ns IS NULL OR f.launched_ns IS NULL THEN 0
-                ELSE s.gpu_start_ns - greatest(s.w_start, least(f.launched_ns, s.gpu_start_ns)) END AS queued
+                ELSE s.gpu_start_ns - greatest(s.w_start, least(f.launched_ns, s.gpu_start_ns)) END AS queued,
+           -- never below the step's own busy time (the islands hold its activities too)
+           greatest(coalesce(d.busy_all_ns, 0), s.gpu_busy_ns) AS busy_all
     FROM s
     LEFT JOIN first_act f ON f.run_id = s.run_id AND f.rank = s.rank AND f.step = s.step
+    LEFT JOIN device_busy d ON d.run_id = s.run_id AND d.rank = s.rank AND d.step = s.step
 )
 SELECT
     run_id, rank, step, phase, name,
@@ -57,7 +97,8 @@ SELECT
     coalesce(gpu_start_ns, w_end) - w_start - queued AS host_setup_ns,
     queued AS gpu_queued_ns,
     compute_ns, exposed_comm_ns, exposed_memory_ns,
-    coalesce(gpu_span_ns, 0) - gpu_busy_ns AS gpu_idle_ns,
+    busy_all - gpu_busy_ns AS other_steps_ns,
+    coalesce(gpu_span_ns, 0) - busy_all AS gpu_idle_ns,
     CASE WHEN gpu_end_ns IS NULL THEN 0 ELSE w_end - gpu_end_ns END AS host_tail_ns,
     CASE WHEN w_end > w_start THEN gpu_busy_ns / (w_end - w_start) END AS gpu_utilization,
     activities

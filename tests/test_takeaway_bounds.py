@@ -64,6 +64,8 @@ def test_overlap_takeaway_follows_what_bounds_the_step(bounds, name):
         assert idle >= 20
         assert f"Not drawn: a takeaway on `{figure}` (step {report.step.step} is host-bound" in md
         assert f"Not drawn: a takeaway on <code>{figure}</code> (step {report.step.step} is host-bound" in html
+        [idle_takeaway] = [t for t in report.takeaways if t.figure == "idle_gaps"]
+        assert "mostly waiting for the host launching too late (host-bound gaps)" in idle_takeaway.text
     if "overlap_subject" in truth:
         [t] = [t for t in report.takeaways if t.figure == "overlap_opportunity"]
         assert t.subject == truth["overlap_subject"]
@@ -91,3 +93,27 @@ def test_real_host_bound_two_stream_trace_recommends_no_overlap(tmp_path):
     assert "idle_gaps" in {t.figure for t in report.takeaways}
     [w] = [w for w in report.withheld if w.figure == "overlap_opportunity"]
     assert "host-bound: the GPU idles 75 %" in w.reason
+
+
+def test_interleaved_steps_split_other_steps_work_from_idle(tmp_path):
+    """steps-interleaved (synth/situations/steps_interleave.py): the previous step's GEMMs inside a step's GPU
+    span are other_steps_ns, not gpu_idle_ns; every part hand-computed, and the parts add up to the wall."""
+    out = write_situation("steps-interleaved", tmp_path / "s")
+    wh = Warehouse(tmp_path / "wh")
+    [outcome] = ingest_paths(wh, [out], analyse=False)
+    truth = load_truth(out)["expect"]["step_breakdown"]
+    con = connect(wh, runs=[outcome.run_id])
+    rows = query_rows(con, "SELECT * FROM step_breakdown WHERE run_id = ? ORDER BY step", [outcome.run_id])
+    assert [str(r["step"]) for r in rows] == sorted(truth)
+    t0 = con.execute("SELECT min(host_start_ns) FROM steps WHERE run_id = ?", [outcome.run_id]).fetchone()[0]
+    for r in rows:
+        want = truth[str(r["step"])]
+        got = {"wall_start_us": (r["wall_start_ns"] - t0) / 1000, "wall_end_us": (r["wall_end_ns"] - t0) / 1000}
+        got |= {k: r[k.replace("_us", "_ns")] / 1000 for k in want if k not in ("wall_start_us", "wall_end_us")}
+        assert got == want, r["step"]
+        parts = ("host_setup_ns", "gpu_queued_ns", "compute_ns", "exposed_comm_ns", "exposed_memory_ns",
+                 "other_steps_ns", "gpu_idle_ns", "host_tail_ns")
+        assert sum(r[p] for p in parts) == r["wall_ns"]
+    report = build_run_report(con, outcome.run_id)
+    md = render_run_report(report, "md")
+    assert "other steps' work" in md
