@@ -39,7 +39,7 @@ class Session:
 
     def arrow(self, query: str, params: list | None = None):
         """One read-only query (with ? parameters) as a pyarrow Table."""
-        text = check_read_only(query)
+        text = check_read_only(query, self.con)
         try:
             return self.con.sql(text, params=params or None).to_arrow_table()
         except duckdb.PermissionException as exc:
@@ -57,13 +57,14 @@ class Session:
         self.close()
 
 
-def split_statements(text: str) -> list[str]:
-    """The statements of a script, one per `;` outside strings and comments (DuckDB's own splitter); an
-    empty script gives []. A script DuckDB cannot split is one statement, so that the check says why."""
+def split_statements(text: str, con: duckdb.DuckDBPyConnection | None = None) -> list[str]:
+    """The statements of a script, one per `;` outside strings and comments (DuckDB's own splitter, on
+    `con` or an empty database of its own); an empty script gives []. A script DuckDB cannot split is one
+    statement, so that the check says why."""
     if not text.strip():
         return []
     try:
-        statements = duckdb.connect(":memory:").extract_statements(text)
+        statements = (con or duckdb.connect(":memory:")).extract_statements(text)
     except duckdb.Error:
         return [text.strip()]
     # each statement's own text, as typed (DuckDB's query attribute)
