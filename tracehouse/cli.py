@@ -415,6 +415,8 @@ def sql(ctx, query, fmt, engine, master):
     from warehouse.query import check_read_only
     from warehouse.session import split_statements
 
+    if query is None and sys.stdin.isatty():  # nothing piped: say so rather than wait on the terminal
+        raise click.UsageError("no query given (as an argument, or on stdin; `tracehouse shell` for a prompt)")
     # DuckDB: parse and check on the connection the queries run on (a second database cost 0.03-0.1 s)
     con = _connect(ctx) if engine == "duckdb" else None
     if query is None or query == "-":
