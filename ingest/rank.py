@@ -18,6 +18,7 @@ from pathlib import Path
 import duckdb
 
 from ingest.decode import event_warnings, load_raw_events
+from ingest.memory import memory_limit
 from ingest.source import read_trace
 from tracehouse.errors import TraceFormatError
 from warehouse.schema import cast_select
@@ -35,9 +36,9 @@ TABLES = {
     "step_spans": ("steps", "step"),
 }
 
-# DuckDB's share of a rank worker's memory; with Python and the reader's buffers a worker stays under
-# 1 GB whatever the trace size (bench/run.py --only rss measures it on a 4 GB trace). Larger = less spilling.
-MEMORY_LIMIT = os.environ.get("TRACEHOUSE_MEMORY_LIMIT", "640MB")
+# DuckDB's memory limit (ingest.memory: half the free memory shared by the rank workers, or
+# TRACEHOUSE_MEMORY_LIMIT): MEMORY_LIMIT as this process starts; each work connection asks again.
+MEMORY_LIMIT = memory_limit()
 
 
 @dataclass
@@ -61,7 +62,7 @@ class RankResult:
 def work_connection(work_dir: Path) -> duckdb.DuckDBPyConnection:
     # In memory, with a limit and a spill folder: small traces never touch the disk, large ones spill.
     con = duckdb.connect(":memory:")
-    con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+    con.execute(f"SET memory_limit = '{memory_limit()}'")  # in a worker: its share (TRACEHOUSE_RANK_WORKERS)
     con.execute(f"SET temp_directory = '{work_dir / 'spill'}'")
     con.execute("SET preserve_insertion_order = true")
     return con

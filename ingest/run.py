@@ -178,7 +178,7 @@ class RankPool:
             # each worker's DuckDB gets its share of the cores instead of all of them
             share = max(1, (os.cpu_count() or 1) // self.workers)
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=get_context("spawn"),
-                                             initializer=_set_threads, initargs=(share,))
+                                             initializer=_set_threads, initargs=(share, self.workers))
         futures = {self._pool.submit(fn, job): i for i, job in enumerate(jobs)}
         results: list = [None] * len(jobs)
         for future in as_completed(futures):
@@ -200,8 +200,9 @@ class RankPool:
         self.close()
 
 
-def _set_threads(threads: int) -> None:
+def _set_threads(threads: int, workers: int = 1) -> None:
     os.environ["TRACEHOUSE_THREADS"] = str(threads)
+    os.environ["TRACEHOUSE_RANK_WORKERS"] = str(workers)  # ingest.memory: each worker's share of the memory
 
 
 def ingest_files(files: list[Path], ranks: list[int], label_phase: str | None, out_dir: Path,

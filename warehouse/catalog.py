@@ -16,12 +16,13 @@ import shutil
 from pathlib import Path
 
 import duckdb
-import sqlglot
-from sqlglot import exp
 
 from warehouse.docs import comment_statements, quote_sql
-from warehouse.schema import SCHEMA_PARTITION, column_docs, write_schema_files
-from warehouse.store import ALL_TABLES, Warehouse
+from warehouse.store import ALL_TABLES, SCHEMA_PARTITION, Warehouse
+
+# sqlglot (the views' order) and warehouse.schema (pyarrow: the zero-row files, the column docs) are
+# imported where the catalogue is built, not by every reader: a reader opens the built catalogue file, and
+# the two imports were 0.1 s of each `tracehouse sql` process.
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 
@@ -37,6 +38,9 @@ def view_files() -> dict[str, Path]:
 
 def view_dependencies(sql: str) -> set[str]:
     """Tables and views a SQL file reads, minus its own CTE names."""
+    import sqlglot
+    from sqlglot import exp
+
     deps: set[str] = set()
     for statement in sqlglot.parse(sql, read="duckdb"):
         if statement is None:
@@ -67,6 +71,8 @@ def ensure_schema_files(warehouse: Warehouse) -> None:
     with warehouse.lock():  # two first ingests at once: one writes, the other finds the files
         if _has_schema_files(warehouse):
             return
+        from warehouse.schema import write_schema_files
+
         staging = warehouse.new_staging()
         try:
             write_schema_files(staging / "out")
@@ -81,6 +87,8 @@ def ensure_schema_files(warehouse: Warehouse) -> None:
 def table_column_docs(table: str) -> dict[str, str]:
     """Each column's line of a base view: the declared schema's, and run_id (the partition folder's) where
     the files do not carry it."""
+    from warehouse.schema import column_docs
+
     docs = column_docs(table)
     if "run_id" not in docs:
         docs["run_id"] = "the run (runs.run_id): the partition folder the rank's file lies in"
@@ -142,13 +150,16 @@ def _user_rules(con: duckdb.DuckDBPyConnection, rules_file: str | None) -> None:
     TRACEHOUSE_DEVICE_PEAKS): its rule tables as temp tables, which come first in DuckDB's search path,
     also for the catalogue's views, so one catalogue file serves every rule file (binding the views is
     the costly part of building it)."""
-    from warehouse.peaks import user_peaks_file
-    from warehouse.site_rules import user_site_rules_file
-
-    if not (rules_file or user_site_rules_file() or user_peaks_file()):
+    if not (rules_file or any(os.environ.get(name) for name in USER_RULE_ENVS)):
         return
     for name, rows in _rule_tables(rules_file, True).items():
         _create_from(con, f"CREATE OR REPLACE TEMP TABLE {name}", rows)
+
+
+# the environment variables naming the user's rule files (warehouse.site_rules.USER_SITE_RULES_ENV,
+# warehouse.peaks.USER_PEAKS_ENV), read here so that a reader with none set never imports those modules
+# (pyarrow: 0.1 s of a `tracehouse sql` process); tests/test_readers.py holds them equal
+USER_RULE_ENVS = ("TRACEHOUSE_SITE_RULES", "TRACEHOUSE_DEVICE_PEAKS")
 
 
 def _create_from(con: duckdb.DuckDBPyConnection, create: str, rows) -> None:

@@ -24,6 +24,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from warehouse.store import SCHEMA_PARTITION  # noqa: F401 - re-exported: the folder of each table's zero-row file
+
 # runs.schema_version of what ingest writes: bump it with any change to a column's name, type or order
 # (tests/test_schema.py holds the digest of each version's columns and fails until it is bumped)
 SCHEMA_VERSION = 2  # 2: table step_requests
@@ -204,7 +206,6 @@ COLUMNS: dict[str, list[tuple[str, pa.DataType, str]]] = {
 }
 
 STORED_TABLES = tuple(COLUMNS)  # runs first, then the per-rank tables: warehouse.store.ALL_TABLES
-SCHEMA_PARTITION = "run_id=_schema"  # the folder of each table's zero-row file
 
 
 def schema(table: str) -> pa.Schema:

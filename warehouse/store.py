@@ -26,6 +26,9 @@ from tracehouse.errors import TracehouseError
 TABLES = ("kernels", "cpu_ops", "python_frames", "flows", "streams", "step_spans", "kernel_sites",
           "step_requests")
 ALL_TABLES = ("runs",) + TABLES
+# the folder of each table's zero-row file (warehouse.schema writes them; here so that a reader checks for
+# them without importing pyarrow)
+SCHEMA_PARTITION = "run_id=_schema"
 DEFAULT_WAREHOUSE = "./tracehouse-data"
 
 

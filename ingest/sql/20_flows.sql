@@ -9,13 +9,23 @@ SELECT
 FROM events
 WHERE ph IN ('s', 'f') AND flow_id IS NOT NULL AND start_ns IS NOT NULL;
 
+-- Ties: where several candidate slices start at the same instant (a zero-length cudaFuncSetAttribute
+-- and the cudaLaunchKernel it precedes, in the same microsecond), the ASOF join below would pick one of
+-- them arbitrarily. The endpoint binds to the longest of them (the launch; a zero-length call ends where
+-- it starts), then to the later event in the file: one target per (pid, tid, kind, start).
 CREATE OR REPLACE TABLE flow_targets AS
-SELECT ev_id, pid, tid, start_ns, start_ns + dur_ns AS end_ns,
-       CASE WHEN gpu_kind IS NOT NULL THEN 'gpu'
-            WHEN cat_lc IN ('cuda_runtime', 'cuda_driver', 'runtime', 'driver', 'hip_runtime') THEN 'api'
-            ELSE 'host' END AS target
-FROM events
-WHERE ph = 'X' AND start_ns IS NOT NULL AND cat_lc <> 'python_function';
+WITH candidates AS (
+    SELECT ev_id, pid, tid, start_ns, start_ns + dur_ns AS end_ns,
+           CASE WHEN gpu_kind IS NOT NULL THEN 'gpu'
+                WHEN cat_lc IN ('cuda_runtime', 'cuda_driver', 'runtime', 'driver', 'hip_runtime') THEN 'api'
+                ELSE 'host' END AS target
+    FROM events
+    WHERE ph = 'X' AND start_ns IS NOT NULL AND cat_lc <> 'python_function'
+)
+SELECT ev_id, pid, tid, start_ns, end_ns, target
+FROM candidates
+QUALIFY row_number() OVER (PARTITION BY pid, tid, target, start_ns
+                           ORDER BY coalesce(end_ns, start_ns) DESC, ev_id DESC) = 1;
 
 CREATE OR REPLACE TABLE flow_bound AS
 SELECT p.flow_id, p.cat, p.ph, p.at_ns,
