@@ -21,7 +21,8 @@ top-level key `tracehouse`:
     sql/critical_path, named by kind: it tiles the path), idle gaps of each device by cause
     (sql/idle_gaps, scope device, tiny gaps left out), exposed communication (sql/export_exposed_comm), the
     layers of each step's main stream (sql/export_layers), data-quality flags (sql/data_quality, as
-    instants at their step's start or the rank's start) and the run report's takeaways over their windows.
+    instants at their step's start or the rank's start; a run's flag on every rank) and the run report's
+    takeaways over their windows.
 
 Selection: the whole run, or a window [START, END) in ns (`--window`), or a step (`--step`: per rank, the
 step's host window joined with its GPU span), on all ranks or one (`--rank`). A slice is exported when it
@@ -30,14 +31,15 @@ is written when both its ends are exported.
 
 Memory: every table is read in start order in record batches and written as it is read; only the open
 slices of each track (lanes) are held. DuckDB's memory limit is MEMORY_LIMIT (1/8 of the machine within
-512 MB..2 GB; TRACEHOUSE_EXPORT_MEMORY). The per-step analyses (critical path, layers) are computed per batch
-of STEP_BATCH steps over the rank's rows that overlap the batch's span (temp tables: _scope), so their work is
-that of the analysed steps, not of the run (on a 300 MB run: critical path of 64 steps 98 s -> 1 s). Idle gaps
-and exposed communication are computed over the rank's rows into a temp table, then written. Each analysis
-track is guarded: when its view runs out of memory (or spill space) the track is not written at all and a
-note says which and why; data_quality that does not fit for the whole run is computed per rank (its own
-flags; the run-wide ones are said to be missing). The GPU, host and Python tracks are never left out: if
-they do not fit, the export fails with one line and writes nothing.
+512 MB..2 GB; TRACEHOUSE_EXPORT_MEMORY), its spill SPILL_LIMIT. No analysis is a whole-rank query: the per-step
+ones (critical path, layers, data_quality's per-step flags STEP_FLAGS) are computed per batch of STEP_BATCH
+steps over the rank's rows that overlap the batch's span (temp tables: _scope), so their work is that of the
+analysed steps, not of the run (on a 300 MB run: critical path of 64 steps 98 s -> 1 s); idle gaps and exposed
+communication per tile of STEP_BATCH steps over the rows each tile's figures read (_gaps_and_comm: the same
+rows as the whole-rank views); data_quality's other flags from streaming aggregates (_run_flags). Each
+analysis track is guarded: when its view runs out of memory (or spill space) the track is not written at all
+and a note says which and why. The GPU, host and Python tracks are never left out: if they do not fit, the
+export fails with one line and writes nothing.
 """
 
 from __future__ import annotations
