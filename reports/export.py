@@ -537,6 +537,11 @@ def _say(progress, text: str) -> None:
 def _gpu(con, run_id, tracks: _Tracks, procs, stream_names, summary, progress) -> None:
     _say(progress, "GPU activities")
     n = flows = 0
+    # the categories first, into a temp table (DuckDB spills it): joined to the activities inside the streamed
+    # query, activity_category ran out of memory where the materialized table does not (a 57,768-activity run
+    # at a 150 MB limit; the 1 GB benchmark run at 2 GB, bench/results.md)
+    con.execute("CREATE OR REPLACE TEMP TABLE export_category AS SELECT rank, kernel_id, category "
+                "FROM activity_category WHERE run_id = ?", [run_id])
     sql = f"""
         SELECT k.rank, k.device, k.stream, k.kernel_id, k.kind, k.name, k.start_ns, coalesce(k.dur_ns, 0) AS dur_ns,
                k.step, k.correlation, k.launch_call, k.grid, k.block, k.bytes, k.collective_name,
@@ -545,7 +550,7 @@ def _gpu(con, run_id, tracks: _Tracks, procs, stream_names, summary, progress) -
         FROM kernels AS k
         JOIN export_window AS w ON w.rank = k.rank
         LEFT JOIN cpu_ops AS lo ON lo.run_id = k.run_id AND lo.rank = k.rank AND lo.op_id = k.launch_op_id
-        LEFT JOIN activity_category AS c ON c.run_id = k.run_id AND c.rank = k.rank AND c.kernel_id = k.kernel_id
+        LEFT JOIN temp.export_category AS c ON c.rank = k.rank AND c.kernel_id = k.kernel_id
         LEFT JOIN kernel_sites AS s ON s.run_id = k.run_id AND s.rank = k.rank AND s.kernel_id = k.kernel_id
         WHERE k.run_id = ? AND {_overlaps('k')}
         ORDER BY k.rank, k.device NULLS FIRST, k.stream NULLS FIRST, k.start_ns, k.kernel_id"""
@@ -568,6 +573,7 @@ def _gpu(con, run_id, tracks: _Tracks, procs, stream_names, summary, progress) -
         n += 1
     summary.counts["gpu"] = n
     summary.counts["flows"] = flows
+    con.execute("DROP TABLE IF EXISTS temp.export_category")
 
 
 def _host(con, run_id, tracks: _Tracks, procs, summary, progress) -> None:
