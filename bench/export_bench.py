@@ -44,7 +44,10 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=1)
     ap.add_argument("--tmp", default=None)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--rows", default=",".join(label for label, _ in ROWS),
+                    help="comma-separated rows to run (default all: " + ", ".join(label for label, _ in ROWS) + ")")
     a = ap.parse_args()
+    rows = [(label, extra) for label, extra in ROWS if label in {r.strip() for r in a.rows.split(",")}]
     sizes = sorted(a.size or [300_000_000])
     lines = [f"export: {platform.node()}, nproc {os.cpu_count()}, load {os.getloadavg()[0]:.1f}", "",
              f"memory limit {MEMORY_LIMIT}", "",
@@ -59,13 +62,14 @@ def main() -> None:
             t = time.perf_counter()
             [outcome] = ingest_paths(wh, [run_dir])  # analyses stored, as `tracehouse ingest`
             ingest_s = time.perf_counter() - t
+            print(f"  {size / 1e6:.0f} MB ingested in {ingest_s:.0f} s (load {os.getloadavg()[0]:.1f})", flush=True)
             con = connect(wh)
             gpu, = con.execute("SELECT count(*) FROM kernels").fetchone()
             host, = con.execute("SELECT count(*) FROM cpu_ops").fetchone()
             con.close()
             env = {**os.environ, "PYTHONPATH": str(ROOT)}
             # a child per row; RUSAGE_CHILDREN only grows, so each row runs in its own grandchild measurer
-            for label, extra in ROWS:
+            for label, extra in rows:
                 out = root / ("x.json" if "json" in extra else "x.pftrace")
                 measure = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
                            "r = subprocess.run(sys.argv[1:], check=False); w = time.perf_counter() - t; "
@@ -77,6 +81,8 @@ def main() -> None:
                     raise SystemExit(f"export failed: {done.stderr.strip()}")
                 wall, peak_kb = done.stdout.strip().splitlines()[-1].split()
                 skipped = [n for n in done.stderr.splitlines() if "not drawn" in n]
+                counts = done.stdout.strip().splitlines()[0] if done.stdout.strip() else ""
+                print(f"  {label}: {counts}", flush=True)
                 lines.append(f"| {json_bytes / 1e6:.0f} MB | {gpu:,} | {host:,} | {ingest_s:.0f} s | {label} | "
                              f"{float(wall):.1f} s | {int(peak_kb) / 1024:.0f} MB | {out.stat().st_size / 1e6:.0f} MB | "
                              f"{os.getloadavg()[0]:.1f} | {len(skipped) or ''} |")

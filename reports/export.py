@@ -21,7 +21,8 @@ top-level key `tracehouse`:
     sql/critical_path, named by kind: it tiles the path), idle gaps of each device by cause
     (sql/idle_gaps, scope device, tiny gaps left out), exposed communication (sql/export_exposed_comm), the
     layers of each step's main stream (sql/export_layers), data-quality flags (sql/data_quality, as
-    instants at their step's start or the rank's start) and the run report's takeaways over their windows.
+    instants at their step's start or the rank's start; a run's flag on every rank) and the run report's
+    takeaways over their windows.
 
 Selection: the whole run, or a window [START, END) in ns (`--window`), or a step (`--step`: per rank, the
 step's host window joined with its GPU span), on all ranks or one (`--rank`). A slice is exported when it
@@ -30,14 +31,15 @@ is written when both its ends are exported.
 
 Memory: every table is read in start order in record batches and written as it is read; only the open
 slices of each track (lanes) are held. DuckDB's memory limit is MEMORY_LIMIT (1/8 of the machine within
-512 MB..2 GB; TRACEHOUSE_EXPORT_MEMORY). The per-step analyses (critical path, layers) are computed per batch
-of STEP_BATCH steps over the rank's rows that overlap the batch's span (temp tables: _scope), so their work is
-that of the analysed steps, not of the run (on a 300 MB run: critical path of 64 steps 98 s -> 1 s). Idle gaps
-and exposed communication are computed over the rank's rows into a temp table, then written. Each analysis
-track is guarded: when its view runs out of memory (or spill space) the track is not written at all and a
-note says which and why; data_quality that does not fit for the whole run is computed per rank (its own
-flags; the run-wide ones are said to be missing). The GPU, host and Python tracks are never left out: if
-they do not fit, the export fails with one line and writes nothing.
+512 MB..2 GB; TRACEHOUSE_EXPORT_MEMORY), its spill SPILL_LIMIT. No analysis is a whole-rank query: the per-step
+ones (critical path, layers, data_quality's per-step flags STEP_FLAGS) are computed per batch of STEP_BATCH
+steps over the rank's rows that overlap the batch's span (temp tables: _scope), so their work is that of the
+analysed steps, not of the run (on a 300 MB run: critical path of 64 steps 98 s -> 1 s); idle gaps and exposed
+communication per tile of STEP_BATCH steps over the rows each tile's figures read (_gaps_and_comm: the same
+rows as the whole-rank views); data_quality's other flags from streaming aggregates (_run_flags). Each
+analysis track is guarded: when its view runs out of memory (or spill space) the track is not written at all
+and a note says which and why. The GPU, host and Python tracks are never left out: if they do not fit, the
+export fails with one line and writes nothing.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
+from itertools import pairwise
 from pathlib import Path
 
 import duckdb
@@ -534,6 +537,11 @@ def _say(progress, text: str) -> None:
 def _gpu(con, run_id, tracks: _Tracks, procs, stream_names, summary, progress) -> None:
     _say(progress, "GPU activities")
     n = flows = 0
+    # the categories first, into a temp table (DuckDB spills it): joined to the activities inside the streamed
+    # query, activity_category ran out of memory where the materialized table does not (a 57,768-activity run
+    # at a 150 MB limit; the 1 GB benchmark run at 2 GB, bench/results.md)
+    con.execute("CREATE OR REPLACE TEMP TABLE export_category AS SELECT rank, kernel_id, category "
+                "FROM activity_category WHERE run_id = ?", [run_id])
     sql = f"""
         SELECT k.rank, k.device, k.stream, k.kernel_id, k.kind, k.name, k.start_ns, coalesce(k.dur_ns, 0) AS dur_ns,
                k.step, k.correlation, k.launch_call, k.grid, k.block, k.bytes, k.collective_name,
@@ -542,7 +550,7 @@ def _gpu(con, run_id, tracks: _Tracks, procs, stream_names, summary, progress) -
         FROM kernels AS k
         JOIN export_window AS w ON w.rank = k.rank
         LEFT JOIN cpu_ops AS lo ON lo.run_id = k.run_id AND lo.rank = k.rank AND lo.op_id = k.launch_op_id
-        LEFT JOIN activity_category AS c ON c.run_id = k.run_id AND c.rank = k.rank AND c.kernel_id = k.kernel_id
+        LEFT JOIN temp.export_category AS c ON c.rank = k.rank AND c.kernel_id = k.kernel_id
         LEFT JOIN kernel_sites AS s ON s.run_id = k.run_id AND s.rank = k.rank AND s.kernel_id = k.kernel_id
         WHERE k.run_id = ? AND {_overlaps('k')}
         ORDER BY k.rank, k.device NULLS FIRST, k.stream NULLS FIRST, k.start_ns, k.kernel_id"""
@@ -565,6 +573,7 @@ def _gpu(con, run_id, tracks: _Tracks, procs, stream_names, summary, progress) -
         n += 1
     summary.counts["gpu"] = n
     summary.counts["flows"] = flows
+    con.execute("DROP TABLE IF EXISTS temp.export_category")
 
 
 def _host(con, run_id, tracks: _Tracks, procs, summary, progress) -> None:
@@ -712,27 +721,181 @@ def _scope(con, run_id: str, rank: int, span: tuple[int, int] | None):
             con.execute(f"DROP {'TABLE' if span is not None else 'VIEW'} IF EXISTS temp.{table}")
 
 
+# data_quality's flags that are about one step and read a per-step analysis (critical_path, step_queueing): they
+# are computed per batch of analysed steps over the batch's rows (_scope); every other flag reads whole-run
+# aggregates (counts and sums per rank) and is computed once, with the per-step views it reads shadowed
+STEP_FLAGS = ("critical_path_one_host_call", "gpu_queueing")
+FLAG_COLUMNS = "flag, severity, rank, step, message, array_to_string(affects, ', ')"
+
+
+def _catalog_schema(con) -> str:
+    (attached,) = con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'catalog'").fetchone()
+    return "catalog.main" if attached else "main"
+
+
+def _run_flags(con, run_id: str) -> list:
+    """data_quality's rows but the STEP_FLAGS, in bounded memory: the per-step views it reads (critical_path,
+    step_queueing, whose rows only feed STEP_FLAGS, and step_breakdown, of which few_steps reads each step's
+    phase and activity count) are shadowed by temp views: the first two empty, the third its two columns from
+    the tables (step_spans.phase, and the step's activities, which is its count of kernels rows: the `exact`
+    timeline counts every GPU activity). What is left are streaming aggregates over the tables."""
+    schema = _catalog_schema(con)
+    shadows = []
+    try:
+        for view in ("critical_path", "step_queueing"):
+            cols = con.execute(f"DESCRIBE SELECT * FROM {schema}.{view}").fetchall()
+            typed = ", ".join(f"NULL::{c[1]} AS \"{c[0]}\"" for c in cols)
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {typed} WHERE false")
+            shadows.append(view)
+        con.execute("""
+            CREATE OR REPLACE TEMP VIEW step_breakdown AS
+            SELECT s.run_id, s.rank, s.step, s.phase, coalesce(k.n, 0) AS activities
+            FROM step_spans AS s
+            LEFT JOIN (SELECT run_id, rank, step, count(*) AS n FROM kernels WHERE step IS NOT NULL
+                       GROUP BY run_id, rank, step) AS k
+              ON k.run_id = s.run_id AND k.rank = s.rank AND k.step = s.step""")
+        shadows.append("step_breakdown")
+        return _fetch(con, f"""
+            SELECT {FLAG_COLUMNS} FROM data_quality
+            WHERE run_id = ? AND flag NOT IN {STEP_FLAGS!r}
+            ORDER BY rank NULLS FIRST, step NULLS FIRST, flag""", [run_id])
+    finally:
+        for view in shadows:
+            con.execute(f"DROP VIEW IF EXISTS temp.{view}")
+
+
+def _tiles(walls, rank: int) -> list[tuple[int, int]]:
+    """The rank's time cut into tiles [lo, hi) of STEP_BATCH steps each (cut at the wall start of every
+    STEP_BATCH-th step, in start order), the first from -FAR, the last to FAR: they tile all of its time."""
+    starts = sorted(a for r, _, a, _, _ in walls if r == rank)
+    edges = [-FAR, *sorted(set(starts[STEP_BATCH::STEP_BATCH])), FAR]
+    return list(pairwise(edges))
+
+
+def _tile_span(con, run_id: str, rank: int, lo: int, hi: int) -> tuple[int, int]:
+    """The rows a tile's idle gaps read: from the earliest of lo, the latest end before lo on each device (where
+    the first gap of the tile starts: it runs from the end of whatever ran before it) and the launch calls of
+    the tile's activities, to hi (or a later launch call)."""
+    if lo == -FAR:
+        return lo, hi
+    (before,) = con.execute("""
+        SELECT min(pe) FROM (SELECT max(end_ns) AS pe FROM kernels WHERE run_id = ? AND rank = ? AND start_ns < ?
+                             GROUP BY device)""", [run_id, rank, lo]).fetchone()
+    first, last = con.execute("""
+        SELECT min(launch_start_ns), max(launch_start_ns) FROM kernels
+        WHERE run_id = ? AND rank = ? AND start_ns >= ? AND start_ns < ?""", [run_id, rank, lo, hi]).fetchone()
+    start = min(x for x in (lo, before, first) if x is not None)
+    return start, max(hi, last + 1 if last is not None else hi)
+
+
+GAP_SQL = f"""
+    SELECT g.device, g.step, g.gap_start_ns, g.gap_ns, g.class, g.wait_ns, g.host_ns, g.queued_ns,
+           g.host_op, g.host_op_ns, g.next_name, g.next_kernel_id
+    FROM idle_gaps AS g JOIN export_window AS w ON w.rank = g.rank
+    WHERE g.run_id = ? AND g.rank = ? AND g.scope = 'device' AND g.class <> 'tiny'
+      AND g.gap_end_ns >= ? AND g.gap_end_ns < ? AND {_overlaps('g', 'gap_start_ns', 'gap_ns')}"""
+COMM_SQL = """
+    SELECT x.device, greatest(x.start_ns, ?) AS start_ns, least(x.end_ns, ?) AS end_ns
+    FROM export_exposed_comm AS x WHERE x.run_id = ? AND x.rank = ? AND x.start_ns < ? AND x.end_ns > ?"""
+
+
+def _gaps_and_comm(con, run_id: str, rank: int, lo: int, hi: int, walls, summary, progress) -> tuple[bool, bool]:
+    """Idle gaps (device scope, not tiny) and exposed communication of the rank that overlap [lo, hi), per tile
+    of STEP_BATCH steps (_tiles), each over the rows its figures read (_scope): the same rows as the whole-rank
+    views. A gap belongs to the tile where it ends (its next activity starts); the tile's rows reach back to
+    where it begins (_tile_span). Exposed communication is exact at every instant inside a tile whose rows
+    overlap it, so each tile gives its pieces clipped to the tile, and touching pieces are joined into the
+    intervals after the last tile (as the view joins them). Results go to temp tables export_gaps and
+    export_comm (written whole, or, when a tile does not fit, dropped: the track is not drawn and said).
+    Tiles read: those overlapping the window, those after it up to each device's first activity after it (a gap
+    across the window's end), and, for exposed communication, neighbours while an interval runs across the
+    tile's bound. Returns whether each of the two tables holds the track."""
+    tiles = _tiles(walls, rank)
+    after = None
+    if hi < FAR:
+        (after,) = con.execute("""
+            SELECT max(first) FROM (SELECT min(start_ns) AS first FROM kernels
+                                    WHERE run_id = ? AND rank = ? AND start_ns >= ? GROUP BY device)""",
+                               [run_id, rank, hi]).fetchone()
+    ok = {"gaps": True, "comm": True}
+    done: set[int] = set()
+
+    def tile(i: int) -> None:
+        if i in done:
+            return
+        done.add(i)
+        t_lo, t_hi = tiles[i]
+        _say(progress, f"rank {rank}: idle gaps and exposed communication, tile {i + 1} of {len(tiles)}")
+        # a single tile is the whole rank: its rows stay a view (_scope)
+        span = None if (t_lo, t_hi) == (-FAR, FAR) else _tile_span(con, run_id, rank, t_lo, t_hi)
+        with _scope(con, run_id, rank, span):
+            for key, what, name, sql, params in (
+                    ("gaps", "idle gaps", "export_gaps_tile", GAP_SQL, [run_id, rank, t_lo, t_hi]),
+                    ("comm", "exposed communication", "export_comm_tile", COMM_SQL,
+                     [t_lo, t_hi, run_id, rank, t_hi, t_lo])):
+                if not ok[key]:
+                    continue
+                if _guard(summary, f"rank {rank}: {what}", _temp, con, name, sql, params) is None:
+                    ok[key] = False
+                    continue
+                target = "export_gaps" if key == "gaps" else "export_comm_pieces"
+                if con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = ?",
+                               [target]).fetchone()[0]:
+                    con.execute(f"INSERT INTO temp.{target} SELECT * FROM temp.{name}")
+                else:
+                    con.execute(f"CREATE TEMP TABLE {target} AS SELECT * FROM temp.{name}")
+                con.execute(f"DROP TABLE temp.{name}")
+
+    for t in ("export_gaps", "export_comm_pieces", "export_comm"):
+        con.execute(f"DROP TABLE IF EXISTS temp.{t}")
+    wanted = [i for i, (a, b) in enumerate(tiles) if b > lo and (a < hi or (after is not None and a <= after))]
+    for i in wanted:
+        tile(i)
+
+    def touching(at: int, column: str) -> bool:
+        if not ok["comm"] or at in (-FAR, FAR):
+            return False
+        if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = "
+                           "'export_comm_pieces'").fetchone()[0]:
+            return False
+        return bool(con.execute(f"SELECT count(*) FROM temp.export_comm_pieces WHERE {column} = ?", [at]).fetchone()[0])
+
+    if wanted:
+        first, last = wanted[0], wanted[-1]
+        while first > 0 and touching(tiles[first][0], "start_ns"):
+            first -= 1
+            tile(first)
+        while last < len(tiles) - 1 and touching(tiles[last][1], "end_ns"):
+            last += 1
+            tile(last)
+    have = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()}
+    if ok["comm"] and "export_comm_pieces" in have:
+        pieces = "temp.export_comm_pieces"
+        # touching pieces (of one interval cut by tile bounds) joined: the view's islands
+        con.execute(f"""
+            CREATE OR REPLACE TEMP TABLE export_comm AS
+            SELECT x.device, x.start_ns, x.dur_ns FROM (
+                SELECT device, min(start_ns) AS start_ns, max(end_ns) - min(start_ns) AS dur_ns
+                FROM (SELECT *, sum(CASE WHEN start_ns = prev_end THEN 0 ELSE 1 END)
+                                    OVER (PARTITION BY device ORDER BY start_ns) AS island
+                      FROM (SELECT *, lag(end_ns) OVER (PARTITION BY device ORDER BY start_ns) AS prev_end
+                            FROM {pieces}) AS p) AS q
+                GROUP BY device, island) AS x
+            JOIN export_window AS w ON w.rank = ?
+            WHERE {_overlaps('x')}""", [rank])
+    con.execute("DROP TABLE IF EXISTS temp.export_comm_pieces")
+    if not ok["gaps"]:
+        con.execute("DROP TABLE IF EXISTS temp.export_gaps")
+    # False: nothing to write (not drawn, said by _guard; or no row at all)
+    return ok["gaps"] and "export_gaps" in have, ok["comm"] and "export_comm_pieces" in have
+
+
 def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, progress,
               analysis_steps: int = ANALYSIS_STEPS) -> None:
     counts = dict.fromkeys(("critical_path", "idle_gaps", "exposed_comm", "layers", "flags", "takeaways"), 0)
     _say(progress, "data-quality flags")
-    # the whole run's flags at once: data_quality is a run-wide view, asked per rank it is computed per rank
-    flag_sql = """
-        SELECT flag, severity, rank, step, message, array_to_string(affects, ', ') FROM data_quality
-        WHERE run_id = ? ORDER BY rank NULLS FIRST, step NULLS FIRST, flag"""
-    quiet = ExportSummary(run_id, Path(), "", [], {})
-    flag_rows = _guard(quiet, "data-quality flags", _fetch, con, flag_sql, [run_id])
-    if flag_rows is None:
-        # the whole run's view did not fit the memory limit: each exported rank's own flags, over its rows only
-        # (the run-wide flags, which compare ranks, are then left out, and said so)
-        flag_rows = []
-        for rank in sorted(windows):
-            with _scope(con, run_id, rank, None):
-                rows = _guard(summary, f"rank {rank}: data-quality flags", _fetch, con, flag_sql, [run_id])
-            flag_rows += [r for r in rows or () if r[2] == rank]
-        summary.notes.append("data-quality flags of the whole run did not fit the memory limit "
-                             f"({quiet.notes[0].split(' not drawn: ', 1)[1][:90]}...): each rank's own flags are "
-                             "drawn, computed over its rows; the run-wide flags are not")
+    # the flags of the run and its ranks (streaming aggregates); the per-step ones come with each step batch
+    flag_rows = _guard(summary, "data-quality flags of the run and its ranks", _run_flags, con, run_id) or []
     starts = {(r, st): at for r, st, at in con.execute(
         "SELECT rank, step, start_ns FROM step_spans WHERE run_id = ?", [run_id]).fetchall()}
     walls = step_windows(con, run_id)
@@ -742,8 +905,9 @@ def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, 
                              "tracehouse's findings, from the views of sql/ (docs/interpretation.md)")
         steps = _steps_in(con, run_id, rank, lo, hi)
         if len(steps) > analysis_steps:
-            note = (f"rank {rank}: critical path and layers of the first {analysis_steps} of its {len(steps)} "
-                    "steps in the selection (--analysis-steps N, or --step / --window for others)")
+            note = (f"rank {rank}: critical path, layers and per-step data-quality flags ({', '.join(STEP_FLAGS)}) "
+                    f"of the first {analysis_steps} of its {len(steps)} steps in the selection (--analysis-steps N, "
+                    "or --step / --window for others)")
             summary.notes.append(note)
             tracks.w.instant(group, lo if lo > -FAR else con.execute(
                 "SELECT min(start_ns) FROM step_spans WHERE run_id = ? AND rank = ?", [run_id, rank]).fetchone()[0],
@@ -752,9 +916,10 @@ def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, 
         # per-step analyses: in batches of STEP_BATCH steps, each over the rank's rows of the batch's span only
         # (_scope): the views' work and memory are those of STEP_BATCH steps, whatever the run's size
         cp_track = layer_track = None
+        step_flags = []
         for i in range(0, len(steps), STEP_BATCH):
             batch = steps[i:i + STEP_BATCH]
-            _say(progress, f"rank {rank}: critical path and layers of steps {batch[0]}..{batch[-1]}")
+            _say(progress, f"rank {rank}: critical path, layers and step flags of steps {batch[0]}..{batch[-1]}")
             span = _batch_span(con, run_id, rank, batch, walls)
             in_steps = ", ".join(map(str, batch))
             with _scope(con, run_id, rank, span):
@@ -766,6 +931,11 @@ def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, 
                     SELECT step, device, stream, layer, period, start_ns, end_ns - start_ns AS dur_ns
                     FROM export_layers WHERE run_id = ? AND rank = ? AND step IN ({in_steps})
                     ORDER BY start_ns, layer""", [run_id, rank])
+                step_flags += _guard(summary, f"rank {rank}: data-quality flags of steps {batch[0]}..{batch[-1]}",
+                                     _fetch, con, f"""
+                    SELECT {FLAG_COLUMNS} FROM data_quality
+                    WHERE run_id = ? AND rank = ? AND step IN ({in_steps}) AND flag IN {STEP_FLAGS!r}
+                    ORDER BY step, flag""", [run_id, rank]) or []
             for st, seq, kind, cat, name, start, dur, kid, op, stream, edge in cp or ():
                 cp_track = cp_track or tracks.track(group, ("cp", rank), "critical path", pid, CP_DESCRIPTION)
                 label = kind + (f" [{cat}]" if cat else "") + (f" {name}" if name else "") + (f" ({edge})" if edge else "")
@@ -780,23 +950,10 @@ def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, 
                 tracks.w.slice(tracks.place(layer_track, start, dur, nest=False), start, dur, f"layer {layer}", "layer",
                                {"step": st, "layer": layer, "period": period, "device": device, "stream": stream})
                 counts["layers"] += 1
-        # idle gaps and exposed communication of the whole selection: over the rank's rows (a gap begins at the
-        # end of whatever ran before it), computed into a temp table first (DuckDB spills it past its memory
-        # limit), so that a track is written whole or, when its view fails, not at all and said so
-        _say(progress, f"rank {rank}: idle gaps")
-        with _scope(con, run_id, rank, None):
-            n_gaps = _guard(summary, f"rank {rank}: idle gaps", _temp, con, "export_gaps", f"""
-                SELECT g.device, g.step, g.gap_start_ns, g.gap_ns, g.class, g.wait_ns, g.host_ns, g.queued_ns,
-                       g.host_op, g.host_op_ns, g.next_name, g.next_kernel_id
-                FROM idle_gaps AS g JOIN export_window AS w ON w.rank = g.rank
-                WHERE g.run_id = ? AND g.rank = ? AND g.scope = 'device' AND g.class <> 'tiny'
-                  AND {_overlaps('g', 'gap_start_ns', 'gap_ns')}""", [run_id, rank])
-            _say(progress, f"rank {rank}: exposed communication")
-            n_comm = _guard(summary, f"rank {rank}: exposed communication", _temp, con, "export_comm", f"""
-                SELECT x.device, x.start_ns, x.dur_ns FROM export_exposed_comm AS x
-                JOIN export_window AS w ON w.rank = x.rank
-                WHERE x.run_id = ? AND x.rank = ? AND {_overlaps('x')}""", [run_id, rank])
-        if n_gaps is not None:
+        # idle gaps and exposed communication of the selection: per tile of STEP_BATCH steps into temp tables
+        # (_gaps_and_comm), so that a track is written whole or, when a tile does not fit, not at all and said so
+        has_gaps, has_comm = _gaps_and_comm(con, run_id, rank, lo, hi, walls, summary, progress)
+        if has_gaps:
             for row in _batches(con, "SELECT * FROM temp.export_gaps ORDER BY device, gap_start_ns", []):
                 track = tracks.track(group, ("gaps", rank, row["device"]), f"idle gaps GPU {row['device']}", pid,
                                      "sql/idle_gaps (scope device): why no stream of the device was busy; gaps under "
@@ -806,7 +963,7 @@ def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, 
                                {k: row[k] for k in ("step", "class", "wait_ns", "host_ns", "queued_ns", "host_op",
                                                     "host_op_ns", "next_name", "next_kernel_id")})
                 counts["idle_gaps"] += 1
-        if n_comm is not None:
+        if has_comm:
             for row in _batches(con, "SELECT * FROM temp.export_comm ORDER BY device, start_ns", []):
                 track = tracks.track(group, ("comm", rank, row["device"]), f"exposed communication GPU {row['device']}",
                                      pid, "sql/export_exposed_comm: communication running with no compute beside it")
@@ -816,7 +973,7 @@ def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, 
         con.execute("DROP TABLE IF EXISTS temp.export_gaps")
         con.execute("DROP TABLE IF EXISTS temp.export_comm")
         any_step = {st for r, st, a, b, _ in walls if r == rank and a < hi and b > lo}
-        counts["flags"] += _flags(flag_rows, starts, rank, lo, any_step, tracks, group, pid)
+        counts["flags"] += _flags(flag_rows + step_flags, starts, rank, lo, any_step, tracks, group, pid)
     counts["takeaways"] = _takeaways(warehouse, run_id, tracks, procs, windows, progress)
     if counts["takeaways"] < 0:
         counts["takeaways"] = 0

@@ -107,21 +107,20 @@ def test_idle_gaps_written_whole_or_not_at_all(decode, tmp_path, monkeypatch):
     assert not any((t.get("name") or "").startswith("idle gaps") for t in tracks.values())
 
 
-def test_data_quality_falls_back_to_each_rank(decode, tmp_path, monkeypatch):
-    """The whole run's data_quality does not fit: each rank's own flags, computed over its rows, are drawn
-    (the same rows as the whole-run view's for that rank), and the file says the run-wide ones are not."""
+def test_data_quality_run_flags_that_do_not_fit_are_said(decode, tmp_path, monkeypatch):
+    """The flags of the run and its ranks (one query of streaming aggregates, unscoped) do not fit: they are not
+    drawn and the file says so; the per-step flags, computed per batch over the batch's rows, still are."""
     wh, run_id = decode
     con = connect(wh)
-    per_rank = sorted(con.execute("SELECT rank, flag, step FROM data_quality WHERE run_id = ? AND rank IS NOT NULL",
-                                  [run_id]).fetchall())
+    per_step = sorted(con.execute("SELECT rank, flag, step FROM data_quality WHERE run_id = ? AND flag IN ?",
+                                  [run_id, list(export.STEP_FLAGS)]).fetchall())
     con.close()
     _oom_on(monkeypatch, "FROM data_quality", scoped_too=False)
     out = tmp_path / "dq.pftrace"
-    summary = export_run(wh, run_id, out, analysis_steps=1)
-    assert any("data-quality flags of the whole run did not fit" in n and "run-wide flags are not" in n
-               for n in summary.notes)
+    summary = export_run(wh, run_id, out)
+    assert any(n.startswith("data-quality flags of the run and its ranks not drawn") for n in summary.notes)
     got = sorted((s["args"]["rank"], s["args"]["flag"], s["args"].get("step")) for s in _slices(out, "data_quality"))
-    assert got == per_rank
+    assert got == per_step
 
 
 def test_memory_limit_derived_from_the_machine():
