@@ -311,12 +311,12 @@ def _build_run_report(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | 
     phases = []
     for (ph,) in con.execute(f"SELECT DISTINCT phase FROM category_summary WHERE run_id = ? {phase_clause} ORDER BY 1",
                              [run_id] + phase_params).fetchall():
-        kernels = [KernelRow(**r) for r in _rows(con, f"""
+        kernels = [KernelRow(**r) for r in _rows(con, """
             SELECT name, category, gpu_time_ns, share, launches, median_ns, python_site, python_site_share, launch_call
-            FROM kernel_summary WHERE run_id = ? AND phase = ? AND (share >= ? OR rank_in_phase <= 10)
-            ORDER BY gpu_time_ns DESC, name LIMIT {TOP_KERNELS}""".replace(
-            "FROM kernel_summary", "FROM (SELECT *, row_number() OVER (ORDER BY gpu_time_ns DESC, name) AS rank_in_phase "
-            "FROM kernel_summary WHERE run_id = ? AND phase = ?)"), [run_id, ph, run_id, ph, REPORT_BAR])]
+            FROM (SELECT *, row_number() OVER (ORDER BY gpu_time_ns DESC, name) AS rank_in_phase
+                  FROM kernel_summary WHERE run_id = ? AND phase = ?)
+            WHERE run_id = ? AND phase = ? AND (share >= ? OR rank_in_phase <= 10)
+            ORDER BY gpu_time_ns DESC, name LIMIT ?""", [run_id, ph, run_id, ph, REPORT_BAR, TOP_KERNELS])]
         categories = [CategoryRow(**r) for r in _rows(con, """
             SELECT category, gpu_time_ns, share FROM category_summary WHERE run_id = ? AND phase = ?
             ORDER BY gpu_time_ns DESC, category""", [run_id, ph])]
