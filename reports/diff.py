@@ -1,7 +1,9 @@
 """The diff report: what changed between two runs, per category and per kernel, time per step.
 
 Figures: GPU time (sum of durations, all ranks) of the activities inside steps, divided by the run's
-rank-steps (rows of `steps`), i.e. the mean time per step of one rank, as run_metrics' rank-NULL rows.
+rank-steps (rows of `steps`), i.e. the mean time per step of one rank, as run_metrics' rank-NULL rows:
+sql/step_kernel_time (per activity name) and sql/run_step_time (per run) define them; this module
+matches and adds them up.
 Kernels are matched in three passes:
   1. exact name                                             match = exact
   2. normalized name (kernel_name_normalized), names grouped  match = normalized  (changed tile config...)
@@ -96,17 +98,16 @@ def _ratio(base: float, target: float) -> float | None:
 
 
 def _run_info(con, facts: dict, label: str) -> tuple[RunInfo, dict[str, dict]]:
+    """The run's header and its kernels by name, every figure per step as sql/step_kernel_time and
+    sql/run_step_time define it."""
     run_id = facts["run_id"]
     row = con.execute("SELECT hardware, framework, model, commit FROM runs WHERE run_id = ?", [run_id]).fetchone()
-    rank_steps, ranks = facts["rank_steps"], facts["ranks"]
-    divisor = max(1, rank_steps)
     kernels = {}
     for name, kind, category, norm, ns, launches in facts["kernels"]:
-        kernels[name] = {"name": name, "kind": kind, "category": category, "norm": norm,
-                         "ns": ns / divisor, "launches": launches / divisor}
-    in_steps = sum(k["ns"] for k in kernels.values()) * divisor
-    info = RunInfo(run_id, label, row[0], row[1], row[2], row[3], rank_steps, ranks,
-                   sum(k["ns"] for k in kernels.values()), round(facts["total_ns"] - in_steps))
+        kernels[name] = {"name": name, "kind": kind, "category": category, "norm": norm, "ns": ns,
+                         "launches": launches}
+    info = RunInfo(run_id, label, row[0], row[1], row[2], row[3], facts["rank_steps"], facts["ranks"],
+                   facts["gpu_ns_per_step"], facts["outside_steps_ns"])
     return info, kernels
 
 

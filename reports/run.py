@@ -21,7 +21,6 @@ from warehouse.catalog import FOCUS, connect, focus
 from warehouse.store import Warehouse
 from warehouse.stored import representative_step, scope_step_views, unscope, use_stored
 
-COMPONENTS = ("attention", "moe", "gemm", "communication", "norm", "other")
 REPORT_BAR = 0.01  # rows under 1.0 % of the phase's GPU time stay out of the report's tables
 TOP_KERNELS = 25
 
@@ -324,16 +323,11 @@ def _build_run_report(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | 
                                "WHERE run_id = ? AND phase = ?", [run_id, ph]).fetchone()
         phases.append(PhaseSection(ph, int(total or 0), int(n or 0), kernels, categories))
     gpu_total = sum(p.gpu_time_ns for p in phases)
-    # uncategorized: `other` because no rule matched; a kernel a rule files as `other` on purpose
-    # (torch.cuda._sleep's spin kernel) is known, not uncategorized
-    other = sum(c.gpu_time_ns for p in phases for c in p.categories if c.category == "other")
-    if other and _has(con, "kernel_category"):
-        known_other = con.execute(f"""
-            SELECT coalesce(sum(gpu_time_ns), 0) FROM kernel_summary
-            WHERE run_id = ? AND category = 'other' AND phase IN ({', '.join('?' for _ in phases)})
-              AND name IN (SELECT name FROM kernel_category WHERE category = 'other' AND rule_name <> 'unmatched')""",
-            [run_id] + [p.phase for p in phases]).fetchone()[0]
-        other -= int(known_other or 0)
+    # uncategorized (sql/uncategorized): `other` because no rule matched, over the phases shown
+    shown = [p.phase for p in phases]
+    other = int(con.execute(f"""
+        SELECT coalesce(sum(uncategorized_ns), 0) FROM uncategorized
+        WHERE run_id = ? AND phase IN ({', '.join('?' for _ in shown) or 'NULL'})""", [run_id] + shown).fetchone()[0])
     report = RunReport(
         run_id=run_id,
         mode="mapping/formal" if mapping_run else "single-trace",
@@ -508,19 +502,11 @@ def _step(con, run_id: str, phase: str | None) -> tuple[StepSection | None, list
 
 def _step_section(con, s: dict, key: list) -> StepSection:
     wall = s["wall_ns"] or 1
-    # One meaning of `other` everywhere: kernels no category rule knows (the header's "uncategorized").
-    # The component summary names attention, moe, gemm, communication and norm, keeps `other` as such,
-    # and sums the remaining known categories as `rest (theirs, largest first)`.
-    by_category = _rows(con, """
-        SELECT category, sum(dur_ns) AS ns FROM _kernel_facts WHERE run_id = ? AND rank = ? AND step = ?
-        GROUP BY 1 ORDER BY 2 DESC, 1""", key)
-    rest = [r for r in by_category if r["category"] not in COMPONENTS]
-    components = [CategoryRow(r["category"], int(r["ns"]), r["ns"] / wall) for r in by_category
-                  if r["category"] in COMPONENTS]
-    if rest:
-        ns = sum(int(r["ns"]) for r in rest)
-        components.append(CategoryRow(f"rest ({', '.join(r['category'] for r in rest)})", ns, ns / wall))
-    components.sort(key=lambda c: (-c.gpu_time_ns, c.category))
+    # the component summary (sql/step_components): attention, moe, gemm, communication, norm, `other`
+    # (uncategorized) as such, the remaining known categories as one `rest (...)` row
+    components = [CategoryRow(r["component"], int(r["gpu_time_ns"]), r["share_of_wall"]) for r in _rows(con, """
+        SELECT component, gpu_time_ns, share_of_wall FROM step_components WHERE run_id = ? AND rank = ? AND step = ?
+        ORDER BY gpu_time_ns DESC, component""", key)]
     top_gap = _rows(con, """
         SELECT class, gap_start_ns AS start_ns, gap_end_ns AS end_ns, gap_ns, next_name, host_op, host_op_ns
         FROM idle_gaps
