@@ -7,22 +7,18 @@ whose views a warehouse lacks are left out rather than failing.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import duckdb
 
-from reports.render import render_template
+from reports.render import render
 from reports.serving import serving_section
 from reports.takeaways import FindingWindow, Takeaway, WithheldTakeaway, export_command, takeaways
 from tracehouse.errors import TracehouseError
 from warehouse.catalog import FOCUS, connect, focus
 from warehouse.store import Warehouse
 from warehouse.stored import representative_step, scope_step_views, unscope, use_stored
-
-REPORT_BAR = 0.01  # rows under 1.0 % of the phase's GPU time stay out of the report's tables
-TOP_KERNELS = 25
 
 
 @dataclass
@@ -219,7 +215,7 @@ class RunReport:
     quality: list[QualityFlag] = field(default_factory=list)  # sql/data_quality rows of the run and its step
     withheld: list[WithheldTakeaway] = field(default_factory=list)
     trace_start_ns: int | None = None  # the origin of every *_ns window of the report
-    n_streams: int = 0  # (rank, device, stream)s holding >= REPORT_BAR of the run's GPU time: where work runs
+    n_streams: int = 0  # (rank, device, stream)s holding >= report_params.report_bar of the run's GPU time: where work runs
     serving: dict | None = None  # reports/serving.py: step time by batch size, roofline, collectives
     trace_file: str | None = None  # `report --with-trace`: the exported Perfetto file beside the report
 
@@ -307,6 +303,8 @@ def _build_run_report(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | 
     phase_clause, phase_params = ("AND phase = ?", [phase]) if phase else ("", [])
     if phase:
         _check_phase(con, run_id, phase)
+    bar, top_kernels, always_shown = con.execute(
+        "SELECT report_bar, top_kernels, always_shown FROM report_params").fetchone()  # sql/report_params
     phases = []
     for (ph,) in con.execute(f"SELECT DISTINCT phase FROM category_summary WHERE run_id = ? {phase_clause} ORDER BY 1",
                              [run_id] + phase_params).fetchall():
@@ -314,8 +312,8 @@ def _build_run_report(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | 
             SELECT name, category, gpu_time_ns, share, launches, median_ns, python_site, python_site_share, launch_call
             FROM (SELECT *, row_number() OVER (ORDER BY gpu_time_ns DESC, name) AS rank_in_phase
                   FROM kernel_summary WHERE run_id = ? AND phase = ?)
-            WHERE run_id = ? AND phase = ? AND (share >= ? OR rank_in_phase <= 10)
-            ORDER BY gpu_time_ns DESC, name LIMIT ?""", [run_id, ph, run_id, ph, REPORT_BAR, TOP_KERNELS])]
+            WHERE run_id = ? AND phase = ? AND (share >= ? OR rank_in_phase <= ?)
+            ORDER BY gpu_time_ns DESC, name LIMIT ?""", [run_id, ph, run_id, ph, bar, always_shown, top_kernels])]
         categories = [CategoryRow(**r) for r in _rows(con, """
             SELECT category, gpu_time_ns, share FROM category_summary WHERE run_id = ? AND phase = ?
             ORDER BY gpu_time_ns DESC, category""", [run_id, ph])]
@@ -354,7 +352,7 @@ def _build_run_report(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | 
     report.n_streams = int(con.execute("""
         SELECT count(*) FROM (SELECT sum(dur_ns) AS ns FROM kernels WHERE run_id = ? GROUP BY rank, device, stream)
         WHERE ns >= ? * (SELECT sum(dur_ns) FROM kernels WHERE run_id = ?)""",
-                                       [run_id, REPORT_BAR, run_id]).fetchone()[0] or 0)
+                                       [run_id, bar, run_id]).fetchone()[0] or 0)
     if mapping_run:
         _apply_mapping(con, report, mapping_run)
         # a mapping run gives the replays their sites: the flag that says they have none no longer holds
@@ -572,10 +570,22 @@ def _step_section(con, s: dict, key: list) -> StepSection:
         gap_spans=gap_spans, path_segments=path_segments)
 
 
+@dataclass(frozen=True)
+class RunParams:
+    """What `tracehouse report` asks for: a resolved run id, a phase, a graph-off mapping run."""
+
+    run_id: str
+    phase: str | None = None
+    mapping_run: str | None = None
+
+
+def build(con, params: RunParams) -> RunReport:
+    """The run report's context (reports.render: every report is build(connection, params) -> context)."""
+    return build_run_report(con, params.run_id, params.phase, params.mapping_run)
+
+
 def render_run_report(report: RunReport, fmt: str, template_dir: str | Path | None = None) -> str:
-    if fmt == "json":
-        return json.dumps(report_json(report), indent=1, default=str) + "\n"
-    return render_template(f"run.{fmt}.j2", report, html=(fmt == "html"), template_dir=template_dir)
+    return render("run", report, fmt, template_dir, data=report_json(report) if fmt == "json" else None)
 
 
 def report_json(report: RunReport) -> dict:

@@ -191,3 +191,27 @@ def test_real_uncategorized_is_the_unmatched_kernels(real):
         WHERE k.run_id = ? AND k.category = 'other' AND c.rule_name = 'unmatched'""", [run_id]).fetchone()[0]
     assert got[0] == unmatched
     assert got[1] == _trace_gpu_ns(TRACES / REAL)
+
+
+def test_the_reporting_bar_is_read_from_report_params(figures):
+    """One definition of the 1 % bar: overlap_opportunity's `reportable` and the report's kernel table
+    and stream count follow sql/report_params, changed here for one session."""
+    from reports.run import build_run_report
+
+    wh, run_id, _ = figures
+    c = connect(wh)
+    try:
+        shipped = build_run_report(c, run_id)
+        assert c.execute("SELECT * FROM report_params").fetchall() == [(0.01, 25, 10)]
+        assert len(shipped.phases[0].kernels) == 8 and shipped.n_streams == 2
+        c.execute("CREATE OR REPLACE TEMP VIEW report_params AS SELECT 0.2 AS report_bar, 25 AS top_kernels, "
+                  "0 AS always_shown")
+        report = build_run_report(c, run_id)
+        shares = {k.name: k.share for k in shipped.phases[0].kernels}
+        assert [k.name for k in report.phases[0].kernels] == [n for n, s in shares.items() if s >= 0.2]
+        assert len(report.phases[0].kernels) == 2  # the GEMMs (49 %) and flash attention (22 %)
+        assert report.n_streams == 1  # the all-reduce's stream holds 14 % of the GPU time
+        rows = query_rows(c, "SELECT share, verdict, reportable FROM overlap_opportunity WHERE run_id = ?", [run_id])
+        assert rows and all(r["reportable"] == (r["share"] >= 0.2 and r["verdict"] != "single-stream") for r in rows)
+    finally:
+        c.close()
