@@ -14,11 +14,13 @@ Anything else is added (only in TARGET) or removed (only in BASE).
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import duckdb
 
+from reports.render import render
 from warehouse.diff_facts import run_facts, stored_facts
 from warehouse.runs import resolve_run
 
@@ -266,9 +268,24 @@ def _request_cost(base: dict, target: dict) -> list[dict]:
     return out
 
 
-def render_diff(report: DiffReport, fmt: str) -> str:
-    if fmt == "json":
-        return json.dumps(asdict(report), indent=1, default=str) + "\n"
-    from reports.render import render_template
+@dataclass(frozen=True)
+class DiffParams:
+    """What `tracehouse diff` asks for: BASE and TARGET as typed (ids, prefixes, latest~N), how many top
+    movers, whether to compare critical paths, and the diff store to read each run's facts from (None:
+    computed on the connection)."""
 
-    return render_template(f"diff.{fmt}.j2", report, html=(fmt == "html"))
+    base: str
+    target: str
+    top: int = 10
+    critical_path: bool = True
+    store: Any = None  # warehouse.store.Warehouse
+
+
+def build(con, params: DiffParams) -> DiffReport:
+    """The diff's context (reports.render: every report is build(connection, params) -> context)."""
+    return build_diff(con, params.base, params.target, top=params.top, critical_path=params.critical_path,
+                      warehouse=params.store)
+
+
+def render_diff(report: DiffReport, fmt: str, template_dir: str | Path | None = None) -> str:
+    return render("diff", report, fmt, template_dir)
