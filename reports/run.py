@@ -215,7 +215,7 @@ class RunReport:
     quality: list[QualityFlag] = field(default_factory=list)  # sql/data_quality rows of the run and its step
     withheld: list[WithheldTakeaway] = field(default_factory=list)
     trace_start_ns: int | None = None  # the origin of every *_ns window of the report
-    n_streams: int = 0  # (rank, device, stream)s holding >= report_params.report_bar of the run's GPU time: where work runs
+    n_streams: int = 0  # streams that carry work (sql/stream_share: >= 1 % of the run's GPU time)
     serving: dict | None = None  # reports/serving.py: step time by batch size, roofline, collectives
     trace_file: str | None = None  # `report --with-trace`: the exported Perfetto file beside the report
 
@@ -349,10 +349,8 @@ def _build_run_report(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | 
     report.step, report.quality = _step(con, run_id, phase)
     report.trace_start_ns = run.get("trace_start_ns")
     report.serving = serving_section(con, run_id, phase)
-    report.n_streams = int(con.execute("""
-        SELECT count(*) FROM (SELECT sum(dur_ns) AS ns FROM kernels WHERE run_id = ? GROUP BY rank, device, stream)
-        WHERE ns >= ? * (SELECT sum(dur_ns) FROM kernels WHERE run_id = ?)""",
-                                       [run_id, bar, run_id]).fetchone()[0] or 0)
+    report.n_streams = int(con.execute("SELECT count(*) FILTER (WHERE carries_work) FROM stream_share WHERE run_id = ?",
+                                       [run_id]).fetchone()[0] or 0)
     if mapping_run:
         _apply_mapping(con, report, mapping_run)
         # a mapping run gives the replays their sites: the flag that says they have none no longer holds
@@ -500,8 +498,8 @@ def _step(con, run_id: str, phase: str | None) -> tuple[StepSection | None, list
 
 def _step_section(con, s: dict, key: list) -> StepSection:
     wall = s["wall_ns"] or 1
-    # the component summary (sql/step_components): attention, moe, gemm, communication, norm, `other`
-    # (uncategorized) as such, the remaining known categories as one `rest (...)` row
+    # the component summary (sql/step_components): attention, moe, gemm, communication, norm and `other`
+    # as such, the remaining categories as one `rest (...)` row
     components = [CategoryRow(r["component"], int(r["gpu_time_ns"]), r["share_of_wall"]) for r in _rows(con, """
         SELECT component, gpu_time_ns, share_of_wall FROM step_components WHERE run_id = ? AND rank = ? AND step = ?
         ORDER BY gpu_time_ns DESC, component""", key)]

@@ -1,5 +1,6 @@
 """The report figures that moved into sql/ (issue 16): step_components (the run report's step summary),
-uncategorized (its `other` share), step_kernel_time and run_step_time (the diff's time per step).
+uncategorized (its `other` share), stream_share (the streams that carry work), report_params (the 1 %
+bar), step_kernel_time and run_step_time (the diff's time per step).
 
 Truth: synth/situations/report_figures.py places every activity at exact ns, so each row is known before
 the views run; the run report and the diff are then checked to show exactly those rows. On real traces the
@@ -81,6 +82,16 @@ def test_step_kernel_time_is_time_per_rank_step(figures, con):
     assert rows == expect["step_kernel_time"]  # the GEMM after the last step is in no row
     got = query_rows(con, "SELECT * EXCLUDE (run_id) FROM run_step_time WHERE run_id = ?", [run_id])
     assert got == [expect["run_step_time"]]
+
+
+def test_stream_share_is_each_streams_part_of_the_run(figures, con):
+    _, run_id, expect = figures
+    rows = query_rows(con, "SELECT stream, gpu_time_ns, share, carries_work FROM stream_share WHERE run_id = ?",
+                      [run_id])
+    total = expect["uncategorized"]["gpu_time_ns"]
+    assert {str(r["stream"]): r["gpu_time_ns"] for r in rows} == {
+        k: v["gpu_time_ns"] for k, v in expect["stream_share"].items()}
+    assert all(r["share"] == r["gpu_time_ns"] / total and r["carries_work"] == (r["share"] >= 0.01) for r in rows)
 
 
 def test_run_report_shows_the_views_rows(figures):

@@ -87,6 +87,8 @@ def report_step_figures(out: Path) -> dict:
         "step_kernel_time": {name: {"category": CATEGORY[name], "gpu_time_ns": sum(v), "launches": len(v),
                                     "rank_steps": rank_steps, "ns_per_step": sum(v) / rank_steps,
                                     "launches_per_step": len(v) / rank_steps} for name, v in per_name.items()},
+        "stream_share": {"7": {"gpu_time_ns": sum(d for w, _ in STEPS for _, d in w) + OUTSIDE_GEMM},
+                         "13": {"gpu_time_ns": sum(comm for _, comm in STEPS)}},
         "run_step_time": {"rank_steps": rank_steps, "ranks": 1, "gpu_time_ns": total, "in_steps_ns": in_steps,
                           "outside_steps_ns": OUTSIDE_GEMM, "gpu_ns_per_step": in_steps / rank_steps},
     }
