@@ -22,6 +22,7 @@ from pathlib import Path
 
 import duckdb
 import orjson
+import sqlglot
 
 from tracehouse.errors import TraceFormatError
 
@@ -86,15 +87,16 @@ def _sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _columns_spec(keys: dict[str, str], typed: bool) -> str:
+def _columns_spec(keys: dict[str, str], typed: bool, numbers_as: str | None = None) -> str:
     """read_json's `columns`: the event keys and an `args` STRUCT of the keys asked for (column -> key).
     typed: numeric args read as numbers (the fast path; a value that does not convert fails the read,
-    and the file is read again with every `args` key as text, typed by TRY_CAST)."""
+    and the file is read again with every `args` key as text, typed by TRY_CAST). numbers_as: the type
+    the event's own numeric keys (ts, dur) are read as instead (the lenient path reads them as JSON)."""
     def arg_type(column: str) -> str:
         return ARGS_NUMERIC.get(column, "VARCHAR") if typed else "VARCHAR"
 
     fields = ", ".join(f'"{key.replace(chr(34), chr(34) * 2)}" {arg_type(column)}' for column, key in keys.items())
-    spec = dict(EVENT_KEYS)
+    spec = {k: (numbers_as if numbers_as and v == "DECIMAL(38,3)" else v) for k, v in EVENT_KEYS.items()}
     spec["args"] = f"STRUCT({fields})"
     return "{" + ", ".join(f"{_sql_string(k)}: {_sql_string(v)}" for k, v in spec.items()) + "}"
 
@@ -235,7 +237,7 @@ def _load(con: duckdb.DuckDBPyConnection, events_file: Path, max_object_size: in
         finally:
             con.execute("DROP VIEW IF EXISTS raw_events")
         return {}
-    spec = _columns_spec(keys, typed=False).replace("'DECIMAL(38,3)'", "'JSON'")
+    spec = _columns_spec(keys, typed=False, numbers_as="JSON")
     fmt = "array" if mode == "lenient" else "newline_delimited"
     con.execute(
         f"""
@@ -263,9 +265,18 @@ def _load(con: duckdb.DuckDBPyConnection, events_file: Path, max_object_size: in
 TYPE_EVENTS_SQL = (Path(__file__).parent / "sql" / "type_events.sql").read_text()
 
 
+def type_events_sql(extra_columns: list[str]) -> str:
+    """ingest/sql/type_events.sql, with these columns of raw_events (extra `args` a caller asked for)
+    appended to its select list: the statement's tree edited with sqlglot, never its text."""
+    if not extra_columns:
+        return TYPE_EVENTS_SQL
+    tree = sqlglot.parse_one(TYPE_EVENTS_SQL, read="duckdb")
+    tree.expression.select(*(sqlglot.exp.column(c, quoted=True) for c in extra_columns), copy=False)
+    return tree.sql(dialect="duckdb")
+
+
 def _type_events(con: duckdb.DuckDBPyConnection, extra_args: dict[str, str] | None) -> None:
-    extra = "".join(f", {column}" for column in extra_args or {})
-    con.execute(TYPE_EVENTS_SQL.replace("/* extra args columns */", extra))
+    con.execute(type_events_sql(list(extra_args or {})))
 
 
 # ---- the salvage path: split the array into events, repair or skip each ------------------------------

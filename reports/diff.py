@@ -1,7 +1,9 @@
 """The diff report: what changed between two runs, per category and per kernel, time per step.
 
 Figures: GPU time (sum of durations, all ranks) of the activities inside steps, divided by the run's
-rank-steps (rows of `steps`), i.e. the mean time per step of one rank, as run_metrics' rank-NULL rows.
+rank-steps (rows of `steps`), i.e. the mean time per step of one rank, as run_metrics' rank-NULL rows:
+sql/step_kernel_time (per activity name) and sql/run_step_time (per run) define them; this module
+matches and adds them up.
 Kernels are matched in three passes:
   1. exact name                                             match = exact
   2. normalized name (kernel_name_normalized), names grouped  match = normalized  (changed tile config...)
@@ -12,11 +14,13 @@ Anything else is added (only in TARGET) or removed (only in BASE).
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import duckdb
 
+from reports.render import render
 from warehouse.diff_facts import run_facts, stored_facts
 from warehouse.runs import resolve_run
 
@@ -96,17 +100,16 @@ def _ratio(base: float, target: float) -> float | None:
 
 
 def _run_info(con, facts: dict, label: str) -> tuple[RunInfo, dict[str, dict]]:
+    """The run's header and its kernels by name, every figure per step as sql/step_kernel_time and
+    sql/run_step_time define it."""
     run_id = facts["run_id"]
     row = con.execute("SELECT hardware, framework, model, commit FROM runs WHERE run_id = ?", [run_id]).fetchone()
-    rank_steps, ranks = facts["rank_steps"], facts["ranks"]
-    divisor = max(1, rank_steps)
     kernels = {}
     for name, kind, category, norm, ns, launches in facts["kernels"]:
-        kernels[name] = {"name": name, "kind": kind, "category": category, "norm": norm,
-                         "ns": ns / divisor, "launches": launches / divisor}
-    in_steps = sum(k["ns"] for k in kernels.values()) * divisor
-    info = RunInfo(run_id, label, row[0], row[1], row[2], row[3], rank_steps, ranks,
-                   sum(k["ns"] for k in kernels.values()), round(facts["total_ns"] - in_steps))
+        kernels[name] = {"name": name, "kind": kind, "category": category, "norm": norm, "ns": ns,
+                         "launches": launches}
+    info = RunInfo(run_id, label, row[0], row[1], row[2], row[3], facts["rank_steps"], facts["ranks"],
+                   facts["gpu_ns_per_step"], facts["outside_steps_ns"])
     return info, kernels
 
 
@@ -265,9 +268,24 @@ def _request_cost(base: dict, target: dict) -> list[dict]:
     return out
 
 
-def render_diff(report: DiffReport, fmt: str) -> str:
-    if fmt == "json":
-        return json.dumps(asdict(report), indent=1, default=str) + "\n"
-    from reports.render import render_template
+@dataclass(frozen=True)
+class DiffParams:
+    """What `tracehouse diff` asks for: BASE and TARGET as typed (ids, prefixes, latest~N), how many top
+    movers, whether to compare critical paths, and the diff store to read each run's facts from (None:
+    computed on the connection)."""
 
-    return render_template(f"diff.{fmt}.j2", report, html=(fmt == "html"))
+    base: str
+    target: str
+    top: int = 10
+    critical_path: bool = True
+    store: Any = None  # warehouse.store.Warehouse
+
+
+def build(con, params: DiffParams) -> DiffReport:
+    """The diff's context (reports.render: every report is build(connection, params) -> context)."""
+    return build_diff(con, params.base, params.target, top=params.top, critical_path=params.critical_path,
+                      warehouse=params.store)
+
+
+def render_diff(report: DiffReport, fmt: str, template_dir: str | Path | None = None) -> str:
+    return render("diff", report, fmt, template_dir)

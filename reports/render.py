@@ -1,5 +1,12 @@
 """The one Jinja environment of every report: packaged templates, overridable by a user folder.
 
+Every report (run, diff, trend) is `build(connection, params) -> typed context` (a dataclass) in its own
+module, then `render(name, context, fmt, template_dir)` here: JSON is the context as data, Markdown and
+HTML are the templates `<name>.md.j2` / `<name>.html.j2`. A `--template-dir` folder is searched first,
+so a user template of a shipped name overrides it and every other name falls back to the shipped one
+(a page's partials and base.html.j2 included). Every HTML page extends base.html.j2, whose
+Content-Security-Policy allows no network and only the page's own script (by its hash).
+
 Autoescape is on for HTML, so every string that came from a trace is escaped unless a chart helper
 built it from numbers and escaped text; StrictUndefined turns a typo in a template into an error.
 """
@@ -7,7 +14,10 @@ built it from numbers and escaped text; StrictUndefined turns a typo in a templa
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
+import json
+from dataclasses import asdict
 from pathlib import Path
 
 import jinja2
@@ -43,7 +53,13 @@ def short_name(name: str | None, width: int = 64) -> str:
 
 
 def environment(html: bool, template_dir: str | Path | None = None) -> jinja2.Environment:
-    folders = ([str(template_dir)] if template_dir else []) + [str(TEMPLATES)]
+    """The environment of HTML (autoescaped) or text templates, with the user's folder searched first."""
+    return _environment(html, str(template_dir) if template_dir else None)
+
+
+@functools.lru_cache(maxsize=32)
+def _environment(html: bool, template_dir: str | None) -> jinja2.Environment:
+    folders = ([template_dir] if template_dir else []) + [str(TEMPLATES)]
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(folders),
         autoescape=html,
@@ -65,3 +81,16 @@ def environment(html: bool, template_dir: str | Path | None = None) -> jinja2.En
 
 def render_template(name: str, context, html: bool, template_dir: str | Path | None = None) -> str:
     return environment(html, template_dir).get_template(name).render(r=context)
+
+
+FORMATS = ("md", "html", "json")
+
+
+def render(report: str, context, fmt: str, template_dir: str | Path | None = None, data: dict | None = None) -> str:
+    """A report's context as `fmt`: json (`data`, else the dataclass as a dict), md or html (the template
+    `<report>.<fmt>.j2`, from template_dir first)."""
+    if fmt == "json":
+        return json.dumps(asdict(context) if data is None else data, indent=1, default=str) + "\n"
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown report format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    return render_template(f"{report}.{fmt}.j2", context, html=(fmt == "html"), template_dir=template_dir)

@@ -7,23 +7,18 @@ whose views a warehouse lacks are left out rather than failing.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import duckdb
 
-from reports.render import render_template
+from reports.render import render
 from reports.serving import serving_section
 from reports.takeaways import FindingWindow, Takeaway, WithheldTakeaway, export_command, takeaways
 from tracehouse.errors import TracehouseError
 from warehouse.catalog import FOCUS, connect, focus
 from warehouse.store import Warehouse
 from warehouse.stored import representative_step, scope_step_views, unscope, use_stored
-
-COMPONENTS = ("attention", "moe", "gemm", "communication", "norm", "other")
-REPORT_BAR = 0.01  # rows under 1.0 % of the phase's GPU time stay out of the report's tables
-TOP_KERNELS = 25
 
 
 @dataclass
@@ -222,7 +217,7 @@ class RunReport:
     quality: list[QualityFlag] = field(default_factory=list)  # sql/data_quality rows of the run and its step
     withheld: list[WithheldTakeaway] = field(default_factory=list)
     trace_start_ns: int | None = None  # the origin of every *_ns window of the report
-    n_streams: int = 0  # (rank, device, stream)s holding >= REPORT_BAR of the run's GPU time: where work runs
+    n_streams: int = 0  # streams that carry work (sql/stream_share: >= 1 % of the run's GPU time)
     serving: dict | None = None  # reports/serving.py: step time by batch size, roofline, collectives
     trace_file: str | None = None  # `report --with-trace`: the exported Perfetto file beside the report
 
@@ -310,15 +305,17 @@ def _build_run_report(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | 
     phase_clause, phase_params = ("AND phase = ?", [phase]) if phase else ("", [])
     if phase:
         _check_phase(con, run_id, phase)
+    bar, top_kernels, always_shown = con.execute(
+        "SELECT report_bar, top_kernels, always_shown FROM report_params").fetchone()  # sql/report_params
     phases = []
     for (ph,) in con.execute(f"SELECT DISTINCT phase FROM category_summary WHERE run_id = ? {phase_clause} ORDER BY 1",
                              [run_id] + phase_params).fetchall():
-        kernels = [KernelRow(**r) for r in _rows(con, f"""
+        kernels = [KernelRow(**r) for r in _rows(con, """
             SELECT name, category, gpu_time_ns, share, launches, median_ns, python_site, python_site_share, launch_call
-            FROM kernel_summary WHERE run_id = ? AND phase = ? AND (share >= ? OR rank_in_phase <= 10)
-            ORDER BY gpu_time_ns DESC, name LIMIT {TOP_KERNELS}""".replace(
-            "FROM kernel_summary", "FROM (SELECT *, row_number() OVER (ORDER BY gpu_time_ns DESC, name) AS rank_in_phase "
-            "FROM kernel_summary WHERE run_id = ? AND phase = ?)"), [run_id, ph, run_id, ph, REPORT_BAR])]
+            FROM (SELECT *, row_number() OVER (ORDER BY gpu_time_ns DESC, name) AS rank_in_phase
+                  FROM kernel_summary WHERE run_id = ? AND phase = ?)
+            WHERE run_id = ? AND phase = ? AND (share >= ? OR rank_in_phase <= ?)
+            ORDER BY gpu_time_ns DESC, name LIMIT ?""", [run_id, ph, run_id, ph, bar, always_shown, top_kernels])]
         categories = [CategoryRow(**r) for r in _rows(con, """
             SELECT category, gpu_time_ns, share FROM category_summary WHERE run_id = ? AND phase = ?
             ORDER BY gpu_time_ns DESC, category""", [run_id, ph])]
@@ -326,16 +323,11 @@ def _build_run_report(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | 
                                "WHERE run_id = ? AND phase = ?", [run_id, ph]).fetchone()
         phases.append(PhaseSection(ph, int(total or 0), int(n or 0), kernels, categories))
     gpu_total = sum(p.gpu_time_ns for p in phases)
-    # uncategorized: `other` because no rule matched; a kernel a rule files as `other` on purpose
-    # (torch.cuda._sleep's spin kernel) is known, not uncategorized
-    other = sum(c.gpu_time_ns for p in phases for c in p.categories if c.category == "other")
-    if other and _has(con, "kernel_category"):
-        known_other = con.execute(f"""
-            SELECT coalesce(sum(gpu_time_ns), 0) FROM kernel_summary
-            WHERE run_id = ? AND category = 'other' AND phase IN ({', '.join('?' for _ in phases)})
-              AND name IN (SELECT name FROM kernel_category WHERE category = 'other' AND rule_name <> 'unmatched')""",
-            [run_id] + [p.phase for p in phases]).fetchone()[0]
-        other -= int(known_other or 0)
+    # uncategorized (sql/uncategorized): `other` because no rule matched, over the phases shown
+    shown = [p.phase for p in phases]
+    other = int(con.execute(f"""
+        SELECT coalesce(sum(uncategorized_ns), 0) FROM uncategorized
+        WHERE run_id = ? AND phase IN ({', '.join('?' for _ in shown) or 'NULL'})""", [run_id] + shown).fetchone()[0])
     report = RunReport(
         run_id=run_id,
         mode="mapping/formal" if mapping_run else "single-trace",
@@ -359,10 +351,8 @@ def _build_run_report(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | 
     report.step, report.quality = _step(con, run_id, phase)
     report.trace_start_ns = run.get("trace_start_ns")
     report.serving = serving_section(con, run_id, phase)
-    report.n_streams = int(con.execute("""
-        SELECT count(*) FROM (SELECT sum(dur_ns) AS ns FROM kernels WHERE run_id = ? GROUP BY rank, device, stream)
-        WHERE ns >= ? * (SELECT sum(dur_ns) FROM kernels WHERE run_id = ?)""",
-                                       [run_id, REPORT_BAR, run_id]).fetchone()[0] or 0)
+    report.n_streams = int(con.execute("SELECT count(*) FILTER (WHERE carries_work) FROM stream_share WHERE run_id = ?",
+                                       [run_id]).fetchone()[0] or 0)
     if mapping_run:
         _apply_mapping(con, report, mapping_run)
         # a mapping run gives the replays their sites: the flag that says they have none no longer holds
@@ -510,19 +500,11 @@ def _step(con, run_id: str, phase: str | None) -> tuple[StepSection | None, list
 
 def _step_section(con, s: dict, key: list) -> StepSection:
     wall = s["wall_ns"] or 1
-    # One meaning of `other` everywhere: kernels no category rule knows (the header's "uncategorized").
-    # The component summary names attention, moe, gemm, communication and norm, keeps `other` as such,
-    # and sums the remaining known categories as `rest (theirs, largest first)`.
-    by_category = _rows(con, """
-        SELECT category, sum(dur_ns) AS ns FROM _kernel_facts WHERE run_id = ? AND rank = ? AND step = ?
-        GROUP BY 1 ORDER BY 2 DESC, 1""", key)
-    rest = [r for r in by_category if r["category"] not in COMPONENTS]
-    components = [CategoryRow(r["category"], int(r["ns"]), r["ns"] / wall) for r in by_category
-                  if r["category"] in COMPONENTS]
-    if rest:
-        ns = sum(int(r["ns"]) for r in rest)
-        components.append(CategoryRow(f"rest ({', '.join(r['category'] for r in rest)})", ns, ns / wall))
-    components.sort(key=lambda c: (-c.gpu_time_ns, c.category))
+    # the component summary (sql/step_components): attention, moe, gemm, communication, norm and `other`
+    # as such, the remaining categories as one `rest (...)` row
+    components = [CategoryRow(r["component"], int(r["gpu_time_ns"]), r["share_of_wall"]) for r in _rows(con, """
+        SELECT component, gpu_time_ns, share_of_wall FROM step_components WHERE run_id = ? AND rank = ? AND step = ?
+        ORDER BY gpu_time_ns DESC, component""", key)]
     top_gap = _rows(con, """
         SELECT class, gap_start_ns AS start_ns, gap_end_ns AS end_ns, gap_ns, next_name, host_op, host_op_ns
         FROM idle_gaps
@@ -589,10 +571,22 @@ def _step_section(con, s: dict, key: list) -> StepSection:
         gap_spans=gap_spans, path_segments=path_segments)
 
 
+@dataclass(frozen=True)
+class RunParams:
+    """What `tracehouse report` asks for: a resolved run id, a phase, a graph-off mapping run."""
+
+    run_id: str
+    phase: str | None = None
+    mapping_run: str | None = None
+
+
+def build(con, params: RunParams) -> RunReport:
+    """The run report's context (reports.render: every report is build(connection, params) -> context)."""
+    return build_run_report(con, params.run_id, params.phase, params.mapping_run)
+
+
 def render_run_report(report: RunReport, fmt: str, template_dir: str | Path | None = None) -> str:
-    if fmt == "json":
-        return json.dumps(report_json(report), indent=1, default=str) + "\n"
-    return render_template(f"run.{fmt}.j2", report, html=(fmt == "html"), template_dir=template_dir)
+    return render("run", report, fmt, template_dir, data=report_json(report) if fmt == "json" else None)
 
 
 def report_json(report: RunReport) -> dict:

@@ -7,12 +7,16 @@ from html import escape
 
 from markupsafe import Markup
 
-CATEGORY_COLORS = {
-    "gemm": "#3182bd", "attention": "#e6550d", "moe": "#31a354", "communication": "#d62728",
-    "norm": "#9467bd", "activation": "#8c564b", "rope": "#e377c2", "quantize": "#7f7f7f",
-    "sampling": "#bcbd22", "elementwise": "#17becf", "reduction": "#aec7e8", "memory": "#ffbb78",
-    "convolution": "#98df8a", "embedding": "#ff9896", "other": "#c7c7c7",
-}
+from warehouse.rules import CATEGORIES
+
+# one colour per category of the vocabulary (warehouse.rules.CATEGORIES, its one definition), in its order:
+# gemm, attention, moe, communication, norm, activation, rope, quantize, sampling, elementwise, reduction,
+# memory, convolution, embedding, other
+PALETTE = ("#3182bd", "#e6550d", "#31a354", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c7c7c7")
+if len(PALETTE) != len(CATEGORIES):
+    raise ImportError(f"reports.svg: {len(PALETTE)} colours for {len(CATEGORIES)} categories")
+CATEGORY_COLORS = dict(zip(CATEGORIES, PALETTE))
 
 
 def color(category: str | None) -> str:

@@ -10,15 +10,17 @@ bench/trend_bench.py, a table of synthesized metrics.
 from __future__ import annotations
 
 import fnmatch
-import json
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
 import pyarrow.compute
 
+from reports.charts import sparkline
+from reports.render import render
 from tracehouse.errors import TracehouseError
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
@@ -128,10 +130,11 @@ def evaluate(runs: pa.Table, metrics: pa.Table) -> duckdb.DuckDBPyConnection:
     con.unregister("_runs_in")
     con.unregister("_metrics_in")
     for name in RULE_VIEWS:
-        sql = (SQL_DIR / f"{name}.sql").read_text()
-        if name == "trend":  # regression reads trend three times: materialize it once here
-            sql = sql.replace("CREATE OR REPLACE VIEW trend AS", "CREATE OR REPLACE TABLE trend AS", 1)
-        con.execute(sql)
+        con.execute((SQL_DIR / f"{name}.sql").read_text())  # the catalogue's own file, as it stands
+        if name == "trend":  # regression reads trend three times: materialize it once here, under its name
+            con.execute("CREATE TABLE _trend_rows AS SELECT * FROM trend")
+            con.execute("DROP VIEW trend")
+            con.execute("ALTER TABLE _trend_rows RENAME TO trend")
     return con
 
 
@@ -281,14 +284,26 @@ def build_trend_from_tables(runs: pa.Table, rows: pa.Table | None, *, where: dic
 
 
 def _spark(values):
-    from reports.charts import sparkline
-
     return sparkline(values)
 
 
-def render_trend(report: TrendReport, fmt: str) -> str:
-    if fmt == "json":
-        return json.dumps(asdict(report), indent=1, default=str) + "\n"
-    from reports.render import render_template
+@dataclass(frozen=True)
+class TrendParams:
+    """What `tracehouse trend` asks for: label filters, metric names or globs, the points shown (since a
+    commit time, the last N runs), and the per-run metric store (None: run_metrics of the connection)."""
 
-    return render_template(f"trend.{fmt}.j2", report, html=(fmt == "html"))
+    where: dict[str, str] = field(default_factory=dict)
+    metrics: tuple[str, ...] = ()
+    since: str | None = None
+    last: int | None = None
+    store: Any = None  # warehouse.store.Warehouse
+
+
+def build(con, params: TrendParams) -> TrendReport:
+    """The trend's context (reports.render: every report is build(connection, params) -> context)."""
+    return build_trend(con, dict(params.where), list(params.metrics), params.since, params.last,
+                       warehouse=params.store)
+
+
+def render_trend(report: TrendReport, fmt: str, template_dir: str | Path | None = None) -> str:
+    return render("trend", report, fmt, template_dir)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from reports.export import export_run
-from reports.run import build_run_report, render_run_report, report_connection
+from reports.run import RunParams, build, render_run_report, report_connection
 from warehouse.catalog import connect
 from warehouse.runs import resolve_run
 from warehouse.store import Warehouse
@@ -30,7 +30,7 @@ def write_run_report(warehouse: Warehouse, run: str, fmt: str, path: str | Path 
     run_id = resolve_run(lookup, run)
     mapping_id = resolve_run(lookup, mapping_run) if mapping_run else None
     con = report_connection(warehouse, [run_id] + ([mapping_id] if mapping_id else []), engine, master)
-    report = build_run_report(con, run_id, phase, mapping_id)
+    report = build(con, RunParams(run_id, phase, mapping_id))
     if trace_path is not None:  # the step the report shows, on every rank (the whole run when it has no step)
         export_run(warehouse, run_id, trace_path, step=report.step.step if report.step else None)
         report.trace_file = Path(trace_path).name

@@ -61,7 +61,8 @@
 --   dependency_risk               low, high or unclear
 --   recommendation                not applicable, try overlap, try fusion, check deps, skip overlap,
 --                                 manual check, observe later
---   reportable                    share >= 0.01 (the 1 % reporting bar) and not single-stream
+--   reportable                    share >= report_params.report_bar (the 1 % reporting bar) and not
+--                                 single-stream
 --   python_site, python_site_share  top launch site and its share of the kernel's time (kernel_summary)
 --   scope_source                  'formal' (sites from this run)
 CREATE OR REPLACE VIEW overlap_opportunity AS
@@ -183,7 +184,7 @@ SELECT
         WHEN c.priority IN ('P1', 'P2') THEN 'manual check'
         ELSE 'observe later'
     END AS recommendation,
-    coalesce(c.share >= 0.01, FALSE) AND c.verdict <> 'single-stream' AS reportable,
+    coalesce(c.share >= (SELECT report_bar FROM report_params), FALSE) AND c.verdict <> 'single-stream' AS reportable,
     c.python_site,
     c.python_site_share,
     'formal' AS scope_source

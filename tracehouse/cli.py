@@ -701,14 +701,19 @@ def demo(folder):
 
 
 
+template_dir_option = click.option(
+    "--template-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), metavar="DIR",
+    help="A folder of templates searched before the shipped ones: a file of a shipped name (run.html.j2, "
+         "diff.md.j2, _cells.html.j2, base.html.j2 ...) overrides it, every other name falls back.")
+
+
 @main.command(context_settings=CONTEXT_SETTINGS)
 @click.option("--run", "run", required=True, metavar="RUN", help="Run id, a unique prefix of one, `latest` or `latest~N` (N runs before it).")
 @click.option("--phase", type=click.Choice(["prefill", "decode", "mixed", "unknown"]), help="Only this phase.")
 @click.option("--mapping", metavar="RUN", help="A graph-off run of the same workload (mapping/formal mode).")
 @format_option(choices=("md", "html", "json"), default="md", json_help="the same content as JSON for scripts")
 @output_option
-@click.option("--template-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="A folder of templates that override the shipped ones (same file names).")
+@template_dir_option
 @click.option("--with-trace", is_flag=True,
               help="Also export the step the report shows (every rank) to a Perfetto file beside -o, linked "
                    "from the HTML (see `tracehouse export`).")
@@ -800,9 +805,10 @@ def _write_report(text: str, output) -> None:
 @click.argument("target")
 @format_option(choices=("md", "html", "json"), default="md", json_help="the same content as JSON for scripts")
 @output_option
+@template_dir_option
 @engine_options
 @click.pass_context
-def diff(ctx, base, target, fmt, output, engine, master):
+def diff(ctx, base, target, fmt, output, template_dir, engine, master):
     """What changed between two runs: per category and kernel, time per step, delta and ratio.
 
     BASE and TARGET are run ids, unique prefixes of one, `latest` or `latest~N` (the N-th run
@@ -815,13 +821,13 @@ def diff(ctx, base, target, fmt, output, engine, master):
       tracehouse diff 3f2a latest --format html -o diff.html
       tracehouse diff 3f2a latest --engine spark
     """
-    from reports.diff import build_diff, diff_connection, render_diff
+    from reports.diff import DiffParams, build, diff_connection, render_diff
 
     with spark_errors():
         con = diff_connection(_engine_warehouse(ctx, engine), base, target, engine, master)
     # DuckDB: each run's figures come from the diff store (computed once per run, then read back)
     store = _warehouse(ctx) if engine != "spark" else None
-    _write_report(render_diff(build_diff(con, base, target, warehouse=store), fmt), output)
+    _write_report(render_diff(build(con, DiffParams(base, target, store=store)), fmt, template_dir), output)
 
 
 @main.command(context_settings=CONTEXT_SETTINGS)
@@ -834,9 +840,10 @@ def diff(ctx, base, target, fmt, output, engine, master):
 @output_option
 @click.option("--fail-on-regression", is_flag=True,
               help="Exit with code 3 when the last run of a series has a flagged regression.")
+@template_dir_option
 @engine_options
 @click.pass_context
-def trend(ctx, where, metrics, since, last, fmt, output, fail_on_regression, engine, master):
+def trend(ctx, where, metrics, since, last, fmt, output, fail_on_regression, template_dir, engine, master):
     """Metrics across the runs of each series, ordered by commit, with regressions flagged.
 
     Baselines and noise always use the whole history; --since and --last only bound what is shown.
@@ -846,7 +853,7 @@ def trend(ctx, where, metrics, since, last, fmt, output, fail_on_regression, eng
       tracehouse trend --where series=decode-bench --metric 'category.*' --last 20 --fail-on-regression
       tracehouse trend --where series=decode-bench --engine spark --master yarn
     """
-    from reports.trend import build_trend, render_trend
+    from reports.trend import TrendParams, build, render_trend
 
     if engine == "spark":  # run_metrics computed on Spark for the runs, not read from the DuckDB-made cache
         from warehouse.spark_connection import spark_connection
@@ -855,8 +862,8 @@ def trend(ctx, where, metrics, since, last, fmt, output, fail_on_regression, eng
             con, store = spark_connection(_engine_warehouse(ctx, engine), master=master), None
     else:
         con, store = _connect(ctx), _warehouse(ctx)
-    report = build_trend(con, _parse_labels(where), list(metrics), since, last, warehouse=store)
-    _write_report(render_trend(report, fmt), output)
+    report = build(con, TrendParams(_parse_labels(where), tuple(metrics), since, last, store=store))
+    _write_report(render_trend(report, fmt, template_dir), output)
     if fail_on_regression and report.failing:
         for g in report.failing:
             click.echo(f"regression: {g.series} {g.phase} {g.metric} {g.change_pct:+.2f} % at {g.commit} "

@@ -14,32 +14,24 @@ import duckdb
 
 from warehouse.catalog import views_fingerprint
 
-FACT_VIEWS = ["steps", "kernels", "kernel_name_normalized", "critical_path_summary", "step_latency",
-              "request_cost"]
-
-_KERNELS_SQL = """
-WITH st AS (SELECT rank, step FROM steps WHERE run_id = $run)
-SELECT k.name, k.kind, coalesce(n.category, 'other') AS category, coalesce(n.normalized_name, k.name) AS norm,
-       sum(k.dur_ns) AS ns, count(*) AS launches
-FROM kernels AS k
-JOIN st ON st.rank = k.rank AND st.step = k.step
-LEFT JOIN kernel_name_normalized AS n ON n.name = k.name AND n.kind = k.kind
-WHERE k.run_id = $run
-GROUP BY k.name, k.kind, n.category, n.normalized_name
-"""
-
+FACT_VIEWS = ["run_step_time", "step_kernel_time", "steps", "kernels", "kernel_name_normalized",
+              "critical_path_summary", "step_latency", "request_cost"]
 
 def run_facts(con, run_id: str) -> dict:
-    """Everything a diff reads of one run, from the views (one query each): the in-step kernels grouped by
-    name (in a fixed order), the run's rank-steps and ranks, its GPU time in and out of steps, the critical
+    """Everything a diff reads of one run, from the views (one query each): the in-step kernels per name
+    and their time per step (step_kernel_time, in a fixed order), the run's rank-steps, ranks, GPU time in
+    and out of steps and per step (run_step_time), the critical
     path's time per part summed over its steps (None: no critical_path_summary view), and its step_latency
     rows (None: no step_latency view), and its per-request medians (None: no request named). Plain ints, floats and strings: `stored_facts` keeps it as JSON."""
-    rank_steps, ranks = con.execute(
-        "SELECT count(*), count(DISTINCT rank) FROM steps WHERE run_id = ?", [run_id]).fetchone()
-    kernels = [list(r) for r in con.execute(_KERNELS_SQL + " ORDER BY k.name, k.kind", {"run": run_id}).fetchall()]
-    total_all = con.execute("SELECT coalesce(sum(dur_ns), 0) FROM kernels WHERE run_id = ?", [run_id]).fetchone()[0]
+    rank_steps, ranks, total_all, outside, per_step = con.execute(
+        "SELECT rank_steps, ranks, gpu_time_ns, outside_steps_ns, gpu_ns_per_step FROM run_step_time WHERE run_id = ?",
+        [run_id]).fetchone()
+    kernels = [list(r) for r in con.execute(
+        "SELECT name, kind, category, normalized_name, ns_per_step, launches_per_step FROM step_kernel_time "
+        "WHERE run_id = ? ORDER BY name, kind", [run_id]).fetchall()]
     facts = {"run_id": run_id, "rank_steps": rank_steps, "ranks": ranks, "kernels": kernels,
-             "total_ns": int(total_all), "critical_path": None, "step_latency": None}
+             "total_ns": int(total_all), "outside_steps_ns": int(outside), "gpu_ns_per_step": per_step,
+             "critical_path": None, "step_latency": None}
     if con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'critical_path_summary'").fetchone()[0]:
         facts["critical_path"] = [list(r) for r in con.execute(
             "SELECT CASE WHEN kind = 'gpu' THEN coalesce(category, 'other') ELSE kind END AS part, sum(time_ns) "

@@ -7,7 +7,7 @@
 -- beyond ±9e15 µs (year 2255) is dropped like a missing one (ts_out_of_range), a duration over one day
 -- (8.64e10 µs) is set to 0 (dur_absurd); both are counted (ingest/decode.py event_warnings).
 -- dur_missing: a complete event (ph X) without a duration (read as 0, counted). Extra `args` columns a
--- caller asked for (ingest/capture.py) are appended where the marker below stands.
+-- caller asked for (ingest/capture.py) are appended to the select list (ingest/decode.py type_events_sql).
 CREATE OR REPLACE TABLE events AS
 SELECT
     ev_id,
@@ -58,5 +58,4 @@ SELECT
     TRY_CAST(wait_on_event_corr AS BIGINT) AS wait_on_event_corr,
     sync_kind,
     (ph = 'X' AND ts IS NOT NULL AND dur IS NULL) AS dur_missing
-    /* extra args columns */
 FROM raw_events;
