@@ -19,15 +19,12 @@ import duckdb
 import sqlglot
 from sqlglot import exp
 
-from warehouse.docs import comment_statements, quote_sql
+from warehouse.docs import comment_statements
+from warehouse.quoting import sql_string
 from warehouse.schema import SCHEMA_PARTITION, column_docs, write_schema_files
 from warehouse.store import ALL_TABLES, Warehouse
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def view_files() -> dict[str, Path]:
@@ -237,7 +234,7 @@ def build_catalog(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, rules_fi
     for table in ALL_TABLES:
         con.execute(base_view_sql(table))
         for column, doc in table_column_docs(table).items():  # `tracehouse schema TABLE` shows them
-            con.execute(f'COMMENT ON COLUMN {table}."{column}" IS {quote_sql(doc)}')
+            con.execute(f'COMMENT ON COLUMN {table}."{column}" IS {sql_string(doc)}')
     register_rules(con, rules_file, user_files)
     for name, path in ordered_views():
         sql = path.read_text()
@@ -295,7 +292,7 @@ def connect(warehouse: Warehouse, rules_file: str | None = None, lockdown: bool 
     con = duckdb.connect(":memory:")
     con.execute("SET enable_progress_bar = false")
     if path is not None:
-        con.execute(f"ATTACH {_quote(str(path))} AS catalog (READ_ONLY)")
+        con.execute(f"ATTACH {sql_string(path)} AS catalog (READ_ONLY)")
         con.execute("USE catalog")
         _user_rules(con, rules_file)
     else:
@@ -304,9 +301,9 @@ def connect(warehouse: Warehouse, rules_file: str | None = None, lockdown: bool 
     con.execute("SET parquet_metadata_cache = true")
     focus(con, runs)
     for name, value in (settings or {}).items():
-        con.execute(f"SET {name} = {_quote(str(value))}")
+        con.execute(f"SET {name} = {sql_string(value)}")
     if lockdown:
-        con.execute(f"SET allowed_directories = [{_quote(str(warehouse.root) + '/')}]")
+        con.execute(f"SET allowed_directories = [{sql_string(str(warehouse.root) + '/')}]")
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
     return con
