@@ -20,8 +20,12 @@ import sqlglot
 from sqlglot import exp
 
 from warehouse.docs import comment_statements
+from warehouse.fusion import register_fusion_patterns  # the fusion catalogue (sql/fusion_match.sql)
+from warehouse.peaks import load_device_peaks, user_peaks_file
 from warehouse.quoting import sql_string
+from warehouse.rules import load_category_rules
 from warehouse.schema import SCHEMA_PARTITION, column_docs, write_schema_files
+from warehouse.site_rules import load_site_rules, user_site_rules_file
 from warehouse.store import ALL_TABLES, Warehouse
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
@@ -117,19 +121,14 @@ def register_rules(con: duckdb.DuckDBPyConnection, rules_file: str | None = None
     """The rule tables: kernel categories (rules_file's rules first), the fusion catalogue, launch-site
     rules and device peaks (with the user's TRACEHOUSE_SITE_RULES / TRACEHOUSE_DEVICE_PEAKS files unless
     user_files is off: the shared catalogue file holds the shipped rules only)."""
-    from warehouse.fusion import register_fusion_patterns  # the fusion catalogue (sql/fusion_match.sql)
-
     for name, rows in _rule_tables(rules_file, user_files).items():
         _create_from(con, f"CREATE OR REPLACE TABLE {name}", rows)
     register_fusion_patterns(con)
 
 
 def _rule_tables(rules_file: str | None, user_files: bool) -> dict:
-    from warehouse.peaks import load_device_peaks, user_peaks_file  # sql/kernel_roofline.sql
-    from warehouse.rules import load_category_rules  # sql/kernel_category.sql
-    from warehouse.site_rules import load_site_rules, user_site_rules_file  # sql/kernel_launch_site.sql
-
-    return {"category_rules": load_category_rules(rules_file),
+    return {"category_rules": load_category_rules(rules_file),  # sql/kernel_category.sql
+            # sql/kernel_launch_site.sql, sql/kernel_roofline.sql
             "launch_site_rules": load_site_rules(user_site_rules_file() if user_files else None),
             "device_peaks": load_device_peaks(user_peaks_file() if user_files else None)}
 
@@ -139,9 +138,6 @@ def _user_rules(con: duckdb.DuckDBPyConnection, rules_file: str | None) -> None:
     TRACEHOUSE_DEVICE_PEAKS): its rule tables as temp tables, which come first in DuckDB's search path,
     also for the catalogue's views, so one catalogue file serves every rule file (binding the views is
     the costly part of building it)."""
-    from warehouse.peaks import user_peaks_file
-    from warehouse.site_rules import user_site_rules_file
-
     if not (rules_file or user_site_rules_file() or user_peaks_file()):
         return
     for name, rows in _rule_tables(rules_file, True).items():
@@ -176,9 +172,6 @@ def catalog_fingerprint() -> str:
 def _site_rules_digest() -> bytes:
     """The user's launch-site rule file (TRACEHOUSE_SITE_RULES) and device peak file
     (TRACEHOUSE_DEVICE_PEAKS), by path and content: b'' when neither is set."""
-    from warehouse.peaks import user_peaks_file
-    from warehouse.site_rules import user_site_rules_file
-
     out = b""
     peaks = user_peaks_file()
     if peaks:

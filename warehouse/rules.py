@@ -30,6 +30,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 
 from tracehouse.errors import TracehouseError
@@ -103,8 +104,7 @@ def check_pattern(pattern: str, where: str, con: object | None) -> None:
         except re.error as exc:
             raise RulesError(f"{where}: invalid regular expression {pattern!r}: {exc}") from None
         return
-    import duckdb  # the engine the view runs on is the judge: RE2 as DuckDB compiles it
-
+    # the engine the view runs on is the judge: RE2 as DuckDB compiles it
     try:
         con.execute("SELECT regexp_matches('', ?)", [pattern]).fetchall()  # type: ignore[attr-defined]
     except duckdb.Error as exc:
@@ -113,10 +113,6 @@ def check_pattern(pattern: str, where: str, con: object | None) -> None:
 
 
 def regex_judge() -> object | None:
-    try:
-        import duckdb
-    except ImportError:  # pragma: no cover
-        return None
     return duckdb.connect()
 
 
