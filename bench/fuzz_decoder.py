@@ -34,6 +34,7 @@ with atheris.instrument_imports():
     import duckdb
 
     from ingest import decode, source
+    from ingest.rank import run_transforms
     from tracehouse.errors import TracehouseError
 
 WORK = Path(tempfile.mkdtemp(prefix="tracehouse-fuzz-"))
@@ -70,8 +71,6 @@ def TestOneInput(data: bytes) -> None:
         src = source.read_trace(path, events_file)
         decode.load_raw_events(con, events_file, src)
         if TRANSFORMS:
-            from ingest.rank import run_transforms
-
             run_transforms(con, None, None)
             decode.event_warnings(con)
     except TracehouseError:

@@ -35,11 +35,11 @@ import duckdb
 import orjson
 
 import ingest.run as ingest_run
-from ingest.decode import load_raw_events
 from ingest.load import ingest_paths
 from ingest.naming import parse_trace_name
-from ingest.rank import TRANSFORMS, run_transforms, work_connection, write_tables
+from ingest.rank import MEMORY_LIMIT, staged, work_connection, write_tables
 from ingest.source import read_trace
+from warehouse.quoting import sql_string
 from warehouse.store import Warehouse
 
 try:
@@ -183,7 +183,7 @@ def duckdb_read(events_file: Path) -> int:
     con = duckdb.connect()
     try:
         con.execute("SET threads = 1")
-        con.execute(f"CREATE TABLE t AS SELECT * FROM read_json('{events_file}', format = 'array', "
+        con.execute(f"CREATE TABLE t AS SELECT * FROM read_json({sql_string(events_file)}, format = 'array', "
                     f"columns = {decode._columns_spec(keys, typed=True)})")
         return con.execute("SELECT count(*) FROM t").fetchone()[0]
     finally:
@@ -250,39 +250,36 @@ class TimedConnection:
 
 
 def ingest_by_stage(path: Path, tmp: Path, connect=work_connection, before_transforms=None) -> dict[str, float]:
-    """The stages of ingest.rank.ingest_rank, called one by one; seconds per stage (and per SQL file).
+    """The stages of ingest.rank.ingest_rank (ingest.rank.staged, then write_tables), timed one by one;
+    seconds per stage (and per SQL file, per Parquet table).
 
     `connect` and `before_transforms` let the tuning benchmark try a setting without editing ingest."""
     work = Path(tempfile.mkdtemp(prefix="stages-", dir=tmp))
     times: dict[str, float] = {}
-    try:
-        events_file = work / "events.json"
-        t0 = time.perf_counter()
-        read_trace(path, events_file)
-        t1 = time.perf_counter()
-        con = connect(work)
-        load_raw_events(con, events_file)
-        t2 = time.perf_counter()
-        events_file.unlink()
-        if before_transforms is not None:
+    marks = [time.perf_counter()]
+
+    def on_stage(name, con):
+        marks.append(time.perf_counter())
+        if name == "decode" and before_transforms is not None:
             before_transforms(con)
-        timed = TimedConnection(con)
-        run_transforms(timed, parse_trace_name(path.name).phase, None)
-        t3 = time.perf_counter()
-        sql_names = {f.read_text(): f.name for f in TRANSFORMS}
-        for sql, seconds in timed.log:
-            if sql in sql_names:
-                times[f"  sql/{sql_names[sql]}"] = seconds
-        timed.log.clear()
-        write_tables(timed, work / "out", 0)
-        t4 = time.perf_counter()
-        for sql, seconds in timed.log:
-            if sql.startswith("COPY"):
-                table = sql.split(" TO ", 1)[1].split("/")[-2]
-                times[f"  parquet/{table}"] = seconds
-        con.execute("SELECT kind, key, value FROM rank_summary").fetchall()
-        con.close()
-        t5 = time.perf_counter()
+            marks[-1] = time.perf_counter()  # the setting is not part of a stage
+
+    def on_file(sql_file, seconds):
+        times[f"  sql/{sql_file.name}"] = seconds
+
+    try:
+        with staged(path, work / "stage", parse_trace_name(path.name).phase, None, connect=connect,
+                    on_stage=on_stage, on_file=on_file) as file:
+            timed = TimedConnection(file.con)
+            write_tables(timed, work / "out", 0)
+            marks.append(time.perf_counter())
+            for sql, seconds in timed.log:
+                if sql.startswith("COPY"):
+                    table = sql.split(" TO ", 1)[1].split("/")[-2]
+                    times[f"  parquet/{table}"] = seconds
+            file.con.execute("SELECT kind, key, value FROM rank_summary").fetchall()
+        marks.append(time.perf_counter())
+        t0, t1, t2, t3, t4, t5 = marks
         times.update({
             "1 inflate + copy (source.read_trace)": t1 - t0,
             "2 DuckDB decode + typing (decode.load_raw_events)": t2 - t1,
@@ -568,13 +565,9 @@ def bench_ranks(run_dir: Path, reps: int, tmp: Path, report: Report) -> None:
 
 def _connect_in_memory(work: Path):
     """ingest.rank.work_connection, but an in-memory database: same memory_limit, same spill folder."""
-    import duckdb
-
-    from ingest.rank import MEMORY_LIMIT
-
     con = duckdb.connect()
-    con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
-    con.execute(f"SET temp_directory = '{work / 'spill'}'")
+    con.execute(f"SET memory_limit = {sql_string(MEMORY_LIMIT)}")
+    con.execute(f"SET temp_directory = {sql_string(work / 'spill')}")
     con.execute("SET preserve_insertion_order = true")
     return con
 

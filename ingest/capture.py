@@ -6,8 +6,9 @@ has what is missing: between `StreamBeginCapture` and `StreamEndCapture` (or ins
 capture annotation such as `capture_32_DECODE`) every kernel of the graph was "launched" once, in order,
 from its Python line and inside its cpu_op. This module
 
-1. reads each capture trace through the same stages as a rank (source.read_trace -> DuckDB read_json ->
-   the ingest/sql transforms, in a work folder of its own, so it streams and spills like a rank), and
+1. reads each capture trace through the same stages as a rank (ingest.rank.staged: source.read_trace ->
+   DuckDB read_json -> the ingest/sql transforms, in a work folder of its own, so it streams and spills
+   like a rank), and
    lists the launch calls of each capture window in order: kernel name (AMD launch calls name the
    kernel in `args.kernel`; else a GPU activity with the same correlation or an ac2g flow names it;
    NVIDIA launches during capture name none: order only), stream when the trace gives one, the
@@ -46,10 +47,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ingest import decode
 from ingest.files import files_size, is_trace_file
-from ingest.rank import run_transforms, work_connection
-from ingest.source import read_trace
+from ingest.rank import staged
 from tracehouse.errors import TracehouseError
 from warehouse.schema import schema
 
@@ -243,16 +242,10 @@ def read_capture_windows(path: Path, work_dir: Path, details: dict[str, dict] | 
                          label: str | None = None) -> list[CaptureWindow]:
     """Every capture window of one capture trace, with its launch calls in order."""
     details = details or {}
-    work_dir.mkdir(parents=True, exist_ok=True)
-    events_file = work_dir / "events.json"
     try:
-        source = read_trace(path, events_file)
-        con = work_connection(work_dir)
-        try:
-            # one more `args` key: `kernel` (the kernel a launch call names)
-            decode.load_raw_events(con, events_file, extra_args={"kernel_arg": "kernel"})
-            events_file.unlink(missing_ok=True)
-            run_transforms(con, None, None)
+        # one more `args` key: `kernel` (the kernel a launch call names)
+        with staged(path, work_dir, extra_args={"kernel_arg": "kernel"}) as file:
+            con = file.con
             rows = con.execute(WINDOWS_SQL).fetchall()
             # API windows win; an annotation window counts only where no API window lies inside it
             api = [r for r in rows if r[0] == "api"]
@@ -271,11 +264,9 @@ def read_capture_windows(path: Path, work_dir: Path, details: dict[str, dict] | 
             launches = con.execute(
                 "SELECT window_id, call, kind, name, stream, file, line, function, cpu_op_name, cpu_op_input_dims, "
                 "stack FROM capture_launches ORDER BY window_id, start_ns, ev_id").fetchall()
-        finally:
-            con.close()
     finally:
-        events_file.unlink(missing_ok=True)
         shutil.rmtree(work_dir, ignore_errors=True)
+    source = file.source
     name = label or path.name
     detail = details.get(path.name, {})
     rank = _rank_of(path, source.metadata)

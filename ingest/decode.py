@@ -24,7 +24,9 @@ import duckdb
 import orjson
 import sqlglot
 
+from ingest import jsonscan
 from tracehouse.errors import TraceFormatError
+from warehouse.quoting import sql_identifier, sql_string
 
 # Output column of events -> the key of the event's `args` object it comes from.
 ARGS_KEYS: dict[str, str] = {
@@ -83,10 +85,6 @@ EVENT_KEYS = {
 }
 
 
-def _sql_string(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def _columns_spec(keys: dict[str, str], typed: bool, numbers_as: str | None = None) -> str:
     """read_json's `columns`: the event keys and an `args` STRUCT of the keys asked for (column -> key).
     typed: numeric args read as numbers (the fast path; a value that does not convert fails the read,
@@ -95,10 +93,10 @@ def _columns_spec(keys: dict[str, str], typed: bool, numbers_as: str | None = No
     def arg_type(column: str) -> str:
         return ARGS_NUMERIC.get(column, "VARCHAR") if typed else "VARCHAR"
 
-    fields = ", ".join(f'"{key.replace(chr(34), chr(34) * 2)}" {arg_type(column)}' for column, key in keys.items())
+    fields = ", ".join(f"{sql_identifier(key)} {arg_type(column)}" for column, key in keys.items())
     spec = {k: (numbers_as if numbers_as and v == "DECIMAL(38,3)" else v) for k, v in EVENT_KEYS.items()}
     spec["args"] = f"STRUCT({fields})"
-    return "{" + ", ".join(f"{_sql_string(k)}: {_sql_string(v)}" for k, v in spec.items()) + "}"
+    return "{" + ", ".join(f"{sql_string(k)}: {sql_string(v)}" for k, v in spec.items()) + "}"
 
 
 def _looks_legacy(events_file: Path) -> bool:
@@ -204,7 +202,7 @@ def _allow_objects_of(con: duckdb.DuckDBPyConnection, size: int) -> None:
     match = re.fullmatch(r"\s*([\d.]+)\s*([A-Za-z]+)\s*", str(text))
     current = float(match.group(1)) * _UNITS.get(match.group(2).upper(), 0) if match else 0
     if current and current < 3 * size:
-        con.execute(f"SET memory_limit = '{3 * size // (1 << 20)}MiB'")
+        con.execute(f"SET memory_limit = {sql_string(f'{3 * size // (1 << 20)}MiB')}")
 
 
 def _load(con: duckdb.DuckDBPyConnection, events_file: Path, max_object_size: int,
@@ -218,9 +216,9 @@ def _load(con: duckdb.DuckDBPyConnection, events_file: Path, max_object_size: in
         keys["external_id"] = LEGACY_EXTERNAL_ID
     keys.update(extra_args or {})
     arg_columns = ", ".join(
-        f'args."{key.replace(chr(34), chr(34) * 2)}" AS {column}' for column, key in keys.items()
+        f"args.{sql_identifier(key)} AS {column}" for column, key in keys.items()
     )
-    path = _sql_string(str(events_file))
+    path = sql_string(events_file)
     # One thread keeps file order, so ev_id (the event's position in the file) is deterministic.
     con.execute("SET threads = 1")
     if mode == "strict":
@@ -280,7 +278,6 @@ def _type_events(con: duckdb.DuckDBPyConnection, extra_args: dict[str, str] | No
 
 
 # ---- the salvage path: split the array into events, repair or skip each ------------------------------
-_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]|"')
 _FIX = re.compile(rb'("[^"\\]*(?:\\.[^"\\]*)*")|-?Infinity|NaN')
 _CONTROL = re.compile(rb"[\x00-\x1f]")
 SPLIT_READ = 8 << 20
@@ -331,81 +328,20 @@ def _repair(elem: bytes, counts: dict[str, int]) -> bytes | None:
 def _split_events(events_file: Path, out_file: Path, offset: int = 0) -> dict[str, int]:
     """Write each element of the array in `events_file` on a line of its own, repaired or skipped.
 
-    Streaming: one read buffer plus the event being cut. Strings are skipped as whole tokens, so a
-    bracket inside a name does not count. Returns the warnings (repairs, skipped events and where the
-    first skipped one was: `offset` + its byte in the array = its byte in the uncompressed file).
+    Streaming (ingest.jsonscan.elements: one read buffer plus the event being cut). Returns the
+    warnings (repairs, skipped events and where the first skipped one was: `offset` + its byte in the
+    array = its byte in the uncompressed file).
     """
     counts: dict[str, int] = {}
     skipped, first_bad = 0, None
-    depth = 0
-    buf = b""
-    base = 0  # file position of buf[0]
-    pos = 0  # scan position in buf
-    elem_start = None  # buf index where the current top-level element starts
-    prev_end = None  # buf index after the previous element (or the `[`)
-    eof = False
-    need = SPLIT_READ
     with open(events_file, "rb") as src, open(out_file, "wb") as out:
-        while True:
-            if not eof:
-                more = src.read(need)
-                if more:
-                    buf += more
-                else:
-                    eof = True
-            stalled = False
-            for match in _TOKEN.finditer(buf, pos):
-                tok = match.group(0)
-                if tok == b'"':  # a string that does not end in this buffer
-                    if not eof:
-                        stalled = True
-                        pos = match.start()
-                        break
-                    continue  # at the end of the file: the cut event is already counted below
-                pos = match.end()
-                if tok[:1] == b'"':
-                    continue
-                if depth == 0:
-                    if tok == b"[":
-                        depth, prev_end = 1, match.end()
-                    continue
-                if depth == 1:
-                    if tok in (b"]", b"}"):
-                        if tok == b"]" and not buf[match.end():].strip() and eof:
-                            depth = 0
-                        continue  # a stray close between events: garbage, counted with the gap
-                    gap = buf[prev_end:match.start()].strip(b" \t\r\n,") if prev_end is not None else b""
-                    if gap:
-                        skipped += 1
-                        first_bad = first_bad if first_bad is not None else base + prev_end
-                    elem_start = match.start()
-                    depth = 2
-                    continue
-                depth += 1 if tok in (b"[", b"{") else -1
-                if depth == 1:
-                    elem = buf[elem_start:match.end()]
-                    fixed = _repair(elem, counts) if elem[:1] == b"{" else None
-                    if fixed is None:
-                        skipped += 1
-                        first_bad = first_bad if first_bad is not None else base + elem_start
-                    else:
-                        out.write(fixed.replace(b"\n", b" ").replace(b"\r", b" ") + b"\n")
-                    elem_start, prev_end = None, match.end()
+        for piece in jsonscan.elements(src, SPLIT_READ):
+            fixed = _repair(piece.data, counts) if piece.kind == "element" and piece.data[:1] == b"{" else None
+            if fixed is None:  # garbage between events, an array or scalar where an event belongs, a cut event
+                skipped += 1
+                first_bad = first_bad if first_bad is not None else piece.offset
             else:
-                pos = len(buf)
-            if eof and not stalled:
-                break
-            # drop what is done; keep the element being cut (or the string that did not end)
-            keep = min(x for x in (elem_start, prev_end, pos) if x is not None)
-            keep = min(keep, pos)
-            buf, base = buf[keep:], base + keep
-            pos -= keep
-            elem_start = None if elem_start is None else elem_start - keep
-            prev_end = None if prev_end is None else prev_end - keep
-            need = need * 2 if stalled else SPLIT_READ
-    if depth >= 2:  # the last event never ended
-        skipped += 1
-        first_bad = first_bad if first_bad is not None else base + (elem_start or 0)
+                out.write(fixed.replace(b"\n", b" ").replace(b"\r", b" ") + b"\n")
     if skipped:
         counts[f"{W_UNREADABLE} (the first at byte {offset + first_bad} of the file)"] = skipped
     return counts

@@ -5,6 +5,10 @@
     3. sql/NN_*.sql           type, nest, link and step the events (set-based SQL, in file order)
     4. write_tables           one Parquet file per table, for this rank, as warehouse.schema declares it
 
+Stages 1-3 are `staged`, the one sequence every reader of a Kineto file runs (a rank here, a capture
+trace in ingest/capture.py, the per-stage benchmark in bench/run.py); what each does with the staged
+tables afterwards is its own.
+
 Everything runs in a DuckDB database of its own, in memory with a memory limit and a spill folder in
 the staging area, so that a trace larger than memory spills to disk instead of failing.
 """
@@ -12,6 +16,9 @@ the staging area, so that a trace larger than memory spills to disk instead of f
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,8 +26,9 @@ import duckdb
 
 from ingest.decode import event_warnings, load_raw_events
 from ingest.memory import memory_limit
-from ingest.source import read_trace
+from ingest.source import TraceSource, read_trace
 from tracehouse.errors import TraceFormatError
+from warehouse.quoting import sql_string
 from warehouse.schema import cast_select
 
 SQL_DIR = Path(__file__).parent / "sql"
@@ -62,13 +70,15 @@ class RankResult:
 def work_connection(work_dir: Path) -> duckdb.DuckDBPyConnection:
     # In memory, with a limit and a spill folder: small traces never touch the disk, large ones spill.
     con = duckdb.connect(":memory:")
-    con.execute(f"SET memory_limit = '{memory_limit()}'")  # in a worker: its share (TRACEHOUSE_RANK_WORKERS)
-    con.execute(f"SET temp_directory = '{work_dir / 'spill'}'")
+    con.execute(f"SET memory_limit = {sql_string(memory_limit())}")  # in a worker: its share (TRACEHOUSE_RANK_WORKERS)
+    con.execute(f"SET temp_directory = {sql_string(work_dir / 'spill')}")
     con.execute("SET preserve_insertion_order = true")
     return con
 
 
-def run_transforms(con: duckdb.DuckDBPyConnection, stage_phase: str | None, label_phase: str | None) -> None:
+def run_transforms(con: duckdb.DuckDBPyConnection, stage_phase: str | None, label_phase: str | None,
+                   on_file: Callable[[Path, float], None] | None = None) -> None:
+    """The ingest/sql transforms, in file order, on the `events` table; on_file(file, seconds) after each."""
     con.execute(
         "CREATE OR REPLACE TABLE rank_context AS SELECT ?::VARCHAR AS stage_phase, ?::VARCHAR AS label_phase",
         [stage_phase, label_phase],
@@ -77,7 +87,61 @@ def run_transforms(con: duckdb.DuckDBPyConnection, stage_phase: str | None, labe
     threads = int(os.environ.get("TRACEHOUSE_THREADS") or max(1, min(2, os.cpu_count() or 1)))
     con.execute(f"SET threads = {threads}")
     for sql_file in TRANSFORMS:
+        began = time.perf_counter()
         con.execute(sql_file.read_text())
+        if on_file is not None:
+            on_file(sql_file, time.perf_counter() - began)
+
+
+@dataclass
+class Staged:
+    """A trace file after the shared stages: what stage 1 read, the open work connection (its tables:
+    `events` and what ingest/sql/ makes of them), and the repairs counted so far."""
+
+    source: TraceSource
+    con: duckdb.DuckDBPyConnection
+    repairs: dict[str, int]
+
+
+@contextmanager
+def staged(path: Path, work_dir: Path, stage_phase: str | None = None, label_phase: str | None = None, *,
+           extra_args: dict[str, str] | None = None,
+           connect: Callable[[Path], duckdb.DuckDBPyConnection] | None = None,
+           on_stage: Callable[[str, duckdb.DuckDBPyConnection | None], None] | None = None,
+           on_file: Callable[[Path, float], None] | None = None) -> Iterator[Staged]:
+    """The stage sequence every reader of a Kineto file shares (a rank, a capture trace, the benchmark):
+    read_trace -> a work connection -> load_raw_events -> the ingest/sql transforms -> event_warnings.
+
+    Yields the Staged file with its connection open; the connection is closed and the event array's
+    copy removed on leaving, whatever happens. `extra_args`: more `args` keys to read (column -> key);
+    `connect`: the work connection (default work_connection); `on_stage(name, con)` is called after
+    each stage ("read", con None; "decode"; "transforms") and `on_file` after each transform file, for a
+    caller that times them. DuckDB refusing the event array is a TraceFormatError naming the file.
+    """
+    work_dir.mkdir(parents=True, exist_ok=True)
+    events_file = work_dir / "events.json"
+    try:
+        source = read_trace(path, events_file)
+        if on_stage is not None:
+            on_stage("read", None)
+        con = (connect or work_connection)(work_dir)
+        try:
+            try:
+                repairs = load_raw_events(con, events_file, source, extra_args=extra_args)
+            except duckdb.Error as exc:
+                raise TraceFormatError(str(path), f"invalid trace JSON ({_first_line(exc)})", "event array")
+            events_file.unlink(missing_ok=True)
+            if on_stage is not None:
+                on_stage("decode", con)
+            run_transforms(con, stage_phase, label_phase, on_file)
+            repairs.update(event_warnings(con))
+            if on_stage is not None:
+                on_stage("transforms", con)
+            yield Staged(source, con, repairs)
+        finally:
+            con.close()
+    finally:
+        events_file.unlink(missing_ok=True)
 
 
 def write_tables(con: duckdb.DuckDBPyConnection, out_dir: Path, rank: int) -> dict[str, int]:
@@ -90,7 +154,7 @@ def write_tables(con: duckdb.DuckDBPyConnection, out_dir: Path, rank: int) -> di
         # follows the trace's data cannot make one rank's file differ from another's
         con.execute(
             f"COPY (SELECT {int(rank)}::INTEGER AS rank, {cast_select(table, source)} FROM {source} ORDER BY {order}) "
-            f"TO '{path}' (FORMAT parquet, COMPRESSION zstd)"
+            f"TO {sql_string(path)} (FORMAT parquet, COMPRESSION zstd)"
         )
         rows[table] = con.execute(f"SELECT count(*) FROM {source}").fetchone()[0]
     return rows
@@ -99,28 +163,13 @@ def write_tables(con: duckdb.DuckDBPyConnection, out_dir: Path, rank: int) -> di
 def ingest_rank(path: Path, rank: int, stage_phase: str | None, out_dir: Path, work_dir: Path,
                 label_phase: str | None = None) -> RankResult:
     """Run every stage for one file; Parquet goes to out_dir/<table>/rank-<rank>.parquet."""
-    work_dir.mkdir(parents=True, exist_ok=True)
-    events_file = work_dir / "events.json"
-    try:
-        source = read_trace(path, events_file)
-        con = work_connection(work_dir)
-        try:
-            try:
-                repairs = load_raw_events(con, events_file, source)
-            except duckdb.Error as exc:
-                raise TraceFormatError(str(path), f"invalid trace JSON ({_first_line(exc)})", "event array")
-            events_file.unlink(missing_ok=True)
-            run_transforms(con, stage_phase, label_phase)
-            repairs.update(event_warnings(con))
-            rows = write_tables(con, out_dir, rank)
-            summary = con.execute("SELECT kind, key, value FROM rank_summary").fetchall()
-        finally:
-            con.close()
-    finally:
-        events_file.unlink(missing_ok=True)
+    with staged(path, work_dir, stage_phase, label_phase) as file:
+        rows = write_tables(file.con, out_dir, rank)
+        summary = file.con.execute("SELECT kind, key, value FROM rank_summary").fetchall()
+    source = file.source
     result = RankResult(
         path=str(path), rank=rank, size=source.size, sha256=source.sha256,
-        json_bytes=source.json_bytes, metadata=source.metadata, rows=rows, warnings=dict(repairs),
+        json_bytes=source.json_bytes, metadata=source.metadata, rows=rows, warnings=dict(file.repairs),
         empty_reason=source.empty_reason,
     )
     for kind, key, value in summary:

@@ -23,6 +23,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ingest import jsonscan
 from ingest.capture import write_empty
 from ingest.files import NOT_TRACES, FileProblem, files_size, is_trace_file
 from ingest.naming import parse_trace_name
@@ -93,20 +94,14 @@ def peek_distributed_info(path: Path, limit: int = 4 << 20) -> dict:
     if key < 0:
         return {}
     start = text.find(b"{", key)
-    depth = 0
-    for i in range(start, len(text)):
-        c = text[i : i + 1]
-        if c == b"{":
-            depth += 1
-        elif c == b"}":
-            depth -= 1
-            if depth == 0:
-                try:
-                    info = orjson.loads(text[start : i + 1])
-                except orjson.JSONDecodeError:
-                    return {}
-                return info if isinstance(info, dict) else {}
-    return {}
+    end = jsonscan.value_end(text, start) if start >= 0 else None
+    if end is None:
+        return {}
+    try:
+        info = orjson.loads(text[start:end])
+    except orjson.JSONDecodeError:
+        return {}
+    return info if isinstance(info, dict) else {}
 
 
 def assign_ranks(files: list[Path]) -> tuple[list[int], list[str]]:

@@ -26,6 +26,7 @@ from typing import BinaryIO
 
 import orjson
 
+from ingest import jsonscan
 from tracehouse.errors import TraceFormatError
 
 try:  # ISA-L inflates about 1.4x faster than zlib (measured in bench/); optional.
@@ -168,59 +169,23 @@ def _parse_object_text(text: bytes, label: str, where: str) -> dict:
     return value
 
 
-_STRING = re.compile(rb'"(?:[^"\\\n]|\\.)*"')
-_EVENT_BOUNDARY = re.compile(rb'\}\s*,\s*(?=\{\s*")')
-_BRACKET = re.compile(rb"[\[\]{}]")
-_KEY_BEFORE = re.compile(rb'"((?:[^"\\]|\\.)*)"\s*:\s*$')
-
-
-def _blank_strings(text: bytes) -> bytes:
-    """The same bytes with every string's content replaced by `x`, so brackets in names don't count."""
-    return _STRING.sub(lambda m: b'"' + b"x" * (len(m.group(0)) - 2) + b'"', text)
-
-
 def _close_array(tail: bytes, aligned: bool, label: str) -> tuple[int, dict]:
     """Find where the event array ends in the last bytes of the file.
 
-    Returns (number of bytes of `tail` that belong to the array, the metadata that follows it).
-    Walking back from the end with a bracket stack, the array's closing `]` is the top-level `]`
-    whose opening `[` is either before the tail or right after the key `"traceEvents"`; other
-    top-level arrays after it (e.g. `deviceProperties`) open and close inside the tail.
-    JSON strings cannot hold a raw newline, so a tail cut right after a newline starts outside any
-    string; minified JSON is cut at an event boundary instead (`aligned`: the tail starts at the
-    array itself).
+    Returns (number of bytes of `tail` that belong to the array, the metadata that follows it). The
+    array's `]` is found by jsonscan.array_close (a backward bracket walk); a tail that does not start
+    at the array itself (`aligned`) is read from jsonscan.resync's point.
     """
-    start = 0
-    if not aligned:
-        newline = tail.find(b"\n")
-        # minified JSON has no newlines: start at the next `}, {"` (the boundary between two events)
-        boundary = _EVENT_BOUNDARY.search(tail) if newline < 0 else None
-        start = newline + 1 if newline >= 0 else boundary.end() if boundary else 0
-    text = _blank_strings(tail[start:])
-    end = len(text.rstrip())
-    if not text[:end].endswith(b"}"):
+    start = jsonscan.resync(tail, aligned) or 0
+    end = len(tail.rstrip())
+    if end <= start or not tail[:end].endswith(b"}"):
         raise TraceFormatError(label, "truncated JSON: the file ends inside the event array", "end of file")
-    stack: list[bytes] = []
-    candidate = None  # position (in text) of a top-level `]` whose `[` is not yet seen
-    for match in reversed(list(_BRACKET.finditer(text, 0, end))):
-        char, pos = match.group(0), match.start()
-        if char in (b"]", b"}"):
-            if char == b"]" and len(stack) == 1:
-                candidate = pos
-            stack.append(char)
-        else:
-            if not stack or stack[-1] != (b"]" if char == b"[" else b"}"):
-                raise TraceFormatError(label, "malformed JSON around the end of the event array", "end of file")
-            stack.pop()
-            if char == b"[" and len(stack) == 1 and candidate is not None:
-                before = tail[start : start + pos]
-                key = _KEY_BEFORE.search(before)
-                if (key and key.group(1) == b"traceEvents") or not before.strip():
-                    break
-                candidate = None
-    if candidate is None:
-        raise TraceFormatError(label, "truncated JSON: the event array is never closed", "end of file")
-    close = start + candidate + 1
+    try:
+        close = jsonscan.array_close(tail, start, end, b"traceEvents") + 1
+    except jsonscan.ScanError as exc:
+        what = ("malformed JSON around the end of the event array" if str(exc) == "malformed"
+                else "truncated JSON: the event array is never closed")
+        raise TraceFormatError(label, what, "end of file")
     rest = tail[close:].strip()
     meta = {}
     if rest.startswith(b","):
@@ -232,45 +197,10 @@ def _close_array(tail: bytes, aligned: bool, label: str) -> tuple[int, dict]:
 
 
 def _last_complete_event(tail: bytes, aligned: bool) -> int | None:
-    """Where the last complete event of a cut-off array ends in `tail` (index after its `}`), or None.
-
-    `aligned`: tail starts at the array's `[`. Otherwise it starts somewhere inside the array, cut where
-    the first newline (pretty-printed JSON) or event boundary (minified) begins, at an unknown depth:
-    the array's own level is then the lowest depth the bracket walk reaches (every complete event
-    closes back to it), and an event ends where a `}` returns to that level and a `,` follows.
-    """
-    start = 0
-    if not aligned:
-        newline = tail.find(b"\n")
-        boundary = _EVENT_BOUNDARY.search(tail) if newline < 0 else None
-        start = newline + 1 if newline >= 0 else boundary.end() if boundary else None
-        if start is None:
-            return None
-    # every whole string (quotes too) becomes x's; a `"` left over starts a string cut by the damage
-    text = _STRING.sub(lambda m: b"x" * len(m.group(0)), tail[start:])
-    quote = text.find(b'"')
-    end = quote if quote >= 0 else len(text)
-    depth, level = 0, None
-    closes: list[tuple[int, int]] = []  # (position after a `}`, depth after it)
-    for match in _BRACKET.finditer(text, 0, end):
-        char = match.group(0)
-        if char in (b"[", b"{"):
-            depth += 1
-        else:
-            depth -= 1
-            if char == b"}":
-                closes.append((match.end(), depth))
-        if level is None or depth < level:
-            level = depth
-    if aligned:
-        level = 1  # inside `[`
-    for pos, after in reversed(closes):
-        if after != level:
-            continue
-        follow = text[pos:end].lstrip()
-        if aligned or follow[:1] == b"," or not follow:
-            return start + pos
-    return None
+    """Where the last complete event of a cut-off array ends in `tail` (index after its `}`), or None
+    (jsonscan.last_complete_element, read from jsonscan.resync's point)."""
+    start = jsonscan.resync(tail, aligned)
+    return None if start is None else jsonscan.last_complete_element(tail, start, aligned)
 
 
 _DAMAGED_HINT = ("the file was skipped and the other files still land; copy it again, or re-run the profiler "

@@ -62,6 +62,7 @@ from reports import perfetto_proto as pp
 from reports.run import build_run_report, report_connection
 from tracehouse.errors import TracehouseError
 from warehouse.catalog import connect
+from warehouse.quoting import sql_string
 from warehouse.runs import resolve_run
 from warehouse.store import Warehouse
 from warehouse.stored import is_stored
@@ -701,7 +702,7 @@ def _scope(con, run_id: str, rank: int, span: tuple[int, int] | None):
     overlap it), so the analysis views compute over those only; the catalogue's views read them by name."""
     (attached,) = con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'catalog'").fetchone()
     schema = "catalog.main" if attached else "main"
-    rows = "run_id = '" + run_id.replace("'", "''") + f"' AND rank = {int(rank)}"
+    rows = f"run_id = {sql_string(run_id)} AND rank = {int(rank)}"
     try:
         for table, timed in SCOPED_TABLES.items():
             where = rows

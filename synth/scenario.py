@@ -6,6 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tracehouse.errors import InvalidArgument
+
 from .catalog import device_properties
 from .kineto import TraceWriter
 from .sim import Cfg, RankSim, run_lockstep
@@ -86,13 +88,13 @@ def write_scenario(scenario: str, out_dir: str | Path, *, ranks: int = 2, steps:
     called after each step with (bytes written so far, target_size or 0) (the CLI draws it on a terminal).
     """
     if scenario not in SCENARIOS:
-        raise ValueError(f"unknown scenario {scenario!r}; choose one of {', '.join(SCENARIOS)}")
+        raise InvalidArgument(f"unknown scenario {scenario!r}; choose one of {', '.join(SCENARIOS)}")
     if vendor not in ("nvidia", "amd"):
-        raise ValueError(f"unknown vendor {vendor!r}; choose nvidia or amd")
+        raise InvalidArgument(f"unknown vendor {vendor!r}; choose nvidia or amd")
     if ranks < 1 or layers < 1 or (steps < 1 and not target_size):
-        raise ValueError("ranks, layers and steps must be >= 1")
+        raise InvalidArgument("ranks, layers and steps must be >= 1")
     if straggler is not None and not 0 <= straggler[0] < ranks:
-        raise ValueError(f"straggler rank {straggler[0]} is not in 0..{ranks - 1}")
+        raise InvalidArgument(f"straggler rank {straggler[0]} is not in 0..{ranks - 1}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cfg = Cfg(scenario, vendor, ranks, layers, batch_size, seed, straggler, host_stall_us, slow_kernel)

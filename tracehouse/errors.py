@@ -39,3 +39,14 @@ class QueryRefused(TracehouseError):
 
 class QueryError(TracehouseError):
     hint = "`tracehouse schema` lists the tables and views, `tracehouse schema VIEW` its columns"
+
+
+class InvalidArgument(TracehouseError, ValueError):
+    """An argument naming nothing that exists (an unknown scenario, situation or vendor) or out of range.
+    Also a ValueError, for callers that validate arguments that way."""
+
+
+class SparkUnavailable(TracehouseError):
+    """--engine spark without pyspark installed, or Spark cannot start (no Java)."""
+
+    hint = "or use --engine duckdb"

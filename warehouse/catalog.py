@@ -17,7 +17,8 @@ from pathlib import Path
 
 import duckdb
 
-from warehouse.docs import comment_statements, quote_sql
+from warehouse.docs import comment_statements
+from warehouse.quoting import sql_string
 from warehouse.store import ALL_TABLES, SCHEMA_PARTITION, Warehouse
 
 # sqlglot (the views' order) and warehouse.schema (pyarrow: the zero-row files, the column docs) are
@@ -25,10 +26,6 @@ from warehouse.store import ALL_TABLES, SCHEMA_PARTITION, Warehouse
 # the two imports were 0.1 s of each `tracehouse sql` process.
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def view_files() -> dict[str, Path]:
@@ -136,11 +133,13 @@ def register_rules(con: duckdb.DuckDBPyConnection, rules_file: str | None = None
 
 
 def _rule_tables(rules_file: str | None, user_files: bool) -> dict:
-    from warehouse.peaks import load_device_peaks, user_peaks_file  # sql/kernel_roofline.sql
-    from warehouse.rules import load_category_rules  # sql/kernel_category.sql
-    from warehouse.site_rules import load_site_rules, user_site_rules_file  # sql/kernel_launch_site.sql
+    # imported here, not by every reader (pyarrow: 0.1 s of a `tracehouse sql` process; USER_RULE_ENVS)
+    from warehouse.peaks import load_device_peaks, user_peaks_file
+    from warehouse.rules import load_category_rules
+    from warehouse.site_rules import load_site_rules, user_site_rules_file
 
-    return {"category_rules": load_category_rules(rules_file),
+    return {"category_rules": load_category_rules(rules_file),  # sql/kernel_category.sql
+            # sql/kernel_launch_site.sql, sql/kernel_roofline.sql
             "launch_site_rules": load_site_rules(user_site_rules_file() if user_files else None),
             "device_peaks": load_device_peaks(user_peaks_file() if user_files else None)}
 
@@ -248,7 +247,7 @@ def build_catalog(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, rules_fi
     for table in ALL_TABLES:
         con.execute(base_view_sql(table))
         for column, doc in table_column_docs(table).items():  # `tracehouse schema TABLE` shows them
-            con.execute(f'COMMENT ON COLUMN {table}."{column}" IS {quote_sql(doc)}')
+            con.execute(f'COMMENT ON COLUMN {table}."{column}" IS {sql_string(doc)}')
     register_rules(con, rules_file, user_files)
     for name, path in ordered_views():
         sql = path.read_text()
@@ -306,7 +305,7 @@ def connect(warehouse: Warehouse, rules_file: str | None = None, lockdown: bool 
     con = duckdb.connect(":memory:")
     con.execute("SET enable_progress_bar = false")
     if path is not None:
-        con.execute(f"ATTACH {_quote(str(path))} AS catalog (READ_ONLY)")
+        con.execute(f"ATTACH {sql_string(path)} AS catalog (READ_ONLY)")
         con.execute("USE catalog")
         _user_rules(con, rules_file)
     else:
@@ -315,9 +314,9 @@ def connect(warehouse: Warehouse, rules_file: str | None = None, lockdown: bool 
     con.execute("SET parquet_metadata_cache = true")
     focus(con, runs)
     for name, value in (settings or {}).items():
-        con.execute(f"SET {name} = {_quote(str(value))}")
+        con.execute(f"SET {name} = {sql_string(value)}")
     if lockdown:
-        con.execute(f"SET allowed_directories = [{_quote(str(warehouse.root) + '/')}]")
+        con.execute(f"SET allowed_directories = [{sql_string(str(warehouse.root) + '/')}]")
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
     return con

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import duckdb
 
-from warehouse.catalog import views_fingerprint
+from warehouse.catalog import connect, materialize, views_fingerprint
+from warehouse.store import process_alive
 
 FACT_VIEWS = ["run_step_time", "step_kernel_time", "steps", "kernels", "kernel_name_normalized",
               "critical_path_summary", "step_latency", "request_cost"]
@@ -69,8 +70,6 @@ def stored_facts(warehouse, run_id: str, memory_limit: str | None = None) -> dic
         return json.loads(path.read_text())
     except (OSError, ValueError):
         pass
-    from warehouse.catalog import connect, materialize
-
     con = connect(warehouse, runs=[run_id], settings={"memory_limit": memory_limit} if memory_limit else None)
     try:
         materialize(con, ["steps"])  # four of the five queries read steps: computed once (half the time)
@@ -91,8 +90,6 @@ def stored_facts(warehouse, run_id: str, memory_limit: str | None = None) -> dic
 
 def _remove_abandoned(folder: Path) -> None:
     """Partial files (.<run>.<pid>.tmp) of writers whose process is gone (killed mid-write)."""
-    from warehouse.store import process_alive
-
     for partial in folder.glob(".*.*.tmp"):
         pid = partial.name.split(".")[-2]
         if pid.isdigit() and not process_alive(int(pid)):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from warehouse.quoting import sql_string
+
 # a single name is followed by two or more spaces; a list of names (a, b, c) by at least one
 _ENTRY = re.compile(r"^--\s{2,4}(?:([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)+)\s+|([A-Za-z_]\w*)\s{2,})"
                     r"(?:[A-Z]+(?:\[\])?\s+)?(.*)$")
@@ -58,17 +60,11 @@ def column_comments(sql: str) -> dict[str, str]:
     return docs
 
 
-def quote_sql(text: str) -> str:
-    """A SQL string literal."""
-    return "'" + text.replace("'", "''") + "'"
-
-
 def comment_statements(view: str, sql: str, columns: list[str]) -> list[str]:
     """COMMENT ON statements for a view and those of its columns that the header documents."""
-    quote = quote_sql
-    out = [f"COMMENT ON VIEW {view} IS {quote(view_comment(sql))}"]
+    out = [f"COMMENT ON VIEW {view} IS {sql_string(view_comment(sql))}"]
     docs = column_comments(sql)
     for column in columns:
         if column in docs:
-            out.append(f'COMMENT ON COLUMN {view}."{column}" IS {quote(docs[column])}')
+            out.append(f'COMMENT ON COLUMN {view}."{column}" IS {sql_string(docs[column])}')
     return out

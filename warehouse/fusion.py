@@ -20,9 +20,7 @@ Regexes follow the rules of the category table (RE2 and Java regex alike; see wa
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 from pathlib import Path
 
@@ -30,7 +28,7 @@ import duckdb
 import pyarrow as pa
 
 from tracehouse.errors import TracehouseError
-from warehouse.rules import CATEGORIES, RULES_DIR, RulesError, regex_judge
+from warehouse.rules import CATEGORIES, RULES_DIR, RulesError, read_rule_csv, regex_judge
 from warehouse.rules import check_pattern as _check_rule_pattern
 
 CATALOG_FILE = RULES_DIR / "fusion_patterns.csv"
@@ -92,23 +90,10 @@ def parse_catalog(text: str, source: str) -> list[dict[str, object]]:
     """Parse and validate the catalogue text: one dict per pattern, with ``steps`` [(regex, categories)]."""
     con = regex_judge()
     try:
-        reader = csv.reader(io.StringIO(text))
-        header: list[str] | None = None
         out: list[dict[str, object]] = []
         seen: dict[str, int] = {}
-        for record in reader:
-            line = reader.line_num
-            if not record or all(not c.strip() for c in record):
-                continue
-            if header is None:
-                header = [c.strip().lstrip("\ufeff") for c in record]
-                missing = [c for c in REQUIRED_COLUMNS if c not in header]
-                if missing:
-                    raise FusionCatalogError(f"{source}:{line}: header lacks column(s) {', '.join(missing)}")
-                continue
-            if len(record) > len(header):
-                raise FusionCatalogError(f"{source}:{line}: {len(record)} fields but the header has {len(header)}")
-            row = dict(zip(header, (c.strip() for c in record)))
+        for line, row in read_rule_csv(text, source, REQUIRED_COLUMNS, None, "", "empty fusion catalogue",
+                                       FusionCatalogError):
             pid = row.get("pattern_id", "")
             if not pid:
                 raise FusionCatalogError(f"{source}:{line}: empty pattern_id")
@@ -156,8 +141,6 @@ def parse_catalog(text: str, source: str) -> list[dict[str, object]]:
                                                                         f"{where} fused_categories"),
                 "source_path": row["source_path"], "rationale": row["rationale"], "reference": row["reference"],
             })
-        if header is None:
-            raise FusionCatalogError(f"{source}: empty fusion catalogue")
         return out
     finally:
         if con is not None:

@@ -20,16 +20,14 @@ the shipped rows (user rows win), e.g. with measured ceilings for the device at 
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import os
 from pathlib import Path
 
 import pyarrow as pa
 
-from warehouse.rules import RULES_DIR, RulesError, check_pattern, regex_judge
+from warehouse.rules import RULES_DIR, RulesError, check_pattern, read_rule_csv, regex_judge
 
 SHIPPED_PEAKS = RULES_DIR / "device_peaks.csv"
 PEAKS_VERSION_FILE = RULES_DIR / "device_peaks.version.json"
@@ -53,27 +51,12 @@ def user_peaks_file() -> str | None:
 
 
 def _parse(text: str, source: str, con: object | None) -> list[dict[str, object]]:
-    reader = csv.reader(io.StringIO(text))
-    header: list[str] | None = None
     rows: list[dict[str, object]] = []
     orders: dict[int, int] = {}
-    for record in reader:
-        line = reader.line_num
-        if not record or all(not cell.strip() for cell in record):
-            continue
-        if header is None:
-            header = [cell.strip().lstrip("\ufeff") for cell in record]
-            unknown = [c for c in header if c not in COLUMNS]
-            missing = [c for c in ("rule_order", "device", "pattern") if c not in header]
-            if unknown or missing:
-                raise RulesError(f"{source}:{line}: header " + (f"has unknown column(s) {', '.join(unknown)}"
-                                 if unknown else f"lacks column(s) {', '.join(missing)}")
-                                 + f"; expected {','.join(COLUMNS)}")
-            continue
-        if len(record) > len(header):
-            raise RulesError(f"{source}:{line}: {len(record)} fields but the header has {len(header)} "
-                             "(quote fields that contain commas)")
-        row = dict(zip(header, (cell.strip() for cell in record)))
+    required = ("rule_order", "device", "pattern")
+    for line, row in read_rule_csv(text, source, required, tuple(c for c in COLUMNS if c not in required),
+                                   f"expected {','.join(COLUMNS)}",
+                                   f"empty peak file; expected a header {','.join(COLUMNS)}"):
         device = row.get("device", "")
         where = f"{source}:{line} (device {device!r})"
         if not device:
@@ -106,8 +89,6 @@ def _parse(text: str, source: str, con: object | None) -> list[dict[str, object]
                 raise RulesError(f"{where}: {figure} {cell!r} must be positive")
             out[figure] = value
         rows.append(out)
-    if header is None:
-        raise RulesError(f"{source}: empty peak file; expected a header {','.join(COLUMNS)}")
     rows.sort(key=lambda r: r["rule_order"])  # type: ignore[arg-type, return-value]
     return rows
 

@@ -27,8 +27,10 @@ import hashlib
 import io
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 
 from tracehouse.errors import TracehouseError
@@ -102,8 +104,7 @@ def check_pattern(pattern: str, where: str, con: object | None) -> None:
         except re.error as exc:
             raise RulesError(f"{where}: invalid regular expression {pattern!r}: {exc}") from None
         return
-    import duckdb  # the engine the view runs on is the judge: RE2 as DuckDB compiles it
-
+    # the engine the view runs on is the judge: RE2 as DuckDB compiles it
     try:
         con.execute("SELECT regexp_matches('', ?)", [pattern]).fetchall()  # type: ignore[attr-defined]
     except duckdb.Error as exc:
@@ -112,45 +113,53 @@ def check_pattern(pattern: str, where: str, con: object | None) -> None:
 
 
 def regex_judge() -> object | None:
-    try:
-        import duckdb
-    except ImportError:  # pragma: no cover
-        return None
     return duckdb.connect()
 
 
-def _parse(text: str, source: str, con: object | None) -> list[dict[str, object]]:
-    """Parse and validate one rule file; its rules sorted by rule_order."""
+def read_rule_csv(text: str, source: str, required: tuple[str, ...], optional: tuple[str, ...] | None,
+                  expected: str, empty: str, error: type[Exception] = RulesError) -> Iterator[tuple[int, dict[str, str]]]:
+    """The rows of a rule table's CSV text, as (line number, {column: stripped cell}): the one reader of
+    kernel_categories.csv, fusion_patterns.csv, launch_site_plumbing.csv, device_peaks.csv and the user's
+    files in their formats.
+
+    The first non-blank record is the header (a UTF-8 BOM dropped); blank records are skipped; a
+    record with more fields than the header is refused (an unquoted comma in a pattern); a short one
+    leaves the missing cells out of its dict. `required`: columns the header must have; `optional`: the
+    others it may have (None: any). `expected` ends a header problem's message (what the header should
+    be); `empty` is the message of a file with no header. Problems raise `error`, naming source:line.
+    """
     reader = csv.reader(io.StringIO(text))
     header: list[str] | None = None
-    rows: list[dict[str, object]] = []
-    seen_names: dict[str, int] = {}
-    seen_orders: dict[int, int] = {}
     for record in reader:
         line = reader.line_num
         if not record or all(not cell.strip() for cell in record):
             continue
         if header is None:
             header = [cell.strip().lstrip("\ufeff") for cell in record]
-            missing = [c for c in REQUIRED_COLUMNS if c not in header]
-            if missing:
-                raise RulesError(
-                    f"{source}:{line}: header lacks column(s) {', '.join(missing)}; "
-                    f"expected {','.join(REQUIRED_COLUMNS)}[,note]"
-                )
-            unknown = [c for c in header if c not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS]
-            if unknown:  # a misspelt op_pattern would otherwise turn an op rule into a name rule
-                raise RulesError(
-                    f"{source}:{line}: unknown column(s) {', '.join(unknown)}; expected "
-                    f"{','.join(REQUIRED_COLUMNS)}[,{','.join(OPTIONAL_COLUMNS)}]"
-                )
+            missing = [c for c in required if c not in header]
+            # a misspelt optional column (op_patern) would otherwise be ignored: its rules change meaning
+            unknown = [] if optional is None else [c for c in header if c not in required + optional]
+            if missing or unknown:
+                problems = ([f"lacks column(s) {', '.join(missing)}"] if missing else []) + (
+                    [f"has unknown column(s) {', '.join(unknown)}"] if unknown else [])
+                raise error(f"{source}:{line}: header {' and '.join(problems)}" + (f"; {expected}" if expected else ""))
             continue
         if len(record) > len(header):
-            raise RulesError(
-                f"{source}:{line}: {len(record)} fields but the header has {len(header)} "
-                "(quote patterns that contain commas)"
-            )
-        row = dict(zip(header, (cell.strip() for cell in record)))
+            raise error(f"{source}:{line}: {len(record)} fields but the header has {len(header)} "
+                        "(quote fields that contain commas)")
+        yield line, dict(zip(header, (cell.strip() for cell in record)))
+    if header is None:
+        raise error(f"{source}: {empty}")
+
+
+def _parse(text: str, source: str, con: object | None) -> list[dict[str, object]]:
+    """Parse and validate one rule file; its rules sorted by rule_order."""
+    rows: list[dict[str, object]] = []
+    seen_names: dict[str, int] = {}
+    seen_orders: dict[int, int] = {}
+    header = f"{','.join(REQUIRED_COLUMNS)}[,{','.join(OPTIONAL_COLUMNS)}]"
+    for line, row in read_rule_csv(text, source, REQUIRED_COLUMNS, OPTIONAL_COLUMNS, f"expected {header}",
+                                   f"empty rule file; expected a header {header}"):
         where = f"{source}:{line}"
         name = row.get("rule_name", "")
         if not name:
@@ -191,8 +200,6 @@ def _parse(text: str, source: str, con: object | None) -> list[dict[str, object]
         rows.append({"rule_order": order, "rule_name": name, "category": category, "pattern": pattern,
                      "op_pattern": op_pattern or None, "op_shape": op_shape or None,
                      "module_pattern": module_pattern or None})
-    if header is None:
-        raise RulesError(f"{source}: empty rule file; expected a header {','.join(REQUIRED_COLUMNS)}[,note]")
     rows.sort(key=lambda r: r["rule_order"])  # type: ignore[arg-type, return-value]
     return rows
 

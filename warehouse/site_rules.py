@@ -17,16 +17,14 @@ version becomes ``<shipped>+user.<first 12 hex of its sha256>`` and user rule na
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import os
 from pathlib import Path
 
 import pyarrow as pa
 
-from warehouse.rules import RULES_DIR, RulesError, check_pattern, regex_judge
+from warehouse.rules import RULES_DIR, RulesError, check_pattern, read_rule_csv, regex_judge
 
 SHIPPED_SITE_RULES = RULES_DIR / "launch_site_plumbing.csv"
 SITE_VERSION_FILE = RULES_DIR / "launch_site_plumbing.version.json"
@@ -75,26 +73,12 @@ def required_literal(pattern: str) -> str:
 
 
 def _parse(text: str, source: str, con: object | None) -> list[dict[str, object]]:
-    reader = csv.reader(io.StringIO(text))
-    header: list[str] | None = None
     rows: list[dict[str, object]] = []
     names: dict[str, int] = {}
     orders: dict[int, int] = {}
-    for record in reader:
-        line = reader.line_num
-        if not record or all(not cell.strip() for cell in record):
-            continue
-        if header is None:
-            header = [cell.strip().lstrip("\ufeff") for cell in record]
-            missing = [c for c in REQUIRED if c not in header]
-            if missing:
-                raise RulesError(f"{source}:{line}: header lacks column(s) {', '.join(missing)}; "
-                                 f"expected {','.join(REQUIRED)}[,note]")
-            continue
-        if len(record) > len(header):
-            raise RulesError(f"{source}:{line}: {len(record)} fields but the header has {len(header)} "
-                             "(quote patterns that contain commas)")
-        row = dict(zip(header, (cell.strip() for cell in record)))
+    header = f"{','.join(REQUIRED)}[,note]"
+    for line, row in read_rule_csv(text, source, REQUIRED, None, f"expected {header}",
+                                   f"empty rule file; expected a header {header}"):
         name = row.get("rule_name", "")
         if not name:
             raise RulesError(f"{source}:{line}: empty rule_name")
@@ -116,8 +100,6 @@ def _parse(text: str, source: str, con: object | None) -> list[dict[str, object]
             raise RulesError(f"{where}: rule_order {order} repeats the one on line {orders[order]}")
         names[name], orders[order] = line, line
         rows.append({"rule_order": order, "rule_name": name, "action": action, "pattern": pattern})
-    if header is None:
-        raise RulesError(f"{source}: empty rule file; expected a header {','.join(REQUIRED)}[,note]")
     rows.sort(key=lambda r: r["rule_order"])  # type: ignore[arg-type, return-value]
     return rows
 

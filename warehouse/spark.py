@@ -32,7 +32,19 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
 
-from warehouse.catalog import SCHEMA_PARTITION, ordered_views, view_dependencies, view_files
+from tracehouse.errors import QueryError, QueryRefused, SparkUnavailable
+from warehouse.catalog import (
+    SCHEMA_PARTITION,
+    ensure_schema_files,
+    ordered_views,
+    view_dependencies,
+    view_files,
+)
+from warehouse.fusion import load_fusion_catalog
+from warehouse.peaks import load_device_peaks, user_peaks_file
+from warehouse.query import check_read_only
+from warehouse.rules import load_category_rules
+from warehouse.site_rules import load_site_rules, user_site_rules_file
 from warehouse.store import ALL_TABLES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,10 +69,6 @@ SESSION_CONF = {
     "spark.sql.cteRecursionLevelLimit": "1000000",
     "spark.sql.cteRecursionRowLimit": "1000000000",
 }
-
-
-class SparkUnavailable(RuntimeError):
-    """pyspark is not installed or Java cannot be started."""
 
 
 def spark_session(master: str | None = None, app_name: str = "tracehouse") -> SparkSession:
@@ -451,18 +459,11 @@ RULE_TABLES = ("category_rules", "fusion_patterns", "fusion_pattern_steps", "lau
 
 
 def register_rule_tables(spark: SparkSession, rules_file: str | None = None) -> None:
-    from warehouse.fusion import load_fusion_catalog
-    from warehouse.rules import load_category_rules
-
     _arrow_to_spark(spark, load_category_rules(rules_file)).createOrReplaceTempView("category_rules")
     head, steps = load_fusion_catalog()
     _arrow_to_spark(spark, head).createOrReplaceTempView("fusion_patterns")
     _arrow_to_spark(spark, steps).createOrReplaceTempView("fusion_pattern_steps")
-    from warehouse.site_rules import load_site_rules, user_site_rules_file
-
     _arrow_to_spark(spark, load_site_rules(user_site_rules_file())).createOrReplaceTempView("launch_site_rules")
-    from warehouse.peaks import load_device_peaks, user_peaks_file
-
     _arrow_to_spark(spark, load_device_peaks(user_peaks_file())).createOrReplaceTempView("device_peaks")
 
 
@@ -528,8 +529,6 @@ def connect_spark(warehouse: Warehouse | str, rules_file: str | None = None,
     One session holds one catalogue: a second connect_spark on the same session replaces the first.
     """
     if not isinstance(warehouse, str):
-        from warehouse.catalog import ensure_schema_files
-
         ensure_schema_files(warehouse)
     spark = spark or spark_session(master)
     catalog = SparkCatalog(spark, materialize=materialize)
@@ -606,9 +605,6 @@ def run_query_spark(catalog: SparkCatalog, sql: str):
     Returns (column names, rows). What DuckDB's check refuses is refused here too; on top of that the
     Spark functions that call Java or name files are refused, and SUMMARIZE (DuckDB only).
     """
-    from tracehouse.errors import QueryError, QueryRefused
-    from warehouse.query import check_read_only
-
     text = check_read_only(sql)
     explain = text.split(None, 1)[0].lower() == "explain"
     body = text.split(None, 1)[1] if explain else text

@@ -35,6 +35,7 @@ from pathlib import Path
 import duckdb
 
 from warehouse.catalog import connect, materialize, views_fingerprint
+from warehouse.quoting import sql_string
 from warehouse.store import Warehouse, process_alive
 
 STORE_VERSION = 1
@@ -115,7 +116,7 @@ def store_analyses(warehouse: Warehouse, run_id: str, memory_limit: str | None =
                         continue
                     manifest["step_types"][view] = types = _copy(
                         con, view, None, folder / f"{view}.parquet",
-                        f"run_id = {_quote(run_id)} AND rank = {int(rank)} AND step = {int(step)}")
+                        f"run_id = {sql_string(run_id)} AND rank = {int(rank)} AND step = {int(step)}")
                     # the step views after it read its rows (unless it is computed already: a whole-run view, or
                     # the step's critical_path)
                     if view not in COMPUTE_ORDER and f"TABLE temp.{view}" not in scoped:
@@ -161,7 +162,7 @@ def _copy(con, view: str, columns: list[str] | None, path: Path, where: str | No
     types = [[row[0], row[1]] for row in described]
     exact = ", ".join(f'CAST("{name}" AS DECIMAL(38, 0)) AS "{name}"' if kind == "HUGEINT" else f'"{name}"'
                       for name, kind in types)
-    con.execute(f"COPY (SELECT {exact} FROM ({sql})) TO {_quote(str(path))} (FORMAT parquet, COMPRESSION zstd)")
+    con.execute(f"COPY (SELECT {exact} FROM ({sql})) TO {sql_string(path)} (FORMAT parquet, COMPRESSION zstd)")
     return types
 
 
@@ -263,7 +264,7 @@ def scope_step_views(con, key: list) -> list[str]:
     run_id, rank, _ = key
     (attached,) = con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'catalog'").fetchone()
     schema = "catalog.main" if attached else "main"
-    rows = "run_id = " + "'" + str(run_id).replace("'", "''") + f"' AND rank = {int(rank)}"
+    rows = f"run_id = {sql_string(run_id)} AND rank = {int(rank)}"
     try:
         for table in RANK_TABLES:  # temp views come first in the search path, as materialize's tables do
             con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM {schema}.{table} WHERE {rows}")
@@ -289,8 +290,4 @@ def _rows(con, sql: str, params: list | dict) -> list[dict]:
 def _typed_read(files: list[Path], types: list[list[str]]) -> str:
     """SELECT of stored files with each column cast back to the view's own type (Parquet has no HUGEINT)."""
     columns = ", ".join(f'CAST("{name}" AS {kind}) AS "{name}"' for name, kind in types)
-    return f"SELECT {columns} FROM read_parquet([{', '.join(_quote(str(f)) for f in files)}])"
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+    return f"SELECT {columns} FROM read_parquet([{', '.join(sql_string(f) for f in files)}])"

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tracehouse.errors import InvalidArgument
+
 
 @dataclass(frozen=True)
 class Situation:
@@ -49,7 +51,7 @@ def _load() -> None:
 def write_situation(name: str, out_dir: str | Path) -> Path:
     """Write situation `name` into out_dir (trace files + ground_truth.json); return out_dir."""
     if name not in SITUATIONS:
-        raise ValueError(f"unknown situation {name!r}; choose one of {', '.join(sorted(SITUATIONS))}")
+        raise InvalidArgument(f"unknown situation {name!r}; choose one of {', '.join(sorted(SITUATIONS))}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     s = SITUATIONS[name]
