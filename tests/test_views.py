@@ -40,7 +40,6 @@ UNCOVERED: dict[str, str] = {
     "layer_pattern": "no case yet; its rows are checked through tests/test_layer_pattern.py, tests/test_sites_layers_situations.py",
     "layer_pattern_summary": "no case yet; its rows are checked through tests/test_layer_pattern.py, tests/test_sites_layers_situations.py",
     "overlap_opportunity": "no case yet; its rows are checked through tests/test_fusion_overlap.py, tests/test_gaps_overlap_situations.py",
-    "rank_skew": "no case yet; its rows are checked through tests/test_rank_skew.py",
     "rank_skew_summary": "no case yet; its rows are checked through tests/test_rank_skew.py",
     "regression": "no case yet; its rows are checked through tests/test_demo.py, tests/test_first_contact.py",
     "request_cost": "no case yet; its rows are checked through tests/test_request_cost.py",
