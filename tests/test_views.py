@@ -40,7 +40,6 @@ UNCOVERED: dict[str, str] = {
     "layer_pattern": "no case yet; its rows are checked through tests/test_layer_pattern.py, tests/test_sites_layers_situations.py",
     "layer_pattern_summary": "no case yet; its rows are checked through tests/test_layer_pattern.py, tests/test_sites_layers_situations.py",
     "overlap_opportunity": "no case yet; its rows are checked through tests/test_fusion_overlap.py, tests/test_gaps_overlap_situations.py",
-    "rank_skew_summary": "no case yet; its rows are checked through tests/test_rank_skew.py",
     "regression": "no case yet; its rows are checked through tests/test_demo.py, tests/test_first_contact.py",
     "request_cost": "no case yet; its rows are checked through tests/test_request_cost.py",
     "request_step_cost": "no case yet; its rows are checked through tests/test_request_cost.py",
@@ -85,3 +84,52 @@ def test_every_view_has_a_case():
     assert not unknown, f"UNCOVERED names no view of sql/: {unknown}"
     strays = sorted(p.parent.name for p in CASES_DIR.glob("*/*/expected.csv") if p.parent.parent.name not in views)
     assert not strays, f"tests/views/ has cases for no view of sql/: {strays}"
+
+
+# ---------------------------------------------------------------- the comparison itself can fail
+
+
+def _case(expected, columns=("a", "b"), query="SELECT a, b FROM t"):
+    from viewtest import Case
+
+    return Case("t", "c", CASES_DIR, query=query, columns=list(columns), expected=[list(r) for r in expected])
+
+
+@pytest.mark.parametrize(("expected", "got", "ok"), [
+    ([["1", "x"]], [(1, "x")], True),
+    ([["1", "x"]], [(2, "x")], False),                 # a wrong integer
+    ([["1", None]], [(1, "")], False),                 # NULL is not the empty string
+    ([["1", ""]], [(1, "")], True),
+    ([["0.1", "x"]], [(0.1 + 1e-15, "x")], True),      # floats to 1e-9, relative
+    ([["0.1", "x"]], [(0.1001, "x")], False),
+    ([["1", "x"]], [(1, "x"), (1, "x")], False),       # an extra row
+    ([["1", "x"], ["1", "x"]], [(1, "x")], False),     # a missing duplicate
+    ([["true", "[1, 2]"]], [(True, [1, 2])], True),
+    ([["true", "[1, 2]"]], [(True, [2, 1])], False),   # lists keep their order
+    ([["1", '{"k": null}']], [(1, {"k": None})], True),
+])
+def test_compare_unordered(expected, got, ok):
+    case = _case(expected)
+    if ok:
+        compare(case, ["a", "b"], got)
+    else:
+        with pytest.raises(AssertionError):
+            compare(case, ["a", "b"], got)
+
+
+def test_compare_order_and_columns():
+    ordered = _case([["1", "x"], ["2", "y"]], query="SELECT a, b FROM t ORDER BY a")
+    compare(ordered, ["a", "b"], [(1, "x"), (2, "y")])
+    with pytest.raises(AssertionError, match="in order"):
+        compare(ordered, ["a", "b"], [(2, "y"), (1, "x")])
+    compare(_case([["1", "x"], ["2", "y"]]), ["a", "b"], [(2, "y"), (1, "x")])  # no ORDER BY: a multiset
+    with pytest.raises(AssertionError, match="columns"):
+        compare(_case([["1", "x"]]), ["a", "c"], [(1, "x")])
+
+
+def test_csv_cells(tmp_path):
+    from viewtest import _read_csv
+
+    path = tmp_path / "t.csv"
+    path.write_text('# a comment\na,b,c\n1,,""\n"x,y","say ""hi""",=[1]\n')
+    assert _read_csv(path) == (["a", "b", "c"], [["1", None, ""], ["x,y", 'say "hi"', "=[1]"]])
