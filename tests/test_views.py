@@ -25,7 +25,6 @@ UNCOVERED: dict[str, str] = {
     "activity_category": "no case yet; its rows are checked through tests/test_catalog_rules.py, tests/test_category_situations.py",
     "collective_bandwidth": "no case yet; its rows are checked through tests/test_serving_views.py",
     "critical_path": "no case yet; its rows are checked through tests/test_critical_path.py, tests/test_cp_situations.py",
-    "critical_path_summary": "no case yet; its rows are checked through tests/test_critical_path.py",
     "data_quality": "no case yet; its rows are checked through tests/test_data_quality.py",
     "export_clock_offset": "no case yet; its rows are checked through tests/test_export_clocks.py",
     "export_exposed_comm": "no case yet; its rows are checked through tests/test_export.py",
@@ -48,7 +47,6 @@ UNCOVERED: dict[str, str] = {
     "step_queueing": "no case yet; its rows are checked through tests/test_cp_situations.py",
     "step_roofline": "no case yet; only read through the views above it (their cases and end-to-end tests)",
     "trend": "no case yet; its rows are checked through tests/test_first_contact.py, tests/test_trend.py",
-    "trend_params": "no case yet; its rows are checked through tests/test_trend.py",
 }
 
 
