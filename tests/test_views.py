@@ -20,7 +20,6 @@ UNCOVERED: dict[str, str] = {
     "_kernel_facts": "no case yet; its rows are checked through tests/test_category_situations.py, tests/test_fusion_overlap.py",
     "_kernel_work": "no case yet; only read through the views above it (their cases and end-to-end tests)",
     "_op_work": "no case yet; its rows are checked through tests/test_serving_views.py",
-    "_run_device": "no case yet; its rows are checked through tests/test_catalog_rules.py",
     "_step_request": "no case yet; only read through the views above it (their cases and end-to-end tests)",
     "activity_category": "no case yet; its rows are checked through tests/test_catalog_rules.py, tests/test_category_situations.py",
     "collective_bandwidth": "no case yet; its rows are checked through tests/test_serving_views.py",
