@@ -40,7 +40,6 @@ UNCOVERED: dict[str, str] = {
     "request_step_cost": "no case yet; its rows are checked through tests/test_request_cost.py",
     "step_breakdown": "no case yet; its rows are checked through tests/test_cp_situations.py, tests/test_run_report.py",
     "step_queueing": "no case yet; its rows are checked through tests/test_cp_situations.py",
-    "step_roofline": "no case yet; only read through the views above it (their cases and end-to-end tests)",
     "trend": "no case yet; its rows are checked through tests/test_first_contact.py, tests/test_trend.py",
 }
 
