@@ -25,7 +25,6 @@ UNCOVERED: dict[str, str] = {
     "data_quality": "no case yet; its rows are checked through tests/test_data_quality.py",
     "export_clock_offset": "no case yet; its rows are checked through tests/test_export_clocks.py",
     "export_exposed_comm": "no case yet; its rows are checked through tests/test_export.py",
-    "export_layers": "no case yet; its rows are checked through tests/test_export_bounded.py",
     "fusion_match": "no case yet; its rows are checked through tests/test_fusion_overlap.py, tests/test_fusion_situations.py",
     "invariant_violations": "no case yet; its rows are checked through tests/test_synth_truth.py",
     "kernel_category": "no case yet; its rows are checked through tests/test_catalog_rules.py, tests/test_category_situations.py",
