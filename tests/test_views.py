@@ -29,7 +29,6 @@ UNCOVERED: dict[str, str] = {
     "invariant_violations": "no case yet; its rows are checked through tests/test_synth_truth.py",
     "kernel_category": "no case yet; its rows are checked through tests/test_catalog_rules.py, tests/test_category_situations.py",
     "kernel_launch_site": "no case yet; its rows are checked through tests/test_capture_attribution.py, tests/test_sites_layers_situations.py",
-    "kernel_name_normalized": "no case yet; its rows are checked through tests/test_diff.py",
     "kernel_roofline": "no case yet; its rows are checked through tests/test_serving_views.py",
     "layer_pattern": "no case yet; its rows are checked through tests/test_layer_pattern.py, tests/test_sites_layers_situations.py",
     "layer_pattern_summary": "no case yet; its rows are checked through tests/test_layer_pattern.py, tests/test_sites_layers_situations.py",
