@@ -24,7 +24,6 @@ UNCOVERED: dict[str, str] = {
     "critical_path": "no case yet; its rows are checked through tests/test_critical_path.py, tests/test_cp_situations.py",
     "data_quality": "no case yet; its rows are checked through tests/test_data_quality.py",
     "export_clock_offset": "no case yet; its rows are checked through tests/test_export_clocks.py",
-    "export_exposed_comm": "no case yet; its rows are checked through tests/test_export.py",
     "fusion_match": "no case yet; its rows are checked through tests/test_fusion_overlap.py, tests/test_fusion_situations.py",
     "kernel_category": "no case yet; its rows are checked through tests/test_catalog_rules.py, tests/test_category_situations.py",
     "kernel_launch_site": "no case yet; its rows are checked through tests/test_capture_attribution.py, tests/test_sites_layers_situations.py",
