@@ -17,7 +17,6 @@ UNCOVERED: dict[str, str] = {
     "_category_override": "no case yet; its rows are checked through tests/test_critical_path.py",
     "_critical_path_pred": "no case yet; its rows are checked through tests/test_cp_situations.py, tests/test_critical_path.py",
     "_fusion_chains": "no case yet; its rows are checked through tests/test_fusion_overlap.py, tests/test_fusion_situations.py",
-    "_kernel_work": "no case yet; only read through the views above it (their cases and end-to-end tests)",
     "_op_work": "no case yet; its rows are checked through tests/test_serving_views.py",
     "_step_request": "no case yet; only read through the views above it (their cases and end-to-end tests)",
     "collective_bandwidth": "no case yet; its rows are checked through tests/test_serving_views.py",
