@@ -138,10 +138,11 @@ def _literal(value: Any) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
-def table_select(name: str, rows: Rows) -> str:
+def table_select(name: str, rows: Rows, spark: bool = False) -> str:
     """A DuckDB SELECT giving `rows` with every column of `name`, typed as the catalogue types it
-    (columns a row leaves out are NULL)."""
-    cols = columns_of(name)
+    (columns a row leaves out are NULL). spark: HUGEINT (DuckDB's sum of BIGINT) as DECIMAL(38, 0), the
+    type Spark has for it."""
+    cols = [(c, "DECIMAL(38, 0)" if spark and t == "HUGEINT" else t) for c, t in columns_of(name)]
     known = {c for c, _ in cols}
     for row in rows:
         unknown = sorted(set(row) - known)
@@ -159,10 +160,6 @@ def table_select(name: str, rows: Rows) -> str:
 
 
 # ---------------------------------------------------------------- building a connection
-
-
-def _duckdb_type_for_spark(sql: str) -> str:
-    return sql.replace("HUGEINT", "DECIMAL(38, 0)")
 
 
 def connect_views(views: list[str], inputs: dict[str, Rows]) -> duckdb.DuckDBPyConnection:
@@ -193,9 +190,10 @@ def spark_views(spark, views: list[str], inputs: dict[str, Rows]):
     session = new_session(spark)
     register_rule_tables(session)
     for name in read:
-        session.sql(to_spark_sql(_duckdb_type_for_spark(f'CREATE VIEW "{name}" AS {table_select(name, [])}')))
+        session.sql(to_spark_sql(f'CREATE VIEW "{name}" AS {table_select(name, [], spark=True)}'))
     for name, rows in inputs.items():
-        session.sql(to_spark_sql(_duckdb_type_for_spark(f'CREATE VIEW "{name}" AS {table_select(name, rows)}')))
+        # OR REPLACE: a rule table given replaces the shipped one
+        session.sql(to_spark_sql(f'CREATE OR REPLACE VIEW "{name}" AS {table_select(name, rows, spark=True)}'))
     texts = _graph()[1]
     for name in build:
         session.sql(to_spark_sql(texts[name]))
