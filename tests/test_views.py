@@ -32,7 +32,6 @@ UNCOVERED: dict[str, str] = {
     "regression": "no case yet; its rows are checked through tests/test_demo.py, tests/test_first_contact.py",
     "request_cost": "no case yet; its rows are checked through tests/test_request_cost.py",
     "request_step_cost": "no case yet; its rows are checked through tests/test_request_cost.py",
-    "step_breakdown": "no case yet; its rows are checked through tests/test_cp_situations.py, tests/test_run_report.py",
     "step_queueing": "no case yet; its rows are checked through tests/test_cp_situations.py",
     "trend": "no case yet; its rows are checked through tests/test_first_contact.py, tests/test_trend.py",
 }
