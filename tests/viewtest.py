@@ -12,7 +12,7 @@ In the style of Perfetto's diff tests. A case is a folder `tests/views/<view>/<c
   top the rows are compared in order, without one as a multiset (a view has no order).
 
 CSV cells: an empty cell is NULL, `""` the empty string; a cell that starts with `=` is a DuckDB SQL
-expression (`=[1, 2]`, `=MAP {'a': 1}`, `={'name': 'x'}`) for the list, map and struct columns; any other
+expression (`=[1, 2]`, `=MAP(['a'], [1])`, `={'name': 'x'}`) for the list, map and struct columns; any other
 cell is cast to the column's type. In expected.csv a list, map or struct cell is JSON (`[1, 2]`,
 `{"a": 1}`), numbers compare as numbers (floats to 1e-9, relative), booleans as `true` / `false`.
 Lines that start with `#` are comments: say there how the expected rows were worked out.
