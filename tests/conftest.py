@@ -95,6 +95,16 @@ SLOW_MODULES = {"test_spark", "test_pages", "test_kill", "test_demo", "test_expo
                 "test_timeline_oracles", "test_nsys",
                 # whole reports, diffs and trends end to end (tens of seconds each on 2 cores)
                 "test_run_report", "test_stored_analyses", "test_trend", "test_diff", "test_spark_lists"}
+# single end-to-end tests of otherwise fast modules (--durations=40 of the fast tier, 2026-12-02: 70-190 s
+# each on the shared 2 cores): bounded Perfetto exports of a whole synthesized run, whole ingests of a
+# scenario or a recorded trace with its capture
+SLOW_TESTS = {*(f"test_export_bounded::{t}" for t in (
+                  "test_scoped_batches_give_the_views_rows", "test_track_that_does_not_fit_is_left_out_and_said",
+                  "test_idle_gaps_written_whole_or_not_at_all", "test_data_quality_falls_back_to_each_rank",
+                  "test_gpu_tracks_that_do_not_fit_fail_in_one_line_nothing_written")),
+              "test_capture_attribution::test_same_files_with_capture_are_another_run",
+              "test_capture_attribution::test_synth_serving_decode_sites_equal_ground_truth",
+              "test_capture_attribution::test_recorded_h200_replay_from_its_capture"}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -103,7 +113,8 @@ def pytest_collection_modifyitems(config, items):
         params = getattr(item, "callspec", None)
         real = params is not None and any(isinstance(v, str) and (".json" in v or "/" in v)
                                           for v in params.params.values())
-        if module in SLOW_MODULES or real or "real_warehouse" in item.fixturenames:
+        if (module in SLOW_MODULES or f"{module}::{getattr(item, 'originalname', item.name)}" in SLOW_TESTS
+                or real or "real_warehouse" in item.fixturenames):
             item.add_marker(pytest.mark.slow)
 
 

@@ -93,28 +93,22 @@ class Mini:
                          wait_on_stream, wait_on_event_corr, kind))
 
     def connect(self) -> duckdb.DuckDBPyConnection:
-        con = duckdb.connect()
-        con.execute("""CREATE TABLE kernels (run_id VARCHAR, rank INTEGER, kernel_id BIGINT, device INTEGER,
-            stream BIGINT, kind VARCHAR, name VARCHAR, step BIGINT, start_ns BIGINT, end_ns BIGINT,
-            launch_op_id BIGINT, launch_call VARCHAR, launch_start_ns BIGINT, launch_dur_ns BIGINT)""")
-        con.execute("""CREATE TABLE cpu_ops (run_id VARCHAR, rank INTEGER, op_id BIGINT, pid VARCHAR, tid VARCHAR,
-            cat VARCHAR, name VARCHAR, start_ns BIGINT, dur_ns BIGINT, parent_op_id BIGINT, correlation BIGINT,
-            stream BIGINT, wait_on_stream BIGINT, wait_on_event_corr BIGINT, sync_kind VARCHAR)""")
-        con.execute("""CREATE TABLE step_spans (run_id VARCHAR, rank INTEGER, step BIGINT, start_ns BIGINT,
-            end_ns BIGINT)""")
-        con.execute("CREATE TABLE kernel_category (name VARCHAR, kind VARCHAR, category VARCHAR)")
-        con.execute("CREATE TABLE _category_override (run_id VARCHAR, rank INTEGER, kernel_id BIGINT, category VARCHAR, "
-                    "rule_name VARCHAR)")
-        for k in self.kernels:
-            con.execute("INSERT INTO kernels VALUES ('r', 0, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", list(k))
-        for o in self.ops:
-            con.execute("INSERT INTO cpu_ops VALUES ('r', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", list(o))
-        for s in self.spans:
-            con.execute("INSERT INTO step_spans VALUES ('r', 0, ?, ?, ?)", list(s))
-        con.execute("INSERT INTO kernel_category SELECT DISTINCT name, kind, CASE WHEN name LIKE '%gemm%' "
-                    "THEN 'gemm' WHEN kind = 'memcpy' THEN 'memory' ELSE 'elementwise' END FROM kernels")
-        _create_views(con)
-        return con
+        """The critical-path views over these rows alone (tests/viewtest.py): kernel_category given as
+        gemm / memory / elementwise by name, no per-activity category override."""
+        from viewtest import connect_views
+
+        kcols = ("kernel_id", "stream", "kind", "name", "step", "start_ns", "end_ns", "launch_op_id", "launch_call",
+                 "launch_start_ns", "launch_dur_ns")
+        ocols = ("op_id", "pid", "tid", "cat", "name", "start_ns", "dur_ns", "parent_op_id", "correlation", "stream",
+                 "wait_on_stream", "wait_on_event_corr", "sync_kind")
+        kernels = [{"run_id": "r", "rank": 0, "device": 0, **dict(zip(kcols, k, strict=True))} for k in self.kernels]
+        ops = [{"run_id": "r", "rank": 0, **dict(zip(ocols, o, strict=True))} for o in self.ops]
+        spans = [{"run_id": "r", "rank": 0, "step": s, "start_ns": a, "end_ns": b} for s, a, b in self.spans]
+        categories = [{"name": name, "kind": kind,
+                       "category": "gemm" if "gemm" in name else "memory" if kind == "memcpy" else "elementwise"}
+                      for name, kind in sorted({(k["name"], k["kind"]) for k in kernels})]
+        return connect_views(CP_VIEWS, {"kernels": kernels, "cpu_ops": ops, "step_spans": spans,
+                                        "kernel_category": categories, "_category_override": []})
 
 
 def path(con, step: int = 1) -> list[tuple]:

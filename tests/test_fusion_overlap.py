@@ -80,30 +80,19 @@ def test_views_transpile_to_spark():
 
 # ---- handmade rows ------------------------------------------------------------------------------
 
-FACT_COLUMNS = ("run_id VARCHAR, rank INTEGER, kernel_id BIGINT, device INTEGER, stream INTEGER, kind VARCHAR, "
-                "name VARCHAR, start_ns BIGINT, dur_ns BIGINT, end_ns BIGINT, step INTEGER, category VARCHAR, "
-                "site VARCHAR, launch_call VARCHAR, phase_key VARCHAR")
-
-
 def _handmade(rows: list[tuple], runs: dict[str, str]) -> duckdb.DuckDBPyConnection:
     """A connection whose _kernel_facts holds `rows` (run, stream, name, category, start, dur[, site]) and
     the real views on top of it."""
-    con = duckdb.connect()
-    con.execute(f"CREATE TABLE _kernel_facts ({FACT_COLUMNS})")
-    for i, (run, stream, name, cat, start, dur, *site) in enumerate(rows):
-        con.execute("INSERT INTO _kernel_facts VALUES (?, 0, ?, 0, ?, 'kernel', ?, ?, ?, ?, 0, ?, ?, "
-                    "'cudaLaunchKernel', 'decode')",
-                    [run, i + 1, stream, name, start, dur, start + dur, cat, site[0] if site else None])
-    con.execute("CREATE TABLE runs (run_id VARCHAR, framework VARCHAR)")
-    # fusion_match reads each launch's op and correlation (none here: activities are judged by name and order)
-    con.execute("CREATE TABLE kernels (run_id VARCHAR, rank INTEGER, kernel_id BIGINT, cpu_op_id BIGINT, "
-                "correlation BIGINT)")
-    con.execute("CREATE TABLE cpu_ops (run_id VARCHAR, rank INTEGER, op_id BIGINT, name VARCHAR, input_dims VARCHAR)")
-    con.executemany("INSERT INTO runs VALUES (?, ?)", list(runs.items()))
-    fusion.register_fusion_patterns(con)
-    for view in ("kernel_overlap", "kernel_summary", "overlap_opportunity", "_fusion_chains", "fusion_match"):
-        con.execute((SQL / f"{view}.sql").read_text())
-    return con
+    from viewtest import connect_views
+
+    facts = [{"run_id": run, "rank": 0, "kernel_id": i + 1, "device": 0, "stream": stream, "kind": "kernel",
+              "name": name, "start_ns": start, "dur_ns": dur, "end_ns": start + dur, "step": 0, "category": cat,
+              "site": site[0] if site else None, "launch_call": "cudaLaunchKernel", "phase_key": "decode"}
+             for i, (run, stream, name, cat, start, dur, *site) in enumerate(rows)]
+    # fusion_match reads each launch's op and correlation (none here: activities are judged by name and
+    # order): kernels and cpu_ops stay empty
+    return connect_views(["kernel_overlap", "kernel_summary", "overlap_opportunity", "_fusion_chains", "fusion_match"],
+                         {"_kernel_facts": facts, "runs": [{"run_id": r, "framework": f} for r, f in runs.items()]})
 
 
 ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16> >"

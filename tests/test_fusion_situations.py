@@ -122,29 +122,28 @@ SHAPE_EXPECTED = {
 # output; d: softmax over 4-D attention scores: no row
 
 
-def _shape_connection():
-    import duckdb
-
-    from tests.test_fusion_overlap import FACT_COLUMNS, SQL
-    from warehouse import fusion
-
-    con = duckdb.connect()
-    con.execute(f"CREATE TABLE _kernel_facts ({FACT_COLUMNS})")
-    con.execute("CREATE TABLE kernels (run_id VARCHAR, rank INTEGER, kernel_id BIGINT, cpu_op_id BIGINT, "
-                "correlation BIGINT)")
-    con.execute("CREATE TABLE cpu_ops (run_id VARCHAR, rank INTEGER, op_id BIGINT, name VARCHAR, input_dims VARCHAR)")
+def _shape_inputs() -> dict[str, list[dict]]:
+    """SHAPE_ACTS as rows of _kernel_facts, kernels (the launching op), cpu_ops (its dims) and runs (vLLM)."""
+    facts, kernels, ops = [], [], []
     for i, (run, name, cat, op, dims) in enumerate(SHAPE_ACTS):
-        con.execute("INSERT INTO _kernel_facts VALUES (?, 0, ?, 0, 7, 'kernel', ?, ?, 10, ?, 0, ?, NULL, "
-                    "'cudaLaunchKernel', 'decode')", [run, i + 1, name, i * 10, i * 10 + 10, cat])
-        con.execute("INSERT INTO kernels VALUES (?, 0, ?, ?, NULL)", [run, i + 1, i + 1 if op else None])
+        facts.append({"run_id": run, "rank": 0, "kernel_id": i + 1, "device": 0, "stream": 7, "kind": "kernel",
+                      "name": name, "start_ns": i * 10, "dur_ns": 10, "end_ns": i * 10 + 10, "step": 0,
+                      "category": cat, "launch_call": "cudaLaunchKernel", "phase_key": "decode"})
+        kernels.append({"run_id": run, "rank": 0, "kernel_id": i + 1, "cpu_op_id": i + 1 if op else None})
         if op:
-            con.execute("INSERT INTO cpu_ops VALUES (?, 0, ?, ?, ?)", [run, i + 1, op, dims])
-    con.execute("CREATE TABLE runs (run_id VARCHAR, framework VARCHAR)")
-    con.executemany("INSERT INTO runs VALUES (?, 'vllm')", [[r] for r in sorted({a[0] for a in SHAPE_ACTS})])
-    fusion.register_fusion_patterns(con)
-    for view in ("kernel_summary", "_fusion_chains", "fusion_match"):
-        con.execute((SQL / f"{view}.sql").read_text())
-    return con
+            ops.append({"run_id": run, "rank": 0, "op_id": i + 1, "name": op, "input_dims": dims})
+    runs = [{"run_id": r, "framework": "vllm"} for r in sorted({a[0] for a in SHAPE_ACTS})]
+    return {"_kernel_facts": facts, "kernels": kernels, "cpu_ops": ops, "runs": runs}
+
+
+SHAPE_VIEWS = ["kernel_summary", "_fusion_chains", "fusion_match"]
+
+
+def _shape_connection():
+    """fusion_match (and what it reads) over the handmade chains alone (tests/viewtest.py)."""
+    from viewtest import connect_views
+
+    return connect_views(SHAPE_VIEWS, _shape_inputs())
 
 
 def test_shape_rules_are_checked_on_handmade_chains():
@@ -163,18 +162,15 @@ def test_fusion_match_same_rows_on_spark():
 
     if shutil.which("java") is None:
         pytest.skip("Java is not on PATH")
-    from tests.test_fusion_overlap import SQL
-    from warehouse.spark import _arrow_to_spark, register_rule_tables, spark_session, to_spark_sql
+    from viewtest import spark_views
+
+    from warehouse.spark import spark_session
 
     con = _shape_connection()
     session = spark_session("local[1]")
     try:
-        for table in ("_kernel_facts", "kernels", "cpu_ops", "runs"):
-            _arrow_to_spark(session, con.sql(f"SELECT * FROM {table}").to_arrow_table()).createOrReplaceTempView(table)
-        register_rule_tables(session)
-        for view in ("kernel_summary", "_fusion_chains", "fusion_match"):   # as connect_spark(materialize=True)
-            session.sql(to_spark_sql((SQL / f"{view}.sql").read_text()))
-            session.table(view).localCheckpoint(eager=True).createOrReplaceTempView(view)
+        # the same rows and views as the DuckDB connection (viewtest: the catalogue's types, transpiled)
+        session = spark_views(session, SHAPE_VIEWS, _shape_inputs())
         cols = "run_id, pattern_id, status, occurrences, related_gpu_time_ns, evidence_ops, evidence_sequence, " \
                "evidence_basis, source_path"
         duck = sorted(con.execute(f"SELECT {cols} FROM fusion_match").fetchall())

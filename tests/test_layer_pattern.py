@@ -24,26 +24,23 @@ SQL = ROOT / "sql"
 # ---------------------------------------------------------------- handmade rows
 
 def _views_on(rows: list[tuple]) -> duckdb.DuckDBPyConnection:
-    """A bare DuckDB with `_kernel_facts` (stream 7 of rank 0, step 0) and `step_spans`, plus the two views.
+    """The two views over `_kernel_facts` (stream 7 of rank 0, step 0), `kernel_launch_site` and `step_spans`
+    alone (tests/viewtest.py).
 
     rows: (name, category, dur_ns, stream[, module_path]), in start order; each activity starts 1 µs after
     the previous one.
     """
-    con = duckdb.connect()
-    con.execute("""CREATE TABLE _kernel_facts (run_id VARCHAR, rank INTEGER, step BIGINT, device INTEGER,
-                   stream BIGINT, kernel_id BIGINT, name VARCHAR, kind VARCHAR, category VARCHAR,
-                   start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT)""")
-    con.executemany("INSERT INTO _kernel_facts VALUES ('r', 0, 0, 0, ?, ?, ?, 'kernel', ?, ?, ?, ?)",
-                    [(r[3], i, r[0], r[1], 1000 * i, 1000 * i + r[2], r[2]) for i, r in enumerate(rows)])
+    from viewtest import connect_views
+
+    facts = [{"run_id": "r", "rank": 0, "step": 0, "device": 0, "stream": r[3], "kernel_id": i, "name": r[0],
+              "kind": "kernel", "category": r[1], "start_ns": 1000 * i, "end_ns": 1000 * i + r[2], "dur_ns": r[2]}
+             for i, r in enumerate(rows)]
     # the nn.Module path of each launch (kernel_launch_site.module_path), when the row gives one
-    con.execute("CREATE TABLE kernel_launch_site (run_id VARCHAR, rank INTEGER, kernel_id BIGINT, module_path VARCHAR)")
-    con.executemany("INSERT INTO kernel_launch_site VALUES ('r', 0, ?, ?)",
-                    [(i, r[4] if len(r) > 4 else None) for i, r in enumerate(rows)])
-    con.execute("CREATE TABLE step_spans AS SELECT 'r' AS run_id, 0 AS rank, 0::BIGINT AS step, "
-                "'decode' AS phase, 0::BIGINT AS start_ns, 10000000::BIGINT AS end_ns")
-    con.execute((SQL / "layer_pattern_summary.sql").read_text())
-    con.execute((SQL / "layer_pattern.sql").read_text())
-    return con
+    sites = [{"run_id": "r", "rank": 0, "kernel_id": i, "module_path": r[4] if len(r) > 4 else None}
+             for i, r in enumerate(rows)]
+    spans = [{"run_id": "r", "rank": 0, "step": 0, "phase": "decode", "start_ns": 0, "end_ns": 10_000_000}]
+    return connect_views(["layer_pattern_summary", "layer_pattern"],
+                         {"_kernel_facts": facts, "kernel_launch_site": sites, "step_spans": spans})
 
 
 def _fetch(con, sql: str) -> list[dict]:

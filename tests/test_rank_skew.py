@@ -32,16 +32,13 @@ EPOCH = 1_700_000_000_000_000_000   # epoch ns, so that overflow-prone arithmeti
 
 def _views_on(rows: list[tuple]) -> duckdb.DuckDBPyConnection:
     """rows: (rank, step, name, category, collective_name, process_group, start_ns offset, dur_ns)."""
-    con = duckdb.connect()
-    con.execute("""CREATE TABLE _kernel_facts (run_id VARCHAR, rank INTEGER, step BIGINT, kernel_id BIGINT,
-                   name VARCHAR, category VARCHAR, collective_name VARCHAR, process_group VARCHAR,
-                   start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT)""")
-    con.executemany("INSERT INTO _kernel_facts VALUES ('r', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(rank, step, i, name, cat, coll, pg, EPOCH + start, EPOCH + start + dur, dur)
-                     for i, (rank, step, name, cat, coll, pg, start, dur) in enumerate(rows)])
-    con.execute((SQL / "rank_skew.sql").read_text())
-    con.execute((SQL / "rank_skew_summary.sql").read_text())
-    return con
+    from viewtest import connect_views
+
+    facts = [{"run_id": "r", "rank": rank, "step": step, "kernel_id": i, "name": name, "category": cat,
+              "collective_name": coll, "process_group": pg, "start_ns": EPOCH + start, "end_ns": EPOCH + start + dur,
+              "dur_ns": dur}
+             for i, (rank, step, name, cat, coll, pg, start, dur) in enumerate(rows)]
+    return connect_views(["rank_skew", "rank_skew_summary"], {"_kernel_facts": facts})
 
 
 AR = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"

@@ -1,0 +1,120 @@
+"""The view diff-tests (tests/viewtest.py, cases in tests/views/<view>/<case>/): each case's rows on DuckDB,
+the same cases on Spark where pyspark and Java are there (slow), and every view of sql/ has a case."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from viewtest import CASES_DIR, all_cases, compare, run_duckdb, run_spark, view_names
+
+CASES = all_cases()
+
+# Views without a case yet, each with why: this list only shrinks (the test below fails on a view
+# missing from it and on a listed view that has a case).
+UNCOVERED: dict[str, str] = {
+    "_batch_annotation": "no case yet; only read through the views above it (their cases and end-to-end tests)",
+    "_category_override": "no case yet; its rows are checked through tests/test_critical_path.py",
+    "_critical_path_pred": "no case yet; its rows are checked through tests/test_cp_situations.py, tests/test_critical_path.py",
+    "_fusion_chains": "no case yet; its rows are checked through tests/test_fusion_overlap.py, tests/test_fusion_situations.py",
+    "_op_work": "no case yet; its rows are checked through tests/test_serving_views.py",
+    "_step_request": "no case yet; only read through the views above it (their cases and end-to-end tests)",
+    "collective_bandwidth": "no case yet; its rows are checked through tests/test_serving_views.py",
+    "critical_path": "no case yet; its rows are checked through tests/test_critical_path.py, tests/test_cp_situations.py",
+    "data_quality": "no case yet; its rows are checked through tests/test_data_quality.py",
+    "export_clock_offset": "no case yet; its rows are checked through tests/test_export_clocks.py",
+    "fusion_match": "no case yet; its rows are checked through tests/test_fusion_overlap.py, tests/test_fusion_situations.py",
+    "kernel_category": "no case yet; its rows are checked through tests/test_catalog_rules.py, tests/test_category_situations.py",
+    "kernel_launch_site": "no case yet; its rows are checked through tests/test_capture_attribution.py, tests/test_sites_layers_situations.py",
+    "layer_pattern": "no case yet; its rows are checked through tests/test_layer_pattern.py, tests/test_sites_layers_situations.py",
+    "layer_pattern_summary": "no case yet; its rows are checked through tests/test_layer_pattern.py, tests/test_sites_layers_situations.py",
+    "overlap_opportunity": "no case yet; its rows are checked through tests/test_fusion_overlap.py, tests/test_gaps_overlap_situations.py",
+    "regression": "no case yet; its rows are checked through tests/test_demo.py, tests/test_first_contact.py",
+    "request_cost": "no case yet; its rows are checked through tests/test_request_cost.py",
+    "request_step_cost": "no case yet; its rows are checked through tests/test_request_cost.py",
+    "step_queueing": "no case yet; its rows are checked through tests/test_cp_situations.py",
+    "trend": "no case yet; its rows are checked through tests/test_first_contact.py, tests/test_trend.py",
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_view_case_duckdb(case):
+    compare(case, *run_duckdb(case))
+
+
+@pytest.fixture(scope="session")
+def spark():
+    pytest.importorskip("pyspark", reason="pyspark is not installed: the Spark run of the view cases needs it")
+    if shutil.which("java") is None:
+        pytest.skip("no java on PATH: Spark cannot start")
+    from warehouse.spark import spark_session
+
+    return spark_session("local[1]", app_name="tracehouse-view-cases")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_view_case_spark(spark, case):
+    compare(case, *run_spark(spark, case))
+
+
+def test_every_view_has_a_case():
+    covered = {c.view for c in CASES}
+    views = set(view_names())
+    missing = sorted(views - covered - set(UNCOVERED))
+    assert not missing, f"views without a case in tests/views/ (add one, see tests/views/README.md): {missing}"
+    done = sorted(set(UNCOVERED) & covered)
+    assert not done, f"these views have a case now: take them out of UNCOVERED: {done}"
+    unknown = sorted(set(UNCOVERED) - views)
+    assert not unknown, f"UNCOVERED names no view of sql/: {unknown}"
+    strays = sorted(p.parent.name for p in CASES_DIR.glob("*/*/expected.csv") if p.parent.parent.name not in views)
+    assert not strays, f"tests/views/ has cases for no view of sql/: {strays}"
+
+
+# ---------------------------------------------------------------- the comparison itself can fail
+
+
+def _case(expected, columns=("a", "b"), query="SELECT a, b FROM t"):
+    from viewtest import Case
+
+    return Case("t", "c", CASES_DIR, query=query, columns=list(columns), expected=[list(r) for r in expected])
+
+
+@pytest.mark.parametrize(("expected", "got", "ok"), [
+    ([["1", "x"]], [(1, "x")], True),
+    ([["1", "x"]], [(2, "x")], False),                 # a wrong integer
+    ([["1", None]], [(1, "")], False),                 # NULL is not the empty string
+    ([["1", ""]], [(1, "")], True),
+    ([["0.1", "x"]], [(0.1 + 1e-15, "x")], True),      # floats to 1e-9, relative
+    ([["0.1", "x"]], [(0.1001, "x")], False),
+    ([["1", "x"]], [(1, "x"), (1, "x")], False),       # an extra row
+    ([["1", "x"], ["1", "x"]], [(1, "x")], False),     # a missing duplicate
+    ([["true", "[1, 2]"]], [(True, [1, 2])], True),
+    ([["true", "[1, 2]"]], [(True, [2, 1])], False),   # lists keep their order
+    ([["1", '{"k": null}']], [(1, {"k": None})], True),
+])
+def test_compare_unordered(expected, got, ok):
+    case = _case(expected)
+    if ok:
+        compare(case, ["a", "b"], got)
+    else:
+        with pytest.raises(AssertionError):
+            compare(case, ["a", "b"], got)
+
+
+def test_compare_order_and_columns():
+    ordered = _case([["1", "x"], ["2", "y"]], query="SELECT a, b FROM t ORDER BY a")
+    compare(ordered, ["a", "b"], [(1, "x"), (2, "y")])
+    with pytest.raises(AssertionError, match="in order"):
+        compare(ordered, ["a", "b"], [(2, "y"), (1, "x")])
+    compare(_case([["1", "x"], ["2", "y"]]), ["a", "b"], [(2, "y"), (1, "x")])  # no ORDER BY: a multiset
+    with pytest.raises(AssertionError, match="columns"):
+        compare(_case([["1", "x"]]), ["a", "c"], [(1, "x")])
+
+
+def test_csv_cells(tmp_path):
+    from viewtest import _read_csv
+
+    path = tmp_path / "t.csv"
+    path.write_text('# a comment\na,b,c\n1,,""\n"x,y","say ""hi""",=[1]\n')
+    assert _read_csv(path) == (["a", "b", "c"], [["1", None, ""], ["x,y", 'say "hi"', "=[1]"]])
