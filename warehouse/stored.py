@@ -191,6 +191,8 @@ def _store_now(warehouse: Warehouse, run_id: str) -> Path:
 def use_stored_step(con: duckdb.DuckDBPyConnection, key: list) -> list[str]:
     """Shadow STEP_VIEWS with the stored rows of this (run_id, rank, step), if that step is stored; the
     temp views created (to drop after the step section), or [] when it is not stored."""
+    # a guard on a table that can really be absent: a connection opened without stored=True
+    # (engine.open) has no list of stored steps, and computes the step's views instead
     if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND temporary",
                        [STORED_STEPS]).fetchall()[0][0]:
         return []
