@@ -114,15 +114,16 @@ def synthesize(work: Path) -> tuple[Path, str, str]:
 
 
 def build_pages(warehouse: Path, run: str, base: str, out: Path, where: dict[str, str] | None) -> list[Path]:
-    from reports.diff import build_diff, diff_connection, render_diff
+    from reports.diff import build_diff, render_diff
     from reports.trend import build_trend, render_trend
     from reports.write import write_run_report
     from warehouse.catalog import connect
+    from warehouse.engine import open as open_connection
     from warehouse.store import Warehouse
 
     wh = Warehouse(warehouse)
     pages = {"run": write_run_report(wh, run, "html"),
-             "diff": render_diff(build_diff(diff_connection(wh, base, run, "duckdb", None), base, run), "html"),
+             "diff": render_diff(build_diff(open_connection(wh), base, run), "html"),
              "trend": render_trend(build_trend(connect(wh), where or {}, [], None, None, warehouse=wh), "html")}
     paths = []
     for name, text in pages.items():

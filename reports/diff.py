@@ -18,10 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from reports.render import render
 from warehouse.diff_facts import run_facts, stored_facts
+from warehouse.engine import Connection, focused
 from warehouse.runs import resolve_run
 
 
@@ -173,27 +172,18 @@ def _critical_path(base: dict, target: dict) -> tuple[bool, list[CriticalPathRow
     return bool(shares["base"] or shares["target"]), out
 
 
-def diff_connection(warehouse, base: str, target: str, engine: str = "duckdb", master: str | None = None):
-    """The connection build_diff reads: DuckDB over the warehouse, or ("spark") a Spark connection focused on
-    the two runs (warehouse.spark_connection: each view computed once, for these two runs only)."""
-    if engine == "spark":
-        from warehouse.spark_connection import focused_spark_connection
-
-        return focused_spark_connection(warehouse, [base, target], master=master)[0]
-    from warehouse.catalog import connect
-
-    return connect(warehouse)
-
-
-def build_diff(con: duckdb.DuckDBPyConnection, base: str, target: str, *, top: int = 10,
+def build_diff(con: Connection, base: str, target: str, *, top: int = 10,
                critical_path: bool = True, warehouse=None) -> DiffReport:
-    """The diff of two runs. warehouse: read each run's facts from the diff store (`stored_facts`,
-    computed once per run); None: compute them on `con` (the Spark engine, tests of one connection)."""
+    """The diff of two runs, on a connection of warehouse.engine.open that sees both. warehouse: read each
+    run's facts from the diff store (`stored_facts`, computed once per run; the CLI passes
+    warehouse.engine.store_of(con)); None: compute them on `con`, focused on the two runs (an engine
+    without the store, tests of one connection)."""
     base_id, target_id = resolve_run(con, base), resolve_run(con, target)
     if warehouse is not None:
         bf, tf = stored_facts(warehouse, base_id), stored_facts(warehouse, target_id)
     else:
-        bf, tf = run_facts(con, base_id), run_facts(con, target_id)
+        with focused(con, [base_id, target_id]) as on:
+            bf, tf = run_facts(on, base_id), run_facts(on, target_id)
     binfo, bk = _run_info(con, bf, base)
     tinfo, tk = _run_info(con, tf, target)
     kernels = match_kernels(bk, tk)

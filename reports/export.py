@@ -59,9 +59,9 @@ import duckdb
 import orjson
 
 from reports import perfetto_proto as pp
-from reports.run import build_run_report, report_connection
+from reports.run import build_run_report
 from tracehouse.errors import TracehouseError
-from warehouse.catalog import connect
+from warehouse.engine import open as open_connection
 from warehouse.quoting import sql_string
 from warehouse.runs import resolve_run
 from warehouse.store import Warehouse
@@ -477,14 +477,14 @@ def export_run(warehouse: Warehouse, run: str, path: str | Path, *, rank: int | 
         raise ExportError(f"unknown format {fmt!r}", hint=f"choose {' or '.join(EXPORT_FORMATS)}")
     if step is not None and window is not None:
         raise ExportError("give --step or --window, not both")
-    lookup = connect(warehouse)
+    lookup = open_connection(warehouse)
     try:
         run_id = resolve_run(lookup, run)
     finally:
         lookup.close()
     spill = warehouse.staging_dir / f"export-{os.getpid()}"
-    con = connect(warehouse, runs=[run_id], settings={"memory_limit": MEMORY_LIMIT, "temp_directory": str(spill),
-                                                      "max_temp_directory_size": SPILL_LIMIT})
+    con = open_connection(warehouse, runs=[run_id], settings={"memory_limit": MEMORY_LIMIT, "temp_directory": str(spill),
+                                                              "max_temp_directory_size": SPILL_LIMIT})
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:
@@ -1014,7 +1014,7 @@ def _takeaways(warehouse, run_id, tracks: _Tracks, procs, windows, progress) -> 
         # (they are stored at ingest; `ingest --no-analyses` leaves them to the first report)
         return -1
     _say(progress, "the run report's takeaways")
-    con = report_connection(warehouse, [run_id])
+    con = open_connection(warehouse, runs=[run_id], stored=True)
     try:
         report = build_run_report(con, run_id)
     finally:

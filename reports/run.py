@@ -1,8 +1,9 @@
 """The run report: one run's triage view and step breakdown, from the views in sql/.
 
 `build_run_report` reads every figure from the catalogue into a typed context (RunReport); the
-templates (reports/templates/run.*.j2) only lay it out, and JSON is the same context as data. Sections
-whose views a warehouse lacks are left out rather than failing.
+templates (reports/templates/run.*.j2) only lay it out, and JSON is the same context as data. The
+connection comes from warehouse.engine.open (DuckDB or Spark behind it); every view it reads exists on
+both engines, so no section asks whether its view is there.
 """
 
 from __future__ import annotations
@@ -10,15 +11,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import duckdb
-
 from reports.render import render
 from reports.serving import serving_section
 from reports.takeaways import FindingWindow, Takeaway, WithheldTakeaway, export_command, takeaways
 from tracehouse.errors import TracehouseError
-from warehouse.catalog import FOCUS, connect, focus
-from warehouse.store import Warehouse
-from warehouse.stored import representative_step, scope_step_views, unscope, use_stored
+from warehouse.engine import Connection, focused, step_scope
+from warehouse.stored import representative_step
 
 
 @dataclass
@@ -265,17 +263,13 @@ class RunReport:
                        and any(figure == a or figure.startswith(a + ".") for a in q.affects)})
 
 
-def _has(con: duckdb.DuckDBPyConnection, view: str) -> bool:
-    return bool(con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = ?", [view]).fetchone()[0])
-
-
 def _rows(con, sql: str, params: list | dict) -> list[dict]:
     cursor = con.execute(sql, params)
     columns = [d[0] for d in cursor.description]
     return [dict(zip(columns, row)) for row in cursor.fetchall()]
 
 
-def _check_phase(con: duckdb.DuckDBPyConnection, run_id: str, phase: str) -> None:
+def _check_phase(con: Connection, run_id: str, phase: str) -> None:
     """--phase naming a phase the run does not have is an error naming those it has, not an empty report."""
     have = [r[0] for r in con.execute("SELECT DISTINCT phase FROM category_summary WHERE run_id = ? ORDER BY 1",
                                       [run_id]).fetchall()]
@@ -285,21 +279,16 @@ def _check_phase(con: duckdb.DuckDBPyConnection, run_id: str, phase: str) -> Non
                               hint="leave out --phase for the whole run" if have else "")
 
 
-def build_run_report(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | None = None,
+def build_run_report(con: Connection, run_id: str, phase: str | None = None,
                      mapping_run: str | None = None) -> RunReport:
-    """The report's figures. On a DuckDB connection the views are computed for this run (and the mapping
-    run) only, whatever runs the connection sees (catalog.focus), and its focus is given back after."""
-    if not isinstance(con, duckdb.DuckDBPyConnection):  # Spark: its connection is focused when made
-        return _build_run_report(con, run_id, phase, mapping_run)
-    before = con.execute(f"SELECT getvariable('{FOCUS}')").fetchone()[0]
-    focus(con, [run_id] + ([mapping_run] if mapping_run else []))
-    try:
-        return _build_run_report(con, run_id, phase, mapping_run)
-    finally:
-        focus(con, before)
+    """The report's figures, from a connection of warehouse.engine.open (a report's: runs=..., stored=True).
+    The views are computed for this run (and the mapping run) only, whatever runs the connection sees
+    (warehouse.engine.focused), and its focus is given back after."""
+    with focused(con, [run_id] + ([mapping_run] if mapping_run else [])) as on:
+        return _build_run_report(on, run_id, phase, mapping_run)
 
 
-def _build_run_report(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | None,
+def _build_run_report(con: Connection, run_id: str, phase: str | None,
                       mapping_run: str | None) -> RunReport:
     run = _rows(con, "SELECT * FROM runs WHERE run_id = ?", [run_id])[0]
     phase_clause, phase_params = ("AND phase = ?", [phase]) if phase else ("", [])
@@ -420,8 +409,6 @@ class _Windows:
 
 def _quality(con, run_id: str, key: list | None) -> list[QualityFlag]:
     """The run's data_quality rows: the whole run's and ranks', and those of the step shown (key)."""
-    if not _has(con, "data_quality"):
-        return []
     where, params = ("AND (step IS NULL OR (rank = ? AND step = ?))", key[1:]) if key else ("AND step IS NULL", [])
     rows = _rows(con, f"""
         SELECT flag, severity, rank, step, affects, evidence, message FROM data_quality
@@ -454,8 +441,6 @@ def _apply_mapping(con, report: RunReport, mapping_run: str) -> None:
 
 
 def _overlap(con, run_id: str, phase_clause: str, params: list) -> list[OverlapRow]:
-    if not _has(con, "overlap_opportunity"):
-        return []
     return [OverlapRow(**r) for r in _rows(con, f"""
         SELECT phase, name, category, share, exclusive_ratio, hidden_ratio, verdict, priority, dependency_risk,
                recommendation, python_site
@@ -464,8 +449,6 @@ def _overlap(con, run_id: str, phase_clause: str, params: list) -> list[OverlapR
 
 
 def _fusion(con, run_id: str, phase_clause: str, params: list) -> list[FusionRow]:
-    if not _has(con, "fusion_match"):
-        return []
     return [FusionRow(**r) for r in _rows(con, f"""
         SELECT phase, pattern_name, pattern_framework AS framework, status, share, occurrences,
                coalesce(evidence_sequence, evidence) AS evidence,
@@ -477,8 +460,6 @@ def _fusion(con, run_id: str, phase_clause: str, params: list) -> list[FusionRow
 
 
 def _skew(con, run_id: str) -> list[SkewRow]:
-    if not _has(con, "rank_skew_summary"):
-        return []
     return [SkewRow(**r) for r in _rows(con, """
         SELECT rank, instances, times_last, mean_start_lateness_ns, wait_ns
         FROM rank_skew_summary WHERE run_id = ? ORDER BY rank""", [run_id])]
@@ -491,11 +472,8 @@ def _step(con, run_id: str, phase: str | None) -> tuple[StepSection | None, list
     if s is None:
         return None, _quality(con, run_id, None)
     key = [run_id, s["rank"], s["step"]]
-    scoped = scope_step_views(con, key)
-    try:
+    with step_scope(con, key):
         return _step_section(con, s, key), _quality(con, run_id, key)
-    finally:
-        unscope(con, scoped)
 
 
 def _step_section(con, s: dict, key: list) -> StepSection:
@@ -517,39 +495,33 @@ def _step_section(con, s: dict, key: list) -> StepSection:
     critical_stream = next((st.stream for st in streams if st.critical), None)
     period = repeats = layer_span = total_layers = None
     layer: list[LayerPosition] = []
-    if _has(con, "layer_pattern_summary") and _has(con, "layer_pattern"):
-        found = _rows(con, "SELECT period, repeats, layer_span_ns, total_layers FROM layer_pattern_summary "
-                           "WHERE run_id = ? AND rank = ? AND step = ? AND is_main_stream", key)
-        if found and found[0]["period"]:
-            period, repeats = found[0]["period"], found[0]["repeats"]
-            layer_span, total_layers = found[0]["layer_span_ns"], found[0]["total_layers"]
-            layer = [LayerPosition(**r) for r in _rows(con, """
-                SELECT position, name, category, median_ns FROM layer_pattern
-                WHERE run_id = ? AND rank = ? AND step = ? AND is_main_stream ORDER BY position""", key)]
+    found = _rows(con, "SELECT period, repeats, layer_span_ns, total_layers FROM layer_pattern_summary "
+                       "WHERE run_id = ? AND rank = ? AND step = ? AND is_main_stream", key)
+    if found and found[0]["period"]:
+        period, repeats = found[0]["period"], found[0]["repeats"]
+        layer_span, total_layers = found[0]["layer_span_ns"], found[0]["total_layers"]
+        layer = [LayerPosition(**r) for r in _rows(con, """
+            SELECT position, name, category, median_ns FROM layer_pattern
+            WHERE run_id = ? AND rank = ? AND step = ? AND is_main_stream ORDER BY position""", key)]
     gaps = _rows(con, """
         SELECT class, count(*) AS gaps, sum(gap_ns) AS total_ns
         FROM idle_gaps WHERE run_id = ? AND rank = ? AND step = ? AND scope = 'device'
         GROUP BY class ORDER BY total_ns DESC, class""", key)
     for g in gaps:
         g["share_of_wall"] = g["total_ns"] / wall
-    path: list[PathRow] = []
-    critical_ids: set[int] = set()
-    if _has(con, "critical_path_summary"):
-        path = [PathRow(**r) for r in _rows(con, """
-            SELECT kind, category, time_ns, share FROM critical_path_summary
-            WHERE run_id = ? AND rank = ? AND step = ? ORDER BY time_ns DESC, kind, category""", key)]
-        critical_ids = {r[0] for r in con.execute(
-            "SELECT kernel_id FROM critical_path WHERE run_id = ? AND rank = ? AND step = ? AND kind = 'gpu'",
-            key).fetchall()}
+    path = [PathRow(**r) for r in _rows(con, """
+        SELECT kind, category, time_ns, share FROM critical_path_summary
+        WHERE run_id = ? AND rank = ? AND step = ? ORDER BY time_ns DESC, kind, category""", key)]
+    critical_ids = {r[0] for r in con.execute(
+        "SELECT kernel_id FROM critical_path WHERE run_id = ? AND rank = ? AND step = ? AND kind = 'gpu'",
+        key).fetchall()}
     gap_spans = _rows(con, """
         SELECT class, gap_start_ns AS start_ns, gap_end_ns AS end_ns, next_name FROM idle_gaps
         WHERE run_id = ? AND rank = ? AND step = ? AND scope = 'device' AND class <> 'tiny'
         ORDER BY gap_ns DESC, gap_start_ns LIMIT 2000""", key)
-    path_segments = []
-    if _has(con, "critical_path"):
-        path_segments = _rows(con, """
-            SELECT kind, category, name, start_ns, start_ns + dur_ns AS end_ns FROM critical_path
-            WHERE run_id = ? AND rank = ? AND step = ? ORDER BY seq LIMIT 4000""", key)
+    path_segments = _rows(con, """
+        SELECT kind, category, name, start_ns, start_ns + dur_ns AS end_ns FROM critical_path
+        WHERE run_id = ? AND rank = ? AND step = ? ORDER BY seq LIMIT 4000""", key)
     lanes = []
     for stream in streams:
         acts = [TimelineActivity(r["name"], r["category"], r["start_ns"], r["end_ns"], r["kernel_id"] in critical_ids)
@@ -597,17 +569,3 @@ def report_json(report: RunReport) -> dict:
         for drawing in ("timeline", "gap_spans", "path_segments"):  # drawing data, not figures
             data["step"].pop(drawing, None)
     return data
-
-
-def report_connection(warehouse: Warehouse, runs: list[str], engine: str = "duckdb",
-                      master: str | None = None) -> duckdb.DuckDBPyConnection:
-    """A connection focused on these runs, reading the report's views from the runs' stored analyses.
-
-    engine "spark": the same views on Spark (warehouse.spark_connection), each computed once when read."""
-    if engine == "spark":
-        from warehouse.spark_connection import spark_connection
-
-        return spark_connection(warehouse, runs=runs, master=master)
-    con = connect(warehouse, runs=runs)
-    use_stored(con, warehouse, runs)  # the whole-run views, stored once per run (computed now if not yet)
-    return con

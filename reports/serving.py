@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 from html import escape
 
-import duckdb
 from markupsafe import Markup
+
+from warehouse.engine import Connection
 
 TOP_ROOFLINE = 15
 TOP_REQUESTS = 10
@@ -19,33 +20,19 @@ SPLIT_WORDS = {"tokens_x_kv": "tokens × KV tokens", "tokens": "tokens", "equal"
 PHASE_COLOR = {"prefill": "#1f77b4", "decode": "#ff7f0e", "mixed": "#2ca02c"}
 
 
-def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list) -> list[dict]:
+def _rows(con: Connection, sql: str, params: list) -> list[dict]:
     cursor = con.execute(sql, params)
     columns = [d[0] for d in cursor.description]
     return [dict(zip(columns, row)) for row in cursor.fetchall()]
 
 
-def _has(con: duckdb.DuckDBPyConnection, *views: str) -> bool:
-    # the names asked for by value: on Spark (SparkConnection) that is what makes those views there
-    marks = ", ".join("?" * len(views))
-    names = {r[0] for r in con.execute(
-        f"SELECT view_name FROM duckdb_views() WHERE view_name IN ({marks}) "
-        f"UNION SELECT table_name FROM duckdb_tables() WHERE table_name IN ({marks})", [*views, *views]).fetchall()}
-    return all(v in names for v in views)
-
-
-def serving_section(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | None = None) -> dict | None:
+def serving_section(con: Connection, run_id: str, phase: str | None = None) -> dict | None:
     """The section's figures, or None when the run has neither a known batch size nor a kernel with known
     work nor a sized collective (nothing to show)."""
-    try:
-        return _section(con, run_id, phase)
-    except duckdb.CatalogException:  # a catalogue without these views (an older one): the section is left out
-        return None
+    return _section(con, run_id, phase)
 
 
-def _section(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | None) -> dict | None:
-    if not _has(con, "step_latency", "kernel_roofline", "step_roofline", "collective_bandwidth"):
-        return None
+def _section(con: Connection, run_id: str, phase: str | None) -> dict | None:
     clause, params = ("AND phase = ?", [phase]) if phase else ("", [])
     latency = _rows(con, f"""
         SELECT phase, batch_size, steps, median_tokens, median_step_ns, p90_step_ns, median_gpu_busy_ns
@@ -66,7 +53,7 @@ def _section(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | None) -> 
                any_value(link_gbps) AS link_gbps
         FROM collective_bandwidth WHERE run_id = ? {clause}
         GROUP BY collective, size_bucket_bytes ORDER BY collective, size_bucket_bytes""", [run_id] + params)
-    requests = _requests(con, run_id) if _has(con, "request_cost") else None
+    requests = _requests(con, run_id)
     if not (latency or roofline or collectives or requests):
         return None
     device = next((r["device"] for r in roofline if r["device"]), None)
@@ -76,7 +63,7 @@ def _section(con: duckdb.DuckDBPyConnection, run_id: str, phase: str | None) -> 
             "peak_tbps": next((r["peak_tbps"] for r in roofline if r["peak_tbps"]), None)}
 
 
-def _requests(con: duckdb.DuckDBPyConnection, run_id: str) -> dict | None:
+def _requests(con: Connection, run_id: str) -> dict | None:
     """What the run's requests cost (sql/request_cost), over every phase: how many, the spread of a request's
     prefill GPU time and of its decode GPU time per token, and the costliest ones; None when no request is
     named (the section then says how to name them, where it shows a batch size)."""

@@ -3,7 +3,7 @@
 How it is computed: the run_metrics rows (rank NULL) of the selected runs are fetched once from the
 warehouse; the trend and regression views (sql/trend_params.sql, sql/trend.sql, sql/regression.sql,
 the same files the warehouse catalogue registers) then run over those rows in a small in-memory DuckDB
-(`evaluate`). So the regression rule has one definition whether it reads a warehouse or, as in
+(`evaluate`: warehouse.engine.open_tables). So the regression rule has one definition whether it reads a warehouse or, as in
 bench/trend_bench.py, a table of synthesized metrics.
 """
 
@@ -15,15 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute
 
 from reports.charts import sparkline
 from reports.render import render
 from tracehouse.errors import TracehouseError
+from warehouse.engine import Connection, focused, open_tables
 
-SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 RULE_VIEWS = ("trend_params", "trend", "regression")
 
 
@@ -114,28 +113,14 @@ class TrendReport:
     params: dict[str, float] = field(default_factory=dict)
 
 
-def evaluate(runs: pa.Table, metrics: pa.Table) -> duckdb.DuckDBPyConnection:
-    """A fresh DuckDB holding `runs` and `run_metrics` as tables and the rule views over them.
+def evaluate(runs: pa.Table, metrics: pa.Table) -> Connection:
+    """A fresh in-memory connection holding `runs` and `run_metrics` as tables and the rule views over
+    them (warehouse.engine.open_tables); regression reads trend three times: trend is computed once.
 
     runs needs run_id, ingested_at, labels, framework, model, hardware, commit, commit_time, series;
     metrics needs run_id, rank, phase, metric, value, better, spread.
     """
-    con = duckdb.connect()
-    # one chunk each: a table read from a thousand per-run files has a thousand, and DuckDB scans
-    # many small Arrow chunks slowly
-    con.register("_runs_in", runs.combine_chunks())
-    con.register("_metrics_in", metrics.combine_chunks())
-    con.execute("CREATE TABLE runs AS SELECT * FROM _runs_in")
-    con.execute("CREATE TABLE run_metrics AS SELECT * FROM _metrics_in")
-    con.unregister("_runs_in")
-    con.unregister("_metrics_in")
-    for name in RULE_VIEWS:
-        con.execute((SQL_DIR / f"{name}.sql").read_text())  # the catalogue's own file, as it stands
-        if name == "trend":  # regression reads trend three times: materialize it once here, under its name
-            con.execute("CREATE TABLE _trend_rows AS SELECT * FROM trend")
-            con.execute("DROP VIEW trend")
-            con.execute("ALTER TABLE _trend_rows RENAME TO trend")
-    return con
+    return open_tables({"runs": runs, "run_metrics": metrics}, RULE_VIEWS, computed=["trend"])
 
 
 def _arrow(cursor) -> pa.Table:
@@ -155,7 +140,7 @@ def _metric_filter(patterns: list[str], names: list[str]) -> list[str]:
     return [n for n in names if any(n == p or fnmatch.fnmatchcase(n, p) for p in patterns)]
 
 
-def trend_inputs(con: duckdb.DuckDBPyConnection, where: dict[str, str] | None = None,
+def trend_inputs(con: Connection, where: dict[str, str] | None = None,
                  warehouse=None) -> tuple[pa.Table, pa.Table | None]:
     """The selected runs and their run_metrics rows of rank NULL, as `evaluate` takes them. With
     `warehouse`, the rows come from the per-run store (warehouse.metrics: computed once per run); else
@@ -176,12 +161,13 @@ def trend_inputs(con: duckdb.DuckDBPyConnection, where: dict[str, str] | None = 
         from warehouse.metrics import run_metric_rows
 
         return runs, _rank_null(run_metric_rows(warehouse, run_ids))
-    return runs, _arrow(con.execute(
-        "SELECT run_id, rank, phase, metric, value, better, spread FROM run_metrics "
-        "WHERE rank IS NULL AND run_id IN (SELECT unnest(?))", [run_ids]))
+    with focused(con, run_ids) as on:  # run_metrics computed for these runs only
+        return runs, _arrow(on.execute(
+            "SELECT run_id, rank, phase, metric, value, better, spread FROM run_metrics "
+            "WHERE rank IS NULL AND run_id IN (SELECT unnest(?))", [run_ids]))
 
 
-def build_trend(con: duckdb.DuckDBPyConnection, where: dict[str, str] | None = None,
+def build_trend(con: Connection, where: dict[str, str] | None = None,
                 metrics: list[str] | None = None, since: str | None = None, last: int | None = None,
                 warehouse=None) -> TrendReport:
     """The trend report. With `warehouse`, run metrics come from the per-run store
@@ -201,7 +187,7 @@ def build_trend(con: duckdb.DuckDBPyConnection, where: dict[str, str] | None = N
     return build_trend_from_tables(runs, rows, where=where, metrics=metrics, since=since, last=last)
 
 
-def _no_runs(con: duckdb.DuckDBPyConnection, where: dict[str, str] | None) -> TracehouseError:
+def _no_runs(con: Connection, where: dict[str, str] | None) -> TracehouseError:
     """Matching no run is an error that names what exists (a CI gate over nothing must not pass)."""
     if not where:
         return TracehouseError("the warehouse holds no runs", hint="ingest traces with `tracehouse ingest PATH`")
@@ -228,8 +214,7 @@ def build_trend_from_tables(runs: pa.Table, rows: pa.Table | None, *, where: dic
                             last: int | None = None) -> TrendReport:
     report = TrendReport(dict(where or {}), list(metrics or []), since, last, [], [], [])
     if rows is None or rows.num_rows == 0:
-        con = duckdb.connect()
-        con.execute((SQL_DIR / "trend_params.sql").read_text())
+        con = open_tables({}, ["trend_params"])
         cur = con.execute("SELECT * FROM trend_params")
         report.params = dict(zip([d[0] for d in cur.description], cur.fetchone()))
         return report

@@ -302,12 +302,13 @@ def test_json_variant_has_the_same_content(four_ranks):
 
 def test_report_findings_name_their_window_and_the_command_reproduces_it(situation_warehouse, cli_runner,
                                                                          tmp_path):
-    from reports.run import build_run_report, report_connection
+    from reports.run import build_run_report
     from tracehouse.cli import main
+    from warehouse.engine import open as open_connection
 
     wh, runs, _ = situation_warehouse
     run_id = runs["dataloader-stall"]
-    con = report_connection(wh, [run_id])
+    con = open_connection(wh, runs=[run_id], stored=True)
     report = build_run_report(con, run_id)
     con.close()
     findings = [t.where for t in report.takeaways] + [q.where for q in report.quality] + \

@@ -6,7 +6,8 @@ import html
 
 import pytest
 
-from reports.run import build_run_report, report_connection
+from reports.run import build_run_report
+from warehouse.engine import open as open_connection
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +19,7 @@ def stall(tmp_path_factory):
     root = tmp_path_factory.mktemp("findings")
     wh = Warehouse(root / "wh")
     [o] = ingest_paths(wh, [write_situation("dataloader-stall", root / "run")])
-    con = report_connection(wh, [o.run_id])
+    con = open_connection(wh, runs=[o.run_id], stored=True)
     report = build_run_report(con, o.run_id)
     con.close()
     return wh, o.run_id, report

@@ -95,10 +95,11 @@ def test_stream_share_is_each_streams_part_of_the_run(figures, con):
 
 
 def test_run_report_shows_the_views_rows(figures):
-    from reports.run import build_run_report, report_connection
+    from reports.run import build_run_report
+    from warehouse.engine import open as open_connection
 
     wh, run_id, expect = figures
-    report = build_run_report(report_connection(wh, [run_id]), run_id)
+    report = build_run_report(open_connection(wh, runs=[run_id], stored=True), run_id)
     want = expect["step_components"][str(report.step.step)]
     assert [(c.category, c.gpu_time_ns, c.share) for c in report.step.components] == [
         (r["component"], r["gpu_time_ns"], r["share_of_wall"]) for r in want]

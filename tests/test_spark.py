@@ -215,12 +215,13 @@ def _same_report(fmt: str, duck: str, spark: str) -> None:
 @pytest.mark.parametrize("fmt", ["md", "json"])
 @pytest.mark.parametrize("run", ["decode", "training"])
 def test_run_report_on_spark_same_as_duckdb(engines, warehouse, run, fmt):
-    from reports.run import build_run_report, render_run_report, report_connection
+    from reports.run import build_run_report, render_run_report
+    from warehouse.engine import open as open_connection
     from warehouse.spark_connection import SparkConnection
 
     _, catalog, _ = engines
     wh, ids = warehouse
-    duck = render_run_report(build_run_report(report_connection(wh, [ids[run]]), ids[run]), fmt)
+    duck = render_run_report(build_run_report(open_connection(wh, runs=[ids[run]], stored=True), ids[run]), fmt)
     spark = render_run_report(build_run_report(SparkConnection(catalog), ids[run]), fmt)
     _same_report(fmt, duck, spark)
     assert "## " in duck or '"phases"' in duck

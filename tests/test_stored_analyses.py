@@ -11,9 +11,10 @@ import pytest
 from conftest import REPORT_SCENARIOS, TRACES, require_shared
 
 from ingest.load import ingest_paths
-from reports.run import build_run_report, render_run_report, report_connection, report_json
+from reports.run import build_run_report, render_run_report, report_json
 from synth import write_scenario
 from warehouse.catalog import connect
+from warehouse.engine import open as open_connection
 from warehouse.store import Warehouse
 from warehouse.stored import RUN_VIEWS, STEP_PICKS, analyses_dir, is_stored, run_folder, store_analyses
 
@@ -28,7 +29,7 @@ def _live(wh: Warehouse, run_id: str, phase: str | None):
 
 
 def _stored(wh: Warehouse, run_id: str, phase: str | None):
-    con = report_connection(wh, [run_id])
+    con = open_connection(wh, runs=[run_id], stored=True)
     stored_views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE temporary AND NOT internal").fetchall()}
     assert stored_views == set(RUN_VIEWS), "the report connection reads every stored whole-run view"
     return build_run_report(con, run_id, phase)
@@ -66,7 +67,7 @@ def test_every_phase_pick_is_stored(synth_warehouse):
     wh, runs = synth_warehouse
     run_id = runs["serving-decode"]
     manifest = json.loads((run_folder(wh, run_id) / "manifest.json").read_text())
-    con = report_connection(wh, [run_id])
+    con = open_connection(wh, runs=[run_id], stored=True)
     report = build_run_report(con, run_id)
     assert [report.step.rank, report.step.step] in manifest["steps"]
     assert con.execute("SELECT count(*) FROM tracehouse_stored_steps").fetchone()[0] == len(manifest["steps"])
@@ -75,10 +76,10 @@ def test_every_phase_pick_is_stored(synth_warehouse):
 def test_missing_analyses_are_computed_by_the_report_and_stored(own_synth_warehouse):
     wh, runs = own_synth_warehouse
     run_id = runs["training"]
-    before = render_run_report(build_run_report(report_connection(wh, [run_id]), run_id), "md")
+    before = render_run_report(build_run_report(open_connection(wh, runs=[run_id], stored=True), run_id), "md")
     shutil.rmtree(run_folder(wh, run_id))
     assert not is_stored(wh, run_id)
-    after = render_run_report(build_run_report(report_connection(wh, [run_id]), run_id), "md")
+    after = render_run_report(build_run_report(open_connection(wh, runs=[run_id], stored=True), run_id), "md")
     assert after == before and is_stored(wh, run_id)
 
 
@@ -102,7 +103,7 @@ def test_ingest_without_analysis_stores_none(tmp_path):
     [outcome] = ingest_paths(wh, [write_scenario("serving-decode", tmp_path / "run", ranks=1, steps=2, layers=1)],
                              analyse=False)
     assert outcome.stored and not is_stored(wh, outcome.run_id)
-    report = build_run_report(report_connection(wh, [outcome.run_id]), outcome.run_id)
+    report = build_run_report(open_connection(wh, runs=[outcome.run_id], stored=True), outcome.run_id)
     assert report.step is not None and is_stored(wh, outcome.run_id)
 
 
@@ -144,14 +145,14 @@ def test_unwritable_store_computes_for_the_report_alone(own_synth_warehouse, mon
 
     wh, runs = own_synth_warehouse
     run_id = runs["serving-decode"]
-    expected = render_run_report(build_run_report(report_connection(wh, [run_id]), run_id), "md")
+    expected = render_run_report(build_run_report(open_connection(wh, runs=[run_id], stored=True), run_id), "md")
     shutil.rmtree(run_folder(wh, run_id))
 
     def refuse(*_args, **_kw):
         raise PermissionError(13, "Permission denied", str(analyses_dir(wh)))
 
     monkeypatch.setattr(stored, "store_analyses", refuse)
-    assert render_run_report(build_run_report(report_connection(wh, [run_id]), run_id), "md") == expected
+    assert render_run_report(build_run_report(open_connection(wh, runs=[run_id], stored=True), run_id), "md") == expected
     assert "could not be stored" in capsys.readouterr().err
     assert not is_stored(wh, run_id)
 

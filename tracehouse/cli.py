@@ -33,10 +33,20 @@ def _warehouse(ctx: click.Context, must_exist: bool = True):
     return store
 
 
-def _engine_warehouse(ctx: click.Context, engine: str):
-    """The warehouse as the engine reads it: Spark takes s3a://, gs://, hdfs:// URIs as they are."""
+def _engine_warehouse(ctx: click.Context):
+    """The warehouse as an engine reads it: a URI (s3a://, gs://, hdfs://) as it is, for the engine to read
+    or refuse (warehouse.engine.open); a local folder must hold a warehouse."""
+    from warehouse.engine import is_uri
+
     root = ctx.obj["warehouse"]
-    return root if engine == "spark" and "://" in root else _warehouse(ctx)
+    return root if is_uri(root) else _warehouse(ctx)
+
+
+def _connect(ctx: click.Context, engine: str = "duckdb", master: str | None = None):
+    """The command's connection: warehouse.engine.open, the one connection factory (DuckDB or Spark)."""
+    from warehouse.engine import open as open_connection
+
+    return open_connection(_engine_warehouse(ctx), engine, master=master)
 
 
 def _progress_enabled() -> bool:
@@ -86,23 +96,14 @@ def print_rows(columns: list[str], rows: list[tuple], fmt: str, max_width: int =
 
 
 def engine_options(fn):
-    """--engine and --master, the same on every command that reads the views."""
+    """--engine and --master, the same on every command that reads the views (the engines: warehouse.engine)."""
+    from warehouse.engine import ENGINES
+
     fn = click.option("--master", envvar="SPARK_MASTER", default=None,
                       help="Spark master URL for --engine spark (env SPARK_MASTER; default local[2]).")(fn)
-    return click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb", show_default=True,
+    return click.option("--engine", type=click.Choice(list(ENGINES)), default="duckdb", show_default=True,
                         help="Query engine: spark runs the same views, transpiled by sqlglot, on a SparkSession "
                              "(pip install 'tracehouse[spark]'; Java 17+).")(fn)
-
-
-@contextlib.contextmanager
-def spark_errors():
-    """No pyspark or no Java: one line with a hint, like any expected failure."""
-    from warehouse.spark import SparkUnavailable
-
-    try:
-        yield
-    except SparkUnavailable as exc:
-        raise TracehouseError(str(exc), hint="or use --engine duckdb") from None
 
 
 _FORMAT_HELP = {
@@ -335,12 +336,6 @@ def label(ctx, run, labels):
     click.echo(f"{run_id}\t{_labels_text(new)}")
 
 
-def _connect(ctx):
-    from warehouse.catalog import connect
-
-    return connect(_warehouse(ctx))
-
-
 @main.command(context_settings=CONTEXT_SETTINGS)
 @click.option("--where", "where", multiple=True, metavar="K=V", help="Only runs with this label (repeatable).")
 @click.option("--wide", is_flag=True, help="Every column of the `runs` table instead of the headline figures.")
@@ -412,33 +407,25 @@ def sql(ctx, query, fmt, engine, master):
       tracehouse sql < questions.sql
       tracehouse sql --engine spark --master spark://head:7077 "select * from category_summary"
     """
+    from warehouse.engine import opens_quickly, run_query
     from warehouse.query import check_read_only
     from warehouse.session import split_statements
 
     if query is None and sys.stdin.isatty():  # nothing piped: say so rather than wait on the terminal
         raise click.UsageError("no query given (as an argument, or on stdin; `tracehouse shell` for a prompt)")
-    # DuckDB: parse and check on the connection the queries run on (a second database cost 0.03-0.1 s)
-    con = _connect(ctx) if engine == "duckdb" else None
+    # parse and check on the connection the queries run on where it opens quickly (DuckDB: a second
+    # database cost 0.03-0.1 s); for an engine that starts a JVM, before it starts
+    con = _connect(ctx, engine, master) if opens_quickly(engine) else None
     if query is None or query == "-":
         queries = split_statements(sys.stdin.read(), con)
         if not queries:
             raise click.UsageError("no query given (as an argument, or on stdin)")
     else:
         queries = [query]
-    for text in queries:  # refuse a script before any of it runs (and before paying for a JVM)
+    for text in queries:  # refuse a script before any of it runs
         check_read_only(text, con)
-    if engine == "spark":
-        if len(queries) > 1:
-            raise click.UsageError("--engine spark takes one query at a time")
-        from warehouse.spark import connect_spark, needed_views, run_query_spark
-
-        with spark_errors():
-            catalog = connect_spark(_engine_warehouse(ctx, engine), master=master, only=needed_views(queries[0]))
-        columns, rows = run_query_spark(catalog, queries[0])
-        print_rows(columns, rows, fmt)
-        return
-    from warehouse.query import run_query
-
+    if con is None:
+        con = _connect(ctx, engine, master)
     for i, text in enumerate(queries):
         columns, rows = run_query(con, text)
         if i:
@@ -734,12 +721,11 @@ def report(ctx, run, phase, mapping, fmt, output, template_dir, with_trace, engi
     """
     from reports.write import write_run_report
 
-    if with_trace and (output is None or engine != "duckdb"):
-        raise click.UsageError("--with-trace writes the trace beside the report: give -o FILE (engine duckdb)")
-    with spark_errors():
-        text = write_run_report(_engine_warehouse(ctx, engine), run, fmt, None, phase, mapping, template_dir,
-                                engine=engine, master=master,
-                                trace_path=Path(output).with_suffix(".pftrace") if with_trace else None)
+    if with_trace and output is None:
+        raise click.UsageError("--with-trace writes the trace beside the report: give -o FILE")
+    text = write_run_report(_engine_warehouse(ctx), run, fmt, None, phase, mapping, template_dir,
+                            engine=engine, master=master,
+                            trace_path=Path(output).with_suffix(".pftrace") if with_trace else None)
     _write_report(text, output)
 
 
@@ -821,13 +807,12 @@ def diff(ctx, base, target, fmt, output, template_dir, engine, master):
       tracehouse diff 3f2a latest --format html -o diff.html
       tracehouse diff 3f2a latest --engine spark
     """
-    from reports.diff import DiffParams, build, diff_connection, render_diff
+    from reports.diff import DiffParams, build, render_diff
+    from warehouse.engine import store_of
 
-    with spark_errors():
-        con = diff_connection(_engine_warehouse(ctx, engine), base, target, engine, master)
-    # DuckDB: each run's figures come from the diff store (computed once per run, then read back)
-    store = _warehouse(ctx) if engine != "spark" else None
-    _write_report(render_diff(build(con, DiffParams(base, target, store=store)), fmt, template_dir), output)
+    con = _connect(ctx, engine, master)
+    # each run's figures from the diff store where the engine's are kept there (computed once per run)
+    _write_report(render_diff(build(con, DiffParams(base, target, store=store_of(con))), fmt, template_dir), output)
 
 
 @main.command(context_settings=CONTEXT_SETTINGS)
@@ -854,15 +839,11 @@ def trend(ctx, where, metrics, since, last, fmt, output, fail_on_regression, tem
       tracehouse trend --where series=decode-bench --engine spark --master yarn
     """
     from reports.trend import TrendParams, build, render_trend
+    from warehouse.engine import store_of
 
-    if engine == "spark":  # run_metrics computed on Spark for the runs, not read from the DuckDB-made cache
-        from warehouse.spark_connection import spark_connection
-
-        with spark_errors():
-            con, store = spark_connection(_engine_warehouse(ctx, engine), master=master), None
-    else:
-        con, store = _connect(ctx), _warehouse(ctx)
-    report = build(con, TrendParams(_parse_labels(where), tuple(metrics), since, last, store=store))
+    con = _connect(ctx, engine, master)
+    # run_metrics from the per-run store where the engine's are kept there (DuckDB's), else computed on con
+    report = build(con, TrendParams(_parse_labels(where), tuple(metrics), since, last, store=store_of(con)))
     _write_report(render_trend(report, fmt, template_dir), output)
     if fail_on_regression and report.failing:
         for g in report.failing:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from ingest.load import Ingestor
 from synth.history import write_history
-from warehouse.catalog import connect
+from warehouse.engine import open as open_connection
+from warehouse.engine import store_of
 from warehouse.store import Warehouse
 
 REGRESSION_AT = 8
@@ -66,7 +67,8 @@ def _write_reports(warehouse: Warehouse, run_id: str, out: Path):
         written.append(path)
     from reports.trend import build_trend, render_trend
 
-    trend = build_trend(connect(warehouse), warehouse=warehouse)
+    con = open_connection(warehouse)
+    trend = build_trend(con, warehouse=store_of(con))
     for fmt in ("md", "html"):
         path = out / f"trend.{fmt}"
         path.write_text(render_trend(trend, fmt))
@@ -75,7 +77,7 @@ def _write_reports(warehouse: Warehouse, run_id: str, out: Path):
 
 
 def _summary(warehouse: Warehouse, run_id: str, history, trend) -> list[str]:
-    con = connect(warehouse)
+    con = open_connection(warehouse)
     busy, span, comm = con.execute(
         "SELECT sum(busy_ns), sum(span_ns), sum(exposed_comm_ns) FROM gpu_timeline "
         "WHERE run_id = ? AND variant = 'exact' AND step IS NULL", [run_id]).fetchone()

@@ -10,8 +10,6 @@ import json
 import os
 from pathlib import Path
 
-import duckdb
-
 from warehouse.catalog import connect, materialize, views_fingerprint
 from warehouse.store import process_alive
 
@@ -21,9 +19,10 @@ FACT_VIEWS = ["run_step_time", "step_kernel_time", "steps", "kernels", "kernel_n
 def run_facts(con, run_id: str) -> dict:
     """Everything a diff reads of one run, from the views (one query each): the in-step kernels per name
     and their time per step (step_kernel_time, in a fixed order), the run's rank-steps, ranks, GPU time in
-    and out of steps and per step (run_step_time), the critical
-    path's time per part summed over its steps (None: no critical_path_summary view), and its step_latency
-    rows (None: no step_latency view), and its per-request medians (None: no request named). Plain ints, floats and strings: `stored_facts` keeps it as JSON."""
+    and out of steps and per step (run_step_time), the critical path's time per part summed over its steps,
+    its step_latency rows, and its per-request medians (None: no request named). Plain ints, floats and
+    strings: `stored_facts` keeps it as JSON. Every view read exists on every engine (warehouse.engine):
+    none is asked for first."""
     rank_steps, ranks, total_all, outside, per_step = con.execute(
         "SELECT rank_steps, ranks, gpu_time_ns, outside_steps_ns, gpu_ns_per_step FROM run_step_time WHERE run_id = ?",
         [run_id]).fetchone()
@@ -31,26 +30,19 @@ def run_facts(con, run_id: str) -> dict:
         "SELECT name, kind, category, normalized_name, ns_per_step, launches_per_step FROM step_kernel_time "
         "WHERE run_id = ? ORDER BY name, kind", [run_id]).fetchall()]
     facts = {"run_id": run_id, "rank_steps": rank_steps, "ranks": ranks, "kernels": kernels,
-             "total_ns": int(total_all), "outside_steps_ns": int(outside), "gpu_ns_per_step": per_step,
-             "critical_path": None, "step_latency": None}
-    if con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'critical_path_summary'").fetchone()[0]:
-        facts["critical_path"] = [list(r) for r in con.execute(
-            "SELECT CASE WHEN kind = 'gpu' THEN coalesce(category, 'other') ELSE kind END AS part, sum(time_ns) "
-            "FROM critical_path_summary WHERE run_id = ? GROUP BY 1 ORDER BY 1", [run_id]).fetchall()]
-    try:
-        facts["step_latency"] = [list(r) for r in con.execute(
-            "SELECT phase, batch_size, steps, median_step_ns FROM step_latency "
-            "WHERE run_id = ? AND batch_size IS NOT NULL ORDER BY phase, batch_size", [run_id]).fetchall()]
-    except duckdb.Error:  # a catalogue without step_latency
-        pass
-    try:  # requests named, median prefill GPU time per request, median decode GPU time per token
-        row = con.execute("""
-            SELECT count(*), quantile_disc(prefill_gpu_ns, 0.5) FILTER (WHERE prefill_steps > 0),
-                   quantile_disc(decode_gpu_ns_per_token, 0.5)
-            FROM request_cost WHERE run_id = ?""", [run_id]).fetchone()
-        facts["request_cost"] = list(row) if row[0] else None
-    except duckdb.Error:  # a catalogue without request_cost
-        facts["request_cost"] = None
+             "total_ns": int(total_all), "outside_steps_ns": int(outside), "gpu_ns_per_step": per_step}
+    facts["critical_path"] = [list(r) for r in con.execute(
+        "SELECT CASE WHEN kind = 'gpu' THEN coalesce(category, 'other') ELSE kind END AS part, sum(time_ns) "
+        "FROM critical_path_summary WHERE run_id = ? GROUP BY 1 ORDER BY 1", [run_id]).fetchall()]
+    facts["step_latency"] = [list(r) for r in con.execute(
+        "SELECT phase, batch_size, steps, median_step_ns FROM step_latency "
+        "WHERE run_id = ? AND batch_size IS NOT NULL ORDER BY phase, batch_size", [run_id]).fetchall()]
+    # requests named, median prefill GPU time per request, median decode GPU time per token
+    row = con.execute("""
+        SELECT count(*), quantile_disc(prefill_gpu_ns, 0.5) FILTER (WHERE prefill_steps > 0),
+               quantile_disc(decode_gpu_ns_per_token, 0.5)
+        FROM request_cost WHERE run_id = ?""", [run_id]).fetchone()
+    facts["request_cost"] = list(row) if row[0] else None
     return facts
 
 

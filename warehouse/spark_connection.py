@@ -7,24 +7,28 @@ unchanged on Spark. Each query, in order:
 
 1. parameters are bound as SQL literals, written by sqlglot from the Python values (never pasted
    text): `?` in order, `$name` from a dict, `$1` by position; a list becomes a list literal;
-2. `getvariable('tracehouse_root' | 'tracehouse_runs')` becomes the warehouse / the focused runs, and
-   DuckDB's catalogue function `duckdb_views()` becomes the list of the views Spark has (the views the
-   query names as strings are tried first, so `WHERE view_name = 'x'` says whether Spark can build x);
+2. `getvariable('tracehouse_root' | 'tracehouse_runs')` becomes the warehouse / the focused runs;
 3. the sql/ views it reads are added to the catalogue (each once; computed once when materialized);
 4. it is transpiled (`spark.to_spark_sql`) and run; a Spark error becomes a `QueryError`.
+
+DuckDB's catalogue functions (`duckdb_views()`, `duckdb_tables()`) are not emulated: every view of sql/
+exists on both engines (a view that this Spark cannot build fails the query that reads it, naming it),
+so no report asks which views exist. Opened by `warehouse.engine.open(..., engine="spark")`, the one
+connection factory.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
-from warehouse.catalog import FOCUS, ROOT, view_files
-from warehouse.store import ALL_TABLES
+from warehouse.catalog import FOCUS, ROOT
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -144,9 +148,11 @@ class SparkResult:
 class SparkConnection:
     """The part of a DuckDB connection that reports use, answered by Spark over a SparkCatalog."""
 
-    def __init__(self, catalog: SparkCatalog, variables: dict[str, Any] | None = None):
+    def __init__(self, catalog: SparkCatalog, variables: dict[str, Any] | None = None,
+                 rules_file: str | None = None):
         self.catalog = catalog
         self.variables = dict(variables or {})
+        self.rules_file = rules_file
         self._last: SparkResult | None = None
 
     # --- DuckDB's connection surface ---------------------------------------------------------------
@@ -169,6 +175,30 @@ class SparkConnection:
 
     def close(self) -> None:
         """The session stays up (it may be shared); its catalogue is left as it is."""
+
+    # --- what warehouse.engine asks of an engine's connection -------------------------------------
+    @contextmanager
+    def focused(self, runs: list[str]) -> Iterator[SparkConnection]:
+        """A connection that sees only these runs (warehouse.engine.focused). A Spark catalogue is focused
+        when it is made: this connection itself where it already sees only some of them, or has computed
+        every view (a materialized catalogue: focusing would only compute them again); else a new
+        connection focused on the runs, each view computed once for them, on a new session of the same
+        Spark application."""
+        mine, root = self.variables.get(FOCUS), self.variables.get(ROOT)
+        if (mine is not None and set(runs) <= set(mine)) or self.catalog.materialize or root is None:
+            yield self
+            return
+        yield spark_connection(root, runs=sorted(set(runs)), spark=self.catalog.session, rules_file=self.rules_file)
+
+    def query(self, text: str) -> tuple[list[str], list[tuple]]:
+        """One read-only ad-hoc query (`tracehouse sql`): DuckDB's read-only check first, then the views it
+        reads added to the catalogue, then spark.run_query_spark."""
+        from warehouse.query import check_read_only
+        from warehouse.spark import needed_views, run_query_spark
+
+        check_read_only(text)  # refused before any view is built
+        self.catalog.add_views(needed_views(text))
+        return run_query_spark(self.catalog, text)
 
     # --- translation -------------------------------------------------------------------------------
     def _frame(self, sql: str, parameters):
@@ -195,38 +225,13 @@ class SparkConnection:
             raise
 
     def _duckdb_functions(self, node: exp.Expression) -> exp.Expression:
-        """getvariable(...) and duckdb_views(): DuckDB's connection state, as literals for Spark."""
+        """getvariable(...): DuckDB's connection state (the warehouse, the focused runs), as literals for Spark."""
         if isinstance(node, exp.Anonymous) and node.name.lower() == "getvariable" and node.expressions:
             key = node.expressions[0]
             if isinstance(key, exp.Literal) and key.is_string and key.name in self.variables:
                 return sqlglot.parse_one(_literal(self.variables[key.name]), read="duckdb")
             return exp.null()
-        if isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous) \
-                and node.this.name.lower() == "duckdb_views":
-            return self._views_table(node)
-        if isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous) \
-                and node.this.name.lower() == "duckdb_tables":
-            return self._tables_table(node)
         return node
-
-    def _tables_table(self, node: exp.Table) -> exp.Expression:
-        """duckdb_tables(): DuckDB's tables of the catalogue are the rule tables (the base tables are views)."""
-        from warehouse.spark import RULE_TABLES
-
-        rows = ", ".join(f"({exp.convert(n).sql('duckdb')}, 'main', 'memory', FALSE)" for n in RULE_TABLES)
-        values = sqlglot.parse_one("SELECT * FROM (VALUES " + rows + ") AS v(table_name, schema_name, "
-                                   "database_name, temporary)", read="duckdb")
-        return values.subquery(node.alias or "duckdb_tables")
-
-    def _views_table(self, node: exp.Table) -> exp.Expression:
-        statement = node.root()
-        asked = {lit.name for lit in statement.find_all(exp.Literal) if lit.is_string} & set(view_files())
-        self.catalog.add_views(asked)
-        names = sorted(set(ALL_TABLES) | self.catalog.built)
-        rows = ", ".join(f"({exp.convert(n).sql('duckdb')}, 'main', 'memory')" for n in names)
-        values = sqlglot.parse_one(f"SELECT * FROM (VALUES {rows}) AS v(view_name, schema_name, database_name)",
-                                   read="duckdb")
-        return values.subquery(node.alias or "duckdb_views")
 
 
 def spark_connection(warehouse: Warehouse | str, runs: list[str] | None = None, master: str | None = None,
@@ -238,23 +243,19 @@ def spark_connection(warehouse: Warehouse | str, runs: list[str] | None = None, 
     of `spark`, else of `spark_session(master)`. Views are made when a query first reads them;
     materialize (the default, as a report asks many questions of the same views): each is computed
     once, for the connection's runs, and then read as rows; the base tables too when focused on a
-    few runs (a whole history's are read from Parquet again rather than held in memory).
+    few runs (FEW_RUNS: a whole history's are read from Parquet again rather than held in memory).
+    Called by warehouse.engine.open, the one connection factory.
     """
     from warehouse.spark import connect_spark, new_session, spark_session
 
     session = new_session(spark or spark_session(master))
+    tables = materialize and runs is not None and len(runs) <= FEW_RUNS
     catalog = connect_spark(warehouse, rules_file=rules_file, spark=session, materialize=materialize,
-                            only=set(), runs=runs, materialize_tables=materialize and runs is not None)
+                            only=set(), runs=runs, materialize_tables=tables)
     root = warehouse if isinstance(warehouse, str) else str(warehouse.root)
-    return SparkConnection(catalog, {ROOT: root, FOCUS: list(runs) if runs is not None else None})
+    return SparkConnection(catalog, {ROOT: root, FOCUS: list(runs) if runs is not None else None}, rules_file)
 
 
-def focused_spark_connection(warehouse: Warehouse | str, texts: list[str], master: str | None = None,
-                             spark: SparkSession | None = None) -> tuple[SparkConnection, list[str]]:
-    """The run ids that `texts` name (ids, unique prefixes, `latest`: warehouse.runs.resolve_run, looked up
-    on Spark), and a SparkConnection focused on them."""
-    from warehouse.runs import resolve_run
-
-    lookup = spark_connection(warehouse, master=master, spark=spark, materialize=False)
-    ids = [resolve_run(lookup, text) for text in texts]
-    return spark_connection(warehouse, runs=sorted(set(ids)), spark=lookup.catalog.session), ids
+# A materialized connection focused on at most this many runs (a report, a diff) keeps their base tables'
+# rows too; a longer list (a trend's history) reads them from Parquet again rather than holding them in memory.
+FEW_RUNS = 8

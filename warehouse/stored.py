@@ -94,8 +94,6 @@ def store_analyses(warehouse: Warehouse, run_id: str, memory_limit: str | None =
     manifest: dict = {"run_id": run_id, "steps": [], "types": {}, "step_types": {}}
     try:
         for view in COMPUTE_ORDER:
-            if not _has_view(con, view):
-                continue
             target = (partial if view in RUN_VIEWS else work) / f"{view}.parquet"
             types = _copy(con, view, KERNEL_FACT_COLUMNS if view == "_kernel_facts" else None, target)
             con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS " + _typed_read([target], types))
@@ -112,8 +110,6 @@ def store_analyses(warehouse: Warehouse, run_id: str, memory_limit: str | None =
             folder.mkdir()
             try:
                 for view in STEP_VIEWS:
-                    if not _has_view(con, view):
-                        continue
                     manifest["step_types"][view] = types = _copy(
                         con, view, None, folder / f"{view}.parquet",
                         f"run_id = {sql_string(run_id)} AND rank = {int(rank)} AND step = {int(step)}")
@@ -150,10 +146,6 @@ def _step_folder(rank: int, step: int) -> str:
     return f"step-{int(rank)}-{int(step)}"
 
 
-def _has_view(con: duckdb.DuckDBPyConnection, view: str) -> bool:
-    return bool(con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = ?", [view]).fetchall()[0][0])
-
-
 def _copy(con, view: str, columns: list[str] | None, path: Path, where: str | None = None) -> list[list[str]]:
     """Write a view's rows to a Parquet file; its columns' DuckDB types. HUGEINT (Parquet has none;
     DuckDB would write a lossy DOUBLE) is written as DECIMAL(38, 0) and cast back on reading."""
@@ -177,7 +169,7 @@ def use_stored(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, run_ids: li
         print(f"note: the analyses of run(s) {', '.join(run_ids)} could not be stored ({e}); computing them for "
               "this report only (slower)", file=sys.stderr)
         # every column of _kernel_facts: the serving views (_kernel_work) read more than the stored steps keep
-        materialize(con, [v for v in COMPUTE_ORDER if _has_view(con, v)])
+        materialize(con, COMPUTE_ORDER)
         return
     manifests = [json.loads((f / "manifest.json").read_text()) for f in folders]
     for view in RUN_VIEWS:
@@ -200,6 +192,8 @@ def _store_now(warehouse: Warehouse, run_id: str) -> Path:
 def use_stored_step(con: duckdb.DuckDBPyConnection, key: list) -> list[str]:
     """Shadow STEP_VIEWS with the stored rows of this (run_id, rank, step), if that step is stored; the
     temp views created (to drop after the step section), or [] when it is not stored."""
+    # a guard on a table that can really be absent: a connection opened without stored=True
+    # (engine.open) has no list of stored steps, and computes the step's views instead
     if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND temporary",
                        [STORED_STEPS]).fetchall()[0][0]:
         return []
@@ -252,15 +246,12 @@ RANK_TABLES = ["kernels", "cpu_ops", "step_spans"]  # the base tables COMPUTED_S
 
 def scope_step_views(con, key: list) -> list[str]:
     """While the step section of this (run_id, rank, step) is built: its stored views if the step is
-    stored (use_stored_step), else COMPUTED_STEP_VIEWS materialized for it. What it created, for unscope."""
-    if not isinstance(con, duckdb.DuckDBPyConnection):
-        return []
+    stored (use_stored_step), else COMPUTED_STEP_VIEWS materialized for it. What it created, for unscope.
+    On a DuckDB connection (warehouse.engine.step_scope asks where the engine needs it)."""
     stored = use_stored_step(con, key)
     if stored:
         return [f"VIEW temp.{name}" for name in stored]
-    views = [v for v in COMPUTED_STEP_VIEWS if _has_view(con, v)]
-    if not views:
-        return []
+    views = COMPUTED_STEP_VIEWS
     run_id, rank, _ = key
     (attached,) = con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'catalog'").fetchone()
     schema = "catalog.main" if attached else "main"
