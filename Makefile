@@ -2,10 +2,12 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: test test-fast demo bench lint clean fuzz screenshots
-# the lint first (the pinned ruff's default rules, pyproject.toml): a finding fails the tests, in CI too
+.PHONY: test test-fast demo bench lint format clean fuzz screenshots
+# the lint and the format first (the pinned ruff's default rules and its formatter, pyproject.toml): a
+# finding or an unformatted file fails the tests, in CI too (`make format` rewrites the files)
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q -n auto
 
 # a few minutes, for development: no real traces, Spark, browser or whole-run exports (tests/conftest.py FAST)
@@ -31,6 +33,10 @@ fuzz: $(VENV)/.installed
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(VENV)/.installed
+	$(VENV)/bin/ruff format .
 
 $(VENV)/.installed-core: pyproject.toml
 	python3 -m venv $(VENV)

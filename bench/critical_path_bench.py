@@ -6,6 +6,7 @@ two streams, plus the eager setup), ingests it, then times the `critical_path` v
 
     .venv/bin/python bench/critical_path_bench.py [--layers 2500] [--keep DIR] [--repeat 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,7 +26,13 @@ from synth import write_scenario
 from warehouse.catalog import connect_base
 from warehouse.store import Warehouse
 
-VIEWS = ["kernel_category", "_critical_path_pred", "critical_path", "critical_stream", "critical_path_summary"]
+VIEWS = [
+    "kernel_category",
+    "_critical_path_pred",
+    "critical_path",
+    "critical_stream",
+    "critical_path_summary",
+]
 TARGET_S = 2.0
 
 
@@ -53,26 +60,37 @@ def main() -> int:
         [outcome] = ingest_paths(wh, sorted(out.glob("*.trace.json.gz")))
         ingest_s = time.perf_counter() - t
         con = connect(wh)
-        (activities,) = con.execute("SELECT count(*) FROM kernels WHERE run_id = ?", [outcome.run_id]).fetchone()
-        (per_step,) = con.execute("SELECT max(n) FROM (SELECT count(*) AS n FROM kernels GROUP BY run_id, rank, "
-                                  "step)").fetchone()
+        (activities,) = con.execute(
+            "SELECT count(*) FROM kernels WHERE run_id = ?", [outcome.run_id]
+        ).fetchone()
+        (per_step,) = con.execute(
+            "SELECT max(n) FROM (SELECT count(*) AS n FROM kernels GROUP BY run_id, rank, step)"
+        ).fetchone()
         times = []
         for _ in range(args.repeat):
             t = time.perf_counter()
             segs, total, span = con.execute(
-                "SELECT count(*), sum(dur_ns), max(start_ns + dur_ns) - min(start_ns) FROM critical_path").fetchone()
+                "SELECT count(*), sum(dur_ns), max(start_ns + dur_ns) - min(start_ns) FROM critical_path"
+            ).fetchone()
             times.append(time.perf_counter() - t)
         t = time.perf_counter()
-        summary = con.execute("SELECT kind, sum(time_ns), max(critical_stream) FROM critical_path_summary "
-                              "GROUP BY kind ORDER BY 2 DESC").fetchall()
+        summary = con.execute(
+            "SELECT kind, sum(time_ns), max(critical_stream) FROM critical_path_summary "
+            "GROUP BY kind ORDER BY 2 DESC"
+        ).fetchall()
         summary_s = time.perf_counter() - t
         best = min(times)
         print(f"activities: {activities} (largest step: {per_step})")
         print(f"synthesize: {synth_s:.2f} s, ingest: {ingest_s:.2f} s")
-        print(f"critical_path: {best:.3f} s best of {args.repeat} ({', '.join(f'{x:.3f}' for x in times)}); "
-              f"{segs} segments, sum {total} ns = span {span} ns: {total == span}")
-        print(f"critical_path_summary: {summary_s:.3f} s; " + ", ".join(f"{k} {v / 1e6:.2f} ms" for k, v, _ in summary)
-              + f"; critical stream {summary[0][2] if summary else None}")
+        print(
+            f"critical_path: {best:.3f} s best of {args.repeat} ({', '.join(f'{x:.3f}' for x in times)}); "
+            f"{segs} segments, sum {total} ns = span {span} ns: {total == span}"
+        )
+        print(
+            f"critical_path_summary: {summary_s:.3f} s; "
+            + ", ".join(f"{k} {v / 1e6:.2f} ms" for k, v, _ in summary)
+            + f"; critical stream {summary[0][2] if summary else None}"
+        )
         print(f"target < {TARGET_S} s: {'met' if best < TARGET_S else 'MISSED'}")
         return 0 if best < TARGET_S and total == span else 1
     finally:

@@ -36,8 +36,24 @@ def _diff(wh: Path, a: str, b: str, fmt: str, out: Path) -> tuple[float, float]:
     """(wall s, CPU s) of one `python cli.py diff` process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    subprocess.run([sys.executable, str(ROOT / "cli.py"), "--warehouse", str(wh), "diff", a, b, "--format", fmt,
-                    "-o", str(out)], check=True, capture_output=True, cwd=ROOT)
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "cli.py"),
+            "--warehouse",
+            str(wh),
+            "diff",
+            a,
+            b,
+            "--format",
+            fmt,
+            "-o",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=ROOT,
+    )
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -48,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--files", nargs=2, type=Path, help="two trace files or run folders instead of synthetic runs")
+    ap.add_argument(
+        "--files", nargs=2, type=Path, help="two trace files or run folders instead of synthetic runs"
+    )
     a = ap.parse_args(argv)
     from ingest.load import ingest_paths
     from synth import write_scenario
@@ -60,9 +78,17 @@ def main(argv: list[str] | None = None) -> int:
         if a.files:
             paths = a.files
         else:
-            paths = [write_scenario("serving-decode", root / "a", ranks=a.ranks, steps=a.steps, seed=0),
-                     write_scenario("serving-decode", root / "b", ranks=a.ranks, steps=a.steps, seed=1,
-                                    slow_kernel=("nvjet", 1.08))]
+            paths = [
+                write_scenario("serving-decode", root / "a", ranks=a.ranks, steps=a.steps, seed=0),
+                write_scenario(
+                    "serving-decode",
+                    root / "b",
+                    ranks=a.ranks,
+                    steps=a.steps,
+                    seed=1,
+                    slow_kernel=("nvjet", 1.08),
+                ),
+            ]
         wh = Warehouse(root / "wh")
         ids = [ingest_paths(wh, [p])[0].run_id for p in paths]
         print(f"diff: {' vs '.join(str(p) for p in paths)}")

@@ -44,48 +44,81 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=1)
     ap.add_argument("--tmp", default=None)
     ap.add_argument("--out", default=None)
-    ap.add_argument("--rows", default=",".join(label for label, _ in ROWS),
-                    help="comma-separated rows to run (default all: " + ", ".join(label for label, _ in ROWS) + ")")
+    ap.add_argument(
+        "--rows",
+        default=",".join(label for label, _ in ROWS),
+        help="comma-separated rows to run (default all: " + ", ".join(label for label, _ in ROWS) + ")",
+    )
     a = ap.parse_args()
     rows = [(label, extra) for label, extra in ROWS if label in {r.strip() for r in a.rows.split(",")}]
     sizes = sorted(a.size or [300_000_000])
-    lines = [f"export: {platform.node()}, nproc {os.cpu_count()}, load {os.getloadavg()[0]:.1f}", "",
-             f"memory limit {MEMORY_LIMIT}", "",
-             "| trace JSON | GPU activities | host ops | ingest | row | wall | peak RSS | file | load | not drawn |",
-             "|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"]
+    lines = [
+        f"export: {platform.node()}, nproc {os.cpu_count()}, load {os.getloadavg()[0]:.1f}",
+        "",
+        f"memory limit {MEMORY_LIMIT}",
+        "",
+        "| trace JSON | GPU activities | host ops | ingest | row | wall | peak RSS | file | load | not drawn |",
+        "|---:|---:|---:|---:|---|---:|---:|---:|---:|---|",
+    ]
     with tempfile.TemporaryDirectory(dir=a.tmp) as tmp:
         for size in sizes:
             root = Path(tmp) / f"s{size}"
-            run_dir = write_scenario("serving-decode", root / "run", ranks=a.ranks, layers=8, target_size=size, seed=1)
+            run_dir = write_scenario(
+                "serving-decode", root / "run", ranks=a.ranks, layers=8, target_size=size, seed=1
+            )
             json_bytes = size
             wh = Warehouse(root / "wh")
             t = time.perf_counter()
             [outcome] = ingest_paths(wh, [run_dir])  # analyses stored, as `tracehouse ingest`
             ingest_s = time.perf_counter() - t
-            print(f"  {size / 1e6:.0f} MB ingested in {ingest_s:.0f} s (load {os.getloadavg()[0]:.1f})", flush=True)
+            print(
+                f"  {size / 1e6:.0f} MB ingested in {ingest_s:.0f} s (load {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
             con = connect(wh)
-            gpu, = con.execute("SELECT count(*) FROM kernels").fetchone()
-            host, = con.execute("SELECT count(*) FROM cpu_ops").fetchone()
+            (gpu,) = con.execute("SELECT count(*) FROM kernels").fetchone()
+            (host,) = con.execute("SELECT count(*) FROM cpu_ops").fetchone()
             con.close()
             env = {**os.environ, "PYTHONPATH": str(ROOT)}
             # a child per row; RUSAGE_CHILDREN only grows, so each row runs in its own grandchild measurer
             for label, extra in rows:
                 out = root / ("x.json" if "json" in extra else "x.pftrace")
-                measure = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
-                           "r = subprocess.run(sys.argv[1:], check=False); w = time.perf_counter() - t; "
-                           "print(w, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(r.returncode)")
-                done = subprocess.run([sys.executable, "-c", measure, sys.executable, str(ROOT / "cli.py"),
-                                       "--warehouse", str(wh.root), "export", outcome.run_id, "-o", str(out)] + extra,
-                                      check=False, env=env, capture_output=True, text=True)
+                measure = (
+                    "import resource, subprocess, sys, time; t = time.perf_counter(); "
+                    "r = subprocess.run(sys.argv[1:], check=False); w = time.perf_counter() - t; "
+                    "print(w, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(r.returncode)"
+                )
+                done = subprocess.run(
+                    [
+                        sys.executable,
+                        "-c",
+                        measure,
+                        sys.executable,
+                        str(ROOT / "cli.py"),
+                        "--warehouse",
+                        str(wh.root),
+                        "export",
+                        outcome.run_id,
+                        "-o",
+                        str(out),
+                    ]
+                    + extra,
+                    check=False,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                )
                 if done.returncode:
                     raise SystemExit(f"export failed: {done.stderr.strip()}")
                 wall, peak_kb = done.stdout.strip().splitlines()[-1].split()
                 skipped = [n for n in done.stderr.splitlines() if "not drawn" in n]
                 counts = done.stdout.strip().splitlines()[0] if done.stdout.strip() else ""
                 print(f"  {label}: {counts}", flush=True)
-                lines.append(f"| {json_bytes / 1e6:.0f} MB | {gpu:,} | {host:,} | {ingest_s:.0f} s | {label} | "
-                             f"{float(wall):.1f} s | {int(peak_kb) / 1024:.0f} MB | {out.stat().st_size / 1e6:.0f} MB | "
-                             f"{os.getloadavg()[0]:.1f} | {len(skipped) or ''} |")
+                lines.append(
+                    f"| {json_bytes / 1e6:.0f} MB | {gpu:,} | {host:,} | {ingest_s:.0f} s | {label} | "
+                    f"{float(wall):.1f} s | {int(peak_kb) / 1024:.0f} MB | {out.stat().st_size / 1e6:.0f} MB | "
+                    f"{os.getloadavg()[0]:.1f} | {len(skipped) or ''} |"
+                )
                 for n in skipped:
                     print(f"  {n}", flush=True)
                 print(lines[-1], flush=True)

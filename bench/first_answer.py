@@ -59,11 +59,17 @@ TARGET_SQL_S = 0.15
 
 def hta_available() -> str | None:
     """None when HTA 0.5.0 can be imported, else why not."""
-    proc = subprocess.run([sys.executable, "-c", "import hta, pandas; from hta.trace_analysis import TraceAnalysis"],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import hta, pandas; from hta.trace_analysis import TraceAnalysis"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if proc.returncode:
-        return ("HTA is not installed (pip install 'tracehouse[bench]': HolisticTraceAnalysis 0.5.0, pandas<3): "
-                + (proc.stderr.strip().splitlines() or ["import failed"])[-1])
+        return (
+            "HTA is not installed (pip install 'tracehouse[bench]': HolisticTraceAnalysis 0.5.0, pandas<3): "
+            + (proc.stderr.strip().splitlines() or ["import failed"])[-1]
+        )
     return None
 
 
@@ -89,7 +95,9 @@ def default_traces(low: int = 10 * 10**6, high: int = 60 * 10**6) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
-CPU: dict[str, list[float]] = {}  # CPU seconds (user + sys) of each measure's processes: less sensitive to load
+CPU: dict[
+    str, list[float]
+] = {}  # CPU seconds (user + sys) of each measure's processes: less sensitive to load
 
 
 def timed(cmd: list[str], stdin: str | None = None, env: dict | None = None) -> float:
@@ -126,9 +134,15 @@ def bench_trace(trace: Path, reps: int, tmp: Path, hta_skip: str | None) -> dict
     for r in range(reps):
         for analyses in (True, False):
             wh = tmp / f"wh-{r}-{int(analyses)}"
-            t = timed(CLI + ["--warehouse", str(wh), "ingest", str(trace)] + ([] if analyses else ["--no-analyses"]),
-                      env=env)
-            t += timed(CLI + ["--warehouse", str(wh), "sql", "-"], stdin=f"{TEMPORAL};\n{KERNELS};\n", env=env)
+            t = timed(
+                CLI
+                + ["--warehouse", str(wh), "ingest", str(trace)]
+                + ([] if analyses else ["--no-analyses"]),
+                env=env,
+            )
+            t += timed(
+                CLI + ["--warehouse", str(wh), "sql", "-"], stdin=f"{TEMPORAL};\n{KERNELS};\n", env=env
+            )
             add("tracehouse first answer" + ("" if analyses else " (--no-analyses)"), t)
             if analyses and not built.exists():
                 wh.rename(built)
@@ -136,10 +150,17 @@ def bench_trace(trace: Path, reps: int, tmp: Path, hta_skip: str | None) -> dict
                 shutil.rmtree(wh, ignore_errors=True)
         if hta_skip is None:
             add("hta first answer", timed([sys.executable, "-c", HTA_FIRST, str(trace_dir)], env=env))
-            add("hta repeated question (reload)", timed([sys.executable, "-c", HTA_ONE, str(trace_dir)], env=env))
-        add("tracehouse repeated question", timed(CLI + ["--warehouse", str(built), "sql", TEMPORAL], env=env))
-        add("tracehouse sql count(*) from runs", timed(CLI + ["--warehouse", str(built), "sql",
-                                                               "select count(*) from runs"], env=env))
+            add(
+                "hta repeated question (reload)",
+                timed([sys.executable, "-c", HTA_ONE, str(trace_dir)], env=env),
+            )
+        add(
+            "tracehouse repeated question", timed(CLI + ["--warehouse", str(built), "sql", TEMPORAL], env=env)
+        )
+        add(
+            "tracehouse sql count(*) from runs",
+            timed(CLI + ["--warehouse", str(built), "sql", "select count(*) from runs"], env=env),
+        )
     sys.path.insert(0, str(ROOT))
     from warehouse.session import Session
 
@@ -156,7 +177,9 @@ def bench_trace(trace: Path, reps: int, tmp: Path, hta_skip: str | None) -> dict
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--trace", action="append", type=Path, help="a trace file (repeatable; default: real 10-60 MB)")
+    ap.add_argument(
+        "--trace", action="append", type=Path, help="a trace file (repeatable; default: real 10-60 MB)"
+    )
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", type=Path, help="also write the markdown table here")
     args = ap.parse_args(argv)
@@ -166,8 +189,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     hta_skip = hta_available()
     start_load = os.getloadavg()
-    lines = ["| trace (JSON MB) | measure | seconds | CPU s | ratio (wall; CPU) | target |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| trace (JSON MB) | measure | seconds | CPU s | ratio (wall; CPU) | target |",
+        "|---|---|---|---|---|---|",
+    ]
     ok = True
     for trace in traces:
         mb = json_size(trace) / 1e6
@@ -177,33 +202,51 @@ def main(argv: list[str] | None = None) -> int:
         cpu = {name: min(values) for name, values in CPU.items()}
         CPU.clear()
         for name, seconds in best.items():
-            lines.append(f"| {label} | {name} | {seconds:.3f} | {cpu[name]:.2f} | | |" if cpu.get(name)
-                         else f"| {label} | {name} | {seconds:.4f} | | | |")
+            lines.append(
+                f"| {label} | {name} | {seconds:.3f} | {cpu[name]:.2f} | | |"
+                if cpu.get(name)
+                else f"| {label} | {name} | {seconds:.4f} | | | |"
+            )
         if hta_skip is None:
             first = best["hta first answer"] / best["tracehouse first answer"]
             repeat = best["hta repeated question (reload)"] / best["tracehouse repeated question"]
-            session = best["hta repeated question (reload)"] / best["repeated question on a Session (in process)"]
+            session = (
+                best["hta repeated question (reload)"] / best["repeated question on a Session (in process)"]
+            )
             ok &= first >= TARGET_FIRST and repeat >= TARGET_REPEAT
+
             def both(a: str, b: str, best=best, cpu=cpu) -> str:
                 return f"{best[a] / best[b]:.2f}x; {cpu[a] / cpu[b]:.2f}x"
 
-            lines.append(f"| {label} | HTA / tracehouse, first answer | | | "
-                         f"{both('hta first answer', 'tracehouse first answer')} | >= {TARGET_FIRST:.0f}x |")
-            lines.append(f"| {label} | HTA / tracehouse, first answer with --no-analyses | | | "
-                         f"{both('hta first answer', 'tracehouse first answer (--no-analyses)')} | |")
-            lines.append(f"| {label} | HTA reload / tracehouse sql, repeated question | | | "
-                         f"{both('hta repeated question (reload)', 'tracehouse repeated question')} | "
-                         f">= {TARGET_REPEAT:.0f}x |")
-            lines.append(f"| {label} | HTA reload / Session, repeated question (wall) | | | {session:.0f}x | |")
+            lines.append(
+                f"| {label} | HTA / tracehouse, first answer | | | "
+                f"{both('hta first answer', 'tracehouse first answer')} | >= {TARGET_FIRST:.0f}x |"
+            )
+            lines.append(
+                f"| {label} | HTA / tracehouse, first answer with --no-analyses | | | "
+                f"{both('hta first answer', 'tracehouse first answer (--no-analyses)')} | |"
+            )
+            lines.append(
+                f"| {label} | HTA reload / tracehouse sql, repeated question | | | "
+                f"{both('hta repeated question (reload)', 'tracehouse repeated question')} | "
+                f">= {TARGET_REPEAT:.0f}x |"
+            )
+            lines.append(
+                f"| {label} | HTA reload / Session, repeated question (wall) | | | {session:.0f}x | |"
+            )
         sql_s = best["tracehouse sql count(*) from runs"]
-        lines.append(f"| {label} | `tracehouse sql` one process vs target | {sql_s:.3f} | | "
-                     f"{sql_s / TARGET_SQL_S:.2f}x the target | <= {TARGET_SQL_S} s |")
+        lines.append(
+            f"| {label} | `tracehouse sql` one process vs target | {sql_s:.3f} | | "
+            f"{sql_s / TARGET_SQL_S:.2f}x the target | <= {TARGET_SQL_S} s |"
+        )
     if hta_skip:
         lines.append(f"\nHTA rows skipped: {hta_skip}")
     load = os.getloadavg()
     lines.append(f"\nLoad average at start: {start_load[0]:.1f} / {start_load[1]:.1f} / {start_load[2]:.1f}.")
-    lines.append(f"\nMachine: {os.cpu_count()} cores, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} "
-                 f"when done; best of {args.reps} rounds, interleaved.")
+    lines.append(
+        f"\nMachine: {os.cpu_count()} cores, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} "
+        f"when done; best of {args.reps} rounds, interleaved."
+    )
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

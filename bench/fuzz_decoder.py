@@ -85,8 +85,12 @@ def _seed_corpus() -> Path:
 
     seeds = WORK / "seeds"
     seeds.mkdir()
-    doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "H100"}], "traceEvents": simple_events(),
-           "traceName": "t"}
+    doc = {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "H100"}],
+        "traceEvents": simple_events(),
+        "traceName": "t",
+    }
     variants = {
         "pretty": json.dumps(doc, indent=1).encode(),
         "minified": json.dumps(doc, separators=(",", ":")).encode(),
@@ -96,7 +100,11 @@ def _seed_corpus() -> Path:
     for name, body in variants.items():
         for mode in (0, 1):
             (seeds / f"{name}-{mode}").write_bytes(bytes([mode]) + body)
-    for rel in ("edge/tiny_base.json.gz", "edge/legacy_categories_rank1.json.gz", "edge/backward_thread.json"):
+    for rel in (
+        "edge/tiny_base.json.gz",
+        "edge/legacy_categories_rank1.json.gz",
+        "edge/backward_thread.json",
+    ):
         real = ROOT.parent / "shared" / "traces" / rel
         if real.is_file():
             body = real.read_bytes()

@@ -48,8 +48,13 @@ class ReportBench:
     profile: list[tuple[float, str]] = field(default_factory=list)  # (seconds, what), one md render
 
 
-def run(activities: int = 1_000_000, keep: Path | None = None, reuse: bool = False, reps: int = 1,
-        profile: bool = False) -> ReportBench:
+def run(
+    activities: int = 1_000_000,
+    keep: Path | None = None,
+    reuse: bool = False,
+    reps: int = 1,
+    profile: bool = False,
+) -> ReportBench:
     root = keep or Path(tempfile.mkdtemp(prefix="tracehouse-report-bench-"))
     wh = Warehouse(root / "wh")
     synth_s = ingest_s = None
@@ -58,14 +63,17 @@ def run(activities: int = 1_000_000, keep: Path | None = None, reuse: bool = Fal
     else:
         layers = max(1, activities // (ACTIVITIES_PER_LAYER_STEP_RANK * STEPS * RANKS))
         t0 = time.perf_counter()
-        run_dir = write_scenario("serving-decode", root / "run", ranks=RANKS, steps=STEPS, layers=layers, seed=1)
+        run_dir = write_scenario(
+            "serving-decode", root / "run", ranks=RANKS, steps=STEPS, layers=layers, seed=1
+        )
         t1 = time.perf_counter()
         [outcome] = ingest_paths(wh, [run_dir])
         synth_s, ingest_s = t1 - t0, time.perf_counter() - t1
         run_id = outcome.run_id
     con = connect(wh)
-    n, ranks, steps = con.execute("SELECT count(*), count(DISTINCT rank), count(DISTINCT step) FROM kernels "
-                                  "WHERE run_id = ?", [run_id]).fetchone()
+    n, ranks, steps = con.execute(
+        "SELECT count(*), count(DISTINCT rank), count(DISTINCT step) FROM kernels WHERE run_id = ?", [run_id]
+    ).fetchone()
     layers = round(n / (ACTIVITIES_PER_LAYER_STEP_RANK * ranks * steps)) if ranks and steps else 0
     result = ReportBench(n, f"{ranks} ranks x {steps} steps x ~{layers} layers", synth_s, ingest_s)
 
@@ -116,7 +124,11 @@ def _profile(wh: Warehouse, run_id: str, path: Path) -> list[tuple[float, str]]:
         write_run_report(wh, run_id, "md", path)
         total = time.perf_counter() - start
     finally:
-        rr._rows, st._rows, st.materialize = originals["_rows"], originals["stored_rows"], originals["materialize"]
+        rr._rows, st._rows, st.materialize = (
+            originals["_rows"],
+            originals["stored_rows"],
+            originals["materialize"],
+        )
     spent.append((total - sum(s for s, _ in spent), "the rest (connect, small queries, rendering)"))
     return sorted(spent, reverse=True)
 
@@ -134,8 +146,10 @@ def main() -> int:
     ingest = "reused" if b.ingest_s is None else f"{b.synth_s:.1f} s / {b.ingest_s:.1f} s"
     print(f"| synthesize / ingest | {ingest} |")
     for fmt, seconds in b.render_s.items():
-        print(f"| report {fmt} | {seconds:.2f} s ({seconds / TARGET_S:.2f} x the {TARGET_S:.0f} s target; "
-              f"{b.render_cpu_s[fmt]:.2f} CPU-s) |")
+        print(
+            f"| report {fmt} | {seconds:.2f} s ({seconds / TARGET_S:.2f} x the {TARGET_S:.0f} s target; "
+            f"{b.render_cpu_s[fmt]:.2f} CPU-s) |"
+        )
     for seconds, what in b.profile:
         if seconds >= 0.005:
             print(f"| {what} | {seconds:.3f} s |")

@@ -183,8 +183,10 @@ def duckdb_read(events_file: Path) -> int:
     con = duckdb.connect()
     try:
         con.execute("SET threads = 1")
-        con.execute(f"CREATE TABLE t AS SELECT * FROM read_json({sql_string(events_file)}, format = 'array', "
-                    f"columns = {decode._columns_spec(keys, typed=True)})")
+        con.execute(
+            f"CREATE TABLE t AS SELECT * FROM read_json({sql_string(events_file)}, format = 'array', "
+            f"columns = {decode._columns_spec(keys, typed=True)})"
+        )
         return con.execute("SELECT count(*) FROM t").fetchone()[0]
     finally:
         con.close()
@@ -203,8 +205,10 @@ def hta_loader():
     try:
         from hta.common.trace_parser import parse_trace_dataframe
     except Exception as exc:  # noqa: BLE001 - any failure means: skip
-        return None, (f"HTA is not importable ({type(exc).__name__}): its row is skipped; install "
-                      "HolisticTraceAnalysis==0.5.0 (with pandas<3) into the venv to compare.")
+        return None, (
+            f"HTA is not importable ({type(exc).__name__}): its row is skipped; install "
+            "HolisticTraceAnalysis==0.5.0 (with pandas<3) into the venv to compare."
+        )
     try:
         from hta.configs.parser_config import ParserConfig
 
@@ -249,7 +253,9 @@ class TimedConnection:
         return result
 
 
-def ingest_by_stage(path: Path, tmp: Path, connect=work_connection, before_transforms=None) -> dict[str, float]:
+def ingest_by_stage(
+    path: Path, tmp: Path, connect=work_connection, before_transforms=None
+) -> dict[str, float]:
     """The stages of ingest.rank.ingest_rank (ingest.rank.staged, then write_tables), timed one by one;
     seconds per stage (and per SQL file, per Parquet table).
 
@@ -268,8 +274,15 @@ def ingest_by_stage(path: Path, tmp: Path, connect=work_connection, before_trans
         times[f"  sql/{sql_file.name}"] = seconds
 
     try:
-        with staged(path, work / "stage", parse_trace_name(path.name).phase, None, connect=connect,
-                    on_stage=on_stage, on_file=on_file) as file:
+        with staged(
+            path,
+            work / "stage",
+            parse_trace_name(path.name).phase,
+            None,
+            connect=connect,
+            on_stage=on_stage,
+            on_file=on_file,
+        ) as file:
             timed = TimedConnection(file.con)
             write_tables(timed, work / "out", 0)
             marks.append(time.perf_counter())
@@ -280,13 +293,15 @@ def ingest_by_stage(path: Path, tmp: Path, connect=work_connection, before_trans
             file.con.execute("SELECT kind, key, value FROM rank_summary").fetchall()
         marks.append(time.perf_counter())
         t0, t1, t2, t3, t4, t5 = marks
-        times.update({
-            "1 inflate + copy (source.read_trace)": t1 - t0,
-            "2 DuckDB decode + typing (decode.load_raw_events)": t2 - t1,
-            "3 transforms (sql/NN_*.sql)": t3 - t2,
-            "4 Parquet write (rank.write_tables)": t4 - t3,
-            "5 summary + close/checkpoint": t5 - t4,
-        })
+        times.update(
+            {
+                "1 inflate + copy (source.read_trace)": t1 - t0,
+                "2 DuckDB decode + typing (decode.load_raw_events)": t2 - t1,
+                "3 transforms (sql/NN_*.sql)": t3 - t2,
+                "4 Parquet write (rank.write_tables)": t4 - t3,
+                "5 summary + close/checkpoint": t5 - t4,
+            }
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return times
@@ -333,7 +348,9 @@ def bench_trace(label: str, path: Path, reps: int, tmp: Path, report: Report) ->
     say(f"[{label}] {path}")
     json_bytes, _ = inflate(path, zlib, keep=False)
     gb = json_bytes / 1e9
-    say(f"[{label}] {json_bytes / MB:.1f} MB of JSON, {path.stat().st_size / MB:.1f} MB on disk; {reps} rounds")
+    say(
+        f"[{label}] {json_bytes / MB:.1f} MB of JSON, {path.stat().st_size / MB:.1f} MB on disk; {reps} rounds"
+    )
     hta_load, hta_note = hta_loader()
     t: dict[str, Timing] = {}
     stages: list[dict[str, float]] = []
@@ -373,27 +390,59 @@ def bench_trace(label: str, path: Path, reps: int, tmp: Path, report: Report) ->
 
     report.add(label, "ingest end to end (file -> published Parquet)", f"{ingest_rate:.1f} MB/s")
     with_analyses = t["ingest + stored analyses"].best
-    report.add(label, "ingest + the run's stored analyses (`tracehouse ingest`; warehouse.stored)",
-               f"{mbps(json_bytes, with_analyses):.1f} MB/s ({with_analyses / ingest_s:.2f}x the ingest time)")
-    report.add(label, "ingest per CPU-second (per core)", f"{per_core:.1f} MB/s",
-               f">= {TARGET_PER_CORE:.0f} MB/s", verdict(per_core >= TARGET_PER_CORE))
+    report.add(
+        label,
+        "ingest + the run's stored analyses (`tracehouse ingest`; warehouse.stored)",
+        f"{mbps(json_bytes, with_analyses):.1f} MB/s ({with_analyses / ingest_s:.2f}x the ingest time)",
+    )
+    report.add(
+        label,
+        "ingest per CPU-second (per core)",
+        f"{per_core:.1f} MB/s",
+        f">= {TARGET_PER_CORE:.0f} MB/s",
+        verdict(per_core >= TARGET_PER_CORE),
+    )
     if "msgspec" in t:
         floor_s = inflate_best + t["msgspec"].best
         ratio = floor_s / ingest_s
-        report.add(label, "floor: inflate (best) + msgspec typed decode", f"{mbps(json_bytes, floor_s):.1f} MB/s")
-        report.add(label, "**ingest / floor**", f"**{ratio:.3f}**",
-                   f">= {TARGET_FLOOR} (issue 2: >= {TARGET_FLOOR_ISSUE2})", verdict(ratio >= TARGET_FLOOR))
-        floor_cpu = min(t[k].best_cpu for k in ("inflate zlib", "inflate isal") if k in t) + t["msgspec"].best_cpu
-        report.add(label, "ingest / floor, by CPU time (less sensitive to other load)", f"{floor_cpu / ingest_cpu:.3f}",
-                   f">= {TARGET_FLOOR}", verdict(floor_cpu / ingest_cpu >= TARGET_FLOOR))
+        report.add(
+            label, "floor: inflate (best) + msgspec typed decode", f"{mbps(json_bytes, floor_s):.1f} MB/s"
+        )
+        report.add(
+            label,
+            "**ingest / floor**",
+            f"**{ratio:.3f}**",
+            f">= {TARGET_FLOOR} (issue 2: >= {TARGET_FLOOR_ISSUE2})",
+            verdict(ratio >= TARGET_FLOOR),
+        )
+        floor_cpu = (
+            min(t[k].best_cpu for k in ("inflate zlib", "inflate isal") if k in t) + t["msgspec"].best_cpu
+        )
+        report.add(
+            label,
+            "ingest / floor, by CPU time (less sensitive to other load)",
+            f"{floor_cpu / ingest_cpu:.3f}",
+            f">= {TARGET_FLOOR}",
+            verdict(floor_cpu / ingest_cpu >= TARGET_FLOOR),
+        )
         exact_s = inflate_best + t["msgspec exact"].best
-        report.add(label, "ingest / exact floor (msgspec with decimal ts/dur: no ns lost)", f"{exact_s / ingest_s:.3f}")
+        report.add(
+            label,
+            "ingest / exact floor (msgspec with decimal ts/dur: no ns lost)",
+            f"{exact_s / ingest_s:.3f}",
+        )
     else:
         report.add(label, "ingest / floor", "skipped", "", "")
         report.notes.append("msgspec is not installed: the floor was not measured (`pip install msgspec`).")
-    report.add(label, "ingest / (inflate + DuckDB read_json of the array: ingest's own decoder)",
-               f"{(inflate_best + t['duckdb read_json'].best) / ingest_s:.3f}")
-    for name, text in (("orjson", "ingest / (inflate + orjson.loads)"), ("json", "ingest / (inflate + json.load)")):
+    report.add(
+        label,
+        "ingest / (inflate + DuckDB read_json of the array: ingest's own decoder)",
+        f"{(inflate_best + t['duckdb read_json'].best) / ingest_s:.3f}",
+    )
+    for name, text in (
+        ("orjson", "ingest / (inflate + orjson.loads)"),
+        ("json", "ingest / (inflate + json.load)"),
+    ):
         report.add(label, text, f"{vs(name):.2f}")
     if hta_load is not None:
         report.add(label, "ingest / HTA 0.5.0 trace load", f"{t['hta'].best / ingest_s:.2f}")
@@ -404,29 +453,61 @@ def bench_trace(label: str, path: Path, reps: int, tmp: Path, report: Report) ->
 
     # detail: every measured thing as MB/s and as a share of ingest
     rows = [["ingest end to end", f"{ingest_s:.3f}", f"{ingest_cpu:.3f}", f"{ingest_rate:.1f}", "1.00"]]
-    for name in ("inflate zlib", "inflate isal", "msgspec", "msgspec exact", "duckdb read_json", "orjson", "json",
-                 "hta"):
+    for name in (
+        "inflate zlib",
+        "inflate isal",
+        "msgspec",
+        "msgspec exact",
+        "duckdb read_json",
+        "orjson",
+        "json",
+        "hta",
+    ):
         if name in t:
             what = name if name.startswith("inflate") else f"{name} (parse only, in memory)"
-            rows.append([what, f"{t[name].best:.3f}", f"{t[name].best_cpu:.3f}",
-                         f"{mbps(json_bytes, t[name].best):.1f}", f"{t[name].best / ingest_s:.2f}"])
+            rows.append(
+                [
+                    what,
+                    f"{t[name].best:.3f}",
+                    f"{t[name].best_cpu:.3f}",
+                    f"{mbps(json_bytes, t[name].best):.1f}",
+                    f"{t[name].best / ingest_s:.2f}",
+                ]
+            )
     if isal_zlib is not None and "inflate isal" in t:
-        report.details.append(f"{label}: isal inflates {t['inflate zlib'].best / t['inflate isal'].best:.2f}x "
-                              f"as fast as zlib.")
+        report.details.append(
+            f"{label}: isal inflates {t['inflate zlib'].best / t['inflate isal'].best:.2f}x as fast as zlib."
+        )
     best_stages = {k: min(s[k] for s in stages) for k in stages[0]}
     stage_total = sum(v for k, v in best_stages.items() if not k.startswith(" "))
     srows = []
     for k in sorted(k for k in best_stages if not k.startswith(" ")):
-        srows.append([k, f"{best_stages[k]:.3f}", f"{100 * best_stages[k] / stage_total:.0f}%",
-                      f"{mbps(json_bytes, best_stages[k]):.0f}"])
+        srows.append(
+            [
+                k,
+                f"{best_stages[k]:.3f}",
+                f"{100 * best_stages[k] / stage_total:.0f}%",
+                f"{mbps(json_bytes, best_stages[k]):.0f}",
+            ]
+        )
         prefix = {"3": "  sql/", "4": "  parquet/"}.get(k[0])
         if prefix:
-            subs = sorted(((s, v) for s, v in best_stages.items() if s.startswith(prefix)), key=lambda x: -x[1])
+            subs = sorted(
+                ((s, v) for s, v in best_stages.items() if s.startswith(prefix)), key=lambda x: -x[1]
+            )
             for s, v in subs:
-                srows.append([s.replace("  ", "&nbsp;&nbsp;"), f"{v:.3f}", f"{100 * v / stage_total:.0f}%", ""])
+                srows.append(
+                    [s.replace("  ", "&nbsp;&nbsp;"), f"{v:.3f}", f"{100 * v / stage_total:.0f}%", ""]
+                )
     srows.append(["sum of stages", f"{stage_total:.3f}", "100%", f"{mbps(json_bytes, stage_total):.0f}"])
-    srows.append(["end to end minus stages (hash, rank peek, runs row, publish)",
-                  f"{ingest_s - stage_total:.3f}", "", ""])
+    srows.append(
+        [
+            "end to end minus stages (hash, rank peek, runs row, publish)",
+            f"{ingest_s - stage_total:.3f}",
+            "",
+            "",
+        ]
+    )
     events = counts.get("msgspec") or counts.get("orjson")
     report.details.append(
         f"### {label}: `{path.name}`: {json_bytes / MB:.1f} MB JSON ({gb:.3f} GB), "
@@ -468,8 +549,13 @@ def peak_rss(path: Path, tmp: Path) -> dict:
     """Ingest in a fresh process; VmHWM from its own /proc/<pid>/status (one file: ingest is in-process)."""
     # the low-memory path: a fixed 640MB DuckDB limit (unset, the limit follows the machine's free memory)
     env = {**os.environ, "TRACEHOUSE_MEMORY_LIMIT": os.environ.get("TRACEHOUSE_MEMORY_LIMIT", "640MB")}
-    proc = subprocess.run([sys.executable, "-c", RSS_CHILD, str(ROOT), str(path), str(tmp)],
-                          capture_output=True, text=True, check=False, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-c", RSS_CHILD, str(ROOT), str(path), str(tmp)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"RSS child failed: {proc.stderr[-2000:]}")
     return {**json.loads(proc.stdout.strip().splitlines()[-1]), "stderr": proc.stderr[-2000:]}
@@ -483,9 +569,12 @@ def bench_rss(traces: list[tuple[str, Path]], tmp: Path, report: Report) -> None
         r = peak_rss(path, tmp)
         gb = json_bytes / 1e9
         points.append((gb, r["peak_mb"]))
-        report.add("rss", f"peak RSS, {label} ({json_bytes / MB:.0f} MB JSON)",
-                   f"{r['peak_mb']:.0f} MB ({r['peak_mb'] / gb:.0f} MB/GB; imports alone {r['baseline_mb']:.0f} MB; "
-                   f"stored analyses {'included' if r['analysed'] else 'FAILED (see the notes)'})")
+        report.add(
+            "rss",
+            f"peak RSS, {label} ({json_bytes / MB:.0f} MB JSON)",
+            f"{r['peak_mb']:.0f} MB ({r['peak_mb'] / gb:.0f} MB/GB; imports alone {r['baseline_mb']:.0f} MB; "
+            f"stored analyses {'included' if r['analysed'] else 'FAILED (see the notes)'})",
+        )
         if not r["analysed"]:
             report.notes.append(f"rss, {label}: the run's analyses were not stored: {r['stderr']}")
     if len(points) >= 2:
@@ -494,18 +583,25 @@ def bench_rss(traces: list[tuple[str, Path]], tmp: Path, report: Report) -> None
         at4 = max(p1, p2) + max(slope, 0.0) * (4.0 - g2)
         report.add("rss", "growth of peak RSS with trace size (between the two)", f"{slope:.0f} MB per GB")
         measured = g2 >= 3.9  # run with --size 4000000000: the synth row is the 4 GB measurement itself
-        report.add("rss", "peak RSS for a 4 GB trace, " + ("measured (the synth row)" if measured else "extrapolated linearly"),
-                   f"{p2 if measured else at4:.0f} MB", f"< {TARGET_RSS_4GB:.0f} MB",
-                   verdict((p2 if measured else at4) < TARGET_RSS_4GB))
+        report.add(
+            "rss",
+            "peak RSS for a 4 GB trace, "
+            + ("measured (the synth row)" if measured else "extrapolated linearly"),
+            f"{p2 if measured else at4:.0f} MB",
+            f"< {TARGET_RSS_4GB:.0f} MB",
+            verdict((p2 if measured else at4) < TARGET_RSS_4GB),
+        )
         fixed = os.environ.get("TRACEHOUSE_MEMORY_LIMIT", "640MB")
         report.notes.append(
             f"rss: DuckDB's memory_limit (TRACEHOUSE_MEMORY_LIMIT, here {fixed}) caps most of the peak; if "
             "the cap holds, the linear 4 GB extrapolation overstates it. Measure it: "
-            "`python bench/run.py --size 4000000000 --only rss` (needs ~12 GB free in --tmp).")
+            "`python bench/run.py --size 4000000000 --only rss` (needs ~12 GB free in --tmp)."
+        )
         report.details.append(
             "Peak RSS: each ingest runs in a fresh Python process that reads VmHWM from its own "
             "/proc/self/status when done (a single file is ingested in-process, DuckDB included). The 4 GB "
-            "figure extrapolates the line through the two points (flat when it falls); it is an estimate, not a measurement.")
+            "figure extrapolates the line through the two points (flat when it falls); it is an estimate, not a measurement."
+        )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -547,16 +643,29 @@ def bench_ranks(run_dir: Path, reps: int, tmp: Path, report: Report) -> None:
         measure(t, "parallel", lambda: ingest_run_dir(run_dir, tmp, sequential=False))
     speedup = t["sequential"].best / t["parallel"].best
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    report.add("ranks", f"{len(files)} ranks ({json_bytes / MB:.0f} MB JSON): sequential",
-               f"{mbps(json_bytes, t['sequential'].best):.1f} MB/s")
-    report.add("ranks", f"{len(files)} ranks: parallel ({min(len(files), os.cpu_count() or 1)} processes)",
-               f"{mbps(json_bytes, t['parallel'].best):.1f} MB/s")
-    report.add("ranks", f"**parallel / sequential speed-up on {os.cpu_count()} cores**", f"**{speedup:.2f}x**",
-               f">= {TARGET_RANKS}x", verdict(speedup >= TARGET_RANKS))
+    report.add(
+        "ranks",
+        f"{len(files)} ranks ({json_bytes / MB:.0f} MB JSON): sequential",
+        f"{mbps(json_bytes, t['sequential'].best):.1f} MB/s",
+    )
+    report.add(
+        "ranks",
+        f"{len(files)} ranks: parallel ({min(len(files), os.cpu_count() or 1)} processes)",
+        f"{mbps(json_bytes, t['parallel'].best):.1f} MB/s",
+    )
+    report.add(
+        "ranks",
+        f"**parallel / sequential speed-up on {os.cpu_count()} cores**",
+        f"**{speedup:.2f}x**",
+        f">= {TARGET_RANKS}x",
+        verdict(speedup >= TARGET_RANKS),
+    )
     if load > 1.5:
-        report.notes.append(f"ranks: the 1-minute load average was {load:.1f} when the ranks benchmark ended; with "
-                            "other processes on the 2 cores, a parallel speed-up cannot show; rerun it "
-                            "(`--only ranks`) on an idle machine.")
+        report.notes.append(
+            f"ranks: the 1-minute load average was {load:.1f} when the ranks benchmark ended; with "
+            "other processes on the 2 cores, a parallel speed-up cannot show; rerun it "
+            "(`--only ranks`) on an idle machine."
+        )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -599,14 +708,19 @@ def bench_tuning(label: str, path: Path, reps: int, tmp: Path, report: Report) -
     rows = []
     for name, got in runs.items():
         best = min(total(s) for s in got)
-        cells = [name] + [f"{min(next(v for k, v in s.items() if k.startswith(p)) for s in got):.3f}"
-                          for p in STAGE_KEYS.values()]
+        cells = [name] + [
+            f"{min(next(v for k, v in s.items() if k.startswith(p)) for s in got):.3f}"
+            for p in STAGE_KEYS.values()
+        ]
         rows.append(cells + [f"{best:.3f}", f"{base / best:.2f}x"])
         if name != next(iter(TUNING)):
             report.add("tuning", f"{label}: stages with {name}", f"{base / best:.2f}x as fast")
     report.details.append(
         f"### tuning on {label} (`{path.name}`), best of {reps}\n\n"
-        + md_table(["variant", "decode s", "transforms s", "parquet s", "close s", "all stages s", "speed-up"], rows))
+        + md_table(
+            ["variant", "decode s", "transforms s", "parquet s", "close s", "all stages s", "speed-up"], rows
+        )
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -627,17 +741,24 @@ def bench_report(report: Report, reps: int, activities: int, tmp: Path) -> None:
     report_bench = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = report_bench  # its dataclass resolves annotations through sys.modules
     spec.loader.exec_module(report_bench)
-    say(f"[report] synthesizing and ingesting a run of {activities:,} GPU activities; {reps} render(s) per format")
+    say(
+        f"[report] synthesizing and ingesting a run of {activities:,} GPU activities; {reps} render(s) per format"
+    )
     b = report_bench.run(activities, keep=tmp / "report-bench", reps=reps, profile=True)
     for fmt, seconds in b.render_s.items():
-        report.add("reports", f"`tracehouse report` ({fmt}) of a run of {b.activities:,} GPU activities, after ingest "
-                   f"(best of {reps})", f"{seconds:.2f} s ({b.render_cpu_s[fmt]:.1f} CPU-s)",
-                   f"< {TARGET_REPORT_S:.0f} s" if b.activities >= REPORT_ACTIVITIES else "",
-                   verdict(seconds < TARGET_REPORT_S) if b.activities >= REPORT_ACTIVITIES else "")
+        report.add(
+            "reports",
+            f"`tracehouse report` ({fmt}) of a run of {b.activities:,} GPU activities, after ingest "
+            f"(best of {reps})",
+            f"{seconds:.2f} s ({b.render_cpu_s[fmt]:.1f} CPU-s)",
+            f"< {TARGET_REPORT_S:.0f} s" if b.activities >= REPORT_ACTIVITIES else "",
+            verdict(seconds < TARGET_REPORT_S) if b.activities >= REPORT_ACTIVITIES else "",
+        )
     top = "; ".join(f"{what} {seconds:.2f} s" for seconds, what in b.profile[:4])
     report.details.append(
         f"report: {b.activities:,} GPU activities ({b.shape}), synthesized in {b.synth_s:.0f} s and ingested in "
-        f"{b.ingest_s:.0f} s. Where one md render's time goes, largest first: {top}.")
+        f"{b.ingest_s:.0f} s. Where one md render's time goes, largest first: {top}."
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -658,16 +779,25 @@ def bench_trend(report: Report, reps: int) -> None:
     spec.loader.exec_module(trend_bench)
     say(f"[trend] building a warehouse of 1,000 runs; {reps} timed round(s)")
     b = trend_bench.run(1000, 4, reps)
-    report.add("reports", f"`tracehouse trend` over {b.runs:,} runs, {b.series} series (in process, best of {reps})",
-               f"{b.in_process_s:.2f} s", f"< {TARGET_TREND_S:.0f} s", verdict(b.in_process_s < TARGET_TREND_S))
+    report.add(
+        "reports",
+        f"`tracehouse trend` over {b.runs:,} runs, {b.series} series (in process, best of {reps})",
+        f"{b.in_process_s:.2f} s",
+        f"< {TARGET_TREND_S:.0f} s",
+        verdict(b.in_process_s < TARGET_TREND_S),
+    )
     if b.fresh_process_s is not None:
-        report.add("reports", "`tracehouse trend` over 1,000 runs, fresh process (imports included)",
-                   f"{b.fresh_process_s:.2f} s")
+        report.add(
+            "reports",
+            "`tracehouse trend` over 1,000 runs, fresh process (imports included)",
+            f"{b.fresh_process_s:.2f} s",
+        )
     report.details.append(
         f"trend: {b.runs:,} runs in {b.series} series (4 ingested, the rest copies with their own run id, commit "
         f"and noisy metrics in the per-run store), built in {b.build_s:.0f} s; {b.flagged_shifts} shifts flagged "
         f"({b.series * 2} injected). A run not yet in the metric store costs {b.first_metrics_s_per_run:.2f} s "
-        "once (its run_metrics are computed by the first trend that needs them).")
+        "once (its run_metrics are computed by the first trend that needs them)."
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -679,7 +809,10 @@ def machine() -> list[tuple[str, str]]:
     import pyarrow
 
     cpu = _proc_field("/proc/cpuinfo", "model name", lambda v: v) or platform.processor() or "unknown"
-    mem = _proc_field("/proc/meminfo", "MemTotal", lambda v: f"{int(v.split()[0]) / 1024 / 1024:.1f} GiB") or "unknown"
+    mem = (
+        _proc_field("/proc/meminfo", "MemTotal", lambda v: f"{int(v.split()[0]) / 1024 / 1024:.1f} GiB")
+        or "unknown"
+    )
     load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",)
     rows = [
         ("date (UTC)", datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M")),
@@ -724,21 +857,35 @@ def synthesize(out: Path, ranks: int, size: int) -> Path:
 
     t0 = time.perf_counter()
     write_scenario("serving-prefill", out, ranks=ranks, target_size=size)
-    say(f"[synth] wrote {ranks} rank(s), {size / MB:.0f} MB target, in {time.perf_counter() - t0:.1f} s: {out}")
+    say(
+        f"[synth] wrote {ranks} rank(s), {size / MB:.0f} MB target, in {time.perf_counter() - t0:.1f} s: {out}"
+    )
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--size", type=int, default=None,
-                    help=f"bytes of uncompressed JSON of the synthesized trace (default {DEFAULT_SIZE:,}; "
-                         f"--quick {QUICK_SIZE:,})")
-    ap.add_argument("--ranks-size", type=int, default=None,
-                    help="bytes of JSON over the 4 ranks of the parallel benchmark (default: half of --size)")
+    ap.add_argument(
+        "--size",
+        type=int,
+        default=None,
+        help=f"bytes of uncompressed JSON of the synthesized trace (default {DEFAULT_SIZE:,}; "
+        f"--quick {QUICK_SIZE:,})",
+    )
+    ap.add_argument(
+        "--ranks-size",
+        type=int,
+        default=None,
+        help="bytes of JSON over the 4 ranks of the parallel benchmark (default: half of --size)",
+    )
     ap.add_argument("--only", default=None, help=f"comma-separated subset of: {', '.join(ALL)}")
     ap.add_argument("--quick", action="store_true", help="small synthesized traces, one round each")
-    ap.add_argument("--reps", type=int, default=None, help="rounds per comparison (default 3 real, 2 synth; quick 1)")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results.md"), help="the markdown file to write")
+    ap.add_argument(
+        "--reps", type=int, default=None, help="rounds per comparison (default 3 real, 2 synth; quick 1)"
+    )
+    ap.add_argument(
+        "--out", default=str(Path(__file__).parent / "results.md"), help="the markdown file to write"
+    )
     ap.add_argument("--tmp", default=None, help="scratch folder (default: a new temp folder)")
     args = ap.parse_args(argv)
 
@@ -786,24 +933,35 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     elapsed = time.perf_counter() - started
 
-    table = md_table(["bench", "measured", "value", "target", ""],
-                     [[r.bench, r.what, r.value, r.target, r.verdict] for r in report.rows])
+    table = md_table(
+        ["bench", "measured", "value", "target", ""],
+        [[r.bench, r.what, r.value, r.target, r.verdict] for r in report.rows],
+    )
     print(table)
     for note in report.notes:
         print(f"note: {note}")
-    cmd = "python bench/run.py" + ("" if argv is None and len(sys.argv) == 1 else " " + " ".join(sys.argv[1:]))
-    text = "\n\n".join([
-        "# tracehouse benchmarks",
-        (f"Written by `{cmd}` in {elapsed:.0f} s. Every ratio compares figures measured side by side in this "
-         "run (interleaved rounds, best of each); see bench/README.md for what they mean."),
-        "## Machine",
-        md_table(["", ""], [[k, v] for k, v in described]),
-        "## Ratios",
-        table,
-        *(["Notes:\n\n" + "\n".join(f"- {n}" for n in report.notes)] if report.notes else []),
-        "## Details",
-        *report.details,
-    ]) + "\n"
+    cmd = "python bench/run.py" + (
+        "" if argv is None and len(sys.argv) == 1 else " " + " ".join(sys.argv[1:])
+    )
+    text = (
+        "\n\n".join(
+            [
+                "# tracehouse benchmarks",
+                (
+                    f"Written by `{cmd}` in {elapsed:.0f} s. Every ratio compares figures measured side by side in this "
+                    "run (interleaved rounds, best of each); see bench/README.md for what they mean."
+                ),
+                "## Machine",
+                md_table(["", ""], [[k, v] for k, v in described]),
+                "## Ratios",
+                table,
+                *(["Notes:\n\n" + "\n".join(f"- {n}" for n in report.notes)] if report.notes else []),
+                "## Details",
+                *report.details,
+            ]
+        )
+        + "\n"
+    )
     Path(args.out).write_text(text)
     say(f"wrote {args.out} ({elapsed:.0f} s)")
     return 0

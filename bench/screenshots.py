@@ -26,9 +26,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 WIDTH, SCREEN = 1400, 900
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--mute-audio", "--disable-extensions"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--hide-scrollbars",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--mute-audio",
+    "--disable-extensions",
+]
 
 # Injected into a copy of the page (its CSP removed): measures, then writes JSON into <pre id="measure">.
 MEASURE_JS = """
@@ -63,9 +72,13 @@ def chromium() -> str | None:
 
 
 def _run(browser: str, args: list[str], profile: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([browser, *FLAGS, f"--user-data-dir={profile}", *args], check=False, capture_output=True,
-                          text=True,
-                          timeout=180)
+    return subprocess.run(
+        [browser, *FLAGS, f"--user-data-dir={profile}", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 def measure(page: Path, browser: str, work: Path) -> dict:
@@ -87,10 +100,20 @@ def measure(page: Path, browser: str, work: Path) -> dict:
 
 def shoot(page: Path, out: Path, browser: str, work: Path) -> dict:
     m = measure(page, browser, work)
-    _run(browser, [f"--window-size={WIDTH},{SCREEN}", f"--screenshot={out / (page.stem + '.png')}", page.as_uri()],
-         work / "profile-s")
-    _run(browser, [f"--window-size={WIDTH},{m['height']}", f"--screenshot={out / (page.stem + '-full.png')}",
-                   page.as_uri()], work / "profile-f")
+    _run(
+        browser,
+        [f"--window-size={WIDTH},{SCREEN}", f"--screenshot={out / (page.stem + '.png')}", page.as_uri()],
+        work / "profile-s",
+    )
+    _run(
+        browser,
+        [
+            f"--window-size={WIDTH},{m['height']}",
+            f"--screenshot={out / (page.stem + '-full.png')}",
+            page.as_uri(),
+        ],
+        work / "profile-f",
+    )
     (out / f"{page.stem}.json").write_text(json.dumps(m, indent=1))
     return m
 
@@ -104,10 +127,21 @@ def synthesize(work: Path) -> tuple[Path, str, str]:
     wh = Warehouse(work / "wh")
     ids = []
     for i in range(4):
-        folder = write_scenario("serving-decode", work / f"run{i}", ranks=2, steps=4, layers=4, seed=i,
-                                slow_kernel=("nvjet", 1.10) if i >= 2 else None)
-        labels = {"series": "screens", "model": "DeepSeek-R1", "commit": f"c{i + 1}",
-                  "commit_time": f"2026-01-0{i + 1}T00:00:00"}
+        folder = write_scenario(
+            "serving-decode",
+            work / f"run{i}",
+            ranks=2,
+            steps=4,
+            layers=4,
+            seed=i,
+            slow_kernel=("nvjet", 1.10) if i >= 2 else None,
+        )
+        labels = {
+            "series": "screens",
+            "model": "DeepSeek-R1",
+            "commit": f"c{i + 1}",
+            "commit_time": f"2026-01-0{i + 1}T00:00:00",
+        }
         [outcome] = ingest_paths(wh, [folder], labels)
         ids.append(outcome.run_id)
     return wh.root, ids[-1], ids[0]
@@ -122,9 +156,11 @@ def build_pages(warehouse: Path, run: str, base: str, out: Path, where: dict[str
     from warehouse.store import Warehouse
 
     wh = Warehouse(warehouse)
-    pages = {"run": write_run_report(wh, run, "html"),
-             "diff": render_diff(build_diff(open_connection(wh), base, run), "html"),
-             "trend": render_trend(build_trend(connect(wh), where or {}, [], None, None, warehouse=wh), "html")}
+    pages = {
+        "run": write_run_report(wh, run, "html"),
+        "diff": render_diff(build_diff(open_connection(wh), base, run), "html"),
+        "trend": render_trend(build_trend(connect(wh), where or {}, [], None, None, warehouse=wh), "html"),
+    }
     paths = []
     for name, text in pages.items():
         path = out / f"{name}.html"
@@ -156,8 +192,10 @@ def main() -> int:
             where = dict(kv.split("=", 1) for kv in args.where)
         for page in build_pages(warehouse, run, base, args.out, where):
             m = shoot(page, args.out, browser, work)
-            print(f"{page.stem}: {m['height']} px tall ({m['height'] / SCREEN:.1f} screens), "
-                  f"{len(m['wrapped_numbers'])} wrapped numbers -> {args.out / (page.stem + '.png')}")
+            print(
+                f"{page.stem}: {m['height']} px tall ({m['height'] / SCREEN:.1f} screens), "
+                f"{len(m['wrapped_numbers'])} wrapped numbers -> {args.out / (page.stem + '.png')}"
+            )
     return 0
 
 

@@ -33,7 +33,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 TARGET_S = 3.0
-ATTENTION = ("category.attention_ns_per_step", "kernel.flashinfer::mla::BatchMLAPagedAttentionKernel_ns_per_step")
+ATTENTION = (
+    "category.attention_ns_per_step",
+    "kernel.flashinfer::mla::BatchMLAPagedAttentionKernel_ns_per_step",
+)
 
 
 @dataclass
@@ -41,7 +44,7 @@ class TrendBench:
     runs: int
     series: int
     metric_files: int
-    in_process_s: float           # best of the repetitions
+    in_process_s: float  # best of the repetitions
     fresh_process_s: float | None
     first_metrics_s_per_run: float
     flagged_shifts: int
@@ -63,23 +66,28 @@ def build_warehouse(root: Path, n_runs: int, n_series: int, seed: int = 0) -> tu
 
     wh = Warehouse(root / "wh")
     saved = ingest.run.os.cpu_count
-    ingest.run.os.cpu_count = lambda: 1            # small runs: in-process ingest, no pool to spawn
+    ingest.run.os.cpu_count = lambda: 1  # small runs: in-process ingest, no pool to spawn
     try:
         templates = []
         for s in range(n_series):
-            run_dir = write_scenario("serving-decode", root / f"series{s}", ranks=2, steps=3, layers=2, seed=s)
+            run_dir = write_scenario(
+                "serving-decode", root / f"series{s}", ranks=2, steps=3, layers=2, seed=s
+            )
             shutil.rmtree(run_dir / "capture_traces", ignore_errors=True)
-            [out] = ingest_paths(wh, [run_dir], labels={"series": f"bench-{s}", "commit": "seed",
-                                                         "commit_time": "2025-01-01T00:00:00Z"})
+            [out] = ingest_paths(
+                wh,
+                [run_dir],
+                labels={"series": f"bench-{s}", "commit": "seed", "commit_time": "2025-01-01T00:00:00Z"},
+            )
             if out.problems:
                 raise RuntimeError(f"ingest failed: {out.problems}")
             templates.append(out.run_id)
     finally:
         ingest.run.os.cpu_count = saved
     t = time.perf_counter()
-    metrics = run_metric_rows(wh, templates)      # the first trend's cost, once per run
+    metrics = run_metric_rows(wh, templates)  # the first trend's cost, once per run
     first_per_run = (time.perf_counter() - t) / n_series
-    store = metrics_dir(wh)                       # (again: an edit of sql/ meanwhile moves the store)
+    store = metrics_dir(wh)  # (again: an edit of sql/ meanwhile moves the store)
     store.mkdir(parents=True, exist_ok=True)
 
     rng = random.Random(seed)
@@ -92,26 +100,34 @@ def build_warehouse(root: Path, n_runs: int, n_series: int, seed: int = 0) -> tu
         names = rows.column("metric").to_pylist()
         attention = [name in ATTENTION for name in names]
         pq.write_table(rows, store / f"{template}.parquet")
-        for i in range(per_series[s] - 1):         # the ingested run is the series' first
+        for i in range(per_series[s] - 1):  # the ingested run is the series' first
             run_id = f"b{s:02d}{i:013x}"
             when = (t0 + timedelta(hours=i)).strftime("%Y-%m-%dT%H:%M:%SZ")
             commit = f"{s:02d}{i:010x}"
             labels = [("series", f"bench-{s}"), ("commit", commit), ("commit_time", when)]
-            new = (row.set_column(row.schema.get_field_index("run_id"), "run_id", pa.array([run_id]))
-                   .set_column(row.schema.get_field_index("commit"), "commit", pa.array([commit]))
-                   .set_column(row.schema.get_field_index("commit_time"), "commit_time", pa.array([when]))
-                   .set_column(row.schema.get_field_index("labels"), "labels",
-                               pa.array([labels], type=row.schema.field("labels").type)))
+            new = (
+                row.set_column(row.schema.get_field_index("run_id"), "run_id", pa.array([run_id]))
+                .set_column(row.schema.get_field_index("commit"), "commit", pa.array([commit]))
+                .set_column(row.schema.get_field_index("commit_time"), "commit_time", pa.array([when]))
+                .set_column(
+                    row.schema.get_field_index("labels"),
+                    "labels",
+                    pa.array([labels], type=row.schema.field("labels").type),
+                )
+            )
             part = wh.partition("runs", run_id)
             part.mkdir(parents=True)
             pq.write_table(new, part / "run.parquet")
             shift = 1.08 if i >= per_series[s] * 3 // 4 else 1.0
-            jitter = [v * rng.gauss(1.0, 0.007) * (shift if a else 1.0) if v is not None else None
-                      for v, a in zip(values, attention)]
-            m = (rows.set_column(rows.schema.get_field_index("run_id"), "run_id", pa.array([run_id] * rows.num_rows))
-                 .set_column(rows.schema.get_field_index("value"), "value", pa.array(jitter, pa.float64())))
+            jitter = [
+                v * rng.gauss(1.0, 0.007) * (shift if a else 1.0) if v is not None else None
+                for v, a in zip(values, attention)
+            ]
+            m = rows.set_column(
+                rows.schema.get_field_index("run_id"), "run_id", pa.array([run_id] * rows.num_rows)
+            ).set_column(rows.schema.get_field_index("value"), "value", pa.array(jitter, pa.float64()))
             pq.write_table(m, store / f"{run_id}.parquet")
-    shutil.copytree(store, wh.root / "cache" / "bench-metrics")    # see _ensure_store
+    shutil.copytree(store, wh.root / "cache" / "bench-metrics")  # see _ensure_store
     return wh.root, first_per_run
 
 
@@ -132,8 +148,9 @@ def _ensure_store(wh: Path) -> Path:
     return store
 
 
-def run(n_runs: int = 1000, n_series: int = 4, reps: int = 3, keep: Path | None = None,
-        fresh_process: bool = True) -> TrendBench:
+def run(
+    n_runs: int = 1000, n_series: int = 4, reps: int = 3, keep: Path | None = None, fresh_process: bool = True
+) -> TrendBench:
     from click.testing import CliRunner
 
     from tracehouse.cli import main
@@ -160,13 +177,18 @@ def run(n_runs: int = 1000, n_series: int = 4, reps: int = 3, keep: Path | None 
             if res.exit_code != 0:
                 raise RuntimeError(f"tracehouse trend failed: {res.output}")
 
-        timed(in_process)                           # builds the view catalogue (once per change of sql/)
+        timed(in_process)  # builds the view catalogue (once per change of sql/)
         times = [s for s in (timed(in_process) for _ in range(reps)) if s is not None]
         fresh = None
         if fresh_process:
-            timed(lambda: subprocess.run([sys.executable, "-c", "import cli"], check=True, cwd=ROOT))  # warm caches
-            fresh = timed(lambda: subprocess.run([sys.executable, str(ROOT / "cli.py")] + args, check=True,
-                                                 capture_output=True))
+            timed(
+                lambda: subprocess.run([sys.executable, "-c", "import cli"], check=True, cwd=ROOT)
+            )  # warm caches
+            fresh = timed(
+                lambda: subprocess.run(
+                    [sys.executable, str(ROOT / "cli.py")] + args, check=True, capture_output=True
+                )
+            )
         _ensure_store(wh)
         res = runner.invoke(main, args[:-2] + ["--format", "json"])
         import json
@@ -190,14 +212,20 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, help="Build the warehouse in this folder and keep it.")
     args = ap.parse_args()
     b = run(args.runs, args.series, args.reps, args.keep)
-    print(f"| warehouse | {b.runs:,} runs in {b.series} series ({b.metric_files:,} per-run metric files), "
-          f"built in {b.build_s:.1f} s |")
-    print(f"| tracehouse trend, in process (best of {args.reps}) | {b.in_process_s:.2f} s "
-          f"({b.in_process_s / TARGET_S:.2f} x the {TARGET_S:.0f} s target) |")
+    print(
+        f"| warehouse | {b.runs:,} runs in {b.series} series ({b.metric_files:,} per-run metric files), "
+        f"built in {b.build_s:.1f} s |"
+    )
+    print(
+        f"| tracehouse trend, in process (best of {args.reps}) | {b.in_process_s:.2f} s "
+        f"({b.in_process_s / TARGET_S:.2f} x the {TARGET_S:.0f} s target) |"
+    )
     if b.fresh_process_s is not None:
         print(f"| tracehouse trend, fresh process (imports included) | {b.fresh_process_s:.2f} s |")
-    print(f"| run_metrics of a run not yet in the store (first trend after ingest) | "
-          f"{b.first_metrics_s_per_run:.2f} s per run |")
+    print(
+        f"| run_metrics of a run not yet in the store (first trend after ingest) | "
+        f"{b.first_metrics_s_per_run:.2f} s per run |"
+    )
     print(f"| shifts flagged | {b.flagged_shifts} (series x metric; {b.series * len(ATTENTION)} injected) |")
     return 0 if b.in_process_s < TARGET_S else 1
 

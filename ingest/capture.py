@@ -126,8 +126,10 @@ def execution_details(capture: Path) -> dict[str, dict]:
     for e in entries if isinstance(entries, list) else []:
         if isinstance(e, dict) and e.get("file"):
             bs = e.get("batch_size")
-            out[Path(str(e["file"])).name] = {"batch_size": int(bs) if isinstance(bs, (int, float)) else None,
-                                              "mode": e.get("mode")}
+            out[Path(str(e["file"])).name] = {
+                "batch_size": int(bs) if isinstance(bs, (int, float)) else None,
+                "mode": e.get("mode"),
+            }
     return out
 
 
@@ -238,8 +240,9 @@ def _bs_of(text: str | None) -> int | None:
     return None
 
 
-def read_capture_windows(path: Path, work_dir: Path, details: dict[str, dict] | None = None,
-                         label: str | None = None) -> list[CaptureWindow]:
+def read_capture_windows(
+    path: Path, work_dir: Path, details: dict[str, dict] | None = None, label: str | None = None
+) -> list[CaptureWindow]:
     """Every capture window of one capture trace, with its launch calls in order."""
     details = details or {}
     try:
@@ -251,19 +254,25 @@ def read_capture_windows(path: Path, work_dir: Path, details: dict[str, dict] | 
             api = [r for r in rows if r[0] == "api"]
             windows = list(api)
             for r in rows:
-                if r[0] == "annotation" and not any(a[1] == r[1] and a[2] == r[2] and r[3] <= a[3] <= r[4]
-                                                    for a in api):
+                if r[0] == "annotation" and not any(
+                    a[1] == r[1] and a[2] == r[2] and r[3] <= a[3] <= r[4] for a in api
+                ):
                     windows.append(r)
             windows.sort(key=lambda r: r[3])
-            con.execute("CREATE OR REPLACE TABLE capture_windows (window_id INTEGER, pid VARCHAR, tid VARCHAR, "
-                        "start_ns BIGINT, end_ns BIGINT)")
+            con.execute(
+                "CREATE OR REPLACE TABLE capture_windows (window_id INTEGER, pid VARCHAR, tid VARCHAR, "
+                "start_ns BIGINT, end_ns BIGINT)"
+            )
             if windows:
-                con.executemany("INSERT INTO capture_windows VALUES (?, ?, ?, ?, ?)",
-                                [(i, w[1], w[2], w[3], w[4]) for i, w in enumerate(windows)])
+                con.executemany(
+                    "INSERT INTO capture_windows VALUES (?, ?, ?, ?, ?)",
+                    [(i, w[1], w[2], w[3], w[4]) for i, w in enumerate(windows)],
+                )
             con.execute(LAUNCHES_SQL)
             launches = con.execute(
                 "SELECT window_id, call, kind, name, stream, file, line, function, cpu_op_name, cpu_op_input_dims, "
-                "stack FROM capture_launches ORDER BY window_id, start_ns, ev_id").fetchall()
+                "stack FROM capture_launches ORDER BY window_id, start_ns, ev_id"
+            ).fetchall()
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
     source = file.source
@@ -278,13 +287,26 @@ def read_capture_windows(path: Path, work_dir: Path, details: dict[str, dict] | 
         if bs is None and len(windows) == 1:
             bs = detail.get("batch_size")
         mode = (m.group(2) if m and m.group(2) else None) or detail.get("mode")
-        out.append(CaptureWindow(file=name, index=i, rank=rank, batch_size=bs, mode=mode,
-                                 start_ns=w[3], end_ns=w[4]))
+        out.append(
+            CaptureWindow(file=name, index=i, rank=rank, batch_size=bs, mode=mode, start_ns=w[3], end_ns=w[4])
+        )
     for row in launches:
         win = out[row[0]]
-        win.launches.append(CaptureLaunch(len(win.launches), row[1], row[2], row[3],
-                                          None if row[4] is None else int(row[4]), row[5], row[6], row[7],
-                                          row[8], row[9], list(row[10]) if row[10] is not None else None))
+        win.launches.append(
+            CaptureLaunch(
+                len(win.launches),
+                row[1],
+                row[2],
+                row[3],
+                None if row[4] is None else int(row[4]),
+                row[5],
+                row[6],
+                row[7],
+                row[8],
+                row[9],
+                list(row[10]) if row[10] is not None else None,
+            )
+        )
     return [w for w in out if w.launches]
 
 
@@ -383,7 +405,11 @@ def align(launches: list[CaptureLaunch], acts: list[Replayed]) -> list[tuple[int
         if score == len(acts) and (named or label != "start"):
             break
     if best is None:
-        order, pairs, match = (forkjoin_order(acts) if len(streams) > 1 else list(range(len(acts)))), [], "greedy"
+        order, pairs, match = (
+            (forkjoin_order(acts) if len(streams) > 1 else list(range(len(acts)))),
+            [],
+            "greedy",
+        )
     else:
         _, match, order, pairs = best
     out = [(r, c, match) for r, c in pairs]
@@ -416,9 +442,18 @@ def _greedy(launches, acts, order, pairs, named) -> list[tuple[int, int, str]]:
 
 def _choose(windows: list[CaptureWindow], rank: int, bs: int | None, n: int) -> CaptureWindow | None:
     def score(w: CaptureWindow):
-        bs_fit = 2 if (bs is not None and w.batch_size == bs) else 1 if (bs is None or w.batch_size is None) else 0
-        return (bs_fit, w.rank == rank, w.rank is None, len(w.launches) == n, -abs(len(w.launches) - n),
-                -w.index)
+        bs_fit = (
+            2 if (bs is not None and w.batch_size == bs) else 1 if (bs is None or w.batch_size is None) else 0
+        )
+        return (
+            bs_fit,
+            w.rank == rank,
+            w.rank is None,
+            len(w.launches) == n,
+            -abs(len(w.launches) - n),
+            -w.index,
+        )
+
     return max(windows, key=score) if windows else None
 
 
@@ -473,14 +508,25 @@ def attribute_rank(out_dir: Path, rank: int, windows: list[CaptureWindow]) -> tu
             cache[signature] = pairs
         for r, c, match in pairs:
             launch = window.launches[c]
-            rows.append({
-                "rank": rank, "kernel_id": acts[r].kernel_id, "file": launch.file, "line": launch.line,
-                "function": launch.function, "cpu_op_name": launch.cpu_op_name,
-                "cpu_op_input_dims": launch.cpu_op_input_dims, "source": "capture",
-                "capture_file": window.file, "capture_window": window.index, "capture_seq": launch.seq,
-                "capture_kernel_name": launch.name, "match": match, "graph_correlation": corr,
-                "stack": launch.stack,
-            })
+            rows.append(
+                {
+                    "rank": rank,
+                    "kernel_id": acts[r].kernel_id,
+                    "file": launch.file,
+                    "line": launch.line,
+                    "function": launch.function,
+                    "cpu_op_name": launch.cpu_op_name,
+                    "cpu_op_input_dims": launch.cpu_op_input_dims,
+                    "source": "capture",
+                    "capture_file": window.file,
+                    "capture_window": window.index,
+                    "capture_seq": launch.seq,
+                    "capture_kernel_name": launch.name,
+                    "match": match,
+                    "graph_correlation": corr,
+                    "stack": launch.stack,
+                }
+            )
     rows.sort(key=lambda r: r["kernel_id"])
     return pa.Table.from_pylist(rows, schema=SCHEMA), len(kernels)
 
@@ -500,8 +546,9 @@ def _read_capture_job(job: tuple) -> list[CaptureWindow] | None:
         return None
 
 
-def attribute_run(capture: Path | None, ranks: list[int], out_dir: Path, work_dir: Path,
-                  pool=None) -> dict[str, int]:
+def attribute_run(
+    capture: Path | None, ranks: list[int], out_dir: Path, work_dir: Path, pool=None
+) -> dict[str, int]:
     """Read the capture traces once and write kernel_sites for every rank; returns warnings for the run.
 
     pool: an ingest.run.RankPool, to read the capture traces side by side (default: one by one)."""
@@ -510,15 +557,24 @@ def attribute_run(capture: Path | None, ranks: list[int], out_dir: Path, work_di
     files = capture_files(capture)
     details = execution_details(capture) if capture is not None and files else {}
     root = capture if capture is not None and capture.is_dir() else None
-    jobs = [(str(path), str(work_dir / f"capture-{i}"), details,
-             str(path.relative_to(root)) if root is not None else path.name) for i, path in enumerate(files)]
+    jobs = [
+        (
+            str(path),
+            str(work_dir / f"capture-{i}"),
+            details,
+            str(path.relative_to(root)) if root is not None else path.name,
+        )
+        for i, path in enumerate(files)
+    ]
     if pool is not None:
         results = pool.map(jobs, _read_capture_job, input_bytes=files_size(files))
     else:
         results = [_read_capture_job(j) for j in jobs]
     for found in results:
         if found is None:
-            warnings["capture traces that could not be read"] = warnings.get("capture traces that could not be read", 0) + 1
+            warnings["capture traces that could not be read"] = (
+                warnings.get("capture traces that could not be read", 0) + 1
+            )
         else:
             windows.extend(found)
     if files and not windows:

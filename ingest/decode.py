@@ -61,10 +61,22 @@ ARGS_KEYS: dict[str, str] = {
 
 # args read as numbers on the fast path (type_events.sql types them again, a no-op there).
 ARGS_NUMERIC: dict[str, str] = {
-    "external_id": "BIGINT", "correlation": "BIGINT", "stream": "BIGINT", "device": "BIGINT",
-    "registers": "BIGINT", "shared_memory": "BIGINT", "occupancy": "DOUBLE", "bytes": "BIGINT",
-    "python_id": "BIGINT", "python_parent_id": "BIGINT", "in_msg_nelems": "BIGINT", "out_msg_nelems": "BIGINT",
-    "group_size": "BIGINT", "sequence_number": "BIGINT", "fwd_thread_id": "BIGINT", "wait_on_stream": "BIGINT",
+    "external_id": "BIGINT",
+    "correlation": "BIGINT",
+    "stream": "BIGINT",
+    "device": "BIGINT",
+    "registers": "BIGINT",
+    "shared_memory": "BIGINT",
+    "occupancy": "DOUBLE",
+    "bytes": "BIGINT",
+    "python_id": "BIGINT",
+    "python_parent_id": "BIGINT",
+    "in_msg_nelems": "BIGINT",
+    "out_msg_nelems": "BIGINT",
+    "group_size": "BIGINT",
+    "sequence_number": "BIGINT",
+    "fwd_thread_id": "BIGINT",
+    "wait_on_stream": "BIGINT",
     "wait_on_event_corr": "BIGINT",
 }
 
@@ -90,6 +102,7 @@ def _columns_spec(keys: dict[str, str], typed: bool, numbers_as: str | None = No
     typed: numeric args read as numbers (the fast path; a value that does not convert fails the read,
     and the file is read again with every `args` key as text, typed by TRY_CAST). numbers_as: the type
     the event's own numeric keys (ts, dur) are read as instead (the lenient path reads them as JSON)."""
+
     def arg_type(column: str) -> str:
         return ARGS_NUMERIC.get(column, "VARCHAR") if typed else "VARCHAR"
 
@@ -119,8 +132,9 @@ W_ABSURD = "durations over one day set to 0"
 W_TS_RANGE = "timestamps out of range skipped"
 
 
-def load_raw_events(con: duckdb.DuckDBPyConnection, events_file: Path, source=None,
-                    extra_args: dict[str, str] | None = None) -> dict[str, int]:
+def load_raw_events(
+    con: duckdb.DuckDBPyConnection, events_file: Path, source=None, extra_args: dict[str, str] | None = None
+) -> dict[str, int]:
     """Create the typed table `events` (ingest/sql/type_events.sql) from the event array in events_file.
 
     `source` (ingest.source.TraceSource) names the file in errors and positions; `extra_args` adds
@@ -150,16 +164,24 @@ def load_raw_events(con: duckdb.DuckDBPyConnection, events_file: Path, source=No
                 finally:
                     ndjson.unlink(missing_ok=True)
         except duckdb.Error as again:
-            raise TraceFormatError(label, f"invalid trace JSON ({_first_line(again)})", "event array",
-                                   hint="the file was skipped; check that it is a complete PyTorch-profiler trace")
+            raise TraceFormatError(
+                label,
+                f"invalid trace JSON ({_first_line(again)})",
+                "event array",
+                hint="the file was skipped; check that it is a complete PyTorch-profiler trace",
+            )
     timed, total, no_dur = con.execute(
         "SELECT count(*) FILTER (WHERE (start_ns IS NOT NULL OR ts_out_of_range) AND coalesce(ph, '') <> 'M'), "
-        "count(*), count(*) FILTER (WHERE dur_missing) FROM events").fetchone()
+        "count(*), count(*) FILTER (WHERE dur_missing) FROM events"
+    ).fetchone()
     if source is not None and source.truncation:
         warnings[f"{source.truncation}: events kept"] = total
     if not timed and source is not None:  # refused by ingest.run (the schema bootstrap reads `[]` here)
-        source.empty_reason = ("nothing to ingest: the event array is empty" if not total else
-                               f"nothing to ingest: none of its {total} events has a timestamp (metadata only)")
+        source.empty_reason = (
+            "nothing to ingest: the event array is empty"
+            if not total
+            else f"nothing to ingest: none of its {total} events has a timestamp (metadata only)"
+        )
         if source.truncation:
             source.empty_reason = f"{source.truncation}, and no complete timed event before it"
     if no_dur:
@@ -180,7 +202,9 @@ def _first_line(exc: Exception) -> str:
     return text[0][:300] if text else type(exc).__name__
 
 
-def _load_sizes(con, events_file: Path, mode: str, extra_args: dict[str, str] | None = None) -> dict[str, int]:
+def _load_sizes(
+    con, events_file: Path, mode: str, extra_args: dict[str, str] | None = None
+) -> dict[str, int]:
     for size, bigger in zip(OBJECT_SIZES, OBJECT_SIZES[1:] + (None,)):
         try:
             return _load(con, events_file, size, mode, extra_args)
@@ -191,8 +215,17 @@ def _load_sizes(con, events_file: Path, mode: str, extra_args: dict[str, str] | 
     return {}
 
 
-_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-          "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40}
+_UNITS = {
+    "B": 1,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "TB": 10**12,
+    "KIB": 1 << 10,
+    "MIB": 1 << 20,
+    "GIB": 1 << 30,
+    "TIB": 1 << 40,
+}
 
 
 def _allow_objects_of(con: duckdb.DuckDBPyConnection, size: int) -> None:
@@ -205,8 +238,13 @@ def _allow_objects_of(con: duckdb.DuckDBPyConnection, size: int) -> None:
         con.execute(f"SET memory_limit = {sql_string(f'{3 * size // (1 << 20)}MiB')}")
 
 
-def _load(con: duckdb.DuckDBPyConnection, events_file: Path, max_object_size: int,
-          mode: str = "strict", extra_args: dict[str, str] | None = None) -> dict[str, int]:
+def _load(
+    con: duckdb.DuckDBPyConnection,
+    events_file: Path,
+    max_object_size: int,
+    mode: str = "strict",
+    extra_args: dict[str, str] | None = None,
+) -> dict[str, int]:
     """Create `events`. strict: the fast path, one pass (raw_events is a view over the reader, numeric
     `args` read as numbers). lenient: values that do not convert become NULL (ts/dur counted), `args`
     read as text. ndjson: the same over one event per line (the output of _split_events)."""
@@ -215,9 +253,7 @@ def _load(con: duckdb.DuckDBPyConnection, events_file: Path, max_object_size: in
     if legacy:
         keys["external_id"] = LEGACY_EXTERNAL_ID
     keys.update(extra_args or {})
-    arg_columns = ", ".join(
-        f"args.{sql_identifier(key)} AS {column}" for column, key in keys.items()
-    )
+    arg_columns = ", ".join(f"args.{sql_identifier(key)} AS {column}" for column, key in keys.items())
     path = sql_string(events_file)
     # One thread keeps file order, so ev_id (the event's position in the file) is deterministic.
     con.execute("SET threads = 1")
@@ -250,7 +286,8 @@ def _load(con: duckdb.DuckDBPyConnection, events_file: Path, max_object_size: in
     bad = con.execute(
         "SELECT count(*) FILTER (WHERE ts IS NULL AND ts_json IS NOT NULL AND json_type(ts_json) <> 'NULL') "
         "+ count(*) FILTER (WHERE dur IS NULL AND dur_json IS NOT NULL AND json_type(dur_json) <> 'NULL') "
-        "FROM raw_lenient").fetchone()[0]
+        "FROM raw_lenient"
+    ).fetchone()[0]
     con.execute("CREATE OR REPLACE VIEW raw_events AS SELECT * EXCLUDE (ts_json, dur_json) FROM raw_lenient")
     try:
         _type_events(con, extra_args)
@@ -336,8 +373,12 @@ def _split_events(events_file: Path, out_file: Path, offset: int = 0) -> dict[st
     skipped, first_bad = 0, None
     with open(events_file, "rb") as src, open(out_file, "wb") as out:
         for piece in jsonscan.elements(src, SPLIT_READ):
-            fixed = _repair(piece.data, counts) if piece.kind == "element" and piece.data[:1] == b"{" else None
-            if fixed is None:  # garbage between events, an array or scalar where an event belongs, a cut event
+            fixed = (
+                _repair(piece.data, counts) if piece.kind == "element" and piece.data[:1] == b"{" else None
+            )
+            if (
+                fixed is None
+            ):  # garbage between events, an array or scalar where an event belongs, a cut event
                 skipped += 1
                 first_bad = first_bad if first_bad is not None else piece.offset
             else:

@@ -12,7 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
-NOT_TRACES = {"execution_details.json", "ground_truth.json", "ground_truth.json.gz"}  # synth writes the .gz when large
+NOT_TRACES = {
+    "execution_details.json",
+    "ground_truth.json",
+    "ground_truth.json.gz",
+}  # synth writes the .gz when large
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")  # Nsight Systems reports: refused with a hint (ingest.nsys)
 EXPORT_SUFFIXES = (".sqlite", ".sqlite3")  # Nsight Systems SQLite exports (ingest.nsys)
 
@@ -30,8 +34,11 @@ def is_export_name(path: Path) -> bool:
 
 
 def is_trace_file(path: Path) -> bool:
-    return path.is_file() and (path.name.endswith(TRACE_SUFFIXES) or is_export_name(path)) \
+    return (
+        path.is_file()
+        and (path.name.endswith(TRACE_SUFFIXES) or is_export_name(path))
         and path.name not in NOT_TRACES
+    )
 
 
 def file_sha256(path: Path) -> str:

@@ -49,8 +49,9 @@ _PAIR = {b"]": b"[", b"}": b"{"}
 READ_BYTES = 8 << 20  # bytes read at a time by `elements`
 
 
-def tokens(data: bytes, start: int = 0, end: int | None = None, *,
-           single_line: bool = False) -> Iterator[tuple[bytes, int]]:
+def tokens(
+    data: bytes, start: int = 0, end: int | None = None, *, single_line: bool = False
+) -> Iterator[tuple[bytes, int]]:
     """The tokens of data[start:end], in order, as (token, its index): a bracket, or `"` for a lone
     quote (a string cut at `end`, or at a raw newline with `single_line`). Whole strings are skipped,
     so a bracket inside a string is never a token."""

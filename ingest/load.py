@@ -44,8 +44,14 @@ class RunOutcome:
     n_kernels: int = 0
 
 
-def ingest_paths(warehouse: Warehouse, paths: list[Path], labels: dict[str, str] | None = None,
-                 capture: Path | None = None, progress=None, analyse: bool = True) -> list[RunOutcome]:
+def ingest_paths(
+    warehouse: Warehouse,
+    paths: list[Path],
+    labels: dict[str, str] | None = None,
+    capture: Path | None = None,
+    progress=None,
+    analyse: bool = True,
+) -> list[RunOutcome]:
     """analyse: also compute and store each new run's report views (warehouse.stored)."""
     with Ingestor(warehouse, progress, analyse) as ingestor:
         return ingestor.ingest(paths, labels, capture)
@@ -61,12 +67,21 @@ class Ingestor:
         self.pool = RankPool()
         ensure_schema_files(warehouse)
 
-    def ingest(self, paths: list[Path], labels: dict[str, str] | None = None,
-               capture: Path | None = None) -> list[RunOutcome]:
+    def ingest(
+        self, paths: list[Path], labels: dict[str, str] | None = None, capture: Path | None = None
+    ) -> list[RunOutcome]:
         labels = dict(labels or {})
         return [
-            _ingest_plan(self.warehouse, plan.files, plan.skipped, labels, self.progress, plan.capture_dir, self.pool,
-                         self.analyse)
+            _ingest_plan(
+                self.warehouse,
+                plan.files,
+                plan.skipped,
+                labels,
+                self.progress,
+                plan.capture_dir,
+                self.pool,
+                self.analyse,
+            )
             for plan in plan_runs(paths, capture)
         ]
 
@@ -80,11 +95,20 @@ class Ingestor:
         self.close()
 
 
-def _ingest_plan(warehouse: Warehouse, files: list[Path], skipped: list[str], labels: dict[str, str],
-                 progress, capture: Path | None = None, pool: RankPool | None = None,
-                 analyse: bool = True) -> RunOutcome:
+def _ingest_plan(
+    warehouse: Warehouse,
+    files: list[Path],
+    skipped: list[str],
+    labels: dict[str, str],
+    progress,
+    capture: Path | None = None,
+    pool: RankPool | None = None,
+    analyse: bool = True,
+) -> RunOutcome:
     nsys_files = [f for f in files if is_nsys_input(f)]
-    beside = nsys_files if len(nsys_files) < len(files) else []  # a folder with both: the PyTorch traces are the run
+    beside = (
+        nsys_files if len(nsys_files) < len(files) else []
+    )  # a folder with both: the PyTorch traces are the run
     if beside:
         files, nsys_files = [f for f in files if f not in beside], []
     captures = capture_files(capture)  # capture traces are part of the run, and of its id
@@ -96,46 +120,66 @@ def _ingest_plan(warehouse: Warehouse, files: list[Path], skipped: list[str], la
         return RunOutcome(run_id, names, stored=False)
     ranks, notes = ([], []) if nsys_files else assign_ranks(files)
     if beside:
-        notes.append(f"Nsight Systems files beside the PyTorch-profiler traces skipped ({len(beside)}); "
-                     "ingest them as a run of their own")
+        notes.append(
+            f"Nsight Systems files beside the PyTorch-profiler traces skipped ({len(beside)}); "
+            "ingest them as a run of their own"
+        )
     staging = warehouse.new_staging()
     try:
         if nsys_files:  # each process of each export is a rank (ingest/nsys.py)
-            results = ingest_exports(files, labels.get("phase"), staging / "out", staging / "work", progress, pool,
-                                     dict(zip(files, hashes)))
+            results = ingest_exports(
+                files,
+                labels.get("phase"),
+                staging / "out",
+                staging / "work",
+                progress,
+                pool,
+                dict(zip(files, hashes)),
+            )
         else:
-            results = ingest_files(files, ranks, labels.get("phase"), staging / "out", staging / "work", progress,
-                                   pool)
+            results = ingest_files(
+                files, ranks, labels.get("phase"), staging / "out", staging / "work", progress, pool
+            )
         good = [r for r in results if not isinstance(r, FileProblem)]
         problems = [r for r in results if isinstance(r, FileProblem)]
         if not good:
             return RunOutcome(None, names, stored=False, problems=problems)
         if problems:  # the run is what could be read; its id says so
-            run_id = run_id_for(sorted({r.sha256 for r in good}) if nsys_files else [r.sha256 for r in good]
-                                + capture_hashes)
+            run_id = run_id_for(
+                sorted({r.sha256 for r in good}) if nsys_files else [r.sha256 for r in good] + capture_hashes
+            )
             if warehouse.has_run(run_id):
                 return RunOutcome(run_id, names, stored=False, problems=problems)
         good_files = list(dict.fromkeys(Path(r.path) for r in good))
         extra_warnings = {"files that could not be read": len(problems)} if problems else {}
         if captures:  # graph attribution: kernel_sites per rank, from the capture traces
-            extra_warnings.update(attribute_run(capture, [r.rank for r in good], staging / "out",
-                                                staging / "work", pool))
+            extra_warnings.update(
+                attribute_run(capture, [r.rank for r in good], staging / "out", staging / "work", pool)
+            )
         attributed = coverage(staging / "out")
         table = build_runs_row(run_id, good, good_files, labels, notes, skipped, RULES_VERSION, attributed)
         if extra_warnings:
             warnings = dict(table.column("warnings")[0].as_py())
             warnings.update(extra_warnings)
             wfield = table.schema.field("warnings")
-            table = table.set_column(table.schema.get_field_index("warnings"), wfield,
-                                     pa.array([sorted(warnings.items())], type=wfield.type))
+            table = table.set_column(
+                table.schema.get_field_index("warnings"),
+                wfield,
+                pa.array([sorted(warnings.items())], type=wfield.type),
+            )
         write_runs_row(table, staging / "out")
         shutil.rmtree(staging / "work", ignore_errors=True)
         stored = warehouse.publish(staging, run_id)
         if stored and analyse:
             _store_analyses(warehouse, run_id, progress)
-        return RunOutcome(run_id, names, stored=stored, problems=problems,
-                          warnings=dict(table.column("warnings")[0].as_py()),
-                          n_kernels=table.column("n_kernels")[0].as_py())
+        return RunOutcome(
+            run_id,
+            names,
+            stored=stored,
+            problems=problems,
+            warnings=dict(table.column("warnings")[0].as_py()),
+            n_kernels=table.column("n_kernels")[0].as_py(),
+        )
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -152,8 +196,10 @@ def _store_analyses(warehouse: Warehouse, run_id: str, progress) -> None:
         stored_facts(warehouse, run_id, MEMORY_LIMIT)  # what `tracehouse diff` reads of the run (~1-2 s)
     except (duckdb.Error, OSError) as e:
         first_line = str(e).splitlines()[0] if str(e) else type(e).__name__
-        eprint(f"note: run {run_id} is stored; its report views were not ({first_line}): its first report "
-               "computes and stores them")
+        eprint(
+            f"note: run {run_id} is stored; its report views were not ({first_line}): its first report "
+            "computes and stores them"
+        )
 
 
 def eprint(*args) -> None:

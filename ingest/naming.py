@@ -9,7 +9,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_INDEX = {dim: re.compile(rf"(?:^|[-_.]){dim}[-_]?(\d+)(?=$|[-_.])", re.IGNORECASE) for dim in ("TP", "PP", "DP", "EP")}
+_INDEX = {
+    dim: re.compile(rf"(?:^|[-_.]){dim}[-_]?(\d+)(?=$|[-_.])", re.IGNORECASE)
+    for dim in ("TP", "PP", "DP", "EP")
+}
 _RANK = re.compile(r"(?:^|[-_.])rank[-_]?(\d+)(?=$|[-_.])", re.IGNORECASE)
 _STAGE = re.compile(r"(?:^|[-_.])(EXTEND|PREFILL|DECODE|MIXED)(?=$|[-_.])")
 _STAGE_PHASE = {"EXTEND": "prefill", "PREFILL": "prefill", "DECODE": "decode", "MIXED": "mixed"}

@@ -64,14 +64,32 @@ BATCH_ROWS = int(os.environ.get("TRACEHOUSE_NSYS_BATCH", "65536"))
 HINT = "the file was skipped; export the report again with `nsys export --type sqlite REPORT.nsys-rep`"
 
 # The columns of the typed `events` table (ingest/sql/type_events.sql) this path fills; the others are NULL.
-EVENT_SCHEMA = pa.schema([
-    ("ev_id", pa.int64()), ("ph", pa.string()), ("cat", pa.string()), ("name", pa.string()),
-    ("pid", pa.string()), ("tid", pa.string()), ("start_ns", pa.int64()), ("dur_ns", pa.int64()),
-    ("correlation", pa.int64()), ("stream", pa.int64()), ("device", pa.int32()), ("grid", pa.string()),
-    ("block", pa.string()), ("registers", pa.int32()), ("shared_memory", pa.int64()), ("bytes", pa.int64()),
-    ("input_dims", pa.string()), ("sequence_number", pa.int64()), ("wait_on_stream", pa.int64()),
-    ("wait_on_event_corr", pa.int64()), ("sync_kind", pa.string()), ("dur_clamped", pa.bool_()),
-])
+EVENT_SCHEMA = pa.schema(
+    [
+        ("ev_id", pa.int64()),
+        ("ph", pa.string()),
+        ("cat", pa.string()),
+        ("name", pa.string()),
+        ("pid", pa.string()),
+        ("tid", pa.string()),
+        ("start_ns", pa.int64()),
+        ("dur_ns", pa.int64()),
+        ("correlation", pa.int64()),
+        ("stream", pa.int64()),
+        ("device", pa.int32()),
+        ("grid", pa.string()),
+        ("block", pa.string()),
+        ("registers", pa.int32()),
+        ("shared_memory", pa.int64()),
+        ("bytes", pa.int64()),
+        ("input_dims", pa.string()),
+        ("sequence_number", pa.int64()),
+        ("wait_on_stream", pa.int64()),
+        ("wait_on_event_corr", pa.int64()),
+        ("sync_kind", pa.string()),
+        ("dur_clamped", pa.bool_()),
+    ]
+)
 
 EVENTS_DDL = """
 CREATE OR REPLACE TABLE events (
@@ -88,10 +106,32 @@ CREATE OR REPLACE TABLE events (
 """
 
 GPU_KIND = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
-COPY_KIND = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
-             8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "HtoD", 12: "DtoH", 13: "DtoD"}
-MEM_KIND = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
-            6: "Managed Static", 7: "Unknown"}
+COPY_KIND = {
+    0: "Unknown",
+    1: "HtoD",
+    2: "DtoH",
+    3: "HtoA",
+    4: "AtoH",
+    5: "AtoA",
+    6: "AtoD",
+    7: "DtoA",
+    8: "DtoD",
+    9: "HtoH",
+    10: "PtoP",
+    11: "HtoD",
+    12: "DtoH",
+    13: "DtoD",
+}
+MEM_KIND = {
+    0: "Pageable",
+    1: "Pinned",
+    2: "Device",
+    3: "Array",
+    4: "Managed",
+    5: "Device Static",
+    6: "Managed Static",
+    7: "Unknown",
+}
 SYNC_KIND = {0: "Unknown", 1: "Event Sync", 2: "Stream Wait Event", 3: "Stream Sync", 4: "Context Sync"}
 NVTX_RANGES = (59, 60)  # NvtxPushPopRange, NvtxStartEndRange
 TID_BITS = 24  # globalTid = globalPid | tid; globalPid = (vm << 48) | (pid << 24)
@@ -159,36 +199,61 @@ def open_export(path: Path) -> sqlite3.Connection:
     if is_report(path):
         raise TracehouseError(
             f"{path}: an Nsight Systems report (.nsys-rep) is NVIDIA's binary format; export it first with "
-            f"`nsys export --type sqlite {path.name}` and ingest the .sqlite file")
+            f"`nsys export --type sqlite {path.name}` and ingest the .sqlite file"
+        )
     _check_size(path)
     try:
         con = sqlite3.connect(f"file:{path.resolve()}?mode=ro&immutable=1", uri=True)
-        tables = {name for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+        tables = {
+            name for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
+        }
     except sqlite3.DatabaseError as exc:
         raise _refuse(path, f"not a readable SQLite database ({exc})") from None
     try:
         if "META_DATA_EXPORT" not in tables:
-            raise _refuse(path, "an SQLite database but not an Nsight Systems export (no META_DATA_EXPORT table)")
+            raise _refuse(
+                path, "an SQLite database but not an Nsight Systems export (no META_DATA_EXPORT table)"
+            )
         meta = dict(con.execute("SELECT name, value FROM META_DATA_EXPORT").fetchall())
         product = meta.get("EXPORT_PRODUCT_NAME") or ""
         if "Nsight Systems" not in product:
-            raise _refuse(path, f"an SQLite export of {product or 'an unknown product'}, not of Nsight Systems")
-        major = str(meta.get("EXPORT_SCHEMA_VERSION_MAJOR") or str(meta.get("EXPORT_SCHEMA_VERSION", "")).split(".")[0])
+            raise _refuse(
+                path, f"an SQLite export of {product or 'an unknown product'}, not of Nsight Systems"
+            )
+        major = str(
+            meta.get("EXPORT_SCHEMA_VERSION_MAJOR")
+            or str(meta.get("EXPORT_SCHEMA_VERSION", "")).split(".")[0]
+        )
         if major != SCHEMA_MAJOR:
-            raise _refuse(path, f"Nsight Systems export schema {meta.get('EXPORT_SCHEMA_VERSION') or major or '?'} "
-                                f"is not supported (tracehouse reads schema {SCHEMA_MAJOR}.x, Nsight Systems 2021.2 "
-                                f"and later)")
-        need = {"StringIds": {"id", "value"},
-                "CUPTI_ACTIVITY_KIND_KERNEL": {"start", "end", "deviceId", "streamId", "correlationId",
-                                               "globalPid", "demangledName"}}
+            raise _refuse(
+                path,
+                f"Nsight Systems export schema {meta.get('EXPORT_SCHEMA_VERSION') or major or '?'} "
+                f"is not supported (tracehouse reads schema {SCHEMA_MAJOR}.x, Nsight Systems 2021.2 "
+                f"and later)",
+            )
+        need = {
+            "StringIds": {"id", "value"},
+            "CUPTI_ACTIVITY_KIND_KERNEL": {
+                "start",
+                "end",
+                "deviceId",
+                "streamId",
+                "correlationId",
+                "globalPid",
+                "demangledName",
+            },
+        }
         for table, columns in need.items():
             if table == "CUPTI_ACTIVITY_KIND_KERNEL" and table not in tables:
                 continue  # an export without GPU kernels (a CPU-only profile): its other tables still land
             have = {row[1] for row in con.execute(f'PRAGMA table_info("{table}")')}
             missing = sorted(columns - have)
             if missing:
-                raise _refuse(path, f"Nsight Systems export without {table}.{', '.join(missing)} "
-                                    f"(schema {meta.get('EXPORT_SCHEMA_VERSION', '?')})")
+                raise _refuse(
+                    path,
+                    f"Nsight Systems export without {table}.{', '.join(missing)} "
+                    f"(schema {meta.get('EXPORT_SCHEMA_VERSION', '?')})",
+                )
     except sqlite3.DatabaseError as exc:
         con.close()
         raise _refuse(path, f"damaged SQLite database ({exc})") from None
@@ -215,13 +280,18 @@ def processes(path: Path) -> list[tuple[int, list[int]]]:
     try:
         tables = _tables(con)
         found: dict[int, set[int]] = {}
-        for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+        for table in (
+            "CUPTI_ACTIVITY_KIND_KERNEL",
+            "CUPTI_ACTIVITY_KIND_MEMCPY",
+            "CUPTI_ACTIVITY_KIND_MEMSET",
+        ):
             if table in tables:
                 for gpid, device in con.execute(f'SELECT DISTINCT globalPid, deviceId FROM "{table}"'):
                     found.setdefault(gpid, set()).add(device)
         if not found and "CUPTI_ACTIVITY_KIND_RUNTIME" in tables:
-            for (gpid,) in con.execute(f"SELECT DISTINCT (globalTid >> {TID_BITS}) << {TID_BITS} "
-                                       "FROM CUPTI_ACTIVITY_KIND_RUNTIME"):
+            for (gpid,) in con.execute(
+                f"SELECT DISTINCT (globalTid >> {TID_BITS}) << {TID_BITS} FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+            ):
                 found.setdefault(gpid, set())
     except sqlite3.DatabaseError as exc:
         raise _refuse(path, f"damaged SQLite database ({exc})") from None
@@ -246,8 +316,15 @@ def plan_ranks(files: list[Path]) -> tuple[list[NsysRank], list[tuple[Path, str]
             problems.append((path, f"{exc} ({exc.hint})" if exc.hint else str(exc)))
             continue
         if not procs:
-            problems.append((path, (f"{path}: nothing to ingest: the export has no GPU activity and no CUDA call "
-                                    "(was it recorded with --trace=cuda?)")))
+            problems.append(
+                (
+                    path,
+                    (
+                        f"{path}: nothing to ingest: the export has no GPU activity and no CUDA call "
+                        "(was it recorded with --trace=cuda?)"
+                    ),
+                )
+            )
             continue
         names = _process_names(path)
         for gpid, devices in procs:
@@ -276,11 +353,15 @@ def _case(column: str, mapping: dict[int, str]) -> str:
 
 # The DuckDB side of each source: the batch's columns (named as in its SQLite query) -> events' columns.
 # Host rows lie on (pid, tid) of the process's thread, GPU rows on (device, stream) as Kineto puts them.
-_HOST = ("ev_id, CAST((gtid >> 24) & 16777215 AS VARCHAR) AS pid, CAST(gtid & 16777215 AS VARCHAR) AS tid, "
-         'start AS start_ns, greatest("end" - start, 0) AS dur_ns, "end" < start AS dur_clamped')
-_GPU = ("{t}ev_id, CAST({t}device AS VARCHAR) AS pid, CAST({t}stream AS VARCHAR) AS tid, {t}start AS start_ns, "
-        'greatest({t}"end" - {t}start, 0) AS dur_ns, {t}"end" < {t}start AS dur_clamped, {t}device AS device, '
-        "{t}stream AS stream, {t}corr AS correlation")
+_HOST = (
+    "ev_id, CAST((gtid >> 24) & 16777215 AS VARCHAR) AS pid, CAST(gtid & 16777215 AS VARCHAR) AS tid, "
+    'start AS start_ns, greatest("end" - start, 0) AS dur_ns, "end" < start AS dur_clamped'
+)
+_GPU = (
+    "{t}ev_id, CAST({t}device AS VARCHAR) AS pid, CAST({t}stream AS VARCHAR) AS tid, {t}start AS start_ns, "
+    'greatest({t}"end" - {t}start, 0) AS dur_ns, {t}"end" < {t}start AS dur_clamped, {t}device AS device, '
+    "{t}stream AS stream, {t}corr AS correlation"
+)
 # Names are string ids, resolved against nsys_strings (StringIds, loaded once per rank: its API names
 # without their version suffix are worked out once per distinct name, not once per call).
 SELECT_RUNTIME = f"""
@@ -303,27 +384,27 @@ FROM (
 """
 SELECT_KERNEL = f"""
 SELECT 'X' AS ph, 'kernel' AS cat, 'kernel' AS gpu_kind, coalesce(d.value, sn.value, '') AS name, grid, block,
-       registers, shared_memory, {_GPU.format(t='b.')}
+       registers, shared_memory, {_GPU.format(t="b.")}
 FROM batch b LEFT JOIN nsys_strings d ON d.id = b.demangled LEFT JOIN nsys_strings sn ON sn.id = b.short
 """
 SELECT_MEMCPY = f"""
 SELECT 'X' AS ph, 'gpu_memcpy' AS cat, 'memcpy' AS gpu_kind,
-       'Memcpy ' || {_case('copy_kind', COPY_KIND)} || ' (' || {_case('src', MEM_KIND)} || ' -> '
-           || {_case('dst', MEM_KIND)} || ')' AS name, nbytes AS bytes, {_GPU.format(t='')}
+       'Memcpy ' || {_case("copy_kind", COPY_KIND)} || ' (' || {_case("src", MEM_KIND)} || ' -> '
+           || {_case("dst", MEM_KIND)} || ')' AS name, nbytes AS bytes, {_GPU.format(t="")}
 FROM batch
 """
 SELECT_MEMSET = f"""
-SELECT 'X' AS ph, 'gpu_memset' AS cat, 'memset' AS gpu_kind, 'Memset (' || {_case('mem', MEM_KIND)} || ')' AS name,
-       nbytes AS bytes, {_GPU.format(t='')}
+SELECT 'X' AS ph, 'gpu_memset' AS cat, 'memset' AS gpu_kind, 'Memset (' || {_case("mem", MEM_KIND)} || ')' AS name,
+       nbytes AS bytes, {_GPU.format(t="")}
 FROM batch
 """
 # A wait or an event sync names the recorded stream and the cudaEventRecord's correlation: the CUDA event
 # record with the sync's eventSyncId, else the last record of the same event issued before the sync.
 SELECT_SYNC = f"""
-SELECT 'X' AS ph, 'cuda_sync' AS cat, {_case('s.kind', SYNC_KIND)} AS name, {_case('s.kind', SYNC_KIND)} AS sync_kind,
+SELECT 'X' AS ph, 'cuda_sync' AS cat, {_case("s.kind", SYNC_KIND)} AS name, {_case("s.kind", SYNC_KIND)} AS sync_kind,
        CASE WHEN s.kind IN (1, 2) THEN coalesce(r1.stream, r2.stream) END AS wait_on_stream,
        CASE WHEN s.kind IN (1, 2) THEN coalesce(r1.corr, r2.corr) END AS wait_on_event_corr,
-       {_GPU.format(t='s.')}
+       {_GPU.format(t="s.")}
 FROM batch s
 LEFT JOIN nsys_event_by_sync r1 ON r1.sync_id = s.sync_id
 ASOF LEFT JOIN nsys_event_records r2 ON r2.event_id = s.event_id AND s.corr > r2.corr
@@ -338,7 +419,9 @@ class _Events:
         self.next_id = 0
         con.execute(EVENTS_DDL)
 
-    def copy(self, sq: sqlite3.Connection, query: str, params: tuple, select: str, target: str = "events") -> None:
+    def copy(
+        self, sq: sqlite3.Connection, query: str, params: tuple, select: str, target: str = "events"
+    ) -> None:
         """Rows of `query` (SQLite) into `target` through `select` (DuckDB over the batch), BATCH_ROWS at a time:
         Python only moves columns; every conversion is SQL."""
         cur = sq.execute(query, params)
@@ -360,25 +443,42 @@ def load_events(sq: sqlite3.Connection, con: duckdb.DuckDBPyConnection, global_p
     tables = _tables(sq)
     out = _Events(con)
     con.execute("CREATE OR REPLACE TEMP TABLE nsys_strings (id BIGINT, value VARCHAR, api VARCHAR)")
-    out.copy(sq, "SELECT id, value FROM StringIds", (),
-             "SELECT id, value, regexp_replace(value, '_v[0-9]+$', '') AS api FROM batch", target="nsys_strings")
+    out.copy(
+        sq,
+        "SELECT id, value FROM StringIds",
+        (),
+        "SELECT id, value, regexp_replace(value, '_v[0-9]+$', '') AS api FROM batch",
+        target="nsys_strings",
+    )
     warnings: dict[str, int] = {}
     threads = (global_pid, global_pid + (1 << TID_BITS))  # the process's globalTid range
     if "CUPTI_ACTIVITY_KIND_RUNTIME" in tables:
-        out.copy(sq, 'SELECT r.start, r."end", r.globalTid AS gtid, r.correlationId AS corr, r.nameId AS name_id '
-                     "FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE r.globalTid >= ? AND r.globalTid < ?", threads,
-                 SELECT_RUNTIME)
+        out.copy(
+            sq,
+            'SELECT r.start, r."end", r.globalTid AS gtid, r.correlationId AS corr, r.nameId AS name_id '
+            "FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE r.globalTid >= ? AND r.globalTid < ?",
+            threads,
+            SELECT_RUNTIME,
+        )
     if "NVTX_EVENTS" in tables:
         has_text_id = "textId" in _columns(sq, "NVTX_EVENTS")
         text = "coalesce(n.text, s.value)" if has_text_id else "n.text"
         join = "LEFT JOIN StringIds s ON s.id = n.textId" if has_text_id else ""
-        open_ranges = sq.execute(f'SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN {NVTX_RANGES} '
-                                 'AND "end" IS NULL AND globalTid >= ? AND globalTid < ?', threads).fetchone()[0]
+        open_ranges = sq.execute(
+            f"SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN {NVTX_RANGES} "
+            'AND "end" IS NULL AND globalTid >= ? AND globalTid < ?',
+            threads,
+        ).fetchone()[0]
         if open_ranges:
             warnings[W_NVTX_OPEN] = open_ranges
-        out.copy(sq, f'SELECT n.start, n."end", n.globalTid AS gtid, {text} AS text FROM NVTX_EVENTS n {join} '
-                     f'WHERE n.eventType IN {NVTX_RANGES} AND n."end" IS NOT NULL '
-                     "AND n.globalTid >= ? AND n.globalTid < ?", threads, SELECT_NVTX)
+        out.copy(
+            sq,
+            f'SELECT n.start, n."end", n.globalTid AS gtid, {text} AS text FROM NVTX_EVENTS n {join} '
+            f'WHERE n.eventType IN {NVTX_RANGES} AND n."end" IS NOT NULL '
+            "AND n.globalTid >= ? AND n.globalTid < ?",
+            threads,
+            SELECT_NVTX,
+        )
     base = 'a.start, a."end", a.deviceId AS device, a.streamId AS stream, a.correlationId AS corr'
     if "CUPTI_ACTIVITY_KIND_KERNEL" in tables:
         cols = _columns(sq, "CUPTI_ACTIVITY_KIND_KERNEL")
@@ -386,19 +486,33 @@ def load_events(sq: sqlite3.Connection, con: duckdb.DuckDBPyConnection, global_p
         def col(name: str) -> str:
             return f"a.{name}" if name in cols else "NULL"
 
-        out.copy(sq,
-                 f"SELECT {base}, a.demangledName AS demangled, {col('shortName')} AS short, "
-                 f"'[' || {col('gridX')} || ',' || {col('gridY')} || ',' || {col('gridZ')} || ']' AS grid, "
-                 f"'[' || {col('blockX')} || ',' || {col('blockY')} || ',' || {col('blockZ')} || ']' AS block, "
-                 f"{col('registersPerThread')} AS registers, "
-                 f"coalesce({col('staticSharedMemory')}, 0) + coalesce({col('dynamicSharedMemory')}, 0) AS shared_memory "
-                 "FROM CUPTI_ACTIVITY_KIND_KERNEL a WHERE a.globalPid = ?", (global_pid,), SELECT_KERNEL)
+        out.copy(
+            sq,
+            f"SELECT {base}, a.demangledName AS demangled, {col('shortName')} AS short, "
+            f"'[' || {col('gridX')} || ',' || {col('gridY')} || ',' || {col('gridZ')} || ']' AS grid, "
+            f"'[' || {col('blockX')} || ',' || {col('blockY')} || ',' || {col('blockZ')} || ']' AS block, "
+            f"{col('registersPerThread')} AS registers, "
+            f"coalesce({col('staticSharedMemory')}, 0) + coalesce({col('dynamicSharedMemory')}, 0) AS shared_memory "
+            "FROM CUPTI_ACTIVITY_KIND_KERNEL a WHERE a.globalPid = ?",
+            (global_pid,),
+            SELECT_KERNEL,
+        )
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in tables:
-        out.copy(sq, f"SELECT {base}, a.bytes AS nbytes, a.copyKind AS copy_kind, a.srcKind AS src, a.dstKind AS dst "
-                     "FROM CUPTI_ACTIVITY_KIND_MEMCPY a WHERE a.globalPid = ?", (global_pid,), SELECT_MEMCPY)
+        out.copy(
+            sq,
+            f"SELECT {base}, a.bytes AS nbytes, a.copyKind AS copy_kind, a.srcKind AS src, a.dstKind AS dst "
+            "FROM CUPTI_ACTIVITY_KIND_MEMCPY a WHERE a.globalPid = ?",
+            (global_pid,),
+            SELECT_MEMCPY,
+        )
     if "CUPTI_ACTIVITY_KIND_MEMSET" in tables:
-        out.copy(sq, f"SELECT {base}, a.bytes AS nbytes, a.memKind AS mem FROM CUPTI_ACTIVITY_KIND_MEMSET a "
-                     "WHERE a.globalPid = ?", (global_pid,), SELECT_MEMSET)
+        out.copy(
+            sq,
+            f"SELECT {base}, a.bytes AS nbytes, a.memKind AS mem FROM CUPTI_ACTIVITY_KIND_MEMSET a "
+            "WHERE a.globalPid = ?",
+            (global_pid,),
+            SELECT_MEMSET,
+        )
     if "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION" in tables:
         _load_syncs(sq, out, tables, global_pid)
     con.execute("DROP TABLE nsys_strings")
@@ -408,19 +522,35 @@ def load_events(sq: sqlite3.Connection, con: duckdb.DuckDBPyConnection, global_p
 def _load_syncs(sq: sqlite3.Connection, out: _Events, tables: set[str], global_pid: int) -> None:
     """cuda_sync records; the CUDA event records (nsys --cuda-event-trace=true) name what a wait waited on."""
     con = out.con
-    con.execute("CREATE OR REPLACE TEMP TABLE nsys_event_records (event_id BIGINT, sync_id BIGINT, stream BIGINT, "
-                "corr BIGINT)")
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE nsys_event_records (event_id BIGINT, sync_id BIGINT, stream BIGINT, "
+        "corr BIGINT)"
+    )
     if "CUPTI_ACTIVITY_KIND_CUDA_EVENT" in tables:
         has_sync = "eventSyncId" in _columns(sq, "CUPTI_ACTIVITY_KIND_CUDA_EVENT")
-        out.copy(sq, f"SELECT eventId AS event_id, {'eventSyncId' if has_sync else 'NULL'} AS sync_id, "
-                     "streamId AS stream, correlationId AS corr FROM CUPTI_ACTIVITY_KIND_CUDA_EVENT WHERE globalPid = ?",
-                 (global_pid,), "SELECT event_id, sync_id, stream, corr FROM batch", target="nsys_event_records")
-    con.execute("CREATE OR REPLACE TEMP TABLE nsys_event_by_sync AS SELECT sync_id, arg_max(stream, corr) AS stream, "
-                "max(corr) AS corr FROM nsys_event_records WHERE sync_id IS NOT NULL GROUP BY sync_id")
-    sync_id = "s.eventSyncId" if "eventSyncId" in _columns(sq, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION") else "NULL"
-    out.copy(sq, 'SELECT s.start, s."end", s.deviceId AS device, s.streamId AS stream, s.correlationId AS corr, '
-                 f"s.syncType AS kind, s.eventId AS event_id, {sync_id} AS sync_id "
-                 "FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION s WHERE s.globalPid = ?", (global_pid,), SELECT_SYNC)
+        out.copy(
+            sq,
+            f"SELECT eventId AS event_id, {'eventSyncId' if has_sync else 'NULL'} AS sync_id, "
+            "streamId AS stream, correlationId AS corr FROM CUPTI_ACTIVITY_KIND_CUDA_EVENT WHERE globalPid = ?",
+            (global_pid,),
+            "SELECT event_id, sync_id, stream, corr FROM batch",
+            target="nsys_event_records",
+        )
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE nsys_event_by_sync AS SELECT sync_id, arg_max(stream, corr) AS stream, "
+        "max(corr) AS corr FROM nsys_event_records WHERE sync_id IS NOT NULL GROUP BY sync_id"
+    )
+    sync_id = (
+        "s.eventSyncId" if "eventSyncId" in _columns(sq, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION") else "NULL"
+    )
+    out.copy(
+        sq,
+        'SELECT s.start, s."end", s.deviceId AS device, s.streamId AS stream, s.correlationId AS corr, '
+        f"s.syncType AS kind, s.eventId AS event_id, {sync_id} AS sync_id "
+        "FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION s WHERE s.globalPid = ?",
+        (global_pid,),
+        SELECT_SYNC,
+    )
     con.execute("DROP TABLE nsys_event_records")
     con.execute("DROP TABLE nsys_event_by_sync")
 
@@ -433,8 +563,12 @@ def export_metadata(sq: sqlite3.Connection, rank: NsysRank, ranks_in_file: list[
     if "TARGET_INFO_SYSTEM_ENV" in tables:
         cols = _columns(sq, "TARGET_INFO_SYSTEM_ENV")
         if {"name", "value"} <= cols:
-            env = {n: v for n, v in sq.execute("SELECT name, value FROM TARGET_INFO_SYSTEM_ENV")
-                   if n in ("Hostname", "NvDriverVersion", "CudaDriverVersion", "OsDescription", "CpuArchitecture")}
+            env = {
+                n: v
+                for n, v in sq.execute("SELECT name, value FROM TARGET_INFO_SYSTEM_ENV")
+                if n
+                in ("Hostname", "NvDriverVersion", "CudaDriverVersion", "OsDescription", "CpuArchitecture")
+            }
     out = {
         "source_format": "nsys",
         "nsys_version": meta.get("EXPORT_PRODUCT_VERSION"),
@@ -459,8 +593,11 @@ def device_properties(sq: sqlite3.Connection, tables: set[str]) -> list[dict]:
     if "TARGET_INFO_GPU" not in tables:
         return []
     gpu_cols = _columns(sq, "TARGET_INFO_GPU")
-    rows = [dict(zip([c[0] for c in cur.description], r))
-            for cur in [sq.execute("SELECT * FROM TARGET_INFO_GPU")] for r in cur.fetchall()]
+    rows = [
+        dict(zip([c[0] for c in cur.description], r))
+        for cur in [sq.execute("SELECT * FROM TARGET_INFO_GPU")]
+        for r in cur.fetchall()
+    ]
     cuda_id: dict = {}
     if "TARGET_INFO_CUDA_DEVICE" in tables and {"gpuId", "cudaId"} <= _columns(sq, "TARGET_INFO_CUDA_DEVICE"):
         cuda_id = {g: c for g, c in sq.execute("SELECT DISTINCT gpuId, cudaId FROM TARGET_INFO_CUDA_DEVICE")}
@@ -469,18 +606,32 @@ def device_properties(sq: sqlite3.Connection, tables: set[str]) -> list[dict]:
         gid = r.get("id", i)
         device = cuda_id.get(gid, r.get("cuDevice", gid))
         p = {"id": device, "name": r.get("name")}
-        for src, dst in (("totalMemory", "totalGlobalMem"), ("smCount", "numSms"), ("chipName", "chipName"),
-                         ("uuid", "uuid"), ("busLocation", "busLocation"), ("clockRate", "clockRate"),
-                         ("memoryBandwidth", "memoryBandwidth"), ("computeMajor", "computeMajor"),
-                         ("computeMinor", "computeMinor")):
+        for src, dst in (
+            ("totalMemory", "totalGlobalMem"),
+            ("smCount", "numSms"),
+            ("chipName", "chipName"),
+            ("uuid", "uuid"),
+            ("busLocation", "busLocation"),
+            ("clockRate", "clockRate"),
+            ("memoryBandwidth", "memoryBandwidth"),
+            ("computeMajor", "computeMajor"),
+            ("computeMinor", "computeMinor"),
+        ):
             if src in gpu_cols and r.get(src) is not None:
                 p[dst] = r[src]
         props.append(p)
     return sorted(props, key=lambda p: (p["id"] is None, p["id"] if isinstance(p["id"], int) else 0))
 
 
-def ingest_nsys_rank(rank: NsysRank, ranks_in_file: list[dict], sha256: str, stage_phase: str | None,
-                     label_phase: str | None, out_dir: Path, work_dir: Path) -> RankResult:
+def ingest_nsys_rank(
+    rank: NsysRank,
+    ranks_in_file: list[dict],
+    sha256: str,
+    stage_phase: str | None,
+    label_phase: str | None,
+    out_dir: Path,
+    work_dir: Path,
+) -> RankResult:
     """One process of an export -> out_dir/<table>/rank-<rank>.parquet (the Kineto path's tables)."""
     work_dir.mkdir(parents=True, exist_ok=True)
     sq = open_export(rank.path)
@@ -501,9 +652,17 @@ def ingest_nsys_rank(rank: NsysRank, ranks_in_file: list[dict], sha256: str, sta
     finally:
         sq.close()
     size = rank.path.stat().st_size
-    result = RankResult(path=str(rank.path), rank=rank.rank, size=size, sha256=sha256, json_bytes=size,
-                        metadata=metadata, rows=rows, warnings=dict(warnings),
-                        empty_reason=None if timed else "nothing to ingest: the process has no timed row")
+    result = RankResult(
+        path=str(rank.path),
+        rank=rank.rank,
+        size=size,
+        sha256=sha256,
+        json_bytes=size,
+        metadata=metadata,
+        rows=rows,
+        warnings=dict(warnings),
+        empty_reason=None if timed else "nothing to ingest: the process has no timed row",
+    )
     for kind, key, value in summary:
         if kind == "events":
             result.events[key] = int(value)
@@ -521,8 +680,9 @@ def _ingest_job(args: tuple):
 
     rank, ranks_in_file, sha256, stage_phase, label_phase, out_dir, work_dir = args
     try:
-        result = ingest_nsys_rank(rank, ranks_in_file, sha256, stage_phase, label_phase, Path(out_dir),
-                                  Path(work_dir))
+        result = ingest_nsys_rank(
+            rank, ranks_in_file, sha256, stage_phase, label_phase, Path(out_dir), Path(work_dir)
+        )
         if result.empty_reason:
             raise _refuse(rank.path, result.empty_reason)
         return result
@@ -531,14 +691,26 @@ def _ingest_job(args: tuple):
             (table_dir / f"rank-{rank.rank:05d}.parquet").unlink(missing_ok=True)
         return FileProblem(str(rank.path), f"{exc} ({exc.hint})" if exc.hint else str(exc))
     except MemoryError:
-        return FileProblem(str(rank.path), f"{rank.path}: out of memory while reading; raise TRACEHOUSE_MEMORY_LIMIT")
+        return FileProblem(
+            str(rank.path), f"{rank.path}: out of memory while reading; raise TRACEHOUSE_MEMORY_LIMIT"
+        )
     except Exception as exc:  # noqa: BLE001 - a bug must not cost the other ranks of the command
-        return FileProblem(str(rank.path), f"{rank.path}: could not be ingested ({type(exc).__name__}: {exc}); "
-                                           "this is a tracehouse bug, please report it")
+        return FileProblem(
+            str(rank.path),
+            f"{rank.path}: could not be ingested ({type(exc).__name__}: {exc}); "
+            "this is a tracehouse bug, please report it",
+        )
 
 
-def ingest_exports(files: list[Path], label_phase: str | None, out_dir: Path, work_dir: Path, progress=None,
-                   pool=None, hashes: dict[Path, str] | None = None) -> list:
+def ingest_exports(
+    files: list[Path],
+    label_phase: str | None,
+    out_dir: Path,
+    work_dir: Path,
+    progress=None,
+    pool=None,
+    hashes: dict[Path, str] | None = None,
+) -> list:
     """Every process of every export, one rank each (ingest.run.ingest_files' counterpart): RankResults
     and FileProblems (a file that cannot be read costs only its own ranks)."""
 
@@ -548,17 +720,30 @@ def ingest_exports(files: list[Path], label_phase: str | None, out_dir: Path, wo
         return results
     per_file: dict[Path, list[dict]] = {}
     for r in ranks:
-        per_file.setdefault(r.path, []).append({"rank": r.rank, "pid": r.pid, "process": r.process_name,
-                                                "devices": r.devices})
+        per_file.setdefault(r.path, []).append(
+            {"rank": r.rank, "pid": r.pid, "process": r.process_name, "devices": r.devices}
+        )
     shas = dict(hashes or {})
     jobs = []
     for r in ranks:
         if r.path not in shas:
             shas[r.path] = file_sha256(r.path)
-        jobs.append((r, per_file[r.path], shas[r.path], parse_trace_name(r.path.name).phase, label_phase,
-                     str(out_dir), str(work_dir / f"rank-{r.rank}")))
-    with (RankPool() if pool is None else borrowed(pool)) as workers:
-        results += workers.map(jobs, fn=_ingest_job,
-                               done=(lambda job: progress(f"ingested {job[0].path} (pid {job[0].pid})"))
-                               if progress else None, input_bytes=files_size(list(per_file)))
+        jobs.append(
+            (
+                r,
+                per_file[r.path],
+                shas[r.path],
+                parse_trace_name(r.path.name).phase,
+                label_phase,
+                str(out_dir),
+                str(work_dir / f"rank-{r.rank}"),
+            )
+        )
+    with RankPool() if pool is None else borrowed(pool) as workers:
+        results += workers.map(
+            jobs,
+            fn=_ingest_job,
+            done=(lambda job: progress(f"ingested {job[0].path} (pid {job[0].pid})")) if progress else None,
+            input_bytes=files_size(list(per_file)),
+        )
     return results

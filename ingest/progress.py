@@ -38,7 +38,9 @@ def _mb(n: float) -> str:
 class IngestProgress:
     """Draws the lines on `stream` (a terminal) while ingest runs; feed it the pipeline's messages."""
 
-    def __init__(self, warehouse_root: Path, files: list[tuple[Path, int]], stream=None, interval: float = 0.25):
+    def __init__(
+        self, warehouse_root: Path, files: list[tuple[Path, int]], stream=None, interval: float = 0.25
+    ):
         self.root = Path(warehouse_root)
         self.stream = stream or sys.stderr
         self.interval = interval
@@ -65,7 +67,7 @@ class IngestProgress:
     def message(self, text: str) -> None:
         with self._lock:
             if text.startswith("ingested "):
-                self.done.add(text[len("ingested "):])
+                self.done.add(text[len("ingested ") :])
             else:
                 self.note, self.note_at = text, time.monotonic()
 
@@ -92,7 +94,9 @@ class IngestProgress:
                     copied = (folder / "events.json").stat().st_size
                 except (OSError, TypeError):
                     copied = None
-                if self.started[key] is None and (copied is not None or (folder is not None and folder.is_dir())):
+                if self.started[key] is None and (
+                    copied is not None or (folder is not None and folder.is_dir())
+                ):
                     self.started[key] = now
                 elapsed = now - self.started[key] if self.started[key] is not None else 0.0
                 if self.started[key] is None:
@@ -102,7 +106,11 @@ class IngestProgress:
                 else:
                     pct = min(100.0, 100.0 * copied / total) if total else 0.0
                     rate = copied / max(1e-3, elapsed)
-                    eta = f", ETA {max(0.0, (total - copied) / rate):.0f} s" if rate > 0 and copied < total else ""
+                    eta = (
+                        f", ETA {max(0.0, (total - copied) / rate):.0f} s"
+                        if rate > 0 and copied < total
+                        else ""
+                    )
                     state = f"reading {_mb(copied)} of {_mb(total)} ({pct:.0f} %){eta}"
             out.append(f"  rank {rank} {path.name[:48]}: {state}")
         if self.note:

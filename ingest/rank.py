@@ -70,14 +70,20 @@ class RankResult:
 def work_connection(work_dir: Path) -> duckdb.DuckDBPyConnection:
     # In memory, with a limit and a spill folder: small traces never touch the disk, large ones spill.
     con = duckdb.connect(":memory:")
-    con.execute(f"SET memory_limit = {sql_string(memory_limit())}")  # in a worker: its share (TRACEHOUSE_RANK_WORKERS)
+    con.execute(
+        f"SET memory_limit = {sql_string(memory_limit())}"
+    )  # in a worker: its share (TRACEHOUSE_RANK_WORKERS)
     con.execute(f"SET temp_directory = {sql_string(work_dir / 'spill')}")
     con.execute("SET preserve_insertion_order = true")
     return con
 
 
-def run_transforms(con: duckdb.DuckDBPyConnection, stage_phase: str | None, label_phase: str | None,
-                   on_file: Callable[[Path, float], None] | None = None) -> None:
+def run_transforms(
+    con: duckdb.DuckDBPyConnection,
+    stage_phase: str | None,
+    label_phase: str | None,
+    on_file: Callable[[Path, float], None] | None = None,
+) -> None:
     """The ingest/sql transforms, in file order, on the `events` table; on_file(file, seconds) after each."""
     con.execute(
         "CREATE OR REPLACE TABLE rank_context AS SELECT ?::VARCHAR AS stage_phase, ?::VARCHAR AS label_phase",
@@ -104,11 +110,17 @@ class Staged:
 
 
 @contextmanager
-def staged(path: Path, work_dir: Path, stage_phase: str | None = None, label_phase: str | None = None, *,
-           extra_args: dict[str, str] | None = None,
-           connect: Callable[[Path], duckdb.DuckDBPyConnection] | None = None,
-           on_stage: Callable[[str, duckdb.DuckDBPyConnection | None], None] | None = None,
-           on_file: Callable[[Path, float], None] | None = None) -> Iterator[Staged]:
+def staged(
+    path: Path,
+    work_dir: Path,
+    stage_phase: str | None = None,
+    label_phase: str | None = None,
+    *,
+    extra_args: dict[str, str] | None = None,
+    connect: Callable[[Path], duckdb.DuckDBPyConnection] | None = None,
+    on_stage: Callable[[str, duckdb.DuckDBPyConnection | None], None] | None = None,
+    on_file: Callable[[Path, float], None] | None = None,
+) -> Iterator[Staged]:
     """The stage sequence every reader of a Kineto file shares (a rank, a capture trace, the benchmark):
     read_trace -> a work connection -> load_raw_events -> the ingest/sql transforms -> event_warnings.
 
@@ -160,16 +172,28 @@ def write_tables(con: duckdb.DuckDBPyConnection, out_dir: Path, rank: int) -> di
     return rows
 
 
-def ingest_rank(path: Path, rank: int, stage_phase: str | None, out_dir: Path, work_dir: Path,
-                label_phase: str | None = None) -> RankResult:
+def ingest_rank(
+    path: Path,
+    rank: int,
+    stage_phase: str | None,
+    out_dir: Path,
+    work_dir: Path,
+    label_phase: str | None = None,
+) -> RankResult:
     """Run every stage for one file; Parquet goes to out_dir/<table>/rank-<rank>.parquet."""
     with staged(path, work_dir, stage_phase, label_phase) as file:
         rows = write_tables(file.con, out_dir, rank)
         summary = file.con.execute("SELECT kind, key, value FROM rank_summary").fetchall()
     source = file.source
     result = RankResult(
-        path=str(path), rank=rank, size=source.size, sha256=source.sha256,
-        json_bytes=source.json_bytes, metadata=source.metadata, rows=rows, warnings=dict(file.repairs),
+        path=str(path),
+        rank=rank,
+        size=source.size,
+        sha256=source.sha256,
+        json_bytes=source.json_bytes,
+        metadata=source.metadata,
+        rows=rows,
+        warnings=dict(file.repairs),
         empty_reason=source.empty_reason,
     )
     for kind, key, value in summary:

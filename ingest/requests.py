@@ -35,8 +35,10 @@ from warehouse.schema import schema
 TABLE = "step_requests"
 SCHEMA = schema(TABLE)  # declared in warehouse.schema
 FILE_NAME = "requests.parquet"
-HINT = ("one row per (step, request): step, request_id, and optionally tokens, kv_tokens, phase (prefill|decode), "
-        "rank; as .csv with a header, .jsonl, or a .json list")
+HINT = (
+    "one row per (step, request): step, request_id, and optionally tokens, kv_tokens, phase (prefill|decode), "
+    "rank; as .csv with a header, .jsonl, or a .json list"
+)
 
 
 class RequestsFileError(TracehouseError):
@@ -109,19 +111,24 @@ def read_requests(path: Path) -> pa.Table:
         phase = record.get("phase")
         phase = phase.strip().lower() if isinstance(phase, str) and phase.strip() else None
         if phase not in (None, "prefill", "decode"):
-            raise RequestsFileError(f"{path}: {where}: phase {record.get('phase')!r} is not prefill or decode")
+            raise RequestsFileError(
+                f"{path}: {where}: phase {record.get('phase')!r} is not prefill or decode"
+            )
         row = {
             "rank": _integer(record.get("rank"), "rank", where, path),
             "step": _integer(record.get("step"), "step", where, path),
             "request_id": str(record["request_id"]).strip(),
             "tokens": _integer(record.get("tokens"), "tokens", where, path),
             "kv_tokens": _integer(record.get("kv_tokens"), "kv_tokens", where, path),
-            "phase": phase, "line": line,
+            "phase": phase,
+            "line": line,
         }
         key = (row["rank"], row["step"], row["request_id"])
         if key in seen:
-            raise RequestsFileError(f"{path}: {where}: request {row['request_id']!r} in step {row['step']} again "
-                                    f"(first at {seen[key]})")
+            raise RequestsFileError(
+                f"{path}: {where}: request {row['request_id']!r} in step {row['step']} again "
+                f"(first at {seen[key]})"
+            )
         seen[key] = where
         rows.append(row)
     return pa.Table.from_pylist(rows, schema=SCHEMA)
@@ -149,8 +156,11 @@ def attach_requests(warehouse, run_id: str, table: pa.Table) -> dict[str, int]:
     spans = pq.read_table(warehouse.partition("step_spans", run_id), columns=["rank", "step"]).to_pylist()
     steps = {(s["rank"], s["step"]) for s in spans}
     any_rank = {s["step"] for s in spans}
-    unmatched = sum(1 for r in table.to_pylist()
-                    if (r["step"] not in any_rank if r["rank"] is None else (r["rank"], r["step"]) not in steps))
+    unmatched = sum(
+        1
+        for r in table.to_pylist()
+        if (r["step"] not in any_rank if r["rank"] is None else (r["rank"], r["step"]) not in steps)
+    )
     with warehouse.lock():
         write_requests(table, warehouse.partition(TABLE, run_id))
         # what a diff stored of the run (its per-request medians) is stale now: the next diff computes it

@@ -64,7 +64,9 @@ def plan_runs(paths: list[Path], capture: Path | None = None) -> list[RunPlan]:
             skipped = [str(p) for p in entries if p not in traces and p.name not in NOT_TRACES]
             cap = capture or (path / "capture_traces" if (path / "capture_traces").is_dir() else None)
             if not traces:
-                raise TracehouseError(f"{path}: no trace files (*.json, *.json.gz, Nsight Systems *.sqlite) in this directory")
+                raise TracehouseError(
+                    f"{path}: no trace files (*.json, *.json.gz, Nsight Systems *.sqlite) in this directory"
+                )
             plans.append(RunPlan(files=traces, capture_dir=cap, skipped=skipped))
         elif path.is_file():
             loose.append(path)
@@ -133,17 +135,24 @@ def _ingest_one(args: tuple) -> RankResult | FileProblem:
         if result.empty_reason:  # nothing usable: refuse the file (its empty Parquet files go too)
             for table_dir in Path(out_dir).iterdir():
                 (table_dir / f"rank-{rank:05d}.parquet").unlink(missing_ok=True)
-            raise TraceFormatError(str(path), result.empty_reason, "event array",
-                                   hint="the file was skipped; was the profiler stopped before it recorded "
-                                        "any activity? Profile at least one step")
+            raise TraceFormatError(
+                str(path),
+                result.empty_reason,
+                "event array",
+                hint="the file was skipped; was the profiler stopped before it recorded "
+                "any activity? Profile at least one step",
+            )
         return result
     except TracehouseError as exc:  # one line: what, where, and what to do next
         return FileProblem(str(path), f"{exc} ({exc.hint})" if exc.hint else str(exc))
     except MemoryError:
         return FileProblem(str(path), f"{path}: out of memory while reading; raise TRACEHOUSE_MEMORY_LIMIT")
     except Exception as exc:  # noqa: BLE001 - a bug must not cost the other files of the command
-        return FileProblem(str(path), f"{path}: could not be ingested ({type(exc).__name__}: {exc}); "
-                                      "this is a tracehouse bug, please report it")
+        return FileProblem(
+            str(path),
+            f"{path}: could not be ingested ({type(exc).__name__}: {exc}); "
+            "this is a tracehouse bug, please report it",
+        )
 
 
 class RankPool:
@@ -172,8 +181,12 @@ class RankPool:
         if self._pool is None:
             # each worker's DuckDB gets its share of the cores instead of all of them
             share = max(1, (os.cpu_count() or 1) // self.workers)
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=get_context("spawn"),
-                                             initializer=_set_threads, initargs=(share, self.workers))
+            self._pool = ProcessPoolExecutor(
+                max_workers=self.workers,
+                mp_context=get_context("spawn"),
+                initializer=_set_threads,
+                initargs=(share, self.workers),
+            )
         futures = {self._pool.submit(fn, job): i for i, job in enumerate(jobs)}
         results: list = [None] * len(jobs)
         for future in as_completed(futures):
@@ -200,15 +213,25 @@ def _set_threads(threads: int, workers: int = 1) -> None:
     os.environ["TRACEHOUSE_RANK_WORKERS"] = str(workers)  # ingest.memory: each worker's share of the memory
 
 
-def ingest_files(files: list[Path], ranks: list[int], label_phase: str | None, out_dir: Path,
-                 work_dir: Path, progress=None, pool: RankPool | None = None) -> list[RankResult | FileProblem]:
+def ingest_files(
+    files: list[Path],
+    ranks: list[int],
+    label_phase: str | None,
+    out_dir: Path,
+    work_dir: Path,
+    progress=None,
+    pool: RankPool | None = None,
+) -> list[RankResult | FileProblem]:
     jobs = [
         (str(f), r, parse_trace_name(f.name).phase, label_phase, str(out_dir), str(work_dir / f"rank-{r}"))
         for f, r in zip(files, ranks)
     ]
-    with (RankPool() if pool is None else borrowed(pool)) as workers:
-        return workers.map(jobs, done=(lambda job: progress(f"ingested {job[0]}")) if progress else None,
-                           input_bytes=files_size(files))
+    with RankPool() if pool is None else borrowed(pool) as workers:
+        return workers.map(
+            jobs,
+            done=(lambda job: progress(f"ingested {job[0]}")) if progress else None,
+            input_bytes=files_size(files),
+        )
 
 
 # Jobs whose files are smaller than this in all run in this process: a spawned worker imports DuckDB and
@@ -243,7 +266,11 @@ def detect_framework(results: list[RankResult], files: list[Path]) -> str:
     names = " ".join(f.name for f in files)
     if hints.get("trtllm_frames"):
         return "tensorrt-llm"
-    if hints.get("sglang_frames") or hints.get("sglang_steps") or parse_trace_name(names).stage in ("DECODE", "EXTEND"):
+    if (
+        hints.get("sglang_frames")
+        or hints.get("sglang_steps")
+        or parse_trace_name(names).stage in ("DECODE", "EXTEND")
+    ):
         return "sglang"
     if hints.get("vllm_frames") or hints.get("vllm_steps"):
         return "vllm"
@@ -263,16 +290,27 @@ def hardware_name(results: list[RankResult]) -> str | None:
     return None
 
 
-def build_runs_row(run_id: str, results: list[RankResult], files: list[Path], labels: dict[str, str],
-                   notes: list[str], skipped: list[str], rules_version: str,
-                   attributed: tuple[int, int] | None = None) -> pa.Table:
+def build_runs_row(
+    run_id: str,
+    results: list[RankResult],
+    files: list[Path],
+    labels: dict[str, str],
+    notes: list[str],
+    skipped: list[str],
+    rules_version: str,
+    attributed: tuple[int, int] | None = None,
+) -> pa.Table:
     """The one row of `runs` for this run (see PRODUCT.md, Tables).
 
     attributed: (activities, GPU ns) that have a Python launch site, from the trace or from capture
     traces (ingest/capture.py coverage); stored as attributed_activities / attributed_gpu_ns."""
     results = sorted(results, key=lambda r: r.rank)
     first = results[0]
-    dist = first.metadata.get("distributedInfo") if isinstance(first.metadata.get("distributedInfo"), dict) else {}
+    dist = (
+        first.metadata.get("distributedInfo")
+        if isinstance(first.metadata.get("distributedInfo"), dict)
+        else {}
+    )
     named = [parse_trace_name(Path(r.path).name) for r in results]
     warnings: dict[str, int] = {}
     events: dict[str, int] = {}
@@ -293,7 +331,11 @@ def build_runs_row(run_id: str, results: list[RankResult], files: list[Path], la
     hardware = labels.get("hardware") or hardware_name(results)
     starts = [r.span.get("trace_start_ns") for r in results if r.span.get("trace_start_ns") is not None]
     ends = [r.span.get("trace_end_ns") for r in results if r.span.get("trace_end_ns") is not None]
-    base_times = [r.metadata.get("baseTimeNanoseconds") for r in results if isinstance(r.metadata.get("baseTimeNanoseconds"), int)]
+    base_times = [
+        r.metadata.get("baseTimeNanoseconds")
+        for r in results
+        if isinstance(r.metadata.get("baseTimeNanoseconds"), int)
+    ]
 
     def index(dim: str) -> int | None:
         values = {getattr(n, dim) for n in named if getattr(n, dim) is not None}
@@ -304,8 +346,14 @@ def build_runs_row(run_id: str, results: list[RankResult], files: list[Path], la
         "run_id": run_id,
         "ingested_at": datetime.now(timezone.utc),
         "files": [
-            {"name": Path(r.path).name, "path": str(Path(r.path).resolve()), "size": r.size, "sha256": r.sha256,
-             "rank": r.rank, "json_bytes": r.json_bytes}
+            {
+                "name": Path(r.path).name,
+                "path": str(Path(r.path).resolve()),
+                "size": r.size,
+                "sha256": r.sha256,
+                "rank": r.rank,
+                "json_bytes": r.json_bytes,
+            }
             for r in results
         ],
         "labels": sorted(labels.items()),
@@ -314,7 +362,10 @@ def build_runs_row(run_id: str, results: list[RankResult], files: list[Path], la
         "hardware": hardware,
         "world_size": world_size,
         "n_ranks": len(results),
-        "tp": index("tp"), "pp": index("pp"), "dp": index("dp"), "ep": index("ep"),
+        "tp": index("tp"),
+        "pp": index("pp"),
+        "dp": index("dp"),
+        "ep": index("ep"),
         "phase": labels.get("phase") or (phases.pop() if len(phases) == 1 else "mixed" if phases else None),
         "capture_mode": capture_mode,
         "commit": labels.get("commit"),
@@ -326,8 +377,13 @@ def build_runs_row(run_id: str, results: list[RankResult], files: list[Path], la
         "n_kernels": sum(r.rows.get("kernels", 0) for r in results),
         "event_counts": sorted(events.items()),
         "warnings": sorted(warnings.items()),
-        "metadata": json.dumps({Path(r.path).name: {k: v for k, v in r.metadata.items() if k != "deviceProperties"}
-                                for r in results}, default=str),
+        "metadata": json.dumps(
+            {
+                Path(r.path).name: {k: v for k, v in r.metadata.items() if k != "deviceProperties"}
+                for r in results
+            },
+            default=str,
+        ),
         "device_properties": json.dumps(first.metadata.get("deviceProperties")),
         "schema_version": SCHEMA_VERSION,
         "rules_version": rules_version,

@@ -151,10 +151,10 @@ def _reinflate(path, skip: int, zlib_header: bool, step: int = 16 << 10):
                     if inflater.eof:  # the member ended; what follows would need a new member
                         offset += i + 1
                         break
-                yield (out[max(0, skip - done):] if done + len(out) > skip else b""), offset
+                yield (out[max(0, skip - done) :] if done + len(out) > skip else b""), offset
                 return
             if done + len(out) > skip:
-                yield out[max(0, skip - done):], offset
+                yield out[max(0, skip - done) :], offset
             done += len(out)
             offset += len(chunk)
 
@@ -183,8 +183,11 @@ def _close_array(tail: bytes, aligned: bool, label: str) -> tuple[int, dict]:
     try:
         close = jsonscan.array_close(tail, start, end, b"traceEvents") + 1
     except jsonscan.ScanError as exc:
-        what = ("malformed JSON around the end of the event array" if str(exc) == "malformed"
-                else "truncated JSON: the event array is never closed")
+        what = (
+            "malformed JSON around the end of the event array"
+            if str(exc) == "malformed"
+            else "truncated JSON: the event array is never closed"
+        )
         raise TraceFormatError(label, what, "end of file")
     rest = tail[close:].strip()
     meta = {}
@@ -192,7 +195,9 @@ def _close_array(tail: bytes, aligned: bool, label: str) -> tuple[int, dict]:
         try:
             meta = orjson.loads(b"{" + rest[1:])
         except orjson.JSONDecodeError as exc:
-            raise TraceFormatError(label, f"invalid JSON in the metadata after the events ({exc})", "end of file")
+            raise TraceFormatError(
+                label, f"invalid JSON in the metadata after the events ({exc})", "end of file"
+            )
     return close, meta if isinstance(meta, dict) else {}
 
 
@@ -203,8 +208,10 @@ def _last_complete_event(tail: bytes, aligned: bool) -> int | None:
     return None if start is None else jsonscan.last_complete_element(tail, start, aligned)
 
 
-_DAMAGED_HINT = ("the file was skipped and the other files still land; copy it again, or re-run the profiler "
-                 "and let it finish writing")
+_DAMAGED_HINT = (
+    "the file was skipped and the other files still land; copy it again, or re-run the profiler "
+    "and let it finish writing"
+)
 _SECOND_DOCUMENT = re.compile(rb'"traceEvents"\s*:')
 
 
@@ -233,7 +240,9 @@ def read_trace(path: Path, events_file: Path) -> TraceSource:
                     match = _TRACE_EVENTS_KEY.search(head)
                     if match is None:
                         if len(head) > HEAD_LIMIT or (stripped and stripped[:1] != b"{"):
-                            raise TraceFormatError(label, "not a Kineto trace: no `traceEvents` array", "start of file")
+                            raise TraceFormatError(
+                                label, "not a Kineto trace: no `traceEvents` array", "start of file"
+                            )
                         continue
                     found = True
                     before = head[: match.start()].rstrip()
@@ -252,9 +261,11 @@ def read_trace(path: Path, events_file: Path) -> TraceSource:
                 if second is not None:
                     at = source.json_bytes - len(window) + second.start()
                     raise TraceFormatError(
-                        label, "two JSON documents in one file: a second `traceEvents` array starts inside the "
+                        label,
+                        "two JSON documents in one file: a second `traceEvents` array starts inside the "
                         "first (several processes wrote this file?); write one trace file per rank",
-                        f"byte {at}")
+                        f"byte {at}",
+                    )
             carry = piece[-32:]
             # Keep a bounded tail in memory; everything before it is certainly inside the array.
             # A large piece is written straight from the inflater's buffer (no copy into the tail).
@@ -272,8 +283,12 @@ def read_trace(path: Path, events_file: Path) -> TraceSource:
                     aligned = False
         if not found:
             if damage.what:
-                raise TraceFormatError(label, f"{damage.what}; no event before the damage, nothing could be kept",
-                                       damage.where, hint=_DAMAGED_HINT)
+                raise TraceFormatError(
+                    label,
+                    f"{damage.what}; no event before the damage, nothing could be kept",
+                    damage.where,
+                    hint=_DAMAGED_HINT,
+                )
             if not head.strip():
                 raise TraceFormatError(label, "empty file", "byte 0")
             raise TraceFormatError(label, "not a Kineto trace: no `traceEvents` array", "start of file")
@@ -281,7 +296,9 @@ def read_trace(path: Path, events_file: Path) -> TraceSource:
             if source.bare_array:
                 end = len(tail.rstrip())
                 if not tail[:end].endswith(b"]"):
-                    raise TraceFormatError(label, "truncated JSON: the event array is never closed", "end of file")
+                    raise TraceFormatError(
+                        label, "truncated JSON: the event array is never closed", "end of file"
+                    )
                 keep, after = end, {}
             else:
                 keep, after = _close_array(tail, aligned, label)
@@ -292,17 +309,23 @@ def read_trace(path: Path, events_file: Path) -> TraceSource:
             what = damage.what or problem.what
             if cut is None:
                 raise TraceFormatError(
-                    label, f"{what}; no complete event before the damage, nothing could be kept",
-                    damage.where if damage.what else f"byte {end_at}", hint=_DAMAGED_HINT)
+                    label,
+                    f"{what}; no complete event before the damage, nothing could be kept",
+                    damage.where if damage.what else f"byte {end_at}",
+                    hint=_DAMAGED_HINT,
+                )
             out.write(tail[:cut])
             out.write(b"]")
             source.truncation = f"file truncated at byte {end_at}" + (
-                f" ({damage.what} at {damage.where})" if damage.what else "")
+                f" ({damage.what} at {damage.where})" if damage.what else ""
+            )
             keep, after = 0, {}
         else:
             out.write(tail[:keep])
             if damage.what:  # every byte inflated, but the final checksum failed: the content may be damaged
-                source.warnings[f"{damage.what} at {damage.where}; the events that could be read were kept"] = 1
+                source.warnings[
+                    f"{damage.what} at {damage.where}; the events that could be read were kept"
+                ] = 1
     source.metadata.update(after)
     source.sha256 = digest.hexdigest()
     source.events_file = events_file

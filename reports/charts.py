@@ -36,7 +36,9 @@ def sparkline(values: list[float | None]) -> str:
 def md_cell(value) -> str:
     """Text safe inside a Markdown table cell: no pipes, backticks or line breaks from a trace."""
     text = "" if value is None else str(value)
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("`", "'").replace("\n", " ").replace("\r", " ")
+    return (
+        text.replace("\\", "\\\\").replace("|", "\\|").replace("`", "'").replace("\n", " ").replace("\r", " ")
+    )
 
 
 def fmt_ns(ns: float | None) -> str:
@@ -77,8 +79,15 @@ def unit_for(metric: str, values: list[float]) -> tuple[float, str]:
     return 1.0, ""
 
 
-def line_chart(points: list[dict], *, width: int = 430, height: int = 150, title: str = "", metric: str = "",
-               unit: tuple[float, str] | None = None) -> Markup:
+def line_chart(
+    points: list[dict],
+    *,
+    width: int = 430,
+    height: int = 150,
+    title: str = "",
+    metric: str = "",
+    unit: tuple[float, str] | None = None,
+) -> Markup:
     """An SVG line chart of points [{x_label, value, baseline, band, flagged}], with the band each point
     was judged against (baseline ± band, regression.band, clipped at 0: no metric is negative) shaded and
     flagged points drawn in red. Values in the metric's unit (unit_for), y ticks labelled with it, and
@@ -86,7 +95,9 @@ def line_chart(points: list[dict], *, width: int = 430, height: int = 150, title
     pad_l, pad_r, pad_t, pad_b = 58, 10, 10, 30
     raw = [p["value"] for p in points if p.get("value") is not None]
     div, unit_name = unit or unit_for(metric, raw)
-    judged = [(i, p) for i, p in enumerate(points) if p.get("baseline") is not None and p.get("band") is not None]
+    judged = [
+        (i, p) for i, p in enumerate(points) if p.get("baseline") is not None and p.get("band") is not None
+    ]
     band = []
     for _, p in judged:
         band += [max(0.0, p["baseline"] - p["band"]), p["baseline"] + p["band"]]
@@ -107,28 +118,41 @@ def line_chart(points: list[dict], *, width: int = 430, height: int = 150, title
     def y(v: float) -> float:
         return pad_t + ih * (1 - (v - lo) / (hi - lo))
 
-    parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" class="chart trend-chart" width="{width}" height="{height}" '
-              f'viewBox="0 0 {width} {height}" role="img"><title>{escape(title)}</title>'),
-             f'<rect x="{pad_l}" y="{pad_t}" width="{iw}" height="{ih}" fill="#fafafa" stroke="#ddd"/>']
+    parts = [
+        (
+            f'<svg xmlns="http://www.w3.org/2000/svg" class="chart trend-chart" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" role="img"><title>{escape(title)}</title>'
+        ),
+        f'<rect x="{pad_l}" y="{pad_t}" width="{iw}" height="{ih}" fill="#fafafa" stroke="#ddd"/>',
+    ]
     ticks = _ticks(lo, hi, 4)
     step = (ticks[1] - ticks[0]) / div if len(ticks) > 1 else 1.0
     decimals = max(0, -math.floor(math.log10(step))) if step > 0 else 0  # distinct labels for close ticks
     for t in ticks:
         ty = y(t)
         text = f"{t / div:,.{decimals}f}" + (f" {unit_name}" if unit_name else "")
-        parts.append(f'<line x1="{pad_l}" y1="{ty:.1f}" x2="{pad_l + iw}" y2="{ty:.1f}" stroke="#eee"/>'
-                     f'<text x="{pad_l - 4}" y="{ty + 3:.1f}" font-size="10" text-anchor="end">'
-                     f'{escape(text)}</text>')
+        parts.append(
+            f'<line x1="{pad_l}" y1="{ty:.1f}" x2="{pad_l + iw}" y2="{ty:.1f}" stroke="#eee"/>'
+            f'<text x="{pad_l - 4}" y="{ty + 3:.1f}" font-size="10" text-anchor="end">'
+            f"{escape(text)}</text>"
+        )
     upper = [(x(i), y(p["baseline"] + p["band"])) for i, p in judged]
     lower = [(x(i), y(max(0.0, p["baseline"] - p["band"]))) for i, p in judged]
     if len(upper) >= 2:
         poly = " ".join(f"{a:.1f},{b:.1f}" for a, b in upper + lower[::-1])
-        parts.append(f'<polygon points="{poly}" fill="#9ecae1" fill-opacity="0.45" stroke="none">'
-                     f'<title>baseline ± band (the flag threshold)</title></polygon>')
-        base = " ".join(f"{x(i):.1f},{y(p['baseline']):.1f}" for i, p in enumerate(points)
-                        if p.get("baseline") is not None)
+        parts.append(
+            f'<polygon points="{poly}" fill="#9ecae1" fill-opacity="0.45" stroke="none">'
+            f"<title>baseline ± band (the flag threshold)</title></polygon>"
+        )
+        base = " ".join(
+            f"{x(i):.1f},{y(p['baseline']):.1f}"
+            for i, p in enumerate(points)
+            if p.get("baseline") is not None
+        )
         parts.append(f'<polyline points="{base}" fill="none" stroke="#6baed6" stroke-dasharray="4 3"/>')
-    line = " ".join(f"{x(i):.1f},{y(p['value']):.1f}" for i, p in enumerate(points) if p.get("value") is not None)
+    line = " ".join(
+        f"{x(i):.1f},{y(p['value']):.1f}" for i, p in enumerate(points) if p.get("value") is not None
+    )
     parts.append(f'<polyline points="{line}" fill="none" stroke="#333" stroke-width="1.5"/>')
     for i, p in enumerate(points):
         if p.get("value") is None:
@@ -136,16 +160,22 @@ def line_chart(points: list[dict], *, width: int = 430, height: int = 150, title
         color = "#d62728" if p.get("flagged") else "#333"
         r = 4 if p.get("flagged") else 2.5
         label = f"{p.get('x_label', '')}: {_short_number(p['value'] / div)} {unit_name}".rstrip()
-        parts.append(f'<circle cx="{x(i):.1f}" cy="{y(p["value"]):.1f}" r="{r}" fill="{color}">'
-                     f'<title>{escape(label)}</title></circle>')
+        parts.append(
+            f'<circle cx="{x(i):.1f}" cy="{y(p["value"]):.1f}" r="{r}" fill="{color}">'
+            f"<title>{escape(label)}</title></circle>"
+        )
     every = max(1, math.ceil(len(points) * 48 / iw))  # a commit label needs about 48 px
     for i, p in enumerate(points):
         if i % every == 0 or i == len(points) - 1 and (len(points) - 1) % every >= every / 2:
             text = str(p.get("x_label", ""))[:8]
-            parts.append(f'<text x="{x(i):.1f}" y="{pad_t + ih + 13}" font-size="10" text-anchor="middle">'
-                         f'{escape(text)}</text>')
-    parts.append(f'<text x="{pad_l + iw / 2:.1f}" y="{height - 3}" font-size="10" text-anchor="middle" '
-                 f'fill="#777">commit</text></svg>')
+            parts.append(
+                f'<text x="{x(i):.1f}" y="{pad_t + ih + 13}" font-size="10" text-anchor="middle">'
+                f"{escape(text)}</text>"
+            )
+    parts.append(
+        f'<text x="{pad_l + iw / 2:.1f}" y="{height - 3}" font-size="10" text-anchor="middle" '
+        f'fill="#777">commit</text></svg>'
+    )
     return Markup("".join(parts))
 
 
@@ -178,12 +208,20 @@ def bar_pair(base: float, target: float, scale: float, *, width: int = 160) -> M
         return Markup("")
     wb = max(0.0, width * base / scale)
     wt = max(0.0, width * target / scale)
-    return Markup(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="14">'
-                  f'<rect x="0" y="1" width="{wb:.1f}" height="5" fill="#999"/>'
-                  f'<rect x="0" y="8" width="{wt:.1f}" height="5" fill="#3182bd"/></svg>')
+    return Markup(
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="14">'
+        f'<rect x="0" y="1" width="{wb:.1f}" height="5" fill="#999"/>'
+        f'<rect x="0" y="8" width="{wt:.1f}" height="5" fill="#3182bd"/></svg>'
+    )
 
 
 def point_dict(point) -> dict:
     """A trend point (dataclass) as the dict line_chart reads."""
-    return {"x_label": point.commit or point.run_id, "value": point.value, "baseline": point.baseline,
-            "noise": point.noise, "band": point.band, "flagged": point.flagged}
+    return {
+        "x_label": point.commit or point.run_id,
+        "value": point.value,
+        "baseline": point.baseline,
+        "noise": point.noise,
+        "band": point.band,
+        "flagged": point.flagged,
+    }

@@ -27,15 +27,15 @@ from warehouse.runs import resolve_run
 @dataclass
 class RunInfo:
     run_id: str
-    label: str                # what the user typed
+    label: str  # what the user typed
     hardware: str | None
     framework: str | None
     model: str | None
     commit: str | None
-    rank_steps: int           # rows of `steps`: the divisor of every per-step figure
+    rank_steps: int  # rows of `steps`: the divisor of every per-step figure
     ranks: int
-    gpu_ns_per_step: float    # all activities inside steps
-    outside_steps_ns: int     # GPU time of activities in no step (not in any figure)
+    gpu_ns_per_step: float  # all activities inside steps
+    outside_steps_ns: int  # GPU time of activities in no step (not in any figure)
 
 
 @dataclass
@@ -44,31 +44,31 @@ class CategoryRow:
     base_ns: float
     target_ns: float
     delta_ns: float
-    ratio: float | None       # target / base
+    ratio: float | None  # target / base
 
 
 @dataclass
 class KernelRow:
-    match: str                # exact, normalized, category, added, removed
+    match: str  # exact, normalized, category, added, removed
     category: str
-    label: str                # the name shown: the exact name, the normalized name, or the category
+    label: str  # the name shown: the exact name, the normalized name, or the category
     base_names: list[str]
     target_names: list[str]
     base_ns: float
     target_ns: float
     delta_ns: float
     ratio: float | None
-    base_launches: float      # per step
+    base_launches: float  # per step
     target_launches: float
-    changed: bool             # names differ (normalized / category matches)
+    changed: bool  # names differ (normalized / category matches)
 
 
 @dataclass
 class CriticalPathRow:
-    part: str                 # gpu category or non-gpu kind
+    part: str  # gpu category or non-gpu kind
     base_share: float
     target_share: float
-    delta: float              # target - base, share points (0..1)
+    delta: float  # target - base, share points (0..1)
 
 
 @dataclass
@@ -82,7 +82,7 @@ class DiffReport:
     categories: list[CategoryRow]
     kernels: list[KernelRow]
     top_movers: list[KernelRow]
-    appeared: list[str]       # names in TARGET whose normalized name is not in BASE
+    appeared: list[str]  # names in TARGET whose normalized name is not in BASE
     vanished: list[str]
     counts: dict[str, int]
     critical_path: list[CriticalPathRow] = field(default_factory=list)
@@ -102,13 +102,31 @@ def _run_info(con, facts: dict, label: str) -> tuple[RunInfo, dict[str, dict]]:
     """The run's header and its kernels by name, every figure per step as sql/step_kernel_time and
     sql/run_step_time define it."""
     run_id = facts["run_id"]
-    row = con.execute("SELECT hardware, framework, model, commit FROM runs WHERE run_id = ?", [run_id]).fetchone()
+    row = con.execute(
+        "SELECT hardware, framework, model, commit FROM runs WHERE run_id = ?", [run_id]
+    ).fetchone()
     kernels = {}
     for name, kind, category, norm, ns, launches in facts["kernels"]:
-        kernels[name] = {"name": name, "kind": kind, "category": category, "norm": norm, "ns": ns,
-                         "launches": launches}
-    info = RunInfo(run_id, label, row[0], row[1], row[2], row[3], facts["rank_steps"], facts["ranks"],
-                   facts["gpu_ns_per_step"], facts["outside_steps_ns"])
+        kernels[name] = {
+            "name": name,
+            "kind": kind,
+            "category": category,
+            "norm": norm,
+            "ns": ns,
+            "launches": launches,
+        }
+    info = RunInfo(
+        run_id,
+        label,
+        row[0],
+        row[1],
+        row[2],
+        row[3],
+        facts["rank_steps"],
+        facts["ranks"],
+        facts["gpu_ns_per_step"],
+        facts["outside_steps_ns"],
+    )
     return info, kernels
 
 
@@ -117,9 +135,20 @@ def _row(match: str, category: str, label: str, base: list[dict], target: list[d
     t = sum(k["ns"] for k in target)
     bn = [k["name"] for k in sorted(base, key=lambda k: -k["ns"])]
     tn = [k["name"] for k in sorted(target, key=lambda k: -k["ns"])]
-    return KernelRow(match, category, label, bn, tn, b, t, t - b, _ratio(b, t),
-                     sum(k["launches"] for k in base), sum(k["launches"] for k in target),
-                     match in ("normalized", "category") and set(bn) != set(tn))
+    return KernelRow(
+        match,
+        category,
+        label,
+        bn,
+        tn,
+        b,
+        t,
+        t - b,
+        _ratio(b, t),
+        sum(k["launches"] for k in base),
+        sum(k["launches"] for k in target),
+        match in ("normalized", "category") and set(bn) != set(tn),
+    )
 
 
 def match_kernels(base: dict[str, dict], target: dict[str, dict]) -> list[KernelRow]:
@@ -166,14 +195,22 @@ def _critical_path(base: dict, target: dict) -> tuple[bool, list[CriticalPathRow
         total = sum(r[1] for r in rows) or 0
         shares[side] = {r[0]: r[1] / total for r in rows} if total else {}
     parts = sorted(set(shares["base"]) | set(shares["target"]))
-    out = [CriticalPathRow(p, shares["base"].get(p, 0.0), shares["target"].get(p, 0.0),
-                           shares["target"].get(p, 0.0) - shares["base"].get(p, 0.0)) for p in parts]
+    out = [
+        CriticalPathRow(
+            p,
+            shares["base"].get(p, 0.0),
+            shares["target"].get(p, 0.0),
+            shares["target"].get(p, 0.0) - shares["base"].get(p, 0.0),
+        )
+        for p in parts
+    ]
     out.sort(key=lambda r: -abs(r.delta))
     return bool(shares["base"] or shares["target"]), out
 
 
-def build_diff(con: Connection, base: str, target: str, *, top: int = 10,
-               critical_path: bool = True, warehouse=None) -> DiffReport:
+def build_diff(
+    con: Connection, base: str, target: str, *, top: int = 10, critical_path: bool = True, warehouse=None
+) -> DiffReport:
     """The diff of two runs, on a connection of warehouse.engine.open that sees both. warehouse: read each
     run's facts from the diff store (`stored_facts`, computed once per run; the CLI passes
     warehouse.engine.store_of(con)); None: compute them on `con`, focused on the two runs (an engine
@@ -197,8 +234,12 @@ def build_diff(con: Connection, base: str, target: str, *, top: int = 10,
     movers = sorted(kernels, key=lambda r: -abs(r.delta_ns))[:top]
     base_norms = {k["norm"] for k in bk.values()}
     target_norms = {k["norm"] for k in tk.values()}
-    appeared = sorted((k["name"] for k in tk.values() if k["norm"] not in base_norms), key=lambda n: -tk[n]["ns"])
-    vanished = sorted((k["name"] for k in bk.values() if k["norm"] not in target_norms), key=lambda n: -bk[n]["ns"])
+    appeared = sorted(
+        (k["name"] for k in tk.values() if k["norm"] not in base_norms), key=lambda n: -tk[n]["ns"]
+    )
+    vanished = sorted(
+        (k["name"] for k in bk.values() if k["norm"] not in target_norms), key=lambda n: -bk[n]["ns"]
+    )
     counts = {
         "names_added_exact": len(set(tk) - set(bk)),
         "names_removed_exact": len(set(bk) - set(tk)),
@@ -214,13 +255,32 @@ def build_diff(con: Connection, base: str, target: str, *, top: int = 10,
     notes = []
     for info in (binfo, tinfo):
         if info.outside_steps_ns:
-            notes.append(f"run {info.run_id}: {info.outside_steps_ns / 1e6:.3f} ms of GPU time lies outside any "
-                         "step and is not in the per-step figures")
+            notes.append(
+                f"run {info.run_id}: {info.outside_steps_ns / 1e6:.3f} ms of GPU time lies outside any "
+                "step and is not in the per-step figures"
+            )
     if binfo.rank_steps == 0 or tinfo.rank_steps == 0:
         notes.append("a run has no steps: its per-step figures are zero")
     tb, tt = binfo.gpu_ns_per_step, tinfo.gpu_ns_per_step
-    return DiffReport(binfo, tinfo, tb, tt, tt - tb, _ratio(tb, tt), categories, kernels, movers, appeared, vanished,
-                      counts, cp, available, notes, _batch_latency(bf, tf), _request_cost(bf, tf))
+    return DiffReport(
+        binfo,
+        tinfo,
+        tb,
+        tt,
+        tt - tb,
+        _ratio(tb, tt),
+        categories,
+        kernels,
+        movers,
+        appeared,
+        vanished,
+        counts,
+        cp,
+        available,
+        notes,
+        _batch_latency(bf, tf),
+        _request_cost(bf, tf),
+    )
 
 
 def _batch_latency(base: dict, target: dict) -> list[dict]:
@@ -233,15 +293,26 @@ def _batch_latency(base: dict, target: dict) -> list[dict]:
         if (phase, bs) not in theirs:
             continue
         tsteps, tns = theirs[(phase, bs)]
-        out.append({"phase": phase, "batch_size": bs, "base_steps": bsteps, "target_steps": tsteps,
-                    "base_median_ns": bns, "target_median_ns": tns, "delta_ns": tns - bns,
-                    "ratio": _ratio(bns, tns)})
+        out.append(
+            {
+                "phase": phase,
+                "batch_size": bs,
+                "base_steps": bsteps,
+                "target_steps": tsteps,
+                "base_median_ns": bns,
+                "target_median_ns": tns,
+                "delta_ns": tns - bns,
+                "ratio": _ratio(bns, tns),
+            }
+        )
     return out
 
 
-REQUEST_FIGURES = (("requests", "requests named"),
-                   ("median_prefill_gpu_ns", "median prefill GPU time per request (TTFT side)"),
-                   ("median_decode_gpu_ns_per_token", "median decode GPU time per generated token"))
+REQUEST_FIGURES = (
+    ("requests", "requests named"),
+    ("median_prefill_gpu_ns", "median prefill GPU time per request (TTFT side)"),
+    ("median_decode_gpu_ns_per_token", "median decode GPU time per generated token"),
+)
 
 
 def _request_cost(base: dict, target: dict) -> list[dict]:
@@ -252,9 +323,16 @@ def _request_cost(base: dict, target: dict) -> list[dict]:
     out = []
     for i, (key, label) in enumerate(REQUEST_FIGURES):
         b, t = base["request_cost"][i], target["request_cost"][i]
-        out.append({"figure": key, "label": label, "base": b, "target": t,
-                    "delta": None if b is None or t is None else t - b,
-                    "ratio": None if b is None or t is None else _ratio(b, t)})
+        out.append(
+            {
+                "figure": key,
+                "label": label,
+                "base": b,
+                "target": t,
+                "delta": None if b is None or t is None else t - b,
+                "ratio": None if b is None or t is None else _ratio(b, t),
+            }
+        )
     return out
 
 
@@ -273,8 +351,14 @@ class DiffParams:
 
 def build(con, params: DiffParams) -> DiffReport:
     """The diff's context (reports.render: every report is build(connection, params) -> context)."""
-    return build_diff(con, params.base, params.target, top=params.top, critical_path=params.critical_path,
-                      warehouse=params.store)
+    return build_diff(
+        con,
+        params.base,
+        params.target,
+        top=params.top,
+        critical_path=params.critical_path,
+        warehouse=params.store,
+    )
 
 
 def render_diff(report: DiffReport, fmt: str, template_dir: str | Path | None = None) -> str:

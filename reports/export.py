@@ -123,8 +123,11 @@ def parse_window(text: str) -> tuple[int, int]:
     """`START:END` in ns of the trace's time base (integers; `us`/`ms` suffixes scale them)."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)(ns|us|ms)?\s*:\s*(\d+(?:\.\d+)?)(ns|us|ms)?\s*", text or "")
     if not m:
-        raise ExportError(f"--window {text!r} is not START:END", hint="ns in the trace's time base, e.g. "
-                          "--window 1765000000000000000:1765000000005000000 (or with a us / ms suffix)")
+        raise ExportError(
+            f"--window {text!r} is not START:END",
+            hint="ns in the trace's time base, e.g. "
+            "--window 1765000000000000000:1765000000005000000 (or with a us / ms suffix)",
+        )
     scale = {"ns": 1, None: 1, "us": 1_000, "ms": 1_000_000}
     start = int(Decimal(m.group(1)) * scale[m.group(2)])
     end = int(Decimal(m.group(3)) * scale[m.group(4)])
@@ -141,7 +144,9 @@ class ExportSummary:
     ranks: list[int]
     windows: dict[int, tuple[int, int]]  # per rank, the window exported (FAR bounds: the whole rank)
     notes: list[str] = field(default_factory=list)  # what the file leaves out, and why
-    counts: dict[str, int] = field(default_factory=dict)  # slices per kind: gpu, host, python, flows, analysis ...
+    counts: dict[str, int] = field(
+        default_factory=dict
+    )  # slices per kind: gpu, host, python, flows, analysis ...
     lanes: int = 0  # overlap sub-tracks created
     clocks: ClockAlignment | None = None  # how each rank's times were shifted
 
@@ -189,6 +194,7 @@ class _Lanes:
 
 # ---- writers: the same calls for Perfetto protobuf and Chrome JSON ------------------------------------------
 
+
 class _Shifted:
     """Per process (pid = rank + 1) the ns subtracted from every time written on its tracks (the clock
     alignment; 0: the rank's own times)."""
@@ -205,26 +211,46 @@ class _PerfettoWriter(_Shifted):
     def __init__(self, handle, shifts: dict[int, int] | None = None):
         self.f = handle
         self._init_shift(shifts)
-        self.f.write(pp.packet(pp.f_varint(pp.PKT_SEQ_ID, SEQ) + pp.f_varint(pp.PKT_SEQ_FLAGS,
-                                                                               pp.SEQ_INCREMENTAL_STATE_CLEARED)))
+        self.f.write(
+            pp.packet(
+                pp.f_varint(pp.PKT_SEQ_ID, SEQ)
+                + pp.f_varint(pp.PKT_SEQ_FLAGS, pp.SEQ_INCREMENTAL_STATE_CLEARED)
+            )
+        )
 
     def process(self, uuid: int, pid: int, name: str) -> None:
         self.pid_of[uuid] = pid
         self.f.write(pp.packet(pp.track_descriptor(uuid, pid=pid, process_name=name, explicit_children=True)))
 
-    def track(self, uuid: int, name: str, parent: int, order: int, pid: int | None,
-              description: str | None = None) -> None:
+    def track(
+        self, uuid: int, name: str, parent: int, order: int, pid: int | None, description: str | None = None
+    ) -> None:
         if pid is not None:
             self.pid_of[uuid] = pid
-        self.f.write(pp.packet(pp.track_descriptor(uuid, name, parent=parent, rank_order=order,
-                                                   description=description)))
+        self.f.write(
+            pp.packet(
+                pp.track_descriptor(uuid, name, parent=parent, rank_order=order, description=description)
+            )
+        )
 
-    def slice(self, track: int, start: int, dur: int, name: str, category: str, args: dict,
-              flows=(), terminating=()) -> None:
+    def slice(
+        self, track: int, start: int, dur: int, name: str, category: str, args: dict, flows=(), terminating=()
+    ) -> None:
         a = b"".join(pp.annotation(k, v) for k, v in _plain(args).items())
         start = self._t(track, start)
-        self.f.write(pp.event(SEQ, start, pp.SLICE_BEGIN, track, name, category=category, args=a,
-                              flows=flows, terminating=terminating))
+        self.f.write(
+            pp.event(
+                SEQ,
+                start,
+                pp.SLICE_BEGIN,
+                track,
+                name,
+                category=category,
+                args=a,
+                flows=flows,
+                terminating=terminating,
+            )
+        )
         self.f.write(pp.event(SEQ, start + dur, pp.SLICE_END, track))
 
     def instant(self, track: int, ts: int, name: str, category: str, args: dict) -> None:
@@ -235,8 +261,13 @@ class _PerfettoWriter(_Shifted):
         """The file's notes (what it leaves out, the clock alignment) and metadata: the description of a track
         `tracehouse export notes` of the lowest rank's process (a JSON object: the metadata, and notes)."""
         text = orjson.dumps({**_plain(meta or {}), "notes": list(notes)}).decode()
-        self.f.write(pp.packet(pp.track_descriptor(_uuid("export notes"), NOTES_TRACK, parent=parent,
-                                                   rank_order=0, description=text)))
+        self.f.write(
+            pp.packet(
+                pp.track_descriptor(
+                    _uuid("export notes"), NOTES_TRACK, parent=parent, rank_order=0, description=text
+                )
+            )
+        )
 
 
 def _plain(args: dict) -> dict:
@@ -266,7 +297,9 @@ class _JsonWriter(_Shifted):
     def __init__(self, handle, shifts: dict[int, int] | None = None):
         self.f = handle
         self._init_shift(shifts)
-        self.f.write(b'{"displayTimeUnit": "ns", "otherData": {"producer": "tracehouse export"}, "traceEvents": [\n')
+        self.f.write(
+            b'{"displayTimeUnit": "ns", "otherData": {"producer": "tracehouse export"}, "traceEvents": [\n'
+        )
         self.first = True
         self.where: dict[int, tuple[int, int]] = {}
         self.next_tid: dict[int, int] = {}
@@ -279,40 +312,89 @@ class _JsonWriter(_Shifted):
         self.where[uuid] = (pid, 0)
         self.pid_of[uuid] = pid
         self._emit({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
-        self._emit({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
+        self._emit(
+            {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}}
+        )
 
-    def track(self, uuid: int, name: str, parent: int, order: int, pid: int, description: str | None = None) -> None:
+    def track(
+        self, uuid: int, name: str, parent: int, order: int, pid: int, description: str | None = None
+    ) -> None:
         tid = self.next_tid.get(pid, 1)
         self.next_tid[pid] = tid + 1
         self.where[uuid] = (pid, tid)
         self.pid_of[uuid] = pid
         self._emit({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
-        self._emit({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
+        self._emit(
+            {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}}
+        )
 
-    def slice(self, track: int, start: int, dur: int, name: str, category: str, args: dict,
-              flows=(), terminating=()) -> None:
+    def slice(
+        self, track: int, start: int, dur: int, name: str, category: str, args: dict, flows=(), terminating=()
+    ) -> None:
         pid, tid = self.where[track]
         start = self._t(track, start)
-        self._emit({"ph": "X", "name": name, "cat": category, "pid": pid, "tid": tid, "ts": _us(start),
-                    "dur": _us(dur), "args": {**_plain(args),
-                                               "start_ns": start, "dur_ns": dur}})
+        self._emit(
+            {
+                "ph": "X",
+                "name": name,
+                "cat": category,
+                "pid": pid,
+                "tid": tid,
+                "ts": _us(start),
+                "dur": _us(dur),
+                "args": {**_plain(args), "start_ns": start, "dur_ns": dur},
+            }
+        )
         for f in flows:
-            self._emit({"ph": "s", "id": f, "name": "launch", "cat": "launch", "pid": pid, "tid": tid, "ts": _us(start)})
+            self._emit(
+                {
+                    "ph": "s",
+                    "id": f,
+                    "name": "launch",
+                    "cat": "launch",
+                    "pid": pid,
+                    "tid": tid,
+                    "ts": _us(start),
+                }
+            )
         for f in terminating:
-            self._emit({"ph": "f", "bp": "e", "id": f, "name": "launch", "cat": "launch", "pid": pid, "tid": tid,
-                        "ts": _us(start)})
+            self._emit(
+                {
+                    "ph": "f",
+                    "bp": "e",
+                    "id": f,
+                    "name": "launch",
+                    "cat": "launch",
+                    "pid": pid,
+                    "tid": tid,
+                    "ts": _us(start),
+                }
+            )
 
     def instant(self, track: int, ts: int, name: str, category: str, args: dict) -> None:
         pid, tid = self.where[track]
         ts = self._t(track, ts)
-        self._emit({"ph": "i", "s": "t", "name": name, "cat": category, "pid": pid, "tid": tid, "ts": _us(ts),
-                    "args": {**_plain(args), "start_ns": ts}})
+        self._emit(
+            {
+                "ph": "i",
+                "s": "t",
+                "name": name,
+                "cat": category,
+                "pid": pid,
+                "tid": tid,
+                "ts": _us(ts),
+                "args": {**_plain(args), "start_ns": ts},
+            }
+        )
 
     def close(self, notes: list[str] = (), meta: dict | None = None, parent: int | None = None) -> None:
-        self.f.write(b"\n], \"tracehouse\": " + orjson.dumps({**_plain(meta or {}), "notes": list(notes)}) + b"}\n")
+        self.f.write(
+            b'\n], "tracehouse": ' + orjson.dumps({**_plain(meta or {}), "notes": list(notes)}) + b"}\n"
+        )
 
 
 # ---- the export ------------------------------------------------------------------------------------------------
+
 
 def _overlaps(alias: str, start: str = "start_ns", dur: str = "dur_ns") -> str:
     """SQL: the row of `alias` overlaps its rank's window w (a zero-length one lies in it)."""
@@ -366,29 +448,48 @@ class _Tracks:
             name, pid = self.meta[track]
             self.known.add(uuid)
             self.summary.lanes += 1
-            self.w.track(uuid, f"{name} (overlap {lane})", track, lane, pid,
-                         "slices that overlap an earlier slice of the track without nesting in it")
+            self.w.track(
+                uuid,
+                f"{name} (overlap {lane})",
+                track,
+                lane,
+                pid,
+                "slices that overlap an earlier slice of the track without nesting in it",
+            )
             self.meta[uuid] = (f"{name} (overlap {lane})", pid)
         return uuid
 
 
-def _windows(con, run_id: str, rank: int | None, step: int | None,
-             window: tuple[int, int] | None) -> dict[int, tuple[int, int]]:
-    ranks = [r for (r,) in con.execute("SELECT DISTINCT rank FROM kernels WHERE run_id = ? UNION "
-                                       "SELECT DISTINCT rank FROM cpu_ops WHERE run_id = ? ORDER BY 1",
-                                       [run_id, run_id]).fetchall()]
+def _windows(
+    con, run_id: str, rank: int | None, step: int | None, window: tuple[int, int] | None
+) -> dict[int, tuple[int, int]]:
+    ranks = [
+        r
+        for (r,) in con.execute(
+            "SELECT DISTINCT rank FROM kernels WHERE run_id = ? UNION "
+            "SELECT DISTINCT rank FROM cpu_ops WHERE run_id = ? ORDER BY 1",
+            [run_id, run_id],
+        ).fetchall()
+    ]
     if rank is not None:
         if rank not in ranks:
-            raise ExportError(f"run {run_id} has no rank {rank}",
-                              hint=f"its ranks: {', '.join(map(str, ranks)) or 'none'}")
+            raise ExportError(
+                f"run {run_id} has no rank {rank}", hint=f"its ranks: {', '.join(map(str, ranks)) or 'none'}"
+            )
         ranks = [rank]
     if step is not None:
         rows = {r: (a, b) for r, st, a, b, _ in step_windows(con, run_id) if st == step and r in ranks}
         if not rows:
-            known = [s for (s,) in con.execute("SELECT DISTINCT step FROM step_spans WHERE run_id = ? ORDER BY 1",
-                                               [run_id]).fetchall()]
-            raise ExportError(f"run {run_id} has no step {step}" + (f" on rank {rank}" if rank is not None else ""),
-                              hint=f"its steps: {', '.join(map(str, known[:20])) or 'none'}")
+            known = [
+                s
+                for (s,) in con.execute(
+                    "SELECT DISTINCT step FROM step_spans WHERE run_id = ? ORDER BY 1", [run_id]
+                ).fetchall()
+            ]
+            raise ExportError(
+                f"run {run_id} has no step {step}" + (f" on rank {rank}" if rank is not None else ""),
+                hint=f"its steps: {', '.join(map(str, known[:20])) or 'none'}",
+            )
         return rows
     lo, hi = window if window else (-FAR, FAR)
     return {r: (lo, hi) for r in ranks}
@@ -397,6 +498,7 @@ def _windows(con, run_id: str, rank: int | None, step: int | None,
 @dataclass
 class ClockAlignment:
     """Per rank the ns subtracted from its times (0: not shifted), and what was estimated."""
+
     reference: int | None = None
     shifts: dict[int, int] = field(default_factory=dict)
     estimates: list[dict] = field(default_factory=list)  # export_clock_offset's rows
@@ -420,15 +522,20 @@ def clock_alignment(con, run_id: str, align: bool = True) -> ClockAlignment:
     offsets differ by at most max(ALIGN_FACTOR x the larger spread, ALIGN_FLOOR_NS)); every rank of a host is
     shifted by the lower median of its ranks' offsets, so ranks of one clock stay exactly as recorded
     against each other. A rank whose offset is not significant keeps its times (the reference's clock)."""
-    rows = con.execute("""
+    rows = con.execute(
+        """
         SELECT rank, reference_rank, matched, offset_ns, spread_ns, significant FROM export_clock_offset
-        WHERE run_id = ? ORDER BY rank""", [run_id]).fetchall()
+        WHERE run_id = ? ORDER BY rank""",
+        [run_id],
+    ).fetchall()
     out = ClockAlignment(applied=align)
     if not rows:
         return out
     out.reference = rows[0][1]
-    out.estimates = [dict(zip(("rank", "reference_rank", "matched", "offset_ns", "spread_ns", "significant"), r))
-                     for r in rows]
+    out.estimates = [
+        dict(zip(("rank", "reference_rank", "matched", "offset_ns", "spread_ns", "significant"), r))
+        for r in rows
+    ]
     ref = out.reference
     same = [e["rank"] for e in out.estimates if not e["significant"] and e["matched"] >= 3]
     unmatched = [e["rank"] for e in out.estimates if e["matched"] < 3]
@@ -437,7 +544,8 @@ def clock_alignment(con, run_id: str, align: bool = True) -> ClockAlignment:
     for e in moved:
         prev = hosts[-1][-1] if hosts else None
         if prev is not None and e["offset_ns"] - prev["offset_ns"] <= max(
-                ALIGN_FACTOR * max(e["spread_ns"], prev["spread_ns"]), ALIGN_FLOOR_NS):
+            ALIGN_FACTOR * max(e["spread_ns"], prev["spread_ns"]), ALIGN_FLOOR_NS
+        ):
             hosts[-1].append(e)
         else:
             hosts.append([e])
@@ -449,26 +557,44 @@ def clock_alignment(con, run_id: str, align: bool = True) -> ClockAlignment:
         if align:
             for e in host:
                 out.shifts[e["rank"]] = shift
-            out.notes.append(f"clocks: rank(s) {ranks} shifted by {-shift:+,} ns onto rank {ref}'s clock (median "
-                             f"end difference of the collectives they ran with rank {ref}; the ends' spread "
-                             f"{worst:,} ns); --no-align keeps their own times")
+            out.notes.append(
+                f"clocks: rank(s) {ranks} shifted by {-shift:+,} ns onto rank {ref}'s clock (median "
+                f"end difference of the collectives they ran with rank {ref}; the ends' spread "
+                f"{worst:,} ns); --no-align keeps their own times"
+            )
         else:
-            out.notes.append(f"clocks: rank(s) {ranks} are {shift:+,} ns off rank {ref}'s clock (collective ends); "
-                             "not shifted (--no-align)")
+            out.notes.append(
+                f"clocks: rank(s) {ranks} are {shift:+,} ns off rank {ref}'s clock (collective ends); "
+                "not shifted (--no-align)"
+            )
     if same:
-        out.notes.append(f"clocks: rank(s) {', '.join(map(str, same))} on rank {ref}'s clock (collective ends agree "
-                         f"within max({ALIGN_FACTOR} x their spread, {ALIGN_FLOOR_NS // 1000} us)): not shifted")
+        out.notes.append(
+            f"clocks: rank(s) {', '.join(map(str, same))} on rank {ref}'s clock (collective ends agree "
+            f"within max({ALIGN_FACTOR} x their spread, {ALIGN_FLOOR_NS // 1000} us)): not shifted"
+        )
     if unmatched:
-        out.notes.append(f"clocks: rank(s) {', '.join(map(str, unmatched))} not aligned: fewer than 3 collectives "
-                         f"matched with rank {ref}'s; their own times are kept (if they ran on another host, "
-                         "their clock may be offset)")
+        out.notes.append(
+            f"clocks: rank(s) {', '.join(map(str, unmatched))} not aligned: fewer than 3 collectives "
+            f"matched with rank {ref}'s; their own times are kept (if they ran on another host, "
+            "their clock may be offset)"
+        )
     return out
 
 
-def export_run(warehouse: Warehouse, run: str, path: str | Path, *, rank: int | None = None,
-               step: int | None = None, window: tuple[int, int] | None = None, fmt: str = "perfetto",
-               analysis: bool = True, analysis_steps: int = ANALYSIS_STEPS, align: bool = True,
-               progress: Callable[[str], None] | None = None) -> ExportSummary:
+def export_run(
+    warehouse: Warehouse,
+    run: str,
+    path: str | Path,
+    *,
+    rank: int | None = None,
+    step: int | None = None,
+    window: tuple[int, int] | None = None,
+    fmt: str = "perfetto",
+    analysis: bool = True,
+    analysis_steps: int = ANALYSIS_STEPS,
+    align: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> ExportSummary:
     """Write the run (or its selection) to `path` in `fmt`; the file appears only when complete.
 
     align: shift the ranks of another clock onto the reference rank's (clock_alignment); a --window
@@ -483,27 +609,45 @@ def export_run(warehouse: Warehouse, run: str, path: str | Path, *, rank: int | 
     finally:
         lookup.close()
     spill = warehouse.staging_dir / f"export-{os.getpid()}"
-    con = open_connection(warehouse, runs=[run_id], settings={"memory_limit": MEMORY_LIMIT, "temp_directory": str(spill),
-                                                              "max_temp_directory_size": SPILL_LIMIT})
+    con = open_connection(
+        warehouse,
+        runs=[run_id],
+        settings={
+            "memory_limit": MEMORY_LIMIT,
+            "temp_directory": str(spill),
+            "max_temp_directory_size": SPILL_LIMIT,
+        },
+    )
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:
         clocks = clock_alignment(con, run_id, align)
         windows = _windows(con, run_id, rank, step, window)
         if window is not None and rank is None:
-            windows = {r: (lo + clocks.shifts.get(r, 0), hi + clocks.shifts.get(r, 0)) for r, (lo, hi) in windows.items()}
+            windows = {
+                r: (lo + clocks.shifts.get(r, 0), hi + clocks.shifts.get(r, 0))
+                for r, (lo, hi) in windows.items()
+            }
         summary = ExportSummary(run_id, path, fmt, sorted(windows), windows)
         summary.clocks = clocks
         summary.notes.extend(n for n in clocks.notes)
-        con.execute("CREATE OR REPLACE TEMP TABLE export_window (rank INTEGER, start_ns BIGINT, end_ns BIGINT)")
-        con.executemany("INSERT INTO export_window VALUES (?, ?, ?)", [[r, s, e] for r, (s, e) in windows.items()])
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE export_window (rank INTEGER, start_ns BIGINT, end_ns BIGINT)"
+        )
+        con.executemany(
+            "INSERT INTO export_window VALUES (?, ?, ?)", [[r, s, e] for r, (s, e) in windows.items()]
+        )
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb", buffering=1 << 20) as handle:
             shifts = {r: s for r, s in clocks.shifts.items() if r in windows}
             writer = (_PerfettoWriter if fmt == "perfetto" else _JsonWriter)(handle, shifts)
             tracks = _Tracks(writer, summary)
-            stream_names = {(r, d, s): n for r, d, s, n in con.execute(
-                "SELECT rank, device, stream, name FROM streams WHERE run_id = ?", [run_id]).fetchall()}
+            stream_names = {
+                (r, d, s): n
+                for r, d, s, n in con.execute(
+                    "SELECT rank, device, stream, name FROM streams WHERE run_id = ?", [run_id]
+                ).fetchall()
+            }
             procs = {r: tracks.process(r, f"rank {r}") for r in sorted(windows)}
             _gpu(con, run_id, tracks, procs, stream_names, summary, progress)
             _host(con, run_id, tracks, procs, summary, progress)
@@ -516,9 +660,11 @@ def export_run(warehouse: Warehouse, run: str, path: str | Path, *, rank: int | 
     except (duckdb.OutOfMemoryException, duckdb.IOException) as e:
         tmp.unlink(missing_ok=True)
         first = str(e).strip().splitlines()[0][:200]
-        raise ExportError(f"the run's activities did not fit DuckDB's memory limit {MEMORY_LIMIT}: {first}; nothing "
-                          "written", hint="export a --step, a --window or one --rank, or raise "
-                          "TRACEHOUSE_EXPORT_MEMORY") from None
+        raise ExportError(
+            f"the run's activities did not fit DuckDB's memory limit {MEMORY_LIMIT}: {first}; nothing "
+            "written",
+            hint="export a --step, a --window or one --rank, or raise TRACEHOUSE_EXPORT_MEMORY",
+        ) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -541,19 +687,22 @@ def _gpu(con, run_id, tracks: _Tracks, procs, stream_names, summary, progress) -
     # the categories first, into a temp table (DuckDB spills it): joined to the activities inside the streamed
     # query, activity_category ran out of memory where the materialized table does not (a 57,768-activity run
     # at a 150 MB limit; the 1 GB benchmark run at 2 GB, bench/results.md)
-    con.execute("CREATE OR REPLACE TEMP TABLE export_category AS SELECT rank, kernel_id, category "
-                "FROM activity_category WHERE run_id = ?", [run_id])
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE export_category AS SELECT rank, kernel_id, category "
+        "FROM activity_category WHERE run_id = ?",
+        [run_id],
+    )
     sql = f"""
         SELECT k.rank, k.device, k.stream, k.kernel_id, k.kind, k.name, k.start_ns, coalesce(k.dur_ns, 0) AS dur_ns,
                k.step, k.correlation, k.launch_call, k.grid, k.block, k.bytes, k.collective_name,
                c.category, s.file AS site_file, s.line AS site_line, s.function AS site_function,
-               lo.op_id IS NOT NULL AND {_overlaps('lo')} AS has_flow
+               lo.op_id IS NOT NULL AND {_overlaps("lo")} AS has_flow
         FROM kernels AS k
         JOIN export_window AS w ON w.rank = k.rank
         LEFT JOIN cpu_ops AS lo ON lo.run_id = k.run_id AND lo.rank = k.rank AND lo.op_id = k.launch_op_id
         LEFT JOIN temp.export_category AS c ON c.rank = k.rank AND c.kernel_id = k.kernel_id
         LEFT JOIN kernel_sites AS s ON s.run_id = k.run_id AND s.rank = k.rank AND s.kernel_id = k.kernel_id
-        WHERE k.run_id = ? AND {_overlaps('k')}
+        WHERE k.run_id = ? AND {_overlaps("k")}
         ORDER BY k.rank, k.device NULLS FIRST, k.stream NULLS FIRST, k.start_ns, k.kernel_id"""
     for r in _batches(con, sql, [run_id]):
         rank, device, stream = r["rank"], r["device"], r["stream"]
@@ -561,16 +710,31 @@ def _gpu(con, run_id, tracks: _Tracks, procs, stream_names, summary, progress) -
         track = tracks.track(procs[rank], ("gpu", rank, device, stream), f"GPU {device} {label}", rank + 1)
         lane = tracks.place(track, r["start_ns"], r["dur_ns"], nest=False)
         category = r["category"] or ("memory" if r["kind"] in ("memcpy", "memset") else "other")
-        site = (f"{r['site_file']}:{r['site_line']} {r['site_function'] or ''}".strip()
-                if r["site_file"] else None)
-        args = {"kernel_id": r["kernel_id"], "kind": r["kind"], "category": category, "step": r["step"],
-                "stream": stream, "device": device, "correlation": r["correlation"], "launch_call": r["launch_call"],
-                "python_site": site, "grid": r["grid"], "block": r["block"], "bytes": r["bytes"],
-                "collective": r["collective_name"]}
+        site = (
+            f"{r['site_file']}:{r['site_line']} {r['site_function'] or ''}".strip()
+            if r["site_file"]
+            else None
+        )
+        args = {
+            "kernel_id": r["kernel_id"],
+            "kind": r["kind"],
+            "category": category,
+            "step": r["step"],
+            "stream": stream,
+            "device": device,
+            "correlation": r["correlation"],
+            "launch_call": r["launch_call"],
+            "python_site": site,
+            "grid": r["grid"],
+            "block": r["block"],
+            "bytes": r["bytes"],
+            "collective": r["collective_name"],
+        }
         term = (_flow_id(rank, r["kernel_id"]),) if r["has_flow"] else ()
         flows += len(term)
-        tracks.w.slice(lane, r["start_ns"], r["dur_ns"], f"[{category}] {r['name']}", r["kind"], args,
-                       terminating=term)
+        tracks.w.slice(
+            lane, r["start_ns"], r["dur_ns"], f"[{category}] {r['name']}", r["kind"], args, terminating=term
+        )
         n += 1
     summary.counts["gpu"] = n
     summary.counts["flows"] = flows
@@ -584,7 +748,7 @@ def _host(con, run_id, tracks: _Tracks, procs, summary, progress) -> None:
         WITH launched AS (
             SELECT k.rank, k.launch_op_id, list(k.kernel_id ORDER BY k.kernel_id) AS kernel_ids
             FROM kernels AS k JOIN export_window AS w ON w.rank = k.rank
-            WHERE k.run_id = ? AND k.launch_op_id IS NOT NULL AND {_overlaps('k')}
+            WHERE k.run_id = ? AND k.launch_op_id IS NOT NULL AND {_overlaps("k")}
             GROUP BY k.rank, k.launch_op_id
         )
         SELECT o.rank, o.op_id, o.pid, o.tid, o.cat, o.name, o.start_ns, coalesce(o.dur_ns, 0) AS dur_ns,
@@ -592,7 +756,7 @@ def _host(con, run_id, tracks: _Tracks, procs, summary, progress) -> None:
         FROM cpu_ops AS o
         JOIN export_window AS w ON w.rank = o.rank
         LEFT JOIN launched AS l ON l.rank = o.rank AND l.launch_op_id = o.op_id
-        WHERE o.run_id = ? AND {_overlaps('o')}
+        WHERE o.run_id = ? AND {_overlaps("o")}
         ORDER BY o.rank, o.pid, o.tid, o.start_ns, o.dur_ns DESC, o.op_id"""
     for r in _batches(con, sql, [run_id, run_id]):
         rank = r["rank"]
@@ -603,9 +767,15 @@ def _host(con, run_id, tracks: _Tracks, procs, summary, progress) -> None:
         track = tracks.track(procs[rank], key, name, rank + 1)
         lane = tracks.place(track, r["start_ns"], r["dur_ns"], nest=True)
         flows = tuple(_flow_id(rank, k) for k in (r["kernel_ids"] or ()))
-        args = {"op_id": r["op_id"], "cat": r["cat"], "external_id": r["external_id"],
-                "correlation": r["correlation"], "input_dims": r["input_dims"], "sync_kind": r["sync_kind"],
-                "launched": len(flows) or None}
+        args = {
+            "op_id": r["op_id"],
+            "cat": r["cat"],
+            "external_id": r["external_id"],
+            "correlation": r["correlation"],
+            "input_dims": r["input_dims"],
+            "sync_kind": r["sync_kind"],
+            "launched": len(flows) or None,
+        }
         tracks.w.slice(lane, r["start_ns"], r["dur_ns"], r["name"], r["cat"] or "host", args, flows=flows)
         n += 1
     summary.counts["host"] = n
@@ -617,11 +787,13 @@ def _python(con, run_id, tracks: _Tracks, procs, summary, progress) -> None:
     sql = f"""
         SELECT f.rank, f.frame_id, f.pid, f.tid, f.name, f.start_ns, coalesce(f.dur_ns, 0) AS dur_ns
         FROM python_frames AS f JOIN export_window AS w ON w.rank = f.rank
-        WHERE f.run_id = ? AND {_overlaps('f')}
+        WHERE f.run_id = ? AND {_overlaps("f")}
         ORDER BY f.rank, f.pid, f.tid, f.start_ns, f.dur_ns DESC, f.frame_id"""
     for r in _batches(con, sql, [run_id]):
         rank = r["rank"]
-        track = tracks.track(procs[rank], ("python", rank, r["pid"], r["tid"]), f"python thread {r['tid']}", rank + 1)
+        track = tracks.track(
+            procs[rank], ("python", rank, r["pid"], r["tid"]), f"python thread {r['tid']}", rank + 1
+        )
         lane = tracks.place(track, r["start_ns"], r["dur_ns"], nest=True)
         tracks.w.slice(lane, r["start_ns"], r["dur_ns"], r["name"], "python", {"frame_id": r["frame_id"]})
         n += 1
@@ -630,14 +802,17 @@ def _python(con, run_id, tracks: _Tracks, procs, summary, progress) -> None:
 
 # ---- analysis tracks -----------------------------------------------------------------------------------------
 
-CP_DESCRIPTION = ("sql/critical_path: the chain of dependencies that determined when the step's GPU work ended; "
-                  "its segments tile the path (one slice per segment)")
+CP_DESCRIPTION = (
+    "sql/critical_path: the chain of dependencies that determined when the step's GPU work ended; "
+    "its segments tile the path (one slice per segment)"
+)
 
 
 def step_windows(con, run_id: str) -> list[tuple[int, int, int, int, int]]:
     """(rank, step, start, end, activities) of every step: its wall as step_breakdown defines it (the earlier
     of its host start and first GPU start to the later of its host end and last GPU end), from the tables."""
-    return con.execute("""
+    return con.execute(
+        """
         WITH gpu AS (
             SELECT rank, step, min(start_ns) AS first_ns, max(end_ns) AS last_ns, count(*) AS n
             FROM kernels WHERE run_id = ? AND step IS NOT NULL GROUP BY rank, step
@@ -645,7 +820,9 @@ def step_windows(con, run_id: str) -> list[tuple[int, int, int, int, int]]:
         SELECT s.rank, s.step, least(s.start_ns, coalesce(g.first_ns, s.start_ns)),
                greatest(s.end_ns, coalesce(g.last_ns, s.end_ns)), coalesce(g.n, 0)
         FROM step_spans AS s LEFT JOIN gpu AS g ON g.rank = s.rank AND g.step = s.step
-        WHERE s.run_id = ? ORDER BY s.rank, s.step""", [run_id, run_id]).fetchall()
+        WHERE s.run_id = ? ORDER BY s.rank, s.step""",
+        [run_id, run_id],
+    ).fetchall()
 
 
 def _steps_in(con, run_id: str, rank: int, lo: int, hi: int) -> list[int]:
@@ -655,10 +832,15 @@ def _steps_in(con, run_id: str, rank: int, lo: int, hi: int) -> list[int]:
 
 # the base tables the analysis views read, scoped per rank (and per batch of steps) by _scope
 # (start, length) of each timed table's rows; kernel_sites follows the scoped kernels (its rows are theirs)
-SCOPED_TABLES = {"kernels": ("start_ns", "coalesce(dur_ns, 0)"), "cpu_ops": ("start_ns", "coalesce(dur_ns, 0)"),
-                 "python_frames": ("start_ns", "coalesce(dur_ns, 0)"), "step_spans": ("start_ns", "end_ns - start_ns"),
-                 "flows": ("least(src_ns, dst_ns)", "abs(dst_ns - src_ns)"), "kernel_sites": "kernels",
-                 "streams": None}
+SCOPED_TABLES = {
+    "kernels": ("start_ns", "coalesce(dur_ns, 0)"),
+    "cpu_ops": ("start_ns", "coalesce(dur_ns, 0)"),
+    "python_frames": ("start_ns", "coalesce(dur_ns, 0)"),
+    "step_spans": ("start_ns", "end_ns - start_ns"),
+    "flows": ("least(src_ns, dst_ns)", "abs(dst_ns - src_ns)"),
+    "kernel_sites": "kernels",
+    "streams": None,
+}
 STEP_BATCH = int(os.environ.get("TRACEHOUSE_EXPORT_STEP_BATCH", "64"))
 
 
@@ -669,8 +851,10 @@ def _guard(summary: ExportSummary, what: str, compute: Callable, *args):
         return compute(*args)
     except (duckdb.OutOfMemoryException, duckdb.IOException) as e:
         first = str(e).strip().splitlines()[0][:160]
-        summary.notes.append(f"{what} not drawn: {first} (memory limit {MEMORY_LIMIT}, spill {SPILL_LIMIT}: export "
-                             "a --step or --window, or set TRACEHOUSE_EXPORT_MEMORY / TRACEHOUSE_EXPORT_SPILL)")
+        summary.notes.append(
+            f"{what} not drawn: {first} (memory limit {MEMORY_LIMIT}, spill {SPILL_LIMIT}: export "
+            "a --step or --window, or set TRACEHOUSE_EXPORT_MEMORY / TRACEHOUSE_EXPORT_SPILL)"
+        )
         return None
 
 
@@ -689,10 +873,13 @@ def _batch_span(con, run_id: str, rank: int, steps: list[int], walls) -> tuple[i
     chosen = set(steps)
     lo = min(a for r, st, a, b, _ in walls if r == rank and st in chosen)
     hi = max(b for r, st, a, b, _ in walls if r == rank and st in chosen)
-    (launch,) = con.execute(f"""
+    (launch,) = con.execute(
+        f"""
         SELECT min(o.start_ns) FROM kernels AS k JOIN cpu_ops AS o
           ON o.run_id = k.run_id AND o.rank = k.rank AND o.op_id = k.launch_op_id
-        WHERE k.run_id = ? AND k.rank = ? AND k.step IN ({', '.join(map(str, steps))})""", [run_id, rank]).fetchone()
+        WHERE k.run_id = ? AND k.rank = ? AND k.step IN ({", ".join(map(str, steps))})""",
+        [run_id, rank],
+    ).fetchone()
     return (min(lo, launch) if launch is not None else lo), hi + 1
 
 
@@ -700,7 +887,9 @@ def _batch_span(con, run_id: str, rank: int, steps: list[int], walls) -> tuple[i
 def _scope(con, run_id: str, rank: int, span: tuple[int, int] | None):
     """While inside: the base tables as temp views of this rank's rows (and, with a span, of the rows that
     overlap it), so the analysis views compute over those only; the catalogue's views read them by name."""
-    (attached,) = con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'catalog'").fetchone()
+    (attached,) = con.execute(
+        "SELECT count(*) FROM duckdb_databases() WHERE database_name = 'catalog'"
+    ).fetchone()
     schema = "catalog.main" if attached else "main"
     rows = f"run_id = {sql_string(run_id)} AND rank = {int(rank)}"
     try:
@@ -715,7 +904,9 @@ def _scope(con, run_id: str, rank: int, span: tuple[int, int] | None):
             # rank's files at every reference (the critical path reads kernels a dozen times: 25x slower on a
             # 300 MB run). A whole rank stays a view (a table would hold it in memory)
             what = "TABLE" if span is not None else "VIEW"
-            con.execute(f"CREATE OR REPLACE TEMP {what} {table} AS SELECT * FROM {schema}.{table} WHERE {where}")
+            con.execute(
+                f"CREATE OR REPLACE TEMP {what} {table} AS SELECT * FROM {schema}.{table} WHERE {where}"
+            )
         yield
     finally:
         for table in SCOPED_TABLES:
@@ -730,7 +921,9 @@ FLAG_COLUMNS = "flag, severity, rank, step, message, array_to_string(affects, ',
 
 
 def _catalog_schema(con) -> str:
-    (attached,) = con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'catalog'").fetchone()
+    (attached,) = con.execute(
+        "SELECT count(*) FROM duckdb_databases() WHERE database_name = 'catalog'"
+    ).fetchone()
     return "catalog.main" if attached else "main"
 
 
@@ -745,7 +938,7 @@ def _run_flags(con, run_id: str) -> list:
     try:
         for view in ("critical_path", "step_queueing"):
             cols = con.execute(f"DESCRIBE SELECT * FROM {schema}.{view}").fetchall()
-            typed = ", ".join(f"NULL::{c[1]} AS \"{c[0]}\"" for c in cols)
+            typed = ", ".join(f'NULL::{c[1]} AS "{c[0]}"' for c in cols)
             con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {typed} WHERE false")
             shadows.append(view)
         con.execute("""
@@ -756,10 +949,14 @@ def _run_flags(con, run_id: str) -> list:
                        GROUP BY run_id, rank, step) AS k
               ON k.run_id = s.run_id AND k.rank = s.rank AND k.step = s.step""")
         shadows.append("step_breakdown")
-        return _fetch(con, f"""
+        return _fetch(
+            con,
+            f"""
             SELECT {FLAG_COLUMNS} FROM data_quality
             WHERE run_id = ? AND flag NOT IN {STEP_FLAGS!r}
-            ORDER BY rank NULLS FIRST, step NULLS FIRST, flag""", [run_id])
+            ORDER BY rank NULLS FIRST, step NULLS FIRST, flag""",
+            [run_id],
+        )
     finally:
         for view in shadows:
             con.execute(f"DROP VIEW IF EXISTS temp.{view}")
@@ -779,12 +976,18 @@ def _tile_span(con, run_id: str, rank: int, lo: int, hi: int) -> tuple[int, int]
     the tile's activities, to hi (or a later launch call)."""
     if lo == -FAR:
         return lo, hi
-    (before,) = con.execute("""
+    (before,) = con.execute(
+        """
         SELECT min(pe) FROM (SELECT max(end_ns) AS pe FROM kernels WHERE run_id = ? AND rank = ? AND start_ns < ?
-                             GROUP BY device)""", [run_id, rank, lo]).fetchone()
-    first, last = con.execute("""
+                             GROUP BY device)""",
+        [run_id, rank, lo],
+    ).fetchone()
+    first, last = con.execute(
+        """
         SELECT min(launch_start_ns), max(launch_start_ns) FROM kernels
-        WHERE run_id = ? AND rank = ? AND start_ns >= ? AND start_ns < ?""", [run_id, rank, lo, hi]).fetchone()
+        WHERE run_id = ? AND rank = ? AND start_ns >= ? AND start_ns < ?""",
+        [run_id, rank, lo, hi],
+    ).fetchone()
     start = min(x for x in (lo, before, first) if x is not None)
     return start, max(hi, last + 1 if last is not None else hi)
 
@@ -794,13 +997,15 @@ GAP_SQL = f"""
            g.host_op, g.host_op_ns, g.next_name, g.next_kernel_id
     FROM idle_gaps AS g JOIN export_window AS w ON w.rank = g.rank
     WHERE g.run_id = ? AND g.rank = ? AND g.scope = 'device' AND g.class <> 'tiny'
-      AND g.gap_end_ns >= ? AND g.gap_end_ns < ? AND {_overlaps('g', 'gap_start_ns', 'gap_ns')}"""
+      AND g.gap_end_ns >= ? AND g.gap_end_ns < ? AND {_overlaps("g", "gap_start_ns", "gap_ns")}"""
 COMM_SQL = """
     SELECT x.device, greatest(x.start_ns, ?) AS start_ns, least(x.end_ns, ?) AS end_ns
     FROM export_exposed_comm AS x WHERE x.run_id = ? AND x.rank = ? AND x.start_ns < ? AND x.end_ns > ?"""
 
 
-def _gaps_and_comm(con, run_id: str, rank: int, lo: int, hi: int, walls, summary, progress) -> tuple[bool, bool]:
+def _gaps_and_comm(
+    con, run_id: str, rank: int, lo: int, hi: int, walls, summary, progress
+) -> tuple[bool, bool]:
     """Idle gaps (device scope, not tiny) and exposed communication of the rank that overlap [lo, hi), per tile
     of STEP_BATCH steps (_tiles), each over the rows its figures read (_scope): the same rows as the whole-rank
     views. A gap belongs to the tile where it ends (its next activity starts); the tile's rows reach back to
@@ -814,10 +1019,12 @@ def _gaps_and_comm(con, run_id: str, rank: int, lo: int, hi: int, walls, summary
     tiles = _tiles(walls, rank)
     after = None
     if hi < FAR:
-        (after,) = con.execute("""
+        (after,) = con.execute(
+            """
             SELECT max(first) FROM (SELECT min(start_ns) AS first FROM kernels
                                     WHERE run_id = ? AND rank = ? AND start_ns >= ? GROUP BY device)""",
-                               [run_id, rank, hi]).fetchone()
+            [run_id, rank, hi],
+        ).fetchone()
     ok = {"gaps": True, "comm": True}
     done: set[int] = set()
 
@@ -831,17 +1038,24 @@ def _gaps_and_comm(con, run_id: str, rank: int, lo: int, hi: int, walls, summary
         span = None if (t_lo, t_hi) == (-FAR, FAR) else _tile_span(con, run_id, rank, t_lo, t_hi)
         with _scope(con, run_id, rank, span):
             for key, what, name, sql, params in (
-                    ("gaps", "idle gaps", "export_gaps_tile", GAP_SQL, [run_id, rank, t_lo, t_hi]),
-                    ("comm", "exposed communication", "export_comm_tile", COMM_SQL,
-                     [t_lo, t_hi, run_id, rank, t_hi, t_lo])):
+                ("gaps", "idle gaps", "export_gaps_tile", GAP_SQL, [run_id, rank, t_lo, t_hi]),
+                (
+                    "comm",
+                    "exposed communication",
+                    "export_comm_tile",
+                    COMM_SQL,
+                    [t_lo, t_hi, run_id, rank, t_hi, t_lo],
+                ),
+            ):
                 if not ok[key]:
                     continue
                 if _guard(summary, f"rank {rank}: {what}", _temp, con, name, sql, params) is None:
                     ok[key] = False
                     continue
                 target = "export_gaps" if key == "gaps" else "export_comm_pieces"
-                if con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = ?",
-                               [target]).fetchone()[0]:
+                if con.execute(
+                    "SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = ?", [target]
+                ).fetchone()[0]:
                     con.execute(f"INSERT INTO temp.{target} SELECT * FROM temp.{name}")
                 else:
                     con.execute(f"CREATE TEMP TABLE {target} AS SELECT * FROM temp.{name}")
@@ -849,17 +1063,24 @@ def _gaps_and_comm(con, run_id: str, rank: int, lo: int, hi: int, walls, summary
 
     for t in ("export_gaps", "export_comm_pieces", "export_comm"):
         con.execute(f"DROP TABLE IF EXISTS temp.{t}")
-    wanted = [i for i, (a, b) in enumerate(tiles) if b > lo and (a < hi or (after is not None and a <= after))]
+    wanted = [
+        i for i, (a, b) in enumerate(tiles) if b > lo and (a < hi or (after is not None and a <= after))
+    ]
     for i in wanted:
         tile(i)
 
     def touching(at: int, column: str) -> bool:
         if not ok["comm"] or at in (-FAR, FAR):
             return False
-        if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = "
-                           "'export_comm_pieces'").fetchone()[0]:
+        if not con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = 'export_comm_pieces'"
+        ).fetchone()[0]:
             return False
-        return bool(con.execute(f"SELECT count(*) FROM temp.export_comm_pieces WHERE {column} = ?", [at]).fetchone()[0])
+        return bool(
+            con.execute(f"SELECT count(*) FROM temp.export_comm_pieces WHERE {column} = ?", [at]).fetchone()[
+                0
+            ]
+        )
 
     if wanted:
         first, last = wanted[0], wanted[-1]
@@ -873,7 +1094,8 @@ def _gaps_and_comm(con, run_id: str, rank: int, lo: int, hi: int, walls, summary
     if ok["comm"] and "export_comm_pieces" in have:
         pieces = "temp.export_comm_pieces"
         # touching pieces (of one interval cut by tile bounds) joined: the view's islands
-        con.execute(f"""
+        con.execute(
+            f"""
             CREATE OR REPLACE TEMP TABLE export_comm AS
             SELECT x.device, x.start_ns, x.dur_ns FROM (
                 SELECT device, min(start_ns) AS start_ns, max(end_ns) - min(start_ns) AS dur_ns
@@ -883,7 +1105,9 @@ def _gaps_and_comm(con, run_id: str, rank: int, lo: int, hi: int, walls, summary
                             FROM {pieces}) AS p) AS q
                 GROUP BY device, island) AS x
             JOIN export_window AS w ON w.rank = ?
-            WHERE {_overlaps('x')}""", [rank])
+            WHERE {_overlaps("x")}""",
+            [rank],
+        )
     con.execute("DROP TABLE IF EXISTS temp.export_comm_pieces")
     if not ok["gaps"]:
         con.execute("DROP TABLE IF EXISTS temp.export_gaps")
@@ -891,85 +1115,203 @@ def _gaps_and_comm(con, run_id: str, rank: int, lo: int, hi: int, walls, summary
     return ok["gaps"] and "export_gaps" in have, ok["comm"] and "export_comm_pieces" in have
 
 
-def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, progress,
-              analysis_steps: int = ANALYSIS_STEPS) -> None:
+def _analysis(
+    warehouse,
+    con,
+    run_id,
+    tracks: _Tracks,
+    procs,
+    windows,
+    summary,
+    progress,
+    analysis_steps: int = ANALYSIS_STEPS,
+) -> None:
     counts = dict.fromkeys(("critical_path", "idle_gaps", "exposed_comm", "layers", "flags", "takeaways"), 0)
     _say(progress, "data-quality flags")
     # the flags of the run and its ranks (streaming aggregates); the per-step ones come with each step batch
     flag_rows = _guard(summary, "data-quality flags of the run and its ranks", _run_flags, con, run_id) or []
-    starts = {(r, st): at for r, st, at in con.execute(
-        "SELECT rank, step, start_ns FROM step_spans WHERE run_id = ?", [run_id]).fetchall()}
+    starts = {
+        (r, st): at
+        for r, st, at in con.execute(
+            "SELECT rank, step, start_ns FROM step_spans WHERE run_id = ?", [run_id]
+        ).fetchall()
+    }
     walls = step_windows(con, run_id)
     for rank, (lo, hi) in sorted(windows.items()):
         pid = rank + 1
-        group = tracks.track(procs[rank], ("analysis", rank), "tracehouse analysis", pid,
-                             "tracehouse's findings, from the views of sql/ (docs/interpretation.md)")
+        group = tracks.track(
+            procs[rank],
+            ("analysis", rank),
+            "tracehouse analysis",
+            pid,
+            "tracehouse's findings, from the views of sql/ (docs/interpretation.md)",
+        )
         steps = _steps_in(con, run_id, rank, lo, hi)
         if len(steps) > analysis_steps:
-            note = (f"rank {rank}: critical path, layers and per-step data-quality flags ({', '.join(STEP_FLAGS)}) "
-                    f"of the first {analysis_steps} of its {len(steps)} steps in the selection (--analysis-steps N, "
-                    "or --step / --window for others)")
+            note = (
+                f"rank {rank}: critical path, layers and per-step data-quality flags ({', '.join(STEP_FLAGS)}) "
+                f"of the first {analysis_steps} of its {len(steps)} steps in the selection (--analysis-steps N, "
+                "or --step / --window for others)"
+            )
             summary.notes.append(note)
-            tracks.w.instant(group, lo if lo > -FAR else con.execute(
-                "SELECT min(start_ns) FROM step_spans WHERE run_id = ? AND rank = ?", [run_id, rank]).fetchone()[0],
-                "note: per-step analyses cut", "note", {"message": note})
+            tracks.w.instant(
+                group,
+                lo
+                if lo > -FAR
+                else con.execute(
+                    "SELECT min(start_ns) FROM step_spans WHERE run_id = ? AND rank = ?", [run_id, rank]
+                ).fetchone()[0],
+                "note: per-step analyses cut",
+                "note",
+                {"message": note},
+            )
             steps = steps[:analysis_steps]
         # per-step analyses: in batches of STEP_BATCH steps, each over the rank's rows of the batch's span only
         # (_scope): the views' work and memory are those of STEP_BATCH steps, whatever the run's size
         cp_track = layer_track = None
         step_flags = []
         for i in range(0, len(steps), STEP_BATCH):
-            batch = steps[i:i + STEP_BATCH]
-            _say(progress, f"rank {rank}: critical path, layers and step flags of steps {batch[0]}..{batch[-1]}")
+            batch = steps[i : i + STEP_BATCH]
+            _say(
+                progress,
+                f"rank {rank}: critical path, layers and step flags of steps {batch[0]}..{batch[-1]}",
+            )
             span = _batch_span(con, run_id, rank, batch, walls)
             in_steps = ", ".join(map(str, batch))
             with _scope(con, run_id, rank, span):
-                cp = _guard(summary, f"rank {rank}: critical path of steps {batch[0]}..{batch[-1]}", _fetch, con, f"""
+                cp = _guard(
+                    summary,
+                    f"rank {rank}: critical path of steps {batch[0]}..{batch[-1]}",
+                    _fetch,
+                    con,
+                    f"""
                     SELECT step, seq, kind, category, name, start_ns, dur_ns, kernel_id, op_id, stream, edge
                     FROM critical_path WHERE run_id = ? AND rank = ? AND step IN ({in_steps})
-                    ORDER BY start_ns, step, seq""", [run_id, rank])
-                layers = _guard(summary, f"rank {rank}: layers of steps {batch[0]}..{batch[-1]}", _fetch, con, f"""
+                    ORDER BY start_ns, step, seq""",
+                    [run_id, rank],
+                )
+                layers = _guard(
+                    summary,
+                    f"rank {rank}: layers of steps {batch[0]}..{batch[-1]}",
+                    _fetch,
+                    con,
+                    f"""
                     SELECT step, device, stream, layer, period, start_ns, end_ns - start_ns AS dur_ns
                     FROM export_layers WHERE run_id = ? AND rank = ? AND step IN ({in_steps})
-                    ORDER BY start_ns, layer""", [run_id, rank])
-                step_flags += _guard(summary, f"rank {rank}: data-quality flags of steps {batch[0]}..{batch[-1]}",
-                                     _fetch, con, f"""
+                    ORDER BY start_ns, layer""",
+                    [run_id, rank],
+                )
+                step_flags += (
+                    _guard(
+                        summary,
+                        f"rank {rank}: data-quality flags of steps {batch[0]}..{batch[-1]}",
+                        _fetch,
+                        con,
+                        f"""
                     SELECT {FLAG_COLUMNS} FROM data_quality
                     WHERE run_id = ? AND rank = ? AND step IN ({in_steps}) AND flag IN {STEP_FLAGS!r}
-                    ORDER BY step, flag""", [run_id, rank]) or []
+                    ORDER BY step, flag""",
+                        [run_id, rank],
+                    )
+                    or []
+                )
             for st, seq, kind, cat, name, start, dur, kid, op, stream, edge in cp or ():
                 cp_track = cp_track or tracks.track(group, ("cp", rank), "critical path", pid, CP_DESCRIPTION)
-                label = kind + (f" [{cat}]" if cat else "") + (f" {name}" if name else "") + (f" ({edge})" if edge else "")
+                label = (
+                    kind
+                    + (f" [{cat}]" if cat else "")
+                    + (f" {name}" if name else "")
+                    + (f" ({edge})" if edge else "")
+                )
                 lane = tracks.place(cp_track, start, dur, nest=False)
-                tracks.w.slice(lane, start, dur, label, "critical_path",
-                               {"step": st, "seq": seq, "kind": kind, "category": cat, "edge": edge,
-                                "kernel_id": kid, "op_id": op, "stream": stream})
+                tracks.w.slice(
+                    lane,
+                    start,
+                    dur,
+                    label,
+                    "critical_path",
+                    {
+                        "step": st,
+                        "seq": seq,
+                        "kind": kind,
+                        "category": cat,
+                        "edge": edge,
+                        "kernel_id": kid,
+                        "op_id": op,
+                        "stream": stream,
+                    },
+                )
                 counts["critical_path"] += 1
             for st, device, stream, layer, period, start, dur in layers or ():
-                layer_track = layer_track or tracks.track(group, ("layers", rank), "layers", pid,
-                                                          "sql/export_layers: the repeating layer of each step's main stream")
-                tracks.w.slice(tracks.place(layer_track, start, dur, nest=False), start, dur, f"layer {layer}", "layer",
-                               {"step": st, "layer": layer, "period": period, "device": device, "stream": stream})
+                layer_track = layer_track or tracks.track(
+                    group,
+                    ("layers", rank),
+                    "layers",
+                    pid,
+                    "sql/export_layers: the repeating layer of each step's main stream",
+                )
+                tracks.w.slice(
+                    tracks.place(layer_track, start, dur, nest=False),
+                    start,
+                    dur,
+                    f"layer {layer}",
+                    "layer",
+                    {"step": st, "layer": layer, "period": period, "device": device, "stream": stream},
+                )
                 counts["layers"] += 1
         # idle gaps and exposed communication of the selection: per tile of STEP_BATCH steps into temp tables
         # (_gaps_and_comm), so that a track is written whole or, when a tile does not fit, not at all and said so
         has_gaps, has_comm = _gaps_and_comm(con, run_id, rank, lo, hi, walls, summary, progress)
         if has_gaps:
             for row in _batches(con, "SELECT * FROM temp.export_gaps ORDER BY device, gap_start_ns", []):
-                track = tracks.track(group, ("gaps", rank, row["device"]), f"idle gaps GPU {row['device']}", pid,
-                                     "sql/idle_gaps (scope device): why no stream of the device was busy; gaps under "
-                                     "1 us (class tiny) are left out")
+                track = tracks.track(
+                    group,
+                    ("gaps", rank, row["device"]),
+                    f"idle gaps GPU {row['device']}",
+                    pid,
+                    "sql/idle_gaps (scope device): why no stream of the device was busy; gaps under "
+                    "1 us (class tiny) are left out",
+                )
                 lane = tracks.place(track, row["gap_start_ns"], row["gap_ns"], nest=False)
-                tracks.w.slice(lane, row["gap_start_ns"], row["gap_ns"], f"idle: {row['class']}", "idle_gap",
-                               {k: row[k] for k in ("step", "class", "wait_ns", "host_ns", "queued_ns", "host_op",
-                                                    "host_op_ns", "next_name", "next_kernel_id")})
+                tracks.w.slice(
+                    lane,
+                    row["gap_start_ns"],
+                    row["gap_ns"],
+                    f"idle: {row['class']}",
+                    "idle_gap",
+                    {
+                        k: row[k]
+                        for k in (
+                            "step",
+                            "class",
+                            "wait_ns",
+                            "host_ns",
+                            "queued_ns",
+                            "host_op",
+                            "host_op_ns",
+                            "next_name",
+                            "next_kernel_id",
+                        )
+                    },
+                )
                 counts["idle_gaps"] += 1
         if has_comm:
             for row in _batches(con, "SELECT * FROM temp.export_comm ORDER BY device, start_ns", []):
-                track = tracks.track(group, ("comm", rank, row["device"]), f"exposed communication GPU {row['device']}",
-                                     pid, "sql/export_exposed_comm: communication running with no compute beside it")
-                tracks.w.slice(tracks.place(track, row["start_ns"], row["dur_ns"], nest=False), row["start_ns"],
-                               row["dur_ns"], "exposed communication", "exposed_comm", {"dur_ns": row["dur_ns"]})
+                track = tracks.track(
+                    group,
+                    ("comm", rank, row["device"]),
+                    f"exposed communication GPU {row['device']}",
+                    pid,
+                    "sql/export_exposed_comm: communication running with no compute beside it",
+                )
+                tracks.w.slice(
+                    tracks.place(track, row["start_ns"], row["dur_ns"], nest=False),
+                    row["start_ns"],
+                    row["dur_ns"],
+                    "exposed communication",
+                    "exposed_comm",
+                    {"dur_ns": row["dur_ns"]},
+                )
                 counts["exposed_comm"] += 1
         con.execute("DROP TABLE IF EXISTS temp.export_gaps")
         con.execute("DROP TABLE IF EXISTS temp.export_comm")
@@ -978,9 +1320,11 @@ def _analysis(warehouse, con, run_id, tracks: _Tracks, procs, windows, summary, 
     counts["takeaways"] = _takeaways(warehouse, run_id, tracks, procs, windows, progress)
     if counts["takeaways"] < 0:
         counts["takeaways"] = 0
-        summary.notes.append("no report takeaways: the run's analyses are not stored (ingested with "
-                             "--no-analyses, or storing them failed at ingest); run `tracehouse report` once, then "
-                             "export again")
+        summary.notes.append(
+            "no report takeaways: the run's analyses are not stored (ingested with "
+            "--no-analyses, or storing them failed at ingest); run `tracehouse report` once, then "
+            "export again"
+        )
     summary.counts.update(counts)
 
 
@@ -997,11 +1341,27 @@ def _flags(flag_rows, starts, rank, lo, steps, tracks: _Tracks, group, pid) -> i
         at = starts.get((rank, fstep)) if fstep is not None else (None if first is None else max(lo, first))
         if at is None:
             continue
-        track = tracks.track(group, ("flags", rank), "data quality", pid,
-                             "sql/data_quality: why some figures cannot be trusted as they stand")
-        tracks.w.instant(track, int(at), f"{severity}: {flag}", "data_quality",
-                         {"flag": flag, "severity": severity, "rank": frank, "step": fstep, "affects": affects,
-                          "message": message})
+        track = tracks.track(
+            group,
+            ("flags", rank),
+            "data quality",
+            pid,
+            "sql/data_quality: why some figures cannot be trusted as they stand",
+        )
+        tracks.w.instant(
+            track,
+            int(at),
+            f"{severity}: {flag}",
+            "data_quality",
+            {
+                "flag": flag,
+                "severity": severity,
+                "rank": frank,
+                "step": fstep,
+                "affects": affects,
+                "message": message,
+            },
+        )
         n += 1
     return n
 
@@ -1032,12 +1392,30 @@ def _takeaways(warehouse, run_id, tracks: _Tracks, procs, windows, progress) -> 
         if not (start < hi and (end > lo or start >= lo)):
             continue
         group = tracks.track(procs[rank], ("analysis", rank), "tracehouse analysis", rank + 1)
-        track = tracks.track(group, ("takeaways", rank), "report takeaways", rank + 1,
-                             "the run report's takeaways (reports/takeaways.py) over the windows they name")
-        args = {"figure": t.figure, "value": t.value, "subject": t.subject, "window_of": t.window_of,
-                "step": w.step, "text": t.text, "export": w.command}
-        tracks.w.slice(tracks.place(track, start, end - start, nest=False), start, end - start,
-                       t.text[:120], "takeaway", args)
+        track = tracks.track(
+            group,
+            ("takeaways", rank),
+            "report takeaways",
+            rank + 1,
+            "the run report's takeaways (reports/takeaways.py) over the windows they name",
+        )
+        args = {
+            "figure": t.figure,
+            "value": t.value,
+            "subject": t.subject,
+            "window_of": t.window_of,
+            "step": w.step,
+            "text": t.text,
+            "export": w.command,
+        }
+        tracks.w.slice(
+            tracks.place(track, start, end - start, nest=False),
+            start,
+            end - start,
+            t.text[:120],
+            "takeaway",
+            args,
+        )
         n += 1
     return n
 

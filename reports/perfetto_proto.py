@@ -22,14 +22,30 @@ from collections.abc import Iterator
 PKT_TIMESTAMP, PKT_SEQ_ID, PKT_TRACK_EVENT, PKT_SEQ_FLAGS, PKT_TRACK_DESCRIPTOR = 8, 10, 11, 13, 60
 SEQ_INCREMENTAL_STATE_CLEARED = 1
 # TrackDescriptor
-TD_UUID, TD_NAME, TD_PROCESS, TD_THREAD, TD_PARENT, TD_CHILD_ORDERING, TD_SIBLING_RANK, TD_DESCRIPTION = \
-    1, 2, 3, 4, 5, 11, 12, 14
+TD_UUID, TD_NAME, TD_PROCESS, TD_THREAD, TD_PARENT, TD_CHILD_ORDERING, TD_SIBLING_RANK, TD_DESCRIPTION = (
+    1,
+    2,
+    3,
+    4,
+    5,
+    11,
+    12,
+    14,
+)
 CHILD_ORDER_EXPLICIT = 3
 # ProcessDescriptor / ThreadDescriptor
 PD_PID, PD_NAME = 1, 6
 THD_PID, THD_TID, THD_NAME = 1, 2, 5
 # TrackEvent
-TE_ANNOTATIONS, TE_TYPE, TE_TRACK, TE_CATEGORIES, TE_NAME, TE_FLOWS, TE_TERMINATING_FLOWS = 4, 9, 11, 22, 23, 47, 48
+TE_ANNOTATIONS, TE_TYPE, TE_TRACK, TE_CATEGORIES, TE_NAME, TE_FLOWS, TE_TERMINATING_FLOWS = (
+    4,
+    9,
+    11,
+    22,
+    23,
+    47,
+    48,
+)
 SLICE_BEGIN, SLICE_END, INSTANT = 1, 2, 3
 # DebugAnnotation
 DA_BOOL, DA_INT, DA_DOUBLE, DA_STRING, DA_NAME = 2, 4, 5, 6, 10
@@ -101,21 +117,35 @@ def packet(body: bytes) -> bytes:
     return f_bytes(1, body)
 
 
-def track_descriptor(uuid: int, name: str | None = None, *, parent: int | None = None,
-                     pid: int | None = None, process_name: str | None = None,
-                     tid: int | None = None, thread_name: str | None = None,
-                     rank_order: int | None = None, explicit_children: bool = False,
-                     description: str | None = None) -> bytes:
+def track_descriptor(
+    uuid: int,
+    name: str | None = None,
+    *,
+    parent: int | None = None,
+    pid: int | None = None,
+    process_name: str | None = None,
+    tid: int | None = None,
+    thread_name: str | None = None,
+    rank_order: int | None = None,
+    explicit_children: bool = False,
+    description: str | None = None,
+) -> bytes:
     body = f_varint(TD_UUID, uuid)
     if name is not None:
         body += f_str(TD_NAME, name)
     if parent is not None:
         body += f_varint(TD_PARENT, parent)
     if pid is not None and tid is None:
-        body += f_bytes(TD_PROCESS, f_varint(PD_PID, pid) + (f_str(PD_NAME, process_name) if process_name else b""))
+        body += f_bytes(
+            TD_PROCESS, f_varint(PD_PID, pid) + (f_str(PD_NAME, process_name) if process_name else b"")
+        )
     if tid is not None:
-        body += f_bytes(TD_THREAD, f_varint(THD_PID, pid or 0) + f_varint(THD_TID, tid)
-                        + (f_str(THD_NAME, thread_name) if thread_name else b""))
+        body += f_bytes(
+            TD_THREAD,
+            f_varint(THD_PID, pid or 0)
+            + f_varint(THD_TID, tid)
+            + (f_str(THD_NAME, thread_name) if thread_name else b""),
+        )
     if explicit_children:
         body += f_varint(TD_CHILD_ORDERING, CHILD_ORDER_EXPLICIT)
     if rank_order is not None:
@@ -125,14 +155,34 @@ def track_descriptor(uuid: int, name: str | None = None, *, parent: int | None =
     return f_bytes(PKT_TRACK_DESCRIPTOR, body)
 
 
-_K_TYPE, _K_TRACK, _K_CAT, _K_NAME = _key(TE_TYPE, 0), _key(TE_TRACK, 0), _key(TE_CATEGORIES, 2), _key(TE_NAME, 2)
+_K_TYPE, _K_TRACK, _K_CAT, _K_NAME = (
+    _key(TE_TYPE, 0),
+    _key(TE_TRACK, 0),
+    _key(TE_CATEGORIES, 2),
+    _key(TE_NAME, 2),
+)
 _K_FLOW, _K_TERM = _key(TE_FLOWS, 1), _key(TE_TERMINATING_FLOWS, 1)
-_K_TS, _K_SEQ, _K_TE, _K_PKT = _key(PKT_TIMESTAMP, 0), _key(PKT_SEQ_ID, 0), _key(PKT_TRACK_EVENT, 2), _key(1, 2)
+_K_TS, _K_SEQ, _K_TE, _K_PKT = (
+    _key(PKT_TIMESTAMP, 0),
+    _key(PKT_SEQ_ID, 0),
+    _key(PKT_TRACK_EVENT, 2),
+    _key(1, 2),
+)
 _Q = struct.Struct("<Q").pack
 
 
-def event(seq: int, ts: int, kind: int, track: int, name: str | None = None, *, category: str | None = None,
-          args: bytes = b"", flows: tuple[int, ...] = (), terminating: tuple[int, ...] = ()) -> bytes:
+def event(
+    seq: int,
+    ts: int,
+    kind: int,
+    track: int,
+    name: str | None = None,
+    *,
+    category: str | None = None,
+    args: bytes = b"",
+    flows: tuple[int, ...] = (),
+    terminating: tuple[int, ...] = (),
+) -> bytes:
     """One TrackEvent packet: SLICE_BEGIN / SLICE_END / INSTANT at ts (ns) on track. The hot path of the
     export: keys are precomputed, pieces joined once."""
     parts = [_K_TYPE, _SMALL[kind], _K_TRACK, _varint(track)]
@@ -154,6 +204,7 @@ def event(seq: int, ts: int, kind: int, track: int, name: str | None = None, *, 
 
 
 # ---- reading back (the fields above only) -------------------------------------------------------------
+
 
 def _read_varint(buf: bytes, i: int) -> tuple[int, int]:
     shift = n = 0
@@ -179,7 +230,7 @@ def fields(buf: bytes) -> Iterator[tuple[int, int, object]]:
             i += 8
         elif wire == 2:
             length, i = _read_varint(buf, i)
-            value = buf[i:i + length]
+            value = buf[i : i + length]
             i += length
         elif wire == 5:
             value = struct.unpack_from("<I", buf, i)[0]

@@ -48,7 +48,7 @@ def short_name(name: str | None, width: int = 64) -> str:
                 break
     if len(text) > width:
         head = width * 2 // 3
-        text = text[:head] + "…" + text[-(width - head - 1):]
+        text = text[:head] + "…" + text[-(width - head - 1) :]
     return text
 
 
@@ -68,14 +68,29 @@ def _environment(html: bool, template_dir: str | None) -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(md=charts.md_cell, ns=charts.fmt_ns, value=charts.fmt_value, spark=charts.sparkline,
-                       pct=lambda share: "–" if share is None else f"{100 * share:.1f} %", short=short_name,
-                       attr_dict=charts.point_dict)
-    env.globals.update(line_chart=charts.line_chart, bar_pair=charts.bar_pair, share_bars=svg.share_bars,
-                       step_timeline=svg.step_timeline, layer_strip=svg.layer_strip,
-                       latency_chart=serving.latency_chart, roofline_chart=serving.roofline_chart,
-                       timeline_legend=svg.timeline_legend, wall_bar=svg.wall_bar, skew_chart=svg.skew_chart,
-                       page_js=Markup(PAGE_JS), page_js_hash=PAGE_JS_HASH)
+    env.filters.update(
+        md=charts.md_cell,
+        ns=charts.fmt_ns,
+        value=charts.fmt_value,
+        spark=charts.sparkline,
+        pct=lambda share: "–" if share is None else f"{100 * share:.1f} %",
+        short=short_name,
+        attr_dict=charts.point_dict,
+    )
+    env.globals.update(
+        line_chart=charts.line_chart,
+        bar_pair=charts.bar_pair,
+        share_bars=svg.share_bars,
+        step_timeline=svg.step_timeline,
+        layer_strip=svg.layer_strip,
+        latency_chart=serving.latency_chart,
+        roofline_chart=serving.roofline_chart,
+        timeline_legend=svg.timeline_legend,
+        wall_bar=svg.wall_bar,
+        skew_chart=svg.skew_chart,
+        page_js=Markup(PAGE_JS),
+        page_js_hash=PAGE_JS_HASH,
+    )
     return env
 
 
@@ -86,7 +101,9 @@ def render_template(name: str, context, html: bool, template_dir: str | Path | N
 FORMATS = ("md", "html", "json")
 
 
-def render(report: str, context, fmt: str, template_dir: str | Path | None = None, data: dict | None = None) -> str:
+def render(
+    report: str, context, fmt: str, template_dir: str | Path | None = None, data: dict | None = None
+) -> str:
     """A report's context as `fmt`: json (`data`, else the dataclass as a dict), md or html (the template
     `<report>.<fmt>.j2`, from template_dir first)."""
     if fmt == "json":

@@ -159,15 +159,19 @@ class StepSection:
     critical_path: list[PathRow]
     timeline: list[TimelineLane]
     layer_span_ns: int | None = None  # median wall time of one layer (layer_pattern_summary.layer_span_ns)
-    total_layers: int | None = None   # layers found in the step, every repeated block counted
-    largest_gap: dict | None = None  # the step's longest device gap: class, start_ns, end_ns, gap_ns, next_name
+    total_layers: int | None = None  # layers found in the step, every repeated block counted
+    largest_gap: dict | None = (
+        None  # the step's longest device gap: class, start_ns, end_ns, gap_ns, next_name
+    )
     # inside the GPU span, the device busy with other steps' work only (steps that interleave): not idle
     other_steps_ns: int = 0
     window: FindingWindow | None = None  # the step (its breakdown, critical path), with its export command
     gap_window: FindingWindow | None = None  # the longest gap, with its export command
     # drawing data of the HTML timeline (not figures: left out of the JSON, like timeline)
     gap_spans: list[dict] = field(default_factory=list)  # device gaps >= 1 µs: class, start_ns, end_ns
-    path_segments: list[dict] = field(default_factory=list)  # critical path: kind, category, name, start_ns, end_ns
+    path_segments: list[dict] = field(
+        default_factory=list
+    )  # critical path: kind, category, name, start_ns, end_ns
 
 
 @dataclass
@@ -222,8 +226,11 @@ class RunReport:
     @property
     def mode_note(self) -> str:
         """What the mode means, and which rank the step figures are for."""
-        note = (f"launch sites of graph replays from run `{self.mapping_run}`" if self.mapping_run else
-                "every figure from this run's own trace(s)")
+        note = (
+            f"launch sites of graph replays from run `{self.mapping_run}`"
+            if self.mapping_run
+            else "every figure from this run's own trace(s)"
+        )
         if self.n_ranks > 1:
             shown = f"rank {self.step.rank}" if self.step else "one rank"
             note += f"; {self.n_ranks} ranks: kernel tables sum all ranks, the step breakdown shows {shown}"
@@ -232,19 +239,30 @@ class RunReport:
     def flags_for(self, *figures: str) -> list[QualityFlag]:
         """The flags that affect any of these figures (a flag on `x` covers `x.y`; a section `x` shows the
         flags of its columns `x.y`)."""
+
         def hit(a: str, f: str) -> bool:
             return a == f or f.startswith(a + ".") or a.startswith(f + ".")
+
         return [q for q in self.quality if any(hit(a, f) for a in q.affects for f in figures)]
 
     def notes_for(self, *figures: str) -> list[dict]:
         """flags_for, one note per flag: the places it holds merged ("ranks 0, 1"), its first message."""
         notes: dict[str, dict] = {}
         for q in self.flags_for(*figures):
-            where = "run" if q.rank is None else f"rank {q.rank}" + (f", step {q.step}" if q.step is not None else "")
+            where = (
+                "run"
+                if q.rank is None
+                else f"rank {q.rank}" + (f", step {q.step}" if q.step is not None else "")
+            )
             if q.flag in notes:
                 notes[q.flag]["where"].append(where)
             else:
-                notes[q.flag] = {"flag": q.flag, "severity": q.severity, "where": [where], "message": q.message}
+                notes[q.flag] = {
+                    "flag": q.flag,
+                    "severity": q.severity,
+                    "where": [where],
+                    "message": q.message,
+                }
         for n in notes.values():
             n["where"] = ", ".join(n["where"])
         return list(notes.values())
@@ -259,8 +277,14 @@ class RunReport:
     def flagged(self, figure: str) -> list[str]:
         """Names of the flags (warning or error) that make this figure untrustworthy: a flag on `x` covers
         `x.y` (not the other way: a flag on a column leaves the rest of the table standing)."""
-        return sorted({q.flag for q in self.quality if q.severity in ("error", "warning")
-                       and any(figure == a or figure.startswith(a + ".") for a in q.affects)})
+        return sorted(
+            {
+                q.flag
+                for q in self.quality
+                if q.severity in ("error", "warning")
+                and any(figure == a or figure.startswith(a + ".") for a in q.affects)
+            }
+        )
 
 
 def _rows(con, sql: str, params: list | dict) -> list[dict]:
@@ -271,16 +295,23 @@ def _rows(con, sql: str, params: list | dict) -> list[dict]:
 
 def _check_phase(con: Connection, run_id: str, phase: str) -> None:
     """--phase naming a phase the run does not have is an error naming those it has, not an empty report."""
-    have = [r[0] for r in con.execute("SELECT DISTINCT phase FROM category_summary WHERE run_id = ? ORDER BY 1",
-                                      [run_id]).fetchall()]
+    have = [
+        r[0]
+        for r in con.execute(
+            "SELECT DISTINCT phase FROM category_summary WHERE run_id = ? ORDER BY 1", [run_id]
+        ).fetchall()
+    ]
     if phase not in have:
         shown = ", ".join(have) if have else "none (no GPU activity)"
-        raise TracehouseError(f"run {run_id} has no {phase} phase; its phases: {shown}",
-                              hint="leave out --phase for the whole run" if have else "")
+        raise TracehouseError(
+            f"run {run_id} has no {phase} phase; its phases: {shown}",
+            hint="leave out --phase for the whole run" if have else "",
+        )
 
 
-def build_run_report(con: Connection, run_id: str, phase: str | None = None,
-                     mapping_run: str | None = None) -> RunReport:
+def build_run_report(
+    con: Connection, run_id: str, phase: str | None = None, mapping_run: str | None = None
+) -> RunReport:
     """The report's figures, from a connection of warehouse.engine.open (a report's: runs=..., stored=True).
     The views are computed for this run (and the mapping run) only, whatever runs the connection sees
     (warehouse.engine.focused), and its focus is given back after."""
@@ -288,48 +319,77 @@ def build_run_report(con: Connection, run_id: str, phase: str | None = None,
         return _build_run_report(on, run_id, phase, mapping_run)
 
 
-def _build_run_report(con: Connection, run_id: str, phase: str | None,
-                      mapping_run: str | None) -> RunReport:
+def _build_run_report(con: Connection, run_id: str, phase: str | None, mapping_run: str | None) -> RunReport:
     run = _rows(con, "SELECT * FROM runs WHERE run_id = ?", [run_id])[0]
     phase_clause, phase_params = ("AND phase = ?", [phase]) if phase else ("", [])
     if phase:
         _check_phase(con, run_id, phase)
     bar, top_kernels, always_shown = con.execute(
-        "SELECT report_bar, top_kernels, always_shown FROM report_params").fetchone()  # sql/report_params
+        "SELECT report_bar, top_kernels, always_shown FROM report_params"
+    ).fetchone()  # sql/report_params
     phases = []
-    for (ph,) in con.execute(f"SELECT DISTINCT phase FROM category_summary WHERE run_id = ? {phase_clause} ORDER BY 1",
-                             [run_id] + phase_params).fetchall():
-        kernels = [KernelRow(**r) for r in _rows(con, """
+    for (ph,) in con.execute(
+        f"SELECT DISTINCT phase FROM category_summary WHERE run_id = ? {phase_clause} ORDER BY 1",
+        [run_id] + phase_params,
+    ).fetchall():
+        kernels = [
+            KernelRow(**r)
+            for r in _rows(
+                con,
+                """
             SELECT name, category, gpu_time_ns, share, launches, median_ns, python_site, python_site_share, launch_call
             FROM (SELECT *, row_number() OVER (ORDER BY gpu_time_ns DESC, name) AS rank_in_phase
                   FROM kernel_summary WHERE run_id = ? AND phase = ?)
             WHERE run_id = ? AND phase = ? AND (share >= ? OR rank_in_phase <= ?)
-            ORDER BY gpu_time_ns DESC, name LIMIT ?""", [run_id, ph, run_id, ph, bar, always_shown, top_kernels])]
-        categories = [CategoryRow(**r) for r in _rows(con, """
+            ORDER BY gpu_time_ns DESC, name LIMIT ?""",
+                [run_id, ph, run_id, ph, bar, always_shown, top_kernels],
+            )
+        ]
+        categories = [
+            CategoryRow(**r)
+            for r in _rows(
+                con,
+                """
             SELECT category, gpu_time_ns, share FROM category_summary WHERE run_id = ? AND phase = ?
-            ORDER BY gpu_time_ns DESC, category""", [run_id, ph])]
-        total, n = con.execute("SELECT sum(gpu_time_ns), sum(activities) FROM category_summary "
-                               "WHERE run_id = ? AND phase = ?", [run_id, ph]).fetchone()
+            ORDER BY gpu_time_ns DESC, category""",
+                [run_id, ph],
+            )
+        ]
+        total, n = con.execute(
+            "SELECT sum(gpu_time_ns), sum(activities) FROM category_summary WHERE run_id = ? AND phase = ?",
+            [run_id, ph],
+        ).fetchone()
         phases.append(PhaseSection(ph, int(total or 0), int(n or 0), kernels, categories))
     gpu_total = sum(p.gpu_time_ns for p in phases)
     # uncategorized (sql/uncategorized): `other` because no rule matched, over the phases shown
     shown = [p.phase for p in phases]
-    other = int(con.execute(f"""
+    other = int(
+        con.execute(
+            f"""
         SELECT coalesce(sum(uncategorized_ns), 0) FROM uncategorized
-        WHERE run_id = ? AND phase IN ({', '.join('?' for _ in shown) or 'NULL'})""", [run_id] + shown).fetchone()[0])
+        WHERE run_id = ? AND phase IN ({", ".join("?" for _ in shown) or "NULL"})""",
+            [run_id] + shown,
+        ).fetchone()[0]
+    )
     report = RunReport(
         run_id=run_id,
         mode="mapping/formal" if mapping_run else "single-trace",
-        framework=run.get("framework"), model=run.get("model"), hardware=run.get("hardware"),
-        world_size=run.get("world_size"), n_ranks=run.get("n_ranks") or 1,
+        framework=run.get("framework"),
+        model=run.get("model"),
+        hardware=run.get("hardware"),
+        world_size=run.get("world_size"),
+        n_ranks=run.get("n_ranks") or 1,
         parallelism=", ".join(f"{k.upper()}={run[k]}" for k in ("tp", "pp", "dp", "ep") if run.get(k)) or "-",
-        phase_filter=phase, capture_mode=run.get("capture_mode"), commit=run.get("commit"),
+        phase_filter=phase,
+        capture_mode=run.get("capture_mode"),
+        commit=run.get("commit"),
         labels=dict(run.get("labels") or {}),
         files=[{"name": f["name"], "rank": f["rank"], "size": f["size"]} for f in (run.get("files") or [])],
         warnings=dict(run.get("warnings") or {}),
         gpu_time_ns=gpu_total,
-        attributed_share=(run.get("attributed_gpu_ns") / gpu_total) if run.get("attributed_gpu_ns") is not None
-        and gpu_total else None,
+        attributed_share=(run.get("attributed_gpu_ns") / gpu_total)
+        if run.get("attributed_gpu_ns") is not None and gpu_total
+        else None,
         other_share=other / gpu_total if gpu_total else None,
         phases=phases,
         overlap=_overlap(con, run_id, phase_clause, phase_params),
@@ -340,8 +400,12 @@ def _build_run_report(con: Connection, run_id: str, phase: str | None,
     report.step, report.quality = _step(con, run_id, phase)
     report.trace_start_ns = run.get("trace_start_ns")
     report.serving = serving_section(con, run_id, phase)
-    report.n_streams = int(con.execute("SELECT count(*) FILTER (WHERE carries_work) FROM stream_share WHERE run_id = ?",
-                                       [run_id]).fetchone()[0] or 0)
+    report.n_streams = int(
+        con.execute(
+            "SELECT count(*) FILTER (WHERE carries_work) FROM stream_share WHERE run_id = ?", [run_id]
+        ).fetchone()[0]
+        or 0
+    )
     if mapping_run:
         _apply_mapping(con, report, mapping_run)
         # a mapping run gives the replays their sites: the flag that says they have none no longer holds
@@ -355,10 +419,15 @@ def _finding_windows(con, report: RunReport) -> None:
     """Give every finding its window in the trace's time base and the export command for exactly it: a step
     is exported with --step (its wall, step_breakdown), anything else with --window."""
     run_id, origin = report.run_id, report.trace_start_ns or 0
-    walls = {(r, st): (a, b) for r, st, a, b in con.execute(
-        "SELECT rank, step, wall_start_ns, wall_end_ns FROM step_breakdown WHERE run_id = ?", [run_id]).fetchall()}
-    first, last = con.execute("SELECT min(trace_start_ns), max(trace_end_ns) FROM runs WHERE run_id = ?",
-                              [run_id]).fetchone()
+    walls = {
+        (r, st): (a, b)
+        for r, st, a, b in con.execute(
+            "SELECT rank, step, wall_start_ns, wall_end_ns FROM step_breakdown WHERE run_id = ?", [run_id]
+        ).fetchall()
+    }
+    first, last = con.execute(
+        "SELECT min(trace_start_ns), max(trace_end_ns) FROM runs WHERE run_id = ?", [run_id]
+    ).fetchone()
 
     def at(rank, step, start=None, end=None) -> FindingWindow:
         if step is not None and rank is not None and (rank, step) in walls and start is None:
@@ -394,13 +463,16 @@ class _Windows:
         self.con, self.run_id, self.origin = con, run_id, origin or 0
 
     def kernel(self, name: str) -> tuple[int | None, int | None]:
-        first, last = self.con.execute("SELECT min(start_ns), max(end_ns) FROM kernels WHERE run_id = ? AND name = ?",
-                                       [self.run_id, name]).fetchone()
+        first, last = self.con.execute(
+            "SELECT min(start_ns), max(end_ns) FROM kernels WHERE run_id = ? AND name = ?",
+            [self.run_id, name],
+        ).fetchone()
         return self.rel(first), self.rel(last)
 
     def trace(self) -> tuple[int | None, int | None]:
-        first, last = self.con.execute("SELECT min(trace_start_ns), max(trace_end_ns) FROM runs WHERE run_id = ?",
-                                       [self.run_id]).fetchone()
+        first, last = self.con.execute(
+            "SELECT min(trace_start_ns), max(trace_end_ns) FROM runs WHERE run_id = ?", [self.run_id]
+        ).fetchone()
         return self.rel(first), self.rel(last)
 
     def rel(self, ns: int | None) -> int | None:
@@ -409,12 +481,17 @@ class _Windows:
 
 def _quality(con, run_id: str, key: list | None) -> list[QualityFlag]:
     """The run's data_quality rows: the whole run's and ranks', and those of the step shown (key)."""
-    where, params = ("AND (step IS NULL OR (rank = ? AND step = ?))", key[1:]) if key else ("AND step IS NULL", [])
-    rows = _rows(con, f"""
+    where, params = (
+        ("AND (step IS NULL OR (rank = ? AND step = ?))", key[1:]) if key else ("AND step IS NULL", [])
+    )
+    rows = _rows(
+        con,
+        f"""
         SELECT flag, severity, rank, step, affects, evidence, message FROM data_quality
         WHERE run_id = ? {where}
         ORDER BY CASE severity WHEN 'error' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, flag, rank NULLS FIRST, step""",
-                 [run_id] + params)
+        [run_id] + params,
+    )
     for r in rows:
         r["affects"] = list(r["affects"] or [])
         r["evidence"] = {k: v for k, v in dict(r["evidence"] or {}).items() if v is not None}
@@ -426,8 +503,10 @@ MAPPING_SQL = (Path(__file__).parent / "queries" / "mapping_sites.sql").read_tex
 
 def _apply_mapping(con, report: RunReport, mapping_run: str) -> None:
     """Mapping/formal mode: Python locations from a graph-off run (reports/queries/mapping_sites.sql)."""
-    sites = {(r["phase"], r["name"]): r for r in _rows(con, MAPPING_SQL, {"target": report.run_id,
-                                                                          "mapping": mapping_run})}
+    sites = {
+        (r["phase"], r["name"]): r
+        for r in _rows(con, MAPPING_SQL, {"target": report.run_id, "mapping": mapping_run})
+    }
     for phase in report.phases:
         for k in phase.kernels:
             found = sites.get((phase.phase, k.name))
@@ -441,28 +520,48 @@ def _apply_mapping(con, report: RunReport, mapping_run: str) -> None:
 
 
 def _overlap(con, run_id: str, phase_clause: str, params: list) -> list[OverlapRow]:
-    return [OverlapRow(**r) for r in _rows(con, f"""
+    return [
+        OverlapRow(**r)
+        for r in _rows(
+            con,
+            f"""
         SELECT phase, name, category, share, exclusive_ratio, hidden_ratio, verdict, priority, dependency_risk,
                recommendation, python_site
         FROM overlap_opportunity WHERE run_id = ? AND reportable {phase_clause}
-        ORDER BY phase, share DESC, name""", [run_id] + params)]
+        ORDER BY phase, share DESC, name""",
+            [run_id] + params,
+        )
+    ]
 
 
 def _fusion(con, run_id: str, phase_clause: str, params: list) -> list[FusionRow]:
-    return [FusionRow(**r) for r in _rows(con, f"""
+    return [
+        FusionRow(**r)
+        for r in _rows(
+            con,
+            f"""
         SELECT phase, pattern_name, pattern_framework AS framework, status, share, occurrences,
                coalesce(evidence_sequence, evidence) AS evidence,
                fused_kernel, source_path, python_site
         FROM fusion_match WHERE run_id = ? AND coalesce(framework_match, true) {phase_clause}
         ORDER BY phase, CASE status WHEN 'Confirmed' THEN 0 WHEN 'Likely' THEN 1 ELSE 2 END, share DESC NULLS LAST,
                  pattern_name, pattern_framework""",
-        [run_id] + params)]
+            [run_id] + params,
+        )
+    ]
 
 
 def _skew(con, run_id: str) -> list[SkewRow]:
-    return [SkewRow(**r) for r in _rows(con, """
+    return [
+        SkewRow(**r)
+        for r in _rows(
+            con,
+            """
         SELECT rank, instances, times_last, mean_start_lateness_ns, wait_ns
-        FROM rank_skew_summary WHERE run_id = ? ORDER BY rank""", [run_id])]
+        FROM rank_skew_summary WHERE run_id = ? ORDER BY rank""",
+            [run_id],
+        )
+    ]
 
 
 def _step(con, run_id: str, phase: str | None) -> tuple[StepSection | None, list[QualityFlag]]:
@@ -480,67 +579,149 @@ def _step_section(con, s: dict, key: list) -> StepSection:
     wall = s["wall_ns"] or 1
     # the component summary (sql/step_components): attention, moe, gemm, communication, norm and `other`
     # as such, the remaining categories as one `rest (...)` row
-    components = [CategoryRow(r["component"], int(r["gpu_time_ns"]), r["share_of_wall"]) for r in _rows(con, """
+    components = [
+        CategoryRow(r["component"], int(r["gpu_time_ns"]), r["share_of_wall"])
+        for r in _rows(
+            con,
+            """
         SELECT component, gpu_time_ns, share_of_wall FROM step_components WHERE run_id = ? AND rank = ? AND step = ?
-        ORDER BY gpu_time_ns DESC, component""", key)]
-    top_gap = _rows(con, """
+        ORDER BY gpu_time_ns DESC, component""",
+            key,
+        )
+    ]
+    top_gap = _rows(
+        con,
+        """
         SELECT class, gap_start_ns AS start_ns, gap_end_ns AS end_ns, gap_ns, next_name, host_op, host_op_ns
         FROM idle_gaps
         WHERE run_id = ? AND rank = ? AND step = ? AND scope = 'device'
-        ORDER BY gap_ns DESC, gap_start_ns LIMIT 1""", key)
-    streams = [StreamRow(**r) for r in _rows(con, """
+        ORDER BY gap_ns DESC, gap_start_ns LIMIT 1""",
+        key,
+    )
+    streams = [
+        StreamRow(**r)
+        for r in _rows(
+            con,
+            """
         SELECT device, stream, stream_name AS name, activities, busy_ns, exclusive_ns, share_of_span,
                coalesce(is_critical, false) AS critical
-        FROM stream_summary WHERE run_id = ? AND rank = ? AND step = ? ORDER BY busy_ns DESC, device, stream""", key)]
+        FROM stream_summary WHERE run_id = ? AND rank = ? AND step = ? ORDER BY busy_ns DESC, device, stream""",
+            key,
+        )
+    ]
     critical_stream = next((st.stream for st in streams if st.critical), None)
     period = repeats = layer_span = total_layers = None
     layer: list[LayerPosition] = []
-    found = _rows(con, "SELECT period, repeats, layer_span_ns, total_layers FROM layer_pattern_summary "
-                       "WHERE run_id = ? AND rank = ? AND step = ? AND is_main_stream", key)
+    found = _rows(
+        con,
+        "SELECT period, repeats, layer_span_ns, total_layers FROM layer_pattern_summary "
+        "WHERE run_id = ? AND rank = ? AND step = ? AND is_main_stream",
+        key,
+    )
     if found and found[0]["period"]:
         period, repeats = found[0]["period"], found[0]["repeats"]
         layer_span, total_layers = found[0]["layer_span_ns"], found[0]["total_layers"]
-        layer = [LayerPosition(**r) for r in _rows(con, """
+        layer = [
+            LayerPosition(**r)
+            for r in _rows(
+                con,
+                """
             SELECT position, name, category, median_ns FROM layer_pattern
-            WHERE run_id = ? AND rank = ? AND step = ? AND is_main_stream ORDER BY position""", key)]
-    gaps = _rows(con, """
+            WHERE run_id = ? AND rank = ? AND step = ? AND is_main_stream ORDER BY position""",
+                key,
+            )
+        ]
+    gaps = _rows(
+        con,
+        """
         SELECT class, count(*) AS gaps, sum(gap_ns) AS total_ns
         FROM idle_gaps WHERE run_id = ? AND rank = ? AND step = ? AND scope = 'device'
-        GROUP BY class ORDER BY total_ns DESC, class""", key)
+        GROUP BY class ORDER BY total_ns DESC, class""",
+        key,
+    )
     for g in gaps:
         g["share_of_wall"] = g["total_ns"] / wall
-    path = [PathRow(**r) for r in _rows(con, """
+    path = [
+        PathRow(**r)
+        for r in _rows(
+            con,
+            """
         SELECT kind, category, time_ns, share FROM critical_path_summary
-        WHERE run_id = ? AND rank = ? AND step = ? ORDER BY time_ns DESC, kind, category""", key)]
-    critical_ids = {r[0] for r in con.execute(
-        "SELECT kernel_id FROM critical_path WHERE run_id = ? AND rank = ? AND step = ? AND kind = 'gpu'",
-        key).fetchall()}
-    gap_spans = _rows(con, """
+        WHERE run_id = ? AND rank = ? AND step = ? ORDER BY time_ns DESC, kind, category""",
+            key,
+        )
+    ]
+    critical_ids = {
+        r[0]
+        for r in con.execute(
+            "SELECT kernel_id FROM critical_path WHERE run_id = ? AND rank = ? AND step = ? AND kind = 'gpu'",
+            key,
+        ).fetchall()
+    }
+    gap_spans = _rows(
+        con,
+        """
         SELECT class, gap_start_ns AS start_ns, gap_end_ns AS end_ns, next_name FROM idle_gaps
         WHERE run_id = ? AND rank = ? AND step = ? AND scope = 'device' AND class <> 'tiny'
-        ORDER BY gap_ns DESC, gap_start_ns LIMIT 2000""", key)
-    path_segments = _rows(con, """
+        ORDER BY gap_ns DESC, gap_start_ns LIMIT 2000""",
+        key,
+    )
+    path_segments = _rows(
+        con,
+        """
         SELECT kind, category, name, start_ns, start_ns + dur_ns AS end_ns FROM critical_path
-        WHERE run_id = ? AND rank = ? AND step = ? ORDER BY seq LIMIT 4000""", key)
+        WHERE run_id = ? AND rank = ? AND step = ? ORDER BY seq LIMIT 4000""",
+        key,
+    )
     lanes = []
     for stream in streams:
-        acts = [TimelineActivity(r["name"], r["category"], r["start_ns"], r["end_ns"], r["kernel_id"] in critical_ids)
-                for r in _rows(con, """
+        acts = [
+            TimelineActivity(
+                r["name"], r["category"], r["start_ns"], r["end_ns"], r["kernel_id"] in critical_ids
+            )
+            for r in _rows(
+                con,
+                """
             SELECT kernel_id, name, category, start_ns, end_ns FROM _kernel_facts
             WHERE run_id = ? AND rank = ? AND step = ? AND stream IS NOT DISTINCT FROM ? ORDER BY start_ns, kernel_id LIMIT 4000""",
-            key + [stream.stream])]
+                key + [stream.stream],
+            )
+        ]
         lanes.append(TimelineLane(stream.name or f"stream {stream.stream}", stream.critical, acts))
     return StepSection(
-        rank=s["rank"], step=s["step"], name=s["name"], phase=s["phase"], steps_in_run=s["steps_in_run"],
-        wall_start_ns=s["wall_start_ns"], wall_end_ns=s["wall_end_ns"], largest_gap=top_gap[0] if top_gap else None,
-        wall_ns=s["wall_ns"], host_setup_ns=s["host_setup_ns"], gpu_queued_ns=s["gpu_queued_ns"] or 0,
+        rank=s["rank"],
+        step=s["step"],
+        name=s["name"],
+        phase=s["phase"],
+        steps_in_run=s["steps_in_run"],
+        wall_start_ns=s["wall_start_ns"],
+        wall_end_ns=s["wall_end_ns"],
+        largest_gap=top_gap[0] if top_gap else None,
+        wall_ns=s["wall_ns"],
+        host_setup_ns=s["host_setup_ns"],
+        gpu_queued_ns=s["gpu_queued_ns"] or 0,
         compute_ns=s["compute_ns"],
-        exposed_comm_ns=s["exposed_comm_ns"], exposed_memory_ns=s["exposed_memory_ns"],
-        gpu_idle_ns=s["gpu_idle_ns"], host_tail_ns=s["host_tail_ns"], gpu_utilization=s["gpu_utilization"],
+        exposed_comm_ns=s["exposed_comm_ns"],
+        exposed_memory_ns=s["exposed_memory_ns"],
+        gpu_idle_ns=s["gpu_idle_ns"],
+        host_tail_ns=s["host_tail_ns"],
+        gpu_utilization=s["gpu_utilization"],
         other_steps_ns=s["other_steps_ns"],
-        activities=s["activities"], components=components, streams=streams, critical_stream=critical_stream,
-        layer_period=period, layer_repeats=repeats, layer=layer, layer_span_ns=layer_span, total_layers=total_layers, gaps=gaps, critical_path=path, timeline=lanes,
-        gap_spans=gap_spans, path_segments=path_segments)
+        activities=s["activities"],
+        components=components,
+        streams=streams,
+        critical_stream=critical_stream,
+        layer_period=period,
+        layer_repeats=repeats,
+        layer=layer,
+        layer_span_ns=layer_span,
+        total_layers=total_layers,
+        gaps=gaps,
+        critical_path=path,
+        timeline=lanes,
+        gap_spans=gap_spans,
+        path_segments=path_segments,
+    )
 
 
 @dataclass(frozen=True)

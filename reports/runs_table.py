@@ -19,8 +19,7 @@ from decimal import Decimal
 
 import pyarrow as pa
 
-NARROW = ["run", "ingested", "what", "ranks", "phase", "steps", "step_ms", "busy_%",
-          "top category", "warn"]
+NARROW = ["run", "ingested", "what", "ranks", "phase", "steps", "step_ms", "busy_%", "top category", "warn"]
 WHAT_WIDTH = 22
 ID_WIDTH = 12  # a unique prefix of the run id names it everywhere (report --run, diff, label)
 
@@ -48,18 +47,24 @@ def headlines(metrics: pa.Table | None) -> dict[str, Headline]:
         if run_id not in best or values.get("steps", 0) > best[run_id][1].get("steps", 0):
             best[run_id] = (phase, values)
     for run_id, (phase, values) in best.items():
-        cats = {k[len("category."):-len("_ns_per_step")]: v for k, v in values.items()
-                if k.startswith("category.") and k.endswith("_ns_per_step")}
+        cats = {
+            k[len("category.") : -len("_ns_per_step")]: v
+            for k, v in values.items()
+            if k.startswith("category.") and k.endswith("_ns_per_step")
+        }
         total = sum(cats.values())
         top = None
         if total > 0:
             name, value = max(cats.items(), key=lambda kv: (kv[1], kv[0]))
             top = f"{name} {100 * value / total:.0f}%"
         step = values.get("step_time_median_ns")
-        out[run_id] = Headline(phase, int(values["steps"]) if values.get("steps") is not None else None,
-                               step / 1e6 if step is not None else None,
-                               round(values["gpu_busy_pct"], 1) if values.get("gpu_busy_pct") is not None else None,
-                               top)
+        out[run_id] = Headline(
+            phase,
+            int(values["steps"]) if values.get("steps") is not None else None,
+            step / 1e6 if step is not None else None,
+            round(values["gpu_busy_pct"], 1) if values.get("gpu_busy_pct") is not None else None,
+            top,
+        )
     return out
 
 
@@ -68,7 +73,7 @@ def what(framework: str | None, model: str | None, hardware: str | None, width: 
     hw = hardware
     for prefix in ("NVIDIA ", "AMD Instinct ", "AMD Radeon ", "AMD ", "Tesla "):
         if hw and hw.startswith(prefix):
-            hw = hw[len(prefix):]
+            hw = hw[len(prefix) :]
     if hw:  # the GPU's model, without memory size and form factor (H100 80GB HBM3, A100-SXM4-80GB: --wide)
         hw = hw.replace("-", " ").split()[0]
     text = " · ".join(p for p in (framework, model, hw) if p)
@@ -83,11 +88,23 @@ def narrow_rows(runs: list[dict], figures: dict[str, Headline]) -> tuple[list[st
         h = figures.get(r["run_id"], Headline())
         multi_phase |= bool(h.phase and h.phase != "unknown")
         when = r["ingested_at"].strftime("%Y-%m-%d %H:%M") if r["ingested_at"] else None
-        rows.append((r["run_id"][:width], when, what(r["framework"], r["model"], r["hardware"]), r["n_ranks"],
-                     h.phase, h.steps, _fixed(h.step_ms, 3), _fixed(h.busy_pct, 1), h.top, len(r["warnings"] or {})))
+        rows.append(
+            (
+                r["run_id"][:width],
+                when,
+                what(r["framework"], r["model"], r["hardware"]),
+                r["n_ranks"],
+                h.phase,
+                h.steps,
+                _fixed(h.step_ms, 3),
+                _fixed(h.busy_pct, 1),
+                h.top,
+                len(r["warnings"] or {}),
+            )
+        )
     if not multi_phase:  # every run's steps are of unknown phase: the column says nothing
         i = NARROW.index("phase")
-        return NARROW[:i] + NARROW[i + 1:], [row[:i] + row[i + 1:] for row in rows]
+        return NARROW[:i] + NARROW[i + 1 :], [row[:i] + row[i + 1 :] for row in rows]
     return list(NARROW), rows
 
 

@@ -12,8 +12,23 @@ from warehouse.rules import CATEGORIES
 # one colour per category of the vocabulary (warehouse.rules.CATEGORIES, its one definition), in its order:
 # gemm, attention, moe, communication, norm, activation, rope, quantize, sampling, elementwise, reduction,
 # memory, convolution, embedding, other
-PALETTE = ("#3182bd", "#e6550d", "#31a354", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-           "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c7c7c7")
+PALETTE = (
+    "#3182bd",
+    "#e6550d",
+    "#31a354",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+    "#aec7e8",
+    "#ffbb78",
+    "#98df8a",
+    "#ff9896",
+    "#c7c7c7",
+)
 if len(PALETTE) != len(CATEGORIES):
     raise ImportError(f"reports.svg: {len(PALETTE)} colours for {len(CATEGORIES)} categories")
 CATEGORY_COLORS = dict(zip(CATEGORIES, PALETTE))
@@ -27,24 +42,38 @@ def share_bars(rows: list, width: int = 520) -> Markup:
     """Horizontal bars: one per (label, share) row (objects with .category and .share)."""
     bar_h, gap, label_w = 16, 4, 120
     height = len(rows) * (bar_h + gap) + gap
-    parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" class="chart share-bars" width="{width}" height="{height}" '
-             f'role="img" aria-label="category shares">')]
+    parts = [
+        (
+            f'<svg xmlns="http://www.w3.org/2000/svg" class="chart share-bars" width="{width}" height="{height}" '
+            f'role="img" aria-label="category shares">'
+        )
+    ]
     for i, row in enumerate(rows):
         y = gap + i * (bar_h + gap)
         w = max(0.0, (width - label_w - 60) * (row.share or 0))
-        parts.append(f'<text x="{label_w - 6}" y="{y + 12}" text-anchor="end" font-size="12">{escape(row.category)}</text>'
-                     f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{color(row.category)}">'
-                     f'<title>{escape(row.category)}: {100 * (row.share or 0):.1f} %</title></rect>'
-                     f'<text x="{label_w + w + 4:.1f}" y="{y + 12}" font-size="11">{100 * (row.share or 0):.1f} %</text>')
+        parts.append(
+            f'<text x="{label_w - 6}" y="{y + 12}" text-anchor="end" font-size="12">{escape(row.category)}</text>'
+            f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{color(row.category)}">'
+            f"<title>{escape(row.category)}: {100 * (row.share or 0):.1f} %</title></rect>"
+            f'<text x="{label_w + w + 4:.1f}" y="{y + 12}" font-size="11">{100 * (row.share or 0):.1f} %</text>'
+        )
     parts.append("</svg>")
     return Markup("".join(parts))
 
 
 GAP_COLORS = {"host_bound": "#fdae6b", "sync_wait": "#fb6a4a", "other": "#c6dbef"}
-GAP_MEANING = {"host_bound": "host-bound (the GPU waited for the launch)",
-               "sync_wait": "sync wait (a blocking sync or event)", "other": "other (queued, dependency)"}
-PATH_COLORS = {"launch_delay": "#6a51a3", "gpu_queued": "#9e9ac8", "kernel_gap": "#969696", "cpu": "#fd8d3c",
-               "sync_wait": "#cb181d"}
+GAP_MEANING = {
+    "host_bound": "host-bound (the GPU waited for the launch)",
+    "sync_wait": "sync wait (a blocking sync or event)",
+    "other": "other (queued, dependency)",
+}
+PATH_COLORS = {
+    "launch_delay": "#6a51a3",
+    "gpu_queued": "#9e9ac8",
+    "kernel_gap": "#969696",
+    "cpu": "#fd8d3c",
+    "sync_wait": "#cb181d",
+}
 
 
 def nice_ticks(span: float, target: int = 10) -> list[float]:
@@ -83,15 +112,21 @@ def step_timeline(step, width: int = 1340) -> Markup:
     def x(ns: int) -> float:
         return label_w + (ns - origin) * scale
 
-    parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" class="chart step-timeline" width="{width}" '
-             f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
-             f'aria-label="per-stream timeline of rank {step.rank}, step {step.step}">')]
+    parts = [
+        (
+            f'<svg xmlns="http://www.w3.org/2000/svg" class="chart step-timeline" width="{width}" '
+            f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
+            f'aria-label="per-stream timeline of rank {step.rank}, step {step.step}">'
+        )
+    ]
     for g in step.gap_spans:  # behind everything: the device idle, by cause
         gx, gw = x(g["start_ns"]), max(0.6, (g["end_ns"] - g["start_ns"]) * scale)
-        parts.append(f'<rect class="gap" x="{gx:.2f}" y="4" width="{gw:.2f}" height="{lanes_h:.0f}" '
-                     f'fill="{GAP_COLORS.get(g["class"], "#ddd")}" fill-opacity="0.45"><title>idle '
-                     f'{escape(g["class"])}: {(g["end_ns"] - g["start_ns"]) / 1e6:.3f} ms before '
-                     f'{escape(g["next_name"] or "")}</title></rect>')
+        parts.append(
+            f'<rect class="gap" x="{gx:.2f}" y="4" width="{gw:.2f}" height="{lanes_h:.0f}" '
+            f'fill="{GAP_COLORS.get(g["class"], "#ddd")}" fill-opacity="0.45"><title>idle '
+            f"{escape(g['class'])}: {(g['end_ns'] - g['start_ns']) / 1e6:.3f} ms before "
+            f"{escape(g['next_name'] or '')}</title></rect>"
+        )
     for i, lane in enumerate(lanes):
         y = 8 + i * (lane_h + pad)
         label = escape(lane.label) + (" ★" if lane.critical else "")
@@ -107,29 +142,39 @@ def step_timeline(step, width: int = 1340) -> Markup:
             merged.append([ax, ae, a.category, a.name, 1, a.end_ns, a.start_ns])
         for ax, ae, cat, name, n, last_end, first_start in merged:
             more = f" and {n - 1} more {escape(cat)}" if n > 1 else ""
-            parts.append(f'<rect x="{ax:.2f}" y="{y}" width="{max(0.6, ae - ax):.2f}" height="{lane_h}" '
-                         f'fill="{color(cat)}"><title>{escape(name)}{more} ({escape(cat)}, '
-                         f'{(last_end - first_start) / 1e3:.1f} µs)</title></rect>')
+            parts.append(
+                f'<rect x="{ax:.2f}" y="{y}" width="{max(0.6, ae - ax):.2f}" height="{lane_h}" '
+                f'fill="{color(cat)}"><title>{escape(name)}{more} ({escape(cat)}, '
+                f"{(last_end - first_start) / 1e3:.1f} µs)</title></rect>"
+            )
     if step.path_segments:
         y = 8 + len(lanes) * (lane_h + pad)
-        parts.append(f'<text x="{label_w - 8}" y="{y + 14}" text-anchor="end" font-size="12" '
-                     f'font-weight="bold">critical path</text>')
+        parts.append(
+            f'<text x="{label_w - 8}" y="{y + 14}" text-anchor="end" font-size="12" '
+            f'font-weight="bold">critical path</text>'
+        )
         for seg in step.path_segments:
             fill = color(seg["category"]) if seg["kind"] == "gpu" else PATH_COLORS.get(seg["kind"], "#444")
             sx, sw = x(seg["start_ns"]), max(0.6, (seg["end_ns"] - seg["start_ns"]) * scale)
-            parts.append(f'<rect x="{sx:.2f}" y="{y + 3}" width="{sw:.2f}" height="{lane_h - 6}" fill="{fill}">'
-                         f'<title>{escape(seg["kind"])}: {escape(seg["name"] or "")} '
-                         f'({(seg["end_ns"] - seg["start_ns"]) / 1e3:.1f} µs)</title></rect>')
+            parts.append(
+                f'<rect x="{sx:.2f}" y="{y + 3}" width="{sw:.2f}" height="{lane_h - 6}" fill="{fill}">'
+                f"<title>{escape(seg['kind'])}: {escape(seg['name'] or '')} "
+                f"({(seg['end_ns'] - seg['start_ns']) / 1e3:.1f} µs)</title></rect>"
+            )
     ticks = nice_ticks(span / 1e6)
     tick_step = ticks[1] if len(ticks) > 1 else 1.0
     parts.append(f'<line x1="{label_w}" y1="{axis_y}" x2="{label_w + plot_w}" y2="{axis_y}" stroke="#555"/>')
     for t in ticks:
         tx = label_w + t * 1e6 * scale
-        parts.append(f'<line x1="{tx:.1f}" y1="{axis_y}" x2="{tx:.1f}" y2="{axis_y + 5}" stroke="#555"/>'
-                     f'<text x="{tx:.1f}" y="{axis_y + 17}" font-size="11" text-anchor="middle">'
-                     f'{_tick_label(t, tick_step)}</text>')
-    parts.append(f'<text x="{label_w - 8}" y="{axis_y + 17}" font-size="11" text-anchor="end">ms from step start'
-                 f'</text></svg>')
+        parts.append(
+            f'<line x1="{tx:.1f}" y1="{axis_y}" x2="{tx:.1f}" y2="{axis_y + 5}" stroke="#555"/>'
+            f'<text x="{tx:.1f}" y="{axis_y + 17}" font-size="11" text-anchor="middle">'
+            f"{_tick_label(t, tick_step)}</text>"
+        )
+    parts.append(
+        f'<text x="{label_w - 8}" y="{axis_y + 17}" font-size="11" text-anchor="end">ms from step start'
+        f"</text></svg>"
+    )
     return Markup("".join(parts))
 
 
@@ -148,20 +193,34 @@ def timeline_legend(step) -> Markup:
 def wall_bar(step, width: int = 640) -> Markup:
     """The step's wall clock as one stacked bar: host setup, queued, compute, exposed comm and memory,
     other steps' work, GPU idle, host tail (step_breakdown; the parts add up to the wall)."""
-    parts_ns = [("host setup", step.host_setup_ns, "#fdd0a2"), ("queued on GPU", step.gpu_queued_ns, "#9e9ac8"),
-                ("compute", step.compute_ns, "#3182bd"), ("exposed comm", step.exposed_comm_ns, "#d62728"),
-                ("exposed memory", step.exposed_memory_ns, "#ffbb78"),
-                ("other steps' work", step.other_steps_ns, "#9ecae1"), ("GPU idle", step.gpu_idle_ns, "#bdbdbd"),
-                ("host tail", step.host_tail_ns, "#fee6ce")]
+    parts_ns = [
+        ("host setup", step.host_setup_ns, "#fdd0a2"),
+        ("queued on GPU", step.gpu_queued_ns, "#9e9ac8"),
+        ("compute", step.compute_ns, "#3182bd"),
+        ("exposed comm", step.exposed_comm_ns, "#d62728"),
+        ("exposed memory", step.exposed_memory_ns, "#ffbb78"),
+        ("other steps' work", step.other_steps_ns, "#9ecae1"),
+        ("GPU idle", step.gpu_idle_ns, "#bdbdbd"),
+        ("host tail", step.host_tail_ns, "#fee6ce"),
+    ]
     total = sum(max(0, v or 0) for _, v, _ in parts_ns) or 1
-    out, xpos = [(f'<svg xmlns="http://www.w3.org/2000/svg" class="chart wall-bar" width="{width}" height="26" '
-                 f'role="img" aria-label="step wall clock">')], 0.0
+    out, xpos = (
+        [
+            (
+                f'<svg xmlns="http://www.w3.org/2000/svg" class="chart wall-bar" width="{width}" height="26" '
+                f'role="img" aria-label="step wall clock">'
+            )
+        ],
+        0.0,
+    )
     for label, value, fill in parts_ns:
         w = width * max(0, value or 0) / total
         if w <= 0:
             continue
-        out.append(f'<rect x="{xpos:.2f}" y="2" width="{w:.2f}" height="22" fill="{fill}"><title>{label}: '
-                   f'{(value or 0) / 1e6:.3f} ms ({100 * (value or 0) / total:.1f} %)</title></rect>')
+        out.append(
+            f'<rect x="{xpos:.2f}" y="2" width="{w:.2f}" height="22" fill="{fill}"><title>{label}: '
+            f"{(value or 0) / 1e6:.3f} ms ({100 * (value or 0) / total:.1f} %)</title></rect>"
+        )
         text = f"{label} {100 * (value or 0) / total:.0f}%"
         if w > 6.5 * len(text) + 8:  # a label only where it fits (the title always has it)
             out.append(f'<text x="{xpos + 4:.1f}" y="17" font-size="11">{text}</text>')
@@ -180,22 +239,36 @@ def skew_chart(rows: list, width: int = 560) -> Markup:
     top = max([r.mean_start_lateness_ns or 0 for r in rows] + [r.wait_ns or 0 for r in rows] + [1])
     plot = width - label_w - 110
     height = len(rows) * (2 * bar_h + gap) + 24
-    out = [(f'<svg xmlns="http://www.w3.org/2000/svg" class="chart skew" width="{width}" height="{height}" '
-           f'role="img" aria-label="rank skew">')]
+    out = [
+        (
+            f'<svg xmlns="http://www.w3.org/2000/svg" class="chart skew" width="{width}" height="{height}" '
+            f'role="img" aria-label="rank skew">'
+        )
+    ]
     for i, r in enumerate(rows):
         y = 4 + i * (2 * bar_h + gap)
         late, wait = r.mean_start_lateness_ns or 0, r.wait_ns or 0
-        out.append(f'<text x="{label_w - 6}" y="{y + bar_h + 4}" text-anchor="end" font-size="12"'
-                   f'{" font-weight=" + chr(34) + "bold" + chr(34) if r.rank == worst else ""}>rank {r.rank}</text>')
-        for j, (value, fill, what) in enumerate(((late, "#d62728" if r.rank == worst else "#fc9272", "mean lateness"),
-                                                 (wait, "#6baed6", "waited"))):
+        out.append(
+            f'<text x="{label_w - 6}" y="{y + bar_h + 4}" text-anchor="end" font-size="12"'
+            f"{' font-weight=' + chr(34) + 'bold' + chr(34) if r.rank == worst else ''}>rank {r.rank}</text>"
+        )
+        for j, (value, fill, what) in enumerate(
+            (
+                (late, "#d62728" if r.rank == worst else "#fc9272", "mean lateness"),
+                (wait, "#6baed6", "waited"),
+            )
+        ):
             w = plot * value / top
-            out.append(f'<rect x="{label_w}" y="{y + j * bar_h}" width="{max(w, 0.6):.1f}" height="{bar_h - 2}" '
-                       f'fill="{fill}"><title>rank {r.rank} {what}: {value / 1e6:.3f} ms</title></rect>'
-                       f'<text x="{label_w + w + 4:.1f}" y="{y + j * bar_h + 10}" font-size="10">{what} '
-                       f'{value / 1e6:.3f} ms</text>')
-    out.append(f'<text x="{label_w}" y="{height - 6}" font-size="11" fill="#555">{len(rows)} ranks; '
-               f'darker: arrived last most often (rank {worst})</text></svg>')
+            out.append(
+                f'<rect x="{label_w}" y="{y + j * bar_h}" width="{max(w, 0.6):.1f}" height="{bar_h - 2}" '
+                f'fill="{fill}"><title>rank {r.rank} {what}: {value / 1e6:.3f} ms</title></rect>'
+                f'<text x="{label_w + w + 4:.1f}" y="{y + j * bar_h + 10}" font-size="10">{what} '
+                f"{value / 1e6:.3f} ms</text>"
+            )
+    out.append(
+        f'<text x="{label_w}" y="{height - 6}" font-size="11" fill="#555">{len(rows)} ranks; '
+        f"darker: arrived last most often (rank {worst})</text></svg>"
+    )
     return Markup("".join(out))
 
 
@@ -204,13 +277,22 @@ def layer_strip(positions: list, width: int = 900) -> Markup:
     total = sum(p.median_ns or 0 for p in positions)
     if not positions or total <= 0:
         return Markup("")
-    x, parts = 0.0, [(f'<svg xmlns="http://www.w3.org/2000/svg" class="chart layer-strip" width="{width}" height="30" '
-                     f'role="img" aria-label="layer pattern">')]
+    x, parts = (
+        0.0,
+        [
+            (
+                f'<svg xmlns="http://www.w3.org/2000/svg" class="chart layer-strip" width="{width}" height="30" '
+                f'role="img" aria-label="layer pattern">'
+            )
+        ],
+    )
     for p in positions:
         w = width * (p.median_ns or 0) / total
-        parts.append(f'<rect x="{x:.2f}" y="2" width="{max(w, 0.5):.2f}" height="24" fill="{color(p.category)}" '
-                     f'stroke="#fff"><title>{p.position}: {escape(p.name)} ({escape(p.category)}, '
-                     f'{(p.median_ns or 0) / 1e3:.1f} µs)</title></rect>')
+        parts.append(
+            f'<rect x="{x:.2f}" y="2" width="{max(w, 0.5):.2f}" height="24" fill="{color(p.category)}" '
+            f'stroke="#fff"><title>{p.position}: {escape(p.name)} ({escape(p.category)}, '
+            f"{(p.median_ns or 0) / 1e3:.1f} µs)</title></rect>"
+        )
         x += w
     parts.append("</svg>")
     return Markup("".join(parts))

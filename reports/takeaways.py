@@ -29,11 +29,12 @@ COVERAGE_BAR = 0.90
 STRAGGLER_BAR = 0.75  # a rank that arrives last at this share of the collectives
 # what the GPU waited for, by the class of idle gap (sql/idle_gaps.sql) holding the most of the step's idle
 # time: the idle takeaway names the largest one
-IDLE_CAUSES = {"host_bound": "the host launching too late (host-bound gaps)",
-               "sync_wait": "blocking synchronization (sync-wait gaps)",
-               "other": "work already launched that started late (queued gaps: a dependency on another stream "
-                        "or rank, a graph replay's own pace, or no launch call in the trace)"}
-
+IDLE_CAUSES = {
+    "host_bound": "the host launching too late (host-bound gaps)",
+    "sync_wait": "blocking synchronization (sync-wait gaps)",
+    "other": "work already launched that started late (queued gaps: a dependency on another stream "
+    "or rank, a graph replay's own pace, or no launch call in the trace)",
+}
 
 
 @dataclass
@@ -76,7 +77,9 @@ class WithheldTakeaway:
     reason: str | None = None
 
 
-def export_command(run_id: str, rank: int | None, step: int | None, start: int | None, end: int | None) -> str:
+def export_command(
+    run_id: str, rank: int | None, step: int | None, start: int | None, end: int | None
+) -> str:
     """The command that exports exactly this window (a step's own window when it is the whole step)."""
     parts = ["tracehouse export", run_id[:16]]
     if rank is not None:
@@ -98,8 +101,14 @@ def takeaways(r, windows) -> tuple[list, list]:
     out: list[Takeaway] = []
     withheld: list[WithheldTakeaway] = []
 
-    def draw(figure: str, text: str, value: float | None, subject: str | None,
-             window: tuple[int | None, int | None], window_of: str) -> None:
+    def draw(
+        figure: str,
+        text: str,
+        value: float | None,
+        subject: str | None,
+        window: tuple[int | None, int | None],
+        window_of: str,
+    ) -> None:
         # the step's windows (step, its gap, its host setup) are on the step's rank; kernel and trace windows
         # span every rank
         on_step = window_of in ("step", "gap") and r.step is not None
@@ -108,93 +117,187 @@ def takeaways(r, windows) -> tuple[list, list]:
             if not any(w.figure == figure for w in withheld):
                 withheld.append(WithheldTakeaway(figure, flags))
             return
-        out.append(Takeaway(text, figure, value, subject, window[0], window[1], window_of,
-                            rank=r.step.rank if on_step else None, step=r.step.step if on_step else None))
+        out.append(
+            Takeaway(
+                text,
+                figure,
+                value,
+                subject,
+                window[0],
+                window[1],
+                window_of,
+                rank=r.step.rank if on_step else None,
+                step=r.step.step if on_step else None,
+            )
+        )
 
     s = r.step
     host_bound_idle = None  # the step's GPU idle share when the step is host-bound, else None
     if s is not None and s.wall_ns:
         host = sum(g["total_ns"] for g in s.gaps if g["class"] == "host_bound")
-        if s.gpu_idle_ns / s.wall_ns >= IDLE_BAR and host >= 0.5 * s.gpu_idle_ns and not r.flagged("idle_gaps"):
+        if (
+            s.gpu_idle_ns / s.wall_ns >= IDLE_BAR
+            and host >= 0.5 * s.gpu_idle_ns
+            and not r.flagged("idle_gaps")
+        ):
             host_bound_idle = s.gpu_idle_ns / s.wall_ns
     if s is not None and s.wall_ns:
         step_window = (windows.rel(s.wall_start_ns), windows.rel(s.wall_end_ns))
         comm = next((c.share for c in s.components if c.category == "communication"), 0.0)
         exposed = s.exposed_comm_ns / s.wall_ns
         if exposed >= EXPOSED_COMM_BAR:
-            where = " and sits on the critical stream" if any(
-                p.kind == "gpu" and p.category == "communication" and p.share >= 0.1 for p in s.critical_path) \
-                and not r.flagged("critical_path") else ""
-            draw("step_breakdown.exposed_comm",
-                 f"Communication is {100 * comm:.0f} % of the step's wall in GPU time; {100 * exposed:.0f} % "
-                 f"of the wall is exposed communication{where} (step {s.step}).", exposed, s.name, step_window, "step")
+            where = (
+                " and sits on the critical stream"
+                if any(
+                    p.kind == "gpu" and p.category == "communication" and p.share >= 0.1
+                    for p in s.critical_path
+                )
+                and not r.flagged("critical_path")
+                else ""
+            )
+            draw(
+                "step_breakdown.exposed_comm",
+                f"Communication is {100 * comm:.0f} % of the step's wall in GPU time; {100 * exposed:.0f} % "
+                f"of the wall is exposed communication{where} (step {s.step}).",
+                exposed,
+                s.name,
+                step_window,
+                "step",
+            )
         idle = s.gpu_idle_ns / s.wall_ns
         if idle >= IDLE_BAR:
-            cause = IDLE_CAUSES.get(max((g for g in s.gaps if g["class"] in IDLE_CAUSES),
-                                        key=lambda g: g["total_ns"], default={"class": None})["class"],
-                                    "a cause the idle gaps do not show")
+            cause = IDLE_CAUSES.get(
+                max(
+                    (g for g in s.gaps if g["class"] in IDLE_CAUSES),
+                    key=lambda g: g["total_ns"],
+                    default={"class": None},
+                )["class"],
+                "a cause the idle gaps do not show",
+            )
             gap = s.largest_gap
             detail = ""
             window, window_of = step_window, "step"
             if gap:
-                host_op = (f", the host in {gap['host_op'][:60]} for {gap['host_op_ns'] / 1e6:.3f} ms"
-                           if gap.get("host_op") and gap.get("host_op_ns") and gap["host_op"] != s.name else "")
-                detail = (f"; the longest gap ({gap['class']}, {gap['gap_ns'] / 1e6:.3f} ms{host_op}) ends at "
-                          f"{(gap['next_name'] or '?')[:60]}")
+                host_op = (
+                    f", the host in {gap['host_op'][:60]} for {gap['host_op_ns'] / 1e6:.3f} ms"
+                    if gap.get("host_op") and gap.get("host_op_ns") and gap["host_op"] != s.name
+                    else ""
+                )
+                detail = (
+                    f"; the longest gap ({gap['class']}, {gap['gap_ns'] / 1e6:.3f} ms{host_op}) ends at "
+                    f"{(gap['next_name'] or '?')[:60]}"
+                )
                 window, window_of = (windows.rel(gap["start_ns"]), windows.rel(gap["end_ns"])), "gap"
-            draw("idle_gaps", f"The GPU idles {100 * idle:.0f} % of the step, mostly waiting for {cause}{detail}.",
-                 idle, gap["next_name"] if gap else None, window, window_of)
+            draw(
+                "idle_gaps",
+                f"The GPU idles {100 * idle:.0f} % of the step, mostly waiting for {cause}{detail}.",
+                idle,
+                gap["next_name"] if gap else None,
+                window,
+                window_of,
+            )
         if s.host_setup_ns / s.wall_ns >= HOST_SETUP_BAR:
-            draw("step_breakdown.host_setup",
-                 f"Host setup before the first GPU activity takes {100 * s.host_setup_ns / s.wall_ns:.0f} % "
-                 f"of step {s.step}: overlap the next step's preparation or capture it in the graph.",
-                 s.host_setup_ns / s.wall_ns, s.name,
-                 (windows.rel(s.wall_start_ns), windows.rel(s.wall_start_ns + s.host_setup_ns)), "step")
+            draw(
+                "step_breakdown.host_setup",
+                f"Host setup before the first GPU activity takes {100 * s.host_setup_ns / s.wall_ns:.0f} % "
+                f"of step {s.step}: overlap the next step's preparation or capture it in the graph.",
+                s.host_setup_ns / s.wall_ns,
+                s.name,
+                (windows.rel(s.wall_start_ns), windows.rel(s.wall_start_ns + s.host_setup_ns)),
+                "step",
+            )
     for phase in r.phases:
         if phase.gpu_time_ns < PHASE_BAR * (r.gpu_time_ns or 1):
             continue  # a sliver of the run (a kernel outside the steps) is no phase to draw a lesson from
         if phase.categories and phase.categories[0].share >= DOMINANT_CATEGORY_BAR:
             top = phase.categories[0]
             kernel = next((k for k in phase.kernels if k.category == top.category), None)
-            detail = f"; its largest kernel is {kernel.name[:80]} ({100 * kernel.share:.1f} %)" if kernel else ""
+            detail = (
+                f"; its largest kernel is {kernel.name[:80]} ({100 * kernel.share:.1f} %)" if kernel else ""
+            )
             label = r.phase_label(phase.phase)
-            draw("category_summary", f"{label}: {top.category} is {100 * top.share:.0f} % of GPU time{detail}.",
-                 top.share, kernel.name if kernel else None,
-                 windows.kernel(kernel.name) if kernel else windows.trace(), "kernel" if kernel else "trace")
+            draw(
+                "category_summary",
+                f"{label}: {top.category} is {100 * top.share:.0f} % of GPU time{detail}.",
+                top.share,
+                kernel.name if kernel else None,
+                windows.kernel(kernel.name) if kernel else windows.trace(),
+                "kernel" if kernel else "trace",
+            )
     confirmed = [f for f in r.fusion if f.status == "Confirmed"]
     if confirmed:
         share = sum(f.share or 0 for f in confirmed)
-        draw("fusion_match", f"{len(confirmed)} known fusion(s) apply directly (split kernels adjacent on one stream), "
-             f"covering {100 * share:.1f} % of GPU time: {', '.join(f.pattern_name for f in confirmed[:3])}.",
-             share, ", ".join(f.pattern_name for f in confirmed[:3]), windows.trace(), "trace")
+        draw(
+            "fusion_match",
+            f"{len(confirmed)} known fusion(s) apply directly (split kernels adjacent on one stream), "
+            f"covering {100 * share:.1f} % of GPU time: {', '.join(f.pattern_name for f in confirmed[:3])}.",
+            share,
+            ", ".join(f.pattern_name for f in confirmed[:3]),
+            windows.trace(),
+            "trace",
+        )
     headroom = [o for o in r.overlap if o.verdict == "headroom" and o.recommendation == "try overlap"]
     # with one stream, nothing runs beside any kernel: "runs alone" is true of all of them and says nothing
     if headroom and r.n_streams > 1 and host_bound_idle is not None and not r.flagged("overlap_opportunity"):
-        withheld.append(WithheldTakeaway("overlap_opportunity", [], (
-            f"step {s.step} is host-bound: the GPU idles {100 * host_bound_idle:.0f} % of it waiting for launches "
-            f"(idle_gaps), so overlapping the {len(headroom)} kernel(s) that run alone would not shorten it; "
-            "launch faster first (CUDA graphs, torch.compile, less host work per step)")))
+        withheld.append(
+            WithheldTakeaway(
+                "overlap_opportunity",
+                [],
+                (
+                    f"step {s.step} is host-bound: the GPU idles {100 * host_bound_idle:.0f} % of it waiting for launches "
+                    f"(idle_gaps), so overlapping the {len(headroom)} kernel(s) that run alone would not shorten it; "
+                    "launch faster first (CUDA graphs, torch.compile, less host work per step)"
+                ),
+            )
+        )
     elif headroom and r.n_streams > 1:
-        draw("overlap_opportunity", f"{len(headroom)} kernel(s) above the 1 % bar run mostly alone and could overlap "
-             f"with other streams, the largest {headroom[0].name[:60]} ({100 * headroom[0].share:.1f} %).",
-             headroom[0].share, headroom[0].name, windows.kernel(headroom[0].name), "kernel")
+        draw(
+            "overlap_opportunity",
+            f"{len(headroom)} kernel(s) above the 1 % bar run mostly alone and could overlap "
+            f"with other streams, the largest {headroom[0].name[:60]} ({100 * headroom[0].share:.1f} %).",
+            headroom[0].share,
+            headroom[0].name,
+            windows.kernel(headroom[0].name),
+            "kernel",
+        )
     if r.other_share is not None and r.other_share > OTHER_BAR:
         kernel = next((k for p in r.phases for k in p.kernels if k.category == "other"), None)
-        draw("category_summary", f"{100 * r.other_share:.1f} % of GPU time is in kernels no category rule knows "
-             f"(`other`){', the largest ' + kernel.name[:60] if kernel else ''}: extend the rule table "
-             "(sql/rules/kernel_categories.csv or a user file).", r.other_share, kernel.name if kernel else None,
-             windows.kernel(kernel.name) if kernel else windows.trace(), "kernel" if kernel else "trace")
+        draw(
+            "category_summary",
+            f"{100 * r.other_share:.1f} % of GPU time is in kernels no category rule knows "
+            f"(`other`){', the largest ' + kernel.name[:60] if kernel else ''}: extend the rule table "
+            "(sql/rules/kernel_categories.csv or a user file).",
+            r.other_share,
+            kernel.name if kernel else None,
+            windows.kernel(kernel.name) if kernel else windows.trace(),
+            "kernel" if kernel else "trace",
+        )
     if r.attributed_share is not None and r.attributed_share < COVERAGE_BAR:
         # the whole-trace causes (no stacks at all, replays without captures) are flags that withhold this;
         # what remains is a part of the launches without a frame
-        fix = ("pass capture traces (--capture) for the graph replays" if r.capture_mode in ("graph", "mixed")
-               else "the rest was launched outside any recorded Python frame (another thread, the autograd "
-               "engine or C++ code): its launch call and cpu op are its best site")
-        draw("launch_sites", f"Only {100 * r.attributed_share:.0f} % of GPU time has a Python launch site; {fix}.",
-             r.attributed_share, None, windows.trace(), "trace")
+        fix = (
+            "pass capture traces (--capture) for the graph replays"
+            if r.capture_mode in ("graph", "mixed")
+            else "the rest was launched outside any recorded Python frame (another thread, the autograd "
+            "engine or C++ code): its launch call and cpu op are its best site"
+        )
+        draw(
+            "launch_sites",
+            f"Only {100 * r.attributed_share:.0f} % of GPU time has a Python launch site; {fix}.",
+            r.attributed_share,
+            None,
+            windows.trace(),
+            "trace",
+        )
     for row in r.rank_skew:
         if row.instances and row.times_last / row.instances >= STRAGGLER_BAR and len(r.rank_skew) > 1:
-            draw("rank_skew", f"Rank {row.rank} arrives last at {100 * row.times_last / row.instances:.0f} % of the "
-                 "collectives: it is the straggler.", row.times_last / row.instances, f"rank {row.rank}",
-                 windows.trace(), "trace")
+            draw(
+                "rank_skew",
+                f"Rank {row.rank} arrives last at {100 * row.times_last / row.instances:.0f} % of the "
+                "collectives: it is the straggler.",
+                row.times_last / row.instances,
+                f"rank {row.rank}",
+                windows.trace(),
+                "trace",
+            )
     return out, withheld

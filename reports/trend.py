@@ -38,7 +38,7 @@ class Point:
     change_pct: float | None
     flagged: bool
     first_commit: str | None
-    band: float | None = None      # half-width of the band the value was judged against (regression.band)
+    band: float | None = None  # half-width of the band the value was judged against (regression.band)
 
 
 @dataclass
@@ -84,8 +84,9 @@ class SeriesTrend:
         """What the trend page leads with: metrics that regressed in the last run, then step time, GPU busy,
         exposed communication, idle, and the three categories with the most time per step."""
         by_name = {m.metric: m for m in self.metrics}
-        cats = sorted((m for m in self.metrics if m.metric.startswith("category.")),
-                      key=lambda m: -(m.last_value or 0))[:3]
+        cats = sorted(
+            (m for m in self.metrics if m.metric.startswith("category.")), key=lambda m: -(m.last_value or 0)
+        )[:3]
         chosen = [m for m in self.metrics if m.flagged_last]
         chosen += [by_name[k] for k in self.HEADLINE if k in by_name] + cats
         seen, out = set(), []
@@ -108,8 +109,8 @@ class TrendReport:
     since: str | None
     last: int | None
     series: list[SeriesTrend]
-    regressions: list[Regression]          # flagged points shown (within since/last)
-    failing: list[Regression]              # flagged points in the last run of their series
+    regressions: list[Regression]  # flagged points shown (within since/last)
+    failing: list[Regression]  # flagged points in the last run of their series
     params: dict[str, float] = field(default_factory=dict)
 
 
@@ -140,20 +141,26 @@ def _metric_filter(patterns: list[str], names: list[str]) -> list[str]:
     return [n for n in names if any(n == p or fnmatch.fnmatchcase(n, p) for p in patterns)]
 
 
-def trend_inputs(con: Connection, where: dict[str, str] | None = None,
-                 warehouse=None) -> tuple[pa.Table, pa.Table | None]:
+def trend_inputs(
+    con: Connection, where: dict[str, str] | None = None, warehouse=None
+) -> tuple[pa.Table, pa.Table | None]:
     """The selected runs and their run_metrics rows of rank NULL, as `evaluate` takes them. With
     `warehouse`, the rows come from the per-run store (warehouse.metrics: computed once per run); else
     from the run_metrics view of `con`."""
     where = dict(where or {})
     clauses = " AND ".join(
-        "(labels[?] = ? OR (? = 'series' AND series = ?) OR (? = 'commit' AND commit = ?))" for _ in where)
+        "(labels[?] = ? OR (? = 'series' AND series = ?) OR (? = 'commit' AND commit = ?))" for _ in where
+    )
     params: list = []
     for k, v in where.items():
         params += [k, v, k, v, k, v]
-    runs = _arrow(con.execute(
-        "SELECT run_id, ingested_at, labels, framework, model, hardware, commit, commit_time, series FROM runs"
-        + (f" WHERE {clauses}" if clauses else ""), params))
+    runs = _arrow(
+        con.execute(
+            "SELECT run_id, ingested_at, labels, framework, model, hardware, commit, commit_time, series FROM runs"
+            + (f" WHERE {clauses}" if clauses else ""),
+            params,
+        )
+    )
     run_ids = runs.column("run_id").to_pylist()
     if not run_ids:
         return runs, None
@@ -162,14 +169,23 @@ def trend_inputs(con: Connection, where: dict[str, str] | None = None,
 
         return runs, _rank_null(run_metric_rows(warehouse, run_ids))
     with focused(con, run_ids) as on:  # run_metrics computed for these runs only
-        return runs, _arrow(on.execute(
-            "SELECT run_id, rank, phase, metric, value, better, spread FROM run_metrics "
-            "WHERE rank IS NULL AND run_id IN (SELECT unnest(?))", [run_ids]))
+        return runs, _arrow(
+            on.execute(
+                "SELECT run_id, rank, phase, metric, value, better, spread FROM run_metrics "
+                "WHERE rank IS NULL AND run_id IN (SELECT unnest(?))",
+                [run_ids],
+            )
+        )
 
 
-def build_trend(con: Connection, where: dict[str, str] | None = None,
-                metrics: list[str] | None = None, since: str | None = None, last: int | None = None,
-                warehouse=None) -> TrendReport:
+def build_trend(
+    con: Connection,
+    where: dict[str, str] | None = None,
+    metrics: list[str] | None = None,
+    since: str | None = None,
+    last: int | None = None,
+    warehouse=None,
+) -> TrendReport:
     """The trend report. With `warehouse`, run metrics come from the per-run store
     (warehouse.metrics: computed once per run); else from the run_metrics view of `con`."""
     metrics = list(metrics or [])
@@ -181,8 +197,10 @@ def build_trend(con: Connection, where: dict[str, str] | None = None,
         chosen = _metric_filter(metrics, names)
         if not chosen:  # a gate over nothing must not pass
             families = sorted({n.split(".", 1)[0] + (".*" if "." in n else "") for n in names})
-            raise TracehouseError(f"--metric {' '.join(metrics)} matches no metric of these runs",
-                                  hint="metrics: " + ", ".join(families))
+            raise TracehouseError(
+                f"--metric {' '.join(metrics)} matches no metric of these runs",
+                hint="metrics: " + ", ".join(families),
+            )
         rows = rows.filter(pa.compute.is_in(rows.column("metric"), pa.array(sorted(chosen) or [""])))
     return build_trend_from_tables(runs, rows, where=where, metrics=metrics, since=since, last=last)
 
@@ -190,14 +208,18 @@ def build_trend(con: Connection, where: dict[str, str] | None = None,
 def _no_runs(con: Connection, where: dict[str, str] | None) -> TracehouseError:
     """Matching no run is an error that names what exists (a CI gate over nothing must not pass)."""
     if not where:
-        return TracehouseError("the warehouse holds no runs", hint="ingest traces with `tracehouse ingest PATH`")
+        return TracehouseError(
+            "the warehouse holds no runs", hint="ingest traces with `tracehouse ingest PATH`"
+        )
     parts = []
     for key in sorted(where):
         column = key if key in ("series", "commit") else None
         values = con.execute(
-            f"SELECT DISTINCT {column} FROM runs WHERE {column} IS NOT NULL ORDER BY 1 LIMIT 13" if column else
-            "SELECT DISTINCT labels[?] FROM runs WHERE labels[?] IS NOT NULL ORDER BY 1 LIMIT 13",
-            [] if column else [key, key]).fetchall()
+            f"SELECT DISTINCT {column} FROM runs WHERE {column} IS NOT NULL ORDER BY 1 LIMIT 13"
+            if column
+            else "SELECT DISTINCT labels[?] FROM runs WHERE labels[?] IS NOT NULL ORDER BY 1 LIMIT 13",
+            [] if column else [key, key],
+        ).fetchall()
         shown = ", ".join(str(v) for (v,) in values[:12]) + (", ..." if len(values) > 12 else "")
         parts.append(f"{key}: {shown or 'no run has this label'}")
     asked = " ".join(f"{k}={v}" for k, v in sorted(where.items()))
@@ -209,9 +231,15 @@ def _rank_null(rows: pa.Table) -> pa.Table:
     return rows.filter(pa.compute.is_null(rows.column("rank")))
 
 
-def build_trend_from_tables(runs: pa.Table, rows: pa.Table | None, *, where: dict[str, str] | None = None,
-                            metrics: list[str] | None = None, since: str | None = None,
-                            last: int | None = None) -> TrendReport:
+def build_trend_from_tables(
+    runs: pa.Table,
+    rows: pa.Table | None,
+    *,
+    where: dict[str, str] | None = None,
+    metrics: list[str] | None = None,
+    since: str | None = None,
+    last: int | None = None,
+) -> TrendReport:
     report = TrendReport(dict(where or {}), list(metrics or []), since, last, [], [], [])
     if rows is None or rows.num_rows == 0:
         con = open_tables({}, ["trend_params"])
@@ -226,19 +254,43 @@ def build_trend_from_tables(runs: pa.Table, rows: pa.Table | None, *, where: dic
         "noise, change_pct, flagged, first_commit, band, "
         "max(commit_time) OVER (PARTITION BY series, phase) AS series_last_time, "
         "commit_time = max(commit_time) OVER (PARTITION BY series, phase) AS in_last_run "
-        "FROM regression ORDER BY series, phase, metric, seq").fetchall()
+        "FROM regression ORDER BY series, phase, metric, seq"
+    ).fetchall()
     series: dict[tuple[str, str], dict[str, list]] = {}
     last_runs: dict[tuple[str, str], tuple[str, str | None, str]] = {}
-    for (s, ph, metric, better, seq, run_id, commit, ctime, value, baseline, noise, change, flagged, first,
-         band, _last_time, in_last) in result:
+    for (
+        s,
+        ph,
+        metric,
+        better,
+        seq,
+        run_id,
+        commit,
+        ctime,
+        value,
+        baseline,
+        noise,
+        change,
+        flagged,
+        first,
+        band,
+        _last_time,
+        in_last,
+    ) in result:
         key = (s, ph)
         series.setdefault(key, {}).setdefault(metric, []).append(
-            (better, Point(seq, run_id, commit, ctime, value, baseline, noise, change, bool(flagged), first, band),
-             bool(in_last)))
+            (
+                better,
+                Point(seq, run_id, commit, ctime, value, baseline, noise, change, bool(flagged), first, band),
+                bool(in_last),
+            )
+        )
         if in_last:
             last_runs[key] = (run_id, commit, ctime)
         if flagged:
-            reg = Regression(s, ph, metric, run_id, commit, first, value, baseline, noise, change, bool(in_last), band)
+            reg = Regression(
+                s, ph, metric, run_id, commit, first, value, baseline, noise, change, bool(in_last), band
+            )
             if in_last:
                 report.failing.append(reg)
     for key in sorted(series):
@@ -255,13 +307,35 @@ def build_trend_from_tables(runs: pa.Table, rows: pa.Table | None, *, where: dic
                 continue
             n_runs.update(pt.run_id for pt in pts)
             final = items[-1]
-            lines.append(MetricLine(metric, items[0][0], pts, pts[-1].value, pts[-1].change_pct,
-                                    _spark([pt.value for pt in pts]), final[1].flagged and final[2]))
+            lines.append(
+                MetricLine(
+                    metric,
+                    items[0][0],
+                    pts,
+                    pts[-1].value,
+                    pts[-1].change_pct,
+                    _spark([pt.value for pt in pts]),
+                    final[1].flagged and final[2],
+                )
+            )
             for pt in pts:
                 if pt.flagged:
-                    report.regressions.append(Regression(key[0], key[1], metric, pt.run_id, pt.commit, pt.first_commit,
-                                                         pt.value, pt.baseline, pt.noise, pt.change_pct,
-                                                         final[2] and pt.run_id == final[1].run_id, pt.band))
+                    report.regressions.append(
+                        Regression(
+                            key[0],
+                            key[1],
+                            metric,
+                            pt.run_id,
+                            pt.commit,
+                            pt.first_commit,
+                            pt.value,
+                            pt.baseline,
+                            pt.noise,
+                            pt.change_pct,
+                            final[2] and pt.run_id == final[1].run_id,
+                            pt.band,
+                        )
+                    )
         if lines:
             lr = last_runs.get(key, ("", None, ""))
             report.series.append(SeriesTrend(key[0], key[1], len(n_runs), lr[0], lr[1], lines))
@@ -286,8 +360,9 @@ class TrendParams:
 
 def build(con, params: TrendParams) -> TrendReport:
     """The trend's context (reports.render: every report is build(connection, params) -> context)."""
-    return build_trend(con, dict(params.where), list(params.metrics), params.since, params.last,
-                       warehouse=params.store)
+    return build_trend(
+        con, dict(params.where), list(params.metrics), params.since, params.last, warehouse=params.store
+    )
 
 
 def render_trend(report: TrendReport, fmt: str, template_dir: str | Path | None = None) -> str:

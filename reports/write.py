@@ -17,17 +17,26 @@ from warehouse.runs import resolve_run
 from warehouse.store import Warehouse
 
 
-def write_run_report(warehouse: Warehouse | str, run: str, fmt: str, path: str | Path | None = None,
-                     phase: str | None = None, mapping_run: str | None = None,
-                     template_dir: str | Path | None = None, engine: str = "duckdb",
-                     master: str | None = None, trace_path: str | Path | None = None) -> str:
+def write_run_report(
+    warehouse: Warehouse | str,
+    run: str,
+    fmt: str,
+    path: str | Path | None = None,
+    phase: str | None = None,
+    mapping_run: str | None = None,
+    template_dir: str | Path | None = None,
+    engine: str = "duckdb",
+    master: str | None = None,
+    trace_path: str | Path | None = None,
+) -> str:
     """engine, master: warehouse.engine.open's (the warehouse may be a URI for an engine that reads one)."""
     lookup = open_connection(warehouse, engine, master=master)
     run_id = resolve_run(lookup, run)
     mapping_id = resolve_run(lookup, mapping_run) if mapping_run else None
     lookup.close()
-    con = open_connection(warehouse, engine, [run_id] + ([mapping_id] if mapping_id else []), stored=True,
-                          master=master)
+    con = open_connection(
+        warehouse, engine, [run_id] + ([mapping_id] if mapping_id else []), stored=True, master=master
+    )
     report = build(con, RunParams(run_id, phase, mapping_id))
     if trace_path is not None:  # the step the report shows, on every rank (the whole run when it has no step)
         export_run(warehouse, run_id, trace_path, step=report.step.step if report.step else None)

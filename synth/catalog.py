@@ -7,6 +7,7 @@ silent drift), a base duration in integer nanoseconds, launch geometry, the Pyth
 it and the launch API. Names are modelled on what SGLang / PyTorch / TRT-LLM / aiter kernels are called
 in real profiles; durations are plausible for a DeepSeek-style MoE layer slice at TP=EP=ranks.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,18 +20,20 @@ TORCH = "/usr/local/lib/python3.12/dist-packages/torch"
 class Kernel:
     name: str
     category: str
-    base_ns: int            # duration at the reference batch size, before jitter
+    base_ns: int  # duration at the reference batch size, before jitter
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
-    regs: int               # registers per thread (NVIDIA args only)
-    smem: int               # shared memory bytes
-    file: str               # launch site: innermost Python frame around the launch
+    regs: int  # registers per thread (NVIDIA args only)
+    smem: int  # shared memory bytes
+    file: str  # launch site: innermost Python frame around the launch
     line: int
     func: str
-    cpu_op: str             # aten / custom op that wraps the launch in eager mode
-    api: str = "rt"         # "rt": cudaLaunchKernel/hipLaunchKernel; "drv": cuLaunchKernelEx/hipExtModuleLaunchKernel
-    collective: str = ""    # collective name for communication kernels ("allreduce"...)
-    scales: bool = True     # duration grows with the batch/token count
+    cpu_op: str  # aten / custom op that wraps the launch in eager mode
+    api: str = (
+        "rt"  # "rt": cudaLaunchKernel/hipLaunchKernel; "drv": cuLaunchKernelEx/hipExtModuleLaunchKernel
+    )
+    collective: str = ""  # collective name for communication kernels ("allreduce"...)
+    scales: bool = True  # duration grows with the batch/token count
 
 
 def _k(name, cat, ns, grid, block, regs, smem, site, cpu_op, api="rt", collective="", scales=True):
@@ -74,150 +77,420 @@ _AMD = "amd"
 
 # ---- serving model (DeepSeek-style MoE decoder) -------------------------------------------------
 NV_SERVING = {
-    "norm_fused": _k("void flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, "
-                     "__nv_bfloat16*, unsigned int, unsigned int, unsigned int, float, float)", "norm", 2_310,
-                     (32, 1, 1), (896, 1, 1), 32, 2048, S["norm_fused"], "sgl_kernel::fused_add_rmsnorm"),
-    "add": _k("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, "
-              "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)",
-              "elementwise", 1_870, (224, 1, 1), (128, 1, 1), 22, 0, S["add"], "aten::add"),
-    "norm": _k("void flashinfer::norm::RMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, "
-               "__nv_bfloat16*, unsigned int, unsigned int, unsigned int, float, float)", "norm", 1_950,
-               (32, 1, 1), (896, 1, 1), 30, 2048, S["norm"], "sgl_kernel::rmsnorm"),
-    "qkv_a": _k("nvjet_tst_64x8_64x16_4x1_v_bz_splitK_TNT", "gemm", 6_412, (2, 33, 4), (128, 1, 1), 168, 213_000,
-                S["qkv_a"], "aten::mm", api="drv"),
-    "q_a_norm": _k("void flashinfer::norm::RMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, "
-                   "__nv_bfloat16*, unsigned int, unsigned int, unsigned int, float, float)", "norm", 1_433,
-                   (32, 1, 1), (192, 1, 1), 30, 2048, S["q_a_norm"], "sgl_kernel::rmsnorm"),
-    "q_b": _k("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NTN", "gemm", 7_841, (1, 24, 1), (384, 1, 1), 168, 225_280,
-              S["q_b"], "aten::mm", api="drv"),
-    "rope": _k("void flashinfer::BatchQKApplyRotaryPosIdsCosSinCacheKernel<true, 64u, 8u, 16u, __nv_bfloat16, "
-               "long>(__nv_bfloat16*, __nv_bfloat16*, __nv_bfloat16*, __nv_bfloat16*, float*, long*, unsigned int, "
-               "unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, "
-               "unsigned int, unsigned int)", "rope", 913, (32, 1, 1), (8, 16, 1), 40, 0, S["rope"],
-               "sgl_kernel::apply_rope_pos_ids_cos_sin_cache"),
-    "attn": _k("void flashinfer::mla::BatchMLAPagedAttentionKernel<flashinfer::mla::KernelTraits<true, 2u, 64u, "
-               "64u, 512u, 64u, __nv_bfloat16, __nv_bfloat16, __nv_bfloat16, int>, flashinfer::mla::MLAParams<"
-               "__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, int> >(flashinfer::mla::MLAParams<__nv_bfloat16, "
-               "__nv_bfloat16, __nv_bfloat16, int>)", "attention", 14_736, (132, 2, 1), (128, 2, 1), 168, 194_560,
-               S["attn"], "sgl_kernel::batch_mla_paged_attention_run"),
-    "attn_prefill": _k("void flashinfer::BatchPrefillWithRaggedKVCacheKernel<flashinfer::KernelTraits<"
-                       "(flashinfer::MaskMode)1, 128u, 1u, 4u, 16u, 8u, 1u, 1u, (flashinfer::PosEncodingMode)0, "
-                       "__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, float, int, flashinfer::DefaultAttention<false, "
-                       "false, false, false> >, flashinfer::RaggedParams<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, "
-                       "int> >(flashinfer::RaggedParams<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, int>)",
-                       "attention", 61_207, (64, 16, 1), (32, 1, 4), 255, 73_728, S["attn_prefill"],
-                       "sgl_kernel::batch_prefill_with_ragged_kv_cache_run"),
-    "o_proj": _k("nvjet_tst_128x64_64x8_2x1_v_bz_splitK_TNT", "gemm", 8_264, (1, 56, 1), (384, 1, 1), 168,
-                 213_000, S["o_proj"], "aten::mm", api="drv"),
-    "custom_ar": _k("void vllm::cross_device_reduce_1stage<__nv_bfloat16, 4>(vllm::RankData*, vllm::RankSignals, "
-                    "vllm::Signal*, __nv_bfloat16*, int, int)", "communication", 5_118, (36, 1, 1), (512, 1, 1),
-                    48, 0, S["custom_ar"], "sgl_kernel::all_reduce", collective="allreduce"),
-    "router": _k("void sglang::router_gemm_kernel<__nv_bfloat16, 128, 8, 256, 7168>(float*, __nv_bfloat16 const*, "
-                 "__nv_bfloat16 const*)", "moe", 3_377, (256, 1, 1), (128, 1, 1), 64, 0, S["router"],
-                 "sgl_kernel::dsv3_router_gemm"),
-    "topk": _k("void moe_fused_gate_kernel<float, 256, 8, 8, 32>(void*, void*, float*, int*, long, long, long, "
-               "long, double)", "moe", 847, (4, 1, 1), (32, 8, 1), 56, 0, S["topk"], "sgl_kernel::moe_fused_gate"),
-    "moe_permute": _k("void tensorrt_llm::kernels::cutlass_kernels::expandInputRowsKernel<__nv_fp8_e4m3, "
-                      "__nv_fp8_e4m3, __nv_bfloat16, (tensorrt_llm::kernels::cutlass_kernels::TmaWarpSpecializedGrouped"
-                      "GemmInput::FpXBlockScalingType)0, false>(__nv_fp8_e4m3 const*, __nv_fp8_e4m3*, float const*, "
-                      "float*, int const*, int*, long, long, long, int, int, long const*)", "moe", 1_683,
-                      (132, 1, 1), (256, 1, 1), 40, 0, S["moe_permute"], "sgl_kernel::prepare_moe_input"),
-    "moe_gemm1": _k("void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cutlass::gemm::GroupProblemShape"
-                    "<cute::tuple<int, int, int> >, cutlass::gemm::collective::CollectiveMma<cutlass::gemm::"
-                    "MainloopSm90TmaGmmaWarpSpecializedFP8<4, cute::tuple<cute::C<2>, cute::C<1>, cute::C<1> >, "
-                    "cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8FastAccum>, cute::tuple<cute::C<64>, "
-                    "cute::C<128>, cute::C<128> > >, cutlass::epilogue::collective::CollectiveEpilogue<cutlass::"
-                    "epilogue::Sm90PtrArrayTmaWarpSpecialized<4, 2, 64, false, false> >, void> > >(cutlass::gemm::"
-                    "kernel::GemmUniversal<cutlass::gemm::GroupProblemShape<cute::tuple<int, int, int> > >::Params)",
-                    "moe", 18_392, (132, 1, 1), (384, 1, 1), 168, 232_448, S["moe_gemm1"],
-                    "sgl_kernel::fp8_blockwise_scaled_grouped_mm", api="drv"),
-    "moe_act": _k("void flashinfer::activation::act_and_mul_kernel<__nv_bfloat16, &silu<float> >(__nv_bfloat16*, "
-                  "__nv_bfloat16 const*, int)", "activation", 1_206, (256, 1, 1), (1024, 1, 1), 26, 0,
-                  S["moe_act"], "sgl_kernel::silu_and_mul"),
-    "moe_gemm2": _k("void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cutlass::gemm::GroupProblemShape"
-                    "<cute::tuple<int, int, int> >, cutlass::gemm::collective::CollectiveMma<cutlass::gemm::"
-                    "MainloopSm90TmaGmmaWarpSpecializedFP8<5, cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >, "
-                    "cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8FastAccum>, cute::tuple<cute::C<128>, "
-                    "cute::C<128>, cute::C<128> > >, cutlass::epilogue::collective::CollectiveEpilogue<cutlass::"
-                    "epilogue::Sm90PtrArrayTmaWarpSpecialized<4, 2, 128, false, false> >, void> > >(cutlass::gemm::"
-                    "kernel::GemmUniversal<cutlass::gemm::GroupProblemShape<cute::tuple<int, int, int> > >::Params)",
-                    "moe", 11_754, (132, 1, 1), (384, 1, 1), 168, 232_448, S["moe_gemm2"],
-                    "sgl_kernel::fp8_blockwise_scaled_grouped_mm", api="drv"),
-    "shared_gu": _k("nvjet_tst_64x8_64x16_4x1_v_bz_TNT", "gemm", 4_517, (1, 64, 1), (128, 1, 1), 168, 213_000,
-                    S["shared_gu"], "aten::mm", api="drv"),
-    "shared_act": _k("void flashinfer::activation::act_and_mul_kernel<__nv_bfloat16, &silu<float> >(__nv_bfloat16*, "
-                     "__nv_bfloat16 const*, int)", "activation", 788, (32, 1, 1), (1024, 1, 1), 26, 0,
-                     S["shared_act"], "sgl_kernel::silu_and_mul"),
-    "shared_down": _k("nvjet_tst_64x8_64x16_4x1_v_bz_splitK_TNT", "gemm", 3_985, (1, 56, 2), (128, 1, 1), 168,
-                      213_000, S["shared_down"], "aten::mm", api="drv"),
-    "finalize": _k("void tensorrt_llm::kernels::cutlass_kernels::finalizeMoeRoutingKernel<__nv_bfloat16, "
-                   "__nv_bfloat16, __nv_bfloat16, (tensorrt_llm::kernels::cutlass_kernels::ScaleMode)1, false>"
-                   "(__nv_bfloat16 const*, __nv_bfloat16*, __nv_bfloat16 const*, float const*, int const*, int const*, "
-                   "long, long, long, long const*)", "moe", 2_129, (32, 1, 1), (256, 1, 1), 38, 0, S["finalize"],
-                   "sgl_kernel::apply_shuffle_mul_sum"),
-    "nccl_ar": _k("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "communication",
-                  11_563, (2, 1, 1), (512, 1, 1), 96, 103_808, S["nccl_ar"], "nccl:all_reduce", api="drv",
-                  collective="allreduce"),
-    "final_norm": _k("void flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*, "
-                     "__nv_bfloat16*, __nv_bfloat16*, unsigned int, unsigned int, unsigned int, float, float)", "norm",
-                     2_291, (32, 1, 1), (896, 1, 1), 32, 2048, S["final_norm"], "sgl_kernel::fused_add_rmsnorm"),
-    "lm_head": _k("nvjet_tst_256x128_64x4_2x1_v_bz_coopB_TNT", "gemm", 21_377, (1, 132, 1), (384, 1, 1), 168,
-                  225_280, S["lm_head"], "aten::mm", api="drv"),
-    "gather": _k("void at::native::vectorized_gather_kernel<16, long>(char*, char*, long*, int, long, long, long, "
-                 "long, bool)", "elementwise", 1_314, (1, 1, 1), (128, 1, 1), 26, 0, S["gather"], "aten::index",
-                 scales=False),
-    "copy": _k("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)"
-               "::{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(long)#1}, std::array<char*, "
-               "2ul>, 4, TrivialOffsetCalculator<1, unsigned int>, TrivialOffsetCalculator<1, unsigned int>, at::native::"
-               "memory::LoadWithCast<1>, at::native::memory::StoreWithCast<1> >(int, at::native::direct_copy_kernel_cuda"
-               "(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda"
-               "(long)#1}, std::array<char*, 2ul>, TrivialOffsetCalculator<1, unsigned int>, TrivialOffsetCalculator<1, "
-               "unsigned int>, at::native::memory::LoadWithCast<1>, at::native::memory::StoreWithCast<1>)",
-               "elementwise", 742, (1, 1, 1), (128, 1, 1), 24, 0, S["copy"], "aten::copy_", scales=False),
-    "sample": _k("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::ArgMaxOps<float>, "
-                 "unsigned int, long, 4, 4> >(at::native::ReduceOp<float, at::native::ArgMaxOps<float>, unsigned int, "
-                 "long, 4, 4>)", "reduction", 3_641, (32, 1, 1), (32, 16, 1), 40, 4096, S["sample"], "aten::argmax"),
+    "norm_fused": _k(
+        "void flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, "
+        "__nv_bfloat16*, unsigned int, unsigned int, unsigned int, float, float)",
+        "norm",
+        2_310,
+        (32, 1, 1),
+        (896, 1, 1),
+        32,
+        2048,
+        S["norm_fused"],
+        "sgl_kernel::fused_add_rmsnorm",
+    ),
+    "add": _k(
+        "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, "
+        "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)",
+        "elementwise",
+        1_870,
+        (224, 1, 1),
+        (128, 1, 1),
+        22,
+        0,
+        S["add"],
+        "aten::add",
+    ),
+    "norm": _k(
+        "void flashinfer::norm::RMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, "
+        "__nv_bfloat16*, unsigned int, unsigned int, unsigned int, float, float)",
+        "norm",
+        1_950,
+        (32, 1, 1),
+        (896, 1, 1),
+        30,
+        2048,
+        S["norm"],
+        "sgl_kernel::rmsnorm",
+    ),
+    "qkv_a": _k(
+        "nvjet_tst_64x8_64x16_4x1_v_bz_splitK_TNT",
+        "gemm",
+        6_412,
+        (2, 33, 4),
+        (128, 1, 1),
+        168,
+        213_000,
+        S["qkv_a"],
+        "aten::mm",
+        api="drv",
+    ),
+    "q_a_norm": _k(
+        "void flashinfer::norm::RMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, "
+        "__nv_bfloat16*, unsigned int, unsigned int, unsigned int, float, float)",
+        "norm",
+        1_433,
+        (32, 1, 1),
+        (192, 1, 1),
+        30,
+        2048,
+        S["q_a_norm"],
+        "sgl_kernel::rmsnorm",
+    ),
+    "q_b": _k(
+        "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NTN",
+        "gemm",
+        7_841,
+        (1, 24, 1),
+        (384, 1, 1),
+        168,
+        225_280,
+        S["q_b"],
+        "aten::mm",
+        api="drv",
+    ),
+    "rope": _k(
+        "void flashinfer::BatchQKApplyRotaryPosIdsCosSinCacheKernel<true, 64u, 8u, 16u, __nv_bfloat16, "
+        "long>(__nv_bfloat16*, __nv_bfloat16*, __nv_bfloat16*, __nv_bfloat16*, float*, long*, unsigned int, "
+        "unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, "
+        "unsigned int, unsigned int)",
+        "rope",
+        913,
+        (32, 1, 1),
+        (8, 16, 1),
+        40,
+        0,
+        S["rope"],
+        "sgl_kernel::apply_rope_pos_ids_cos_sin_cache",
+    ),
+    "attn": _k(
+        "void flashinfer::mla::BatchMLAPagedAttentionKernel<flashinfer::mla::KernelTraits<true, 2u, 64u, "
+        "64u, 512u, 64u, __nv_bfloat16, __nv_bfloat16, __nv_bfloat16, int>, flashinfer::mla::MLAParams<"
+        "__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, int> >(flashinfer::mla::MLAParams<__nv_bfloat16, "
+        "__nv_bfloat16, __nv_bfloat16, int>)",
+        "attention",
+        14_736,
+        (132, 2, 1),
+        (128, 2, 1),
+        168,
+        194_560,
+        S["attn"],
+        "sgl_kernel::batch_mla_paged_attention_run",
+    ),
+    "attn_prefill": _k(
+        "void flashinfer::BatchPrefillWithRaggedKVCacheKernel<flashinfer::KernelTraits<"
+        "(flashinfer::MaskMode)1, 128u, 1u, 4u, 16u, 8u, 1u, 1u, (flashinfer::PosEncodingMode)0, "
+        "__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, float, int, flashinfer::DefaultAttention<false, "
+        "false, false, false> >, flashinfer::RaggedParams<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, "
+        "int> >(flashinfer::RaggedParams<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, int>)",
+        "attention",
+        61_207,
+        (64, 16, 1),
+        (32, 1, 4),
+        255,
+        73_728,
+        S["attn_prefill"],
+        "sgl_kernel::batch_prefill_with_ragged_kv_cache_run",
+    ),
+    "o_proj": _k(
+        "nvjet_tst_128x64_64x8_2x1_v_bz_splitK_TNT",
+        "gemm",
+        8_264,
+        (1, 56, 1),
+        (384, 1, 1),
+        168,
+        213_000,
+        S["o_proj"],
+        "aten::mm",
+        api="drv",
+    ),
+    "custom_ar": _k(
+        "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 4>(vllm::RankData*, vllm::RankSignals, "
+        "vllm::Signal*, __nv_bfloat16*, int, int)",
+        "communication",
+        5_118,
+        (36, 1, 1),
+        (512, 1, 1),
+        48,
+        0,
+        S["custom_ar"],
+        "sgl_kernel::all_reduce",
+        collective="allreduce",
+    ),
+    "router": _k(
+        "void sglang::router_gemm_kernel<__nv_bfloat16, 128, 8, 256, 7168>(float*, __nv_bfloat16 const*, "
+        "__nv_bfloat16 const*)",
+        "moe",
+        3_377,
+        (256, 1, 1),
+        (128, 1, 1),
+        64,
+        0,
+        S["router"],
+        "sgl_kernel::dsv3_router_gemm",
+    ),
+    "topk": _k(
+        "void moe_fused_gate_kernel<float, 256, 8, 8, 32>(void*, void*, float*, int*, long, long, long, "
+        "long, double)",
+        "moe",
+        847,
+        (4, 1, 1),
+        (32, 8, 1),
+        56,
+        0,
+        S["topk"],
+        "sgl_kernel::moe_fused_gate",
+    ),
+    "moe_permute": _k(
+        "void tensorrt_llm::kernels::cutlass_kernels::expandInputRowsKernel<__nv_fp8_e4m3, "
+        "__nv_fp8_e4m3, __nv_bfloat16, (tensorrt_llm::kernels::cutlass_kernels::TmaWarpSpecializedGrouped"
+        "GemmInput::FpXBlockScalingType)0, false>(__nv_fp8_e4m3 const*, __nv_fp8_e4m3*, float const*, "
+        "float*, int const*, int*, long, long, long, int, int, long const*)",
+        "moe",
+        1_683,
+        (132, 1, 1),
+        (256, 1, 1),
+        40,
+        0,
+        S["moe_permute"],
+        "sgl_kernel::prepare_moe_input",
+    ),
+    "moe_gemm1": _k(
+        "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cutlass::gemm::GroupProblemShape"
+        "<cute::tuple<int, int, int> >, cutlass::gemm::collective::CollectiveMma<cutlass::gemm::"
+        "MainloopSm90TmaGmmaWarpSpecializedFP8<4, cute::tuple<cute::C<2>, cute::C<1>, cute::C<1> >, "
+        "cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8FastAccum>, cute::tuple<cute::C<64>, "
+        "cute::C<128>, cute::C<128> > >, cutlass::epilogue::collective::CollectiveEpilogue<cutlass::"
+        "epilogue::Sm90PtrArrayTmaWarpSpecialized<4, 2, 64, false, false> >, void> > >(cutlass::gemm::"
+        "kernel::GemmUniversal<cutlass::gemm::GroupProblemShape<cute::tuple<int, int, int> > >::Params)",
+        "moe",
+        18_392,
+        (132, 1, 1),
+        (384, 1, 1),
+        168,
+        232_448,
+        S["moe_gemm1"],
+        "sgl_kernel::fp8_blockwise_scaled_grouped_mm",
+        api="drv",
+    ),
+    "moe_act": _k(
+        "void flashinfer::activation::act_and_mul_kernel<__nv_bfloat16, &silu<float> >(__nv_bfloat16*, "
+        "__nv_bfloat16 const*, int)",
+        "activation",
+        1_206,
+        (256, 1, 1),
+        (1024, 1, 1),
+        26,
+        0,
+        S["moe_act"],
+        "sgl_kernel::silu_and_mul",
+    ),
+    "moe_gemm2": _k(
+        "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cutlass::gemm::GroupProblemShape"
+        "<cute::tuple<int, int, int> >, cutlass::gemm::collective::CollectiveMma<cutlass::gemm::"
+        "MainloopSm90TmaGmmaWarpSpecializedFP8<5, cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >, "
+        "cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8FastAccum>, cute::tuple<cute::C<128>, "
+        "cute::C<128>, cute::C<128> > >, cutlass::epilogue::collective::CollectiveEpilogue<cutlass::"
+        "epilogue::Sm90PtrArrayTmaWarpSpecialized<4, 2, 128, false, false> >, void> > >(cutlass::gemm::"
+        "kernel::GemmUniversal<cutlass::gemm::GroupProblemShape<cute::tuple<int, int, int> > >::Params)",
+        "moe",
+        11_754,
+        (132, 1, 1),
+        (384, 1, 1),
+        168,
+        232_448,
+        S["moe_gemm2"],
+        "sgl_kernel::fp8_blockwise_scaled_grouped_mm",
+        api="drv",
+    ),
+    "shared_gu": _k(
+        "nvjet_tst_64x8_64x16_4x1_v_bz_TNT",
+        "gemm",
+        4_517,
+        (1, 64, 1),
+        (128, 1, 1),
+        168,
+        213_000,
+        S["shared_gu"],
+        "aten::mm",
+        api="drv",
+    ),
+    "shared_act": _k(
+        "void flashinfer::activation::act_and_mul_kernel<__nv_bfloat16, &silu<float> >(__nv_bfloat16*, "
+        "__nv_bfloat16 const*, int)",
+        "activation",
+        788,
+        (32, 1, 1),
+        (1024, 1, 1),
+        26,
+        0,
+        S["shared_act"],
+        "sgl_kernel::silu_and_mul",
+    ),
+    "shared_down": _k(
+        "nvjet_tst_64x8_64x16_4x1_v_bz_splitK_TNT",
+        "gemm",
+        3_985,
+        (1, 56, 2),
+        (128, 1, 1),
+        168,
+        213_000,
+        S["shared_down"],
+        "aten::mm",
+        api="drv",
+    ),
+    "finalize": _k(
+        "void tensorrt_llm::kernels::cutlass_kernels::finalizeMoeRoutingKernel<__nv_bfloat16, "
+        "__nv_bfloat16, __nv_bfloat16, (tensorrt_llm::kernels::cutlass_kernels::ScaleMode)1, false>"
+        "(__nv_bfloat16 const*, __nv_bfloat16*, __nv_bfloat16 const*, float const*, int const*, int const*, "
+        "long, long, long, long const*)",
+        "moe",
+        2_129,
+        (32, 1, 1),
+        (256, 1, 1),
+        38,
+        0,
+        S["finalize"],
+        "sgl_kernel::apply_shuffle_mul_sum",
+    ),
+    "nccl_ar": _k(
+        "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+        "communication",
+        11_563,
+        (2, 1, 1),
+        (512, 1, 1),
+        96,
+        103_808,
+        S["nccl_ar"],
+        "nccl:all_reduce",
+        api="drv",
+        collective="allreduce",
+    ),
+    "final_norm": _k(
+        "void flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*, "
+        "__nv_bfloat16*, __nv_bfloat16*, unsigned int, unsigned int, unsigned int, float, float)",
+        "norm",
+        2_291,
+        (32, 1, 1),
+        (896, 1, 1),
+        32,
+        2048,
+        S["final_norm"],
+        "sgl_kernel::fused_add_rmsnorm",
+    ),
+    "lm_head": _k(
+        "nvjet_tst_256x128_64x4_2x1_v_bz_coopB_TNT",
+        "gemm",
+        21_377,
+        (1, 132, 1),
+        (384, 1, 1),
+        168,
+        225_280,
+        S["lm_head"],
+        "aten::mm",
+        api="drv",
+    ),
+    "gather": _k(
+        "void at::native::vectorized_gather_kernel<16, long>(char*, char*, long*, int, long, long, long, "
+        "long, bool)",
+        "elementwise",
+        1_314,
+        (1, 1, 1),
+        (128, 1, 1),
+        26,
+        0,
+        S["gather"],
+        "aten::index",
+        scales=False,
+    ),
+    "copy": _k(
+        "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)"
+        "::{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(long)#1}, std::array<char*, "
+        "2ul>, 4, TrivialOffsetCalculator<1, unsigned int>, TrivialOffsetCalculator<1, unsigned int>, at::native::"
+        "memory::LoadWithCast<1>, at::native::memory::StoreWithCast<1> >(int, at::native::direct_copy_kernel_cuda"
+        "(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda"
+        "(long)#1}, std::array<char*, 2ul>, TrivialOffsetCalculator<1, unsigned int>, TrivialOffsetCalculator<1, "
+        "unsigned int>, at::native::memory::LoadWithCast<1>, at::native::memory::StoreWithCast<1>)",
+        "elementwise",
+        742,
+        (1, 1, 1),
+        (128, 1, 1),
+        24,
+        0,
+        S["copy"],
+        "aten::copy_",
+        scales=False,
+    ),
+    "sample": _k(
+        "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::ArgMaxOps<float>, "
+        "unsigned int, long, 4, 4> >(at::native::ReduceOp<float, at::native::ArgMaxOps<float>, unsigned int, "
+        "long, 4, 4>)",
+        "reduction",
+        3_641,
+        (32, 1, 1),
+        (32, 16, 1),
+        40,
+        4096,
+        S["sample"],
+        "aten::argmax",
+    ),
 }
 
-_CIJK = ("Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT{t}_MI16x16x1_SN_LDSB1_AFC1_AFEM1_AFEM1_ASEM1_CLR1_CADS0_"
-         "DTLA0_DTLB0_DTVA0_DTVB0_EPS0_FDSI0_GRPM1_GRVWA8_GRVWB8_GSUAMBSK_GLS0_ISA942_IU1_K1_LDSTI0_LBSPPA2048_"
-         "LBSPPB1024_LBSPPM0_LPA16_LPB16_LPM0_LRVW8_LWPMn1_MIAV0_MIWT4_2_MO40_NTn1_NTA0_NTB0_NTC0_NTD4_NTM0_NEPBS16_"
-         "NLCA1_NLCB1_ONLL1_PGR2_PLR1_PKA1_SIA3_SS1_SPO0_SRVW0_SSO0_SVW4_SK0_SKFTR0_SKXCCM0_TLDS1_ULSGRO0_USL1_"
-         "UIOFGRO0_USFGROn1_VSn1_VWA4_VWB2_WSGRA0_WSGRB0_WS64_WG16_4_4")
+_CIJK = (
+    "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT{t}_MI16x16x1_SN_LDSB1_AFC1_AFEM1_AFEM1_ASEM1_CLR1_CADS0_"
+    "DTLA0_DTLB0_DTVA0_DTVB0_EPS0_FDSI0_GRPM1_GRVWA8_GRVWB8_GSUAMBSK_GLS0_ISA942_IU1_K1_LDSTI0_LBSPPA2048_"
+    "LBSPPB1024_LBSPPM0_LPA16_LPB16_LPM0_LRVW8_LWPMn1_MIAV0_MIWT4_2_MO40_NTn1_NTA0_NTB0_NTC0_NTD4_NTM0_NEPBS16_"
+    "NLCA1_NLCB1_ONLL1_PGR2_PLR1_PKA1_SIA3_SS1_SPO0_SRVW0_SSO0_SVW4_SK0_SKFTR0_SKXCCM0_TLDS1_ULSGRO0_USL1_"
+    "UIOFGRO0_USFGROn1_VSn1_VWA4_VWB2_WSGRA0_WSGRB0_WS64_WG16_4_4"
+)
 
 
 def _amd_from(nv: dict[str, Kernel]) -> dict[str, Kernel]:
     """AMD flavour: same ops, sites and timings, MI300X kernel names and HIP launch APIs."""
     names = {
-        "norm_fused": ("_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi256ELi16ELb0ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_"
-                       "diiiiiiib"),
+        "norm_fused": (
+            "_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi256ELi16ELb0ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_"
+            "diiiiiiib"
+        ),
         "norm": "_ZN5aiter14rmsnorm_kernelIDF16bLi256ELi8EEEvPT_PKS1_S4_fii",
         "q_a_norm": "_ZN5aiter14rmsnorm_kernelIDF16bLi64ELi4EEEvPT_PKS1_S4_fii",
         "qkv_a": _CIJK.format(t="64x32x256"),
         "q_b": _CIJK.format(t="256x32x64"),
-        "rope": ("void rotary_embedding_kernel<c10::BFloat16, true>(long const*, c10::BFloat16*, c10::BFloat16*, "
-                 "c10::BFloat16 const*, int, long, long, long, int, int, int)"),
+        "rope": (
+            "void rotary_embedding_kernel<c10::BFloat16, true>(long const*, c10::BFloat16*, c10::BFloat16*, "
+            "c10::BFloat16 const*, int, long, long, long, int, int, int)"
+        ),
         "attn": "_ZN5aiter30mla_dec_stage1_bf16_a16w16_subQ16_mqa16E",
-        "attn_prefill": ("_ZN7ck_tile6kentryILi2ENS_38FmhaBatchPrefillWithPagedKVCacheKernelINS_40BlockFmhaBatchPrefill"
-                         "PipelineQRKSVSAsyncEEEEEvNT_5KargsE"),
+        "attn_prefill": (
+            "_ZN7ck_tile6kentryILi2ENS_38FmhaBatchPrefillWithPagedKVCacheKernelINS_40BlockFmhaBatchPrefill"
+            "PipelineQRKSVSAsyncEEEEEvNT_5KargsE"
+        ),
         "o_proj": _CIJK.format(t="32x32x256"),
-        "custom_ar": ("void aiter::cross_device_reduce_1stage<__hip_bfloat16, 8>(aiter::RankData*, aiter::RankSignals, "
-                      "aiter::Signal*, __hip_bfloat16*, int, int)"),
+        "custom_ar": (
+            "void aiter::cross_device_reduce_1stage<__hip_bfloat16, 8>(aiter::RankData*, aiter::RankSignals, "
+            "aiter::Signal*, __hip_bfloat16*, int, int)"
+        ),
         "router": _CIJK.format(t="16x32x512"),
         "topk": "_ZN5aiter30biased_grouped_topk_kernel_implIDF16bLi256ELi8EEEvPKT_S3_PfPiiiiib",
         "moe_permute": "_ZN5aiter24moe_sorting_kernel_implIiEEvNS_10MoeSortingE",
         "moe_gemm1": "_ZN7ck_tile6kentryILi1ENS_11MoeGemmKernelINS_22MoeFlatmmPipelineStage1EEEEEvNT_5KargsE",
-        "moe_act": ("_ZN7sgl_hip10activation18act_and_mul_kernelI14__hip_bfloat16TnPFT_RKS3_EXadL_Z4siluIS2_ES3_S5_"
-                    "EEEEvPS3_PS4_i"),
+        "moe_act": (
+            "_ZN7sgl_hip10activation18act_and_mul_kernelI14__hip_bfloat16TnPFT_RKS3_EXadL_Z4siluIS2_ES3_S5_"
+            "EEEEvPS3_PS4_i"
+        ),
         "moe_gemm2": "_ZN7ck_tile6kentryILi1ENS_11MoeGemmKernelINS_22MoeFlatmmPipelineStage2EEEEEvNT_5KargsE",
         "shared_gu": _CIJK.format(t="256x48x64"),
-        "shared_act": ("_ZN7sgl_hip10activation18act_and_mul_kernelI14__hip_bfloat16TnPFT_RKS3_EXadL_Z4siluIS2_ES3_"
-                       "S5_EEEEvPS3_PS4_i"),
+        "shared_act": (
+            "_ZN7sgl_hip10activation18act_and_mul_kernelI14__hip_bfloat16TnPFT_RKS3_EXadL_Z4siluIS2_ES3_"
+            "S5_EEEEvPS3_PS4_i"
+        ),
         "shared_down": _CIJK.format(t="256x16x64"),
         "finalize": "_ZN5aiter21moe_sum_kernel_implIDF16bLi8EEEvPT_PKS1_i",
         "nccl_ar": "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)",
-        "final_norm": ("_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi64ELi8ELb0ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_"
-                       "diiiiiiib"),
+        "final_norm": (
+            "_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi64ELi8ELb0ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_"
+            "diiiiiiib"
+        ),
         "lm_head": _CIJK.format(t="256x192x64"),
         "add": nv["add"].name.replace("std::array<char*, 3ul>", "std::array<char*, 3ul>"),
     }
@@ -225,12 +498,27 @@ def _amd_from(nv: dict[str, Kernel]) -> dict[str, Kernel]:
     for op, k in nv.items():
         name = names.get(op, k.name)
         # AMD GEMMs and ck/aiter kernels go through hipExtModuleLaunchKernel, the rest hipLaunchKernel.
-        api = "drv" if (name.startswith(("Cijk_", "_ZN5aiter", "_ZN7ck_tile")) and op != "norm_fused") else "rt"
+        api = (
+            "drv" if (name.startswith(("Cijk_", "_ZN5aiter", "_ZN7ck_tile")) and op != "norm_fused") else "rt"
+        )
         # a hipBLASLt GEMM name cannot say it is the MoE router: by its name it is a GEMM
         category = "gemm" if name.startswith("Cijk_") else k.category
-        out[op] = Kernel(name, category, int(k.base_ns * 1.13), k.grid, (min(k.block[0], 1024), 1, 1), 0,
-                         min(k.smem, 65536), k.file, k.line, k.func, k.cpu_op, api,
-                         k.collective, k.scales)
+        out[op] = Kernel(
+            name,
+            category,
+            int(k.base_ns * 1.13),
+            k.grid,
+            (min(k.block[0], 1024), 1, 1),
+            0,
+            min(k.smem, 65536),
+            k.file,
+            k.line,
+            k.func,
+            k.cpu_op,
+            api,
+            k.collective,
+            k.scales,
+        )
     return out
 
 
@@ -239,9 +527,15 @@ AMD_SERVING = _amd_from(NV_SERVING)
 # ---- training model (dense decoder, data parallel) ---------------------------------------------
 TR = "/workspace/train/model.py"
 T = {
-    "norm": (TR, 88, "forward"), "qkv": (TR, 131, "forward"), "rope": (TR, 140, "apply_rotary"),
-    "attn": (TR, 152, "forward"), "o": (TR, 161, "forward"), "add": (TR, 214, "forward"),
-    "gu": (TR, 178, "forward"), "act": (TR, 180, "forward"), "down": (TR, 181, "forward"),
+    "norm": (TR, 88, "forward"),
+    "qkv": (TR, 131, "forward"),
+    "rope": (TR, 140, "apply_rotary"),
+    "attn": (TR, 152, "forward"),
+    "o": (TR, 161, "forward"),
+    "add": (TR, 214, "forward"),
+    "gu": (TR, 178, "forward"),
+    "act": (TR, 180, "forward"),
+    "down": (TR, 181, "forward"),
     "loss": ("/workspace/train/train.py", 77, "compute_loss"),
     "bwd": (f"{TORCH}/autograd/graph.py", 825, "_engine_run_backward"),
     "opt": (f"{TORCH}/optim/adamw.py", 542, "_multi_tensor_adamw"),
@@ -251,74 +545,232 @@ T = {
 
 _SM90 = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_{l}_n_tilesize{t}_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
 NV_TRAIN = {
-    "norm": _k("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>(int, float, "
-               "c10::BFloat16 const*, c10::BFloat16 const*, c10::BFloat16 const*, float*, float*, c10::BFloat16*)",
-               "norm", 18_437, (4096, 1, 1), (128, 1, 1), 40, 0, T["norm"], "aten::native_layer_norm"),
-    "qkv": _k(_SM90.format(l="tn", t="128x256x64"), "gemm", 97_614, (132, 1, 1), (384, 1, 1), 168, 213_000,
-              T["qkv"], "aten::mm"),
-    "rope": _k("void at::native::vectorized_elementwise_kernel<4, at::native::mul_kernel_cuda(at::TensorIteratorBase&)"
-               "::{lambda()#1}::operator()() const::{lambda()#8}::operator()() const::{lambda(c10::BFloat16, "
-               "c10::BFloat16)#1}, std::array<char*, 3ul> >(int, at::native::mul_kernel_cuda(at::TensorIteratorBase&)::"
-               "{lambda()#1}::operator()() const::{lambda()#8}::operator()() const::{lambda(c10::BFloat16, "
-               "c10::BFloat16)#1}, std::array<char*, 3ul>)", "elementwise", 9_052, (4096, 1, 1), (128, 1, 1), 24, 0,
-               T["rope"], "aten::mul"),
-    "attn": _k("void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::bfloat16_t, "
-               "Flash_kernel_traits<128, 128, 64, 4, cutlass::bfloat16_t> >, false, true, false, false, true, true, "
-               "false, false>(flash::Flash_fwd_params)", "attention", 151_833, (16, 32, 4), (128, 1, 1), 255, 49_152,
-               T["attn"], "aten::_flash_attention_forward"),
-    "o": _k(_SM90.format(l="tn", t="128x128x64"), "gemm", 36_274, (132, 1, 1), (384, 1, 1), 168, 213_000, T["o"],
-            "aten::mm"),
-    "add": _k("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, "
-              "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)",
-              "elementwise", 11_407, (4096, 1, 1), (128, 1, 1), 22, 0, T["add"], "aten::add"),
-    "gu": _k(_SM90.format(l="tn", t="256x128x64"), "gemm", 174_918, (132, 1, 1), (384, 1, 1), 168, 213_000, T["gu"],
-             "aten::mm"),
-    "act": _k("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::silu_kernel("
-              "at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#4}::operator()() const::{lambda("
-              "c10::BFloat16)#1}, std::array<char*, 2ul> >(int, at::native::(anonymous namespace)::silu_kernel("
-              "at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#4}::operator()() const::{lambda("
-              "c10::BFloat16)#1}, std::array<char*, 2ul>)", "activation", 21_606, (4096, 1, 1), (128, 1, 1), 26, 0,
-              T["act"], "aten::silu"),
-    "down": _k(_SM90.format(l="tn", t="128x256x64"), "gemm", 88_215, (132, 1, 1), (384, 1, 1), 168, 213_000, T["down"],
-               "aten::mm"),
-    "loss": _k("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, at::native::"
-               "(anonymous namespace)::LogSoftMaxForwardEpilogue>(float*, float const*, int)", "activation", 64_109,
-               (4096, 1, 1), (512, 1, 1), 32, 0, T["loss"], "aten::_log_softmax"),
+    "norm": _k(
+        "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>(int, float, "
+        "c10::BFloat16 const*, c10::BFloat16 const*, c10::BFloat16 const*, float*, float*, c10::BFloat16*)",
+        "norm",
+        18_437,
+        (4096, 1, 1),
+        (128, 1, 1),
+        40,
+        0,
+        T["norm"],
+        "aten::native_layer_norm",
+    ),
+    "qkv": _k(
+        _SM90.format(l="tn", t="128x256x64"),
+        "gemm",
+        97_614,
+        (132, 1, 1),
+        (384, 1, 1),
+        168,
+        213_000,
+        T["qkv"],
+        "aten::mm",
+    ),
+    "rope": _k(
+        "void at::native::vectorized_elementwise_kernel<4, at::native::mul_kernel_cuda(at::TensorIteratorBase&)"
+        "::{lambda()#1}::operator()() const::{lambda()#8}::operator()() const::{lambda(c10::BFloat16, "
+        "c10::BFloat16)#1}, std::array<char*, 3ul> >(int, at::native::mul_kernel_cuda(at::TensorIteratorBase&)::"
+        "{lambda()#1}::operator()() const::{lambda()#8}::operator()() const::{lambda(c10::BFloat16, "
+        "c10::BFloat16)#1}, std::array<char*, 3ul>)",
+        "elementwise",
+        9_052,
+        (4096, 1, 1),
+        (128, 1, 1),
+        24,
+        0,
+        T["rope"],
+        "aten::mul",
+    ),
+    "attn": _k(
+        "void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::bfloat16_t, "
+        "Flash_kernel_traits<128, 128, 64, 4, cutlass::bfloat16_t> >, false, true, false, false, true, true, "
+        "false, false>(flash::Flash_fwd_params)",
+        "attention",
+        151_833,
+        (16, 32, 4),
+        (128, 1, 1),
+        255,
+        49_152,
+        T["attn"],
+        "aten::_flash_attention_forward",
+    ),
+    "o": _k(
+        _SM90.format(l="tn", t="128x128x64"),
+        "gemm",
+        36_274,
+        (132, 1, 1),
+        (384, 1, 1),
+        168,
+        213_000,
+        T["o"],
+        "aten::mm",
+    ),
+    "add": _k(
+        "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, "
+        "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)",
+        "elementwise",
+        11_407,
+        (4096, 1, 1),
+        (128, 1, 1),
+        22,
+        0,
+        T["add"],
+        "aten::add",
+    ),
+    "gu": _k(
+        _SM90.format(l="tn", t="256x128x64"),
+        "gemm",
+        174_918,
+        (132, 1, 1),
+        (384, 1, 1),
+        168,
+        213_000,
+        T["gu"],
+        "aten::mm",
+    ),
+    "act": _k(
+        "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::silu_kernel("
+        "at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#4}::operator()() const::{lambda("
+        "c10::BFloat16)#1}, std::array<char*, 2ul> >(int, at::native::(anonymous namespace)::silu_kernel("
+        "at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#4}::operator()() const::{lambda("
+        "c10::BFloat16)#1}, std::array<char*, 2ul>)",
+        "activation",
+        21_606,
+        (4096, 1, 1),
+        (128, 1, 1),
+        26,
+        0,
+        T["act"],
+        "aten::silu",
+    ),
+    "down": _k(
+        _SM90.format(l="tn", t="128x256x64"),
+        "gemm",
+        88_215,
+        (132, 1, 1),
+        (384, 1, 1),
+        168,
+        213_000,
+        T["down"],
+        "aten::mm",
+    ),
+    "loss": _k(
+        "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, at::native::"
+        "(anonymous namespace)::LogSoftMaxForwardEpilogue>(float*, float const*, int)",
+        "activation",
+        64_109,
+        (4096, 1, 1),
+        (512, 1, 1),
+        32,
+        0,
+        T["loss"],
+        "aten::_log_softmax",
+    ),
     # backward kernels (launched from the autograd thread's engine; site = the backward call)
-    "b_gemm_dgrad": _k(_SM90.format(l="nn", t="128x256x64"), "gemm", 101_482, (132, 1, 1), (384, 1, 1), 168, 213_000,
-                       T["bwd"], "aten::mm"),
-    "b_gemm_wgrad": _k(_SM90.format(l="nt", t="256x128x64"), "gemm", 118_390, (132, 1, 1), (384, 1, 1), 168, 213_000,
-                       T["bwd"], "aten::mm"),
-    "b_attn": _k("void flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<128, 64, 128, 8, 2, "
-                 "4, 2, false, false, cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 8, cutlass::bfloat16_t> >, "
-                 "true, false, false, false, false, true, false, false>(flash::Flash_bwd_params)", "attention", 389_507,
-                 (16, 32, 4), (256, 1, 1), 255, 98_304, T["bwd"], "aten::_flash_attention_backward"),
-    "b_norm": _k("void at::native::(anonymous namespace)::layer_norm_grad_input_kernel_vectorized<c10::BFloat16, float>("
-                 "c10::BFloat16 const*, c10::BFloat16 const*, float const*, float const*, c10::BFloat16 const*, "
-                 "c10::BFloat16*, int)", "norm", 27_719, (4096, 1, 1), (256, 1, 1), 48, 0, T["bwd"],
-                 "aten::native_layer_norm_backward"),
-    "b_act": _k("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::silu_backward_kernel("
-                "at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#4}::operator()() const::{lambda("
-                "c10::BFloat16, c10::BFloat16)#1}, std::array<char*, 3ul> >(int, at::native::(anonymous namespace)::"
-                "silu_backward_kernel(at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#4}::"
-                "operator()() const::{lambda(c10::BFloat16, c10::BFloat16)#1}, std::array<char*, 3ul>)", "activation",
-                31_255, (4096, 1, 1), (128, 1, 1), 28, 0, T["bwd"], "aten::silu_backward"),
-    "ar": _k("ncclDevKernel_AllReduce_Sum_bf16_RING_LL128(ncclDevKernelArgsStorage<4096ul>)", "communication", 412_930,
-             (8, 1, 1), (640, 1, 1), 96, 103_808, T["ar"], "nccl:all_reduce", api="drv", collective="allreduce"),
-    "opt": _k("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::"
-              "TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<c10::BFloat16, 4, "
-              "(at::native::ADAM_MODE)1, false>, double*, double, double, double, double, double, bool, double*, "
-              "double*>(int, at::native::(anonymous namespace)::TensorListMetadata<4>, at::native::(anonymous "
-              "namespace)::FusedAdamMathFunctor<c10::BFloat16, 4, (at::native::ADAM_MODE)1, false>, double*, double, "
-              "double, double, double, double, bool, double*, double*)", "elementwise", 143_591, (320, 1, 1),
-              (512, 1, 1), 64, 0, T["opt"], "aten::_fused_adamw_"),
+    "b_gemm_dgrad": _k(
+        _SM90.format(l="nn", t="128x256x64"),
+        "gemm",
+        101_482,
+        (132, 1, 1),
+        (384, 1, 1),
+        168,
+        213_000,
+        T["bwd"],
+        "aten::mm",
+    ),
+    "b_gemm_wgrad": _k(
+        _SM90.format(l="nt", t="256x128x64"),
+        "gemm",
+        118_390,
+        (132, 1, 1),
+        (384, 1, 1),
+        168,
+        213_000,
+        T["bwd"],
+        "aten::mm",
+    ),
+    "b_attn": _k(
+        "void flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<128, 64, 128, 8, 2, "
+        "4, 2, false, false, cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 8, cutlass::bfloat16_t> >, "
+        "true, false, false, false, false, true, false, false>(flash::Flash_bwd_params)",
+        "attention",
+        389_507,
+        (16, 32, 4),
+        (256, 1, 1),
+        255,
+        98_304,
+        T["bwd"],
+        "aten::_flash_attention_backward",
+    ),
+    "b_norm": _k(
+        "void at::native::(anonymous namespace)::layer_norm_grad_input_kernel_vectorized<c10::BFloat16, float>("
+        "c10::BFloat16 const*, c10::BFloat16 const*, float const*, float const*, c10::BFloat16 const*, "
+        "c10::BFloat16*, int)",
+        "norm",
+        27_719,
+        (4096, 1, 1),
+        (256, 1, 1),
+        48,
+        0,
+        T["bwd"],
+        "aten::native_layer_norm_backward",
+    ),
+    "b_act": _k(
+        "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::silu_backward_kernel("
+        "at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#4}::operator()() const::{lambda("
+        "c10::BFloat16, c10::BFloat16)#1}, std::array<char*, 3ul> >(int, at::native::(anonymous namespace)::"
+        "silu_backward_kernel(at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#4}::"
+        "operator()() const::{lambda(c10::BFloat16, c10::BFloat16)#1}, std::array<char*, 3ul>)",
+        "activation",
+        31_255,
+        (4096, 1, 1),
+        (128, 1, 1),
+        28,
+        0,
+        T["bwd"],
+        "aten::silu_backward",
+    ),
+    "ar": _k(
+        "ncclDevKernel_AllReduce_Sum_bf16_RING_LL128(ncclDevKernelArgsStorage<4096ul>)",
+        "communication",
+        412_930,
+        (8, 1, 1),
+        (640, 1, 1),
+        96,
+        103_808,
+        T["ar"],
+        "nccl:all_reduce",
+        api="drv",
+        collective="allreduce",
+    ),
+    "opt": _k(
+        "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::"
+        "TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<c10::BFloat16, 4, "
+        "(at::native::ADAM_MODE)1, false>, double*, double, double, double, double, double, bool, double*, "
+        "double*>(int, at::native::(anonymous namespace)::TensorListMetadata<4>, at::native::(anonymous "
+        "namespace)::FusedAdamMathFunctor<c10::BFloat16, 4, (at::native::ADAM_MODE)1, false>, double*, double, "
+        "double, double, double, double, bool, double*, double*)",
+        "elementwise",
+        143_591,
+        (320, 1, 1),
+        (512, 1, 1),
+        64,
+        0,
+        T["opt"],
+        "aten::_fused_adamw_",
+    ),
 }
 
 
 def _amd_train(nv: dict[str, Kernel]) -> dict[str, Kernel]:
     names = {
-        "qkv": _CIJK.format(t="256x256x64"), "o": _CIJK.format(t="256x128x64"), "gu": _CIJK.format(t="256x224x64"),
-        "down": _CIJK.format(t="256x256x64"), "b_gemm_dgrad": _CIJK.format(t="256x256x64").replace("Alik_Bljk", "Ailk_Bljk"),
+        "qkv": _CIJK.format(t="256x256x64"),
+        "o": _CIJK.format(t="256x128x64"),
+        "gu": _CIJK.format(t="256x224x64"),
+        "down": _CIJK.format(t="256x256x64"),
+        "b_gemm_dgrad": _CIJK.format(t="256x256x64").replace("Alik_Bljk", "Ailk_Bljk"),
         "b_gemm_wgrad": _CIJK.format(t="256x256x64").replace("Alik_Bljk", "Alik_Bjlk"),
         "attn": "_ZN7ck_tile6kentryILi2ENS_13FmhaFwdKernelINS_27BlockFmhaPipelineQRKSVSAsyncEEEEEvNT_5KargsE",
         "b_attn": "_ZN7ck_tile6kentryILi2ENS_24FmhaBwdDQDKDVKernelINS_28BlockFmhaBwdDQDKDVPipelineKRKTRVREEEEEvNT_5KargsE",
@@ -328,8 +780,22 @@ def _amd_train(nv: dict[str, Kernel]) -> dict[str, Kernel]:
     for op, k in nv.items():
         name = names.get(op, k.name)
         api = "drv" if name.startswith(("Cijk_", "_ZN7ck_tile")) else "rt"
-        out[op] = Kernel(name, k.category, int(k.base_ns * 1.09), k.grid, (min(k.block[0], 1024), 1, 1), 0,
-                         min(k.smem, 65536), k.file, k.line, k.func, k.cpu_op, api, k.collective, k.scales)
+        out[op] = Kernel(
+            name,
+            k.category,
+            int(k.base_ns * 1.09),
+            k.grid,
+            (min(k.block[0], 1024), 1, 1),
+            0,
+            min(k.smem, 65536),
+            k.file,
+            k.line,
+            k.func,
+            k.cpu_op,
+            api,
+            k.collective,
+            k.scales,
+        )
     return out
 
 
@@ -347,12 +813,33 @@ def training_kernels(vendor: str) -> dict[str, Kernel]:
 # ---- device properties, copied in shape from real traces ----------------------------------------
 def device_properties(vendor: str, n: int) -> list[dict]:
     if vendor == _AMD:
-        base = {"name": "AMD Instinct MI300X", "totalGlobalMem": 206141652992, "computeMajor": 9, "computeMinor": 4,
-                "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536,
-                "warpSize": 64, "sharedMemPerBlock": 65536, "numSms": 304, "maxSharedMemoryPerMultiProcessor": 65536}
+        base = {
+            "name": "AMD Instinct MI300X",
+            "totalGlobalMem": 206141652992,
+            "computeMajor": 9,
+            "computeMinor": 4,
+            "maxThreadsPerBlock": 1024,
+            "maxThreadsPerMultiprocessor": 2048,
+            "regsPerBlock": 65536,
+            "warpSize": 64,
+            "sharedMemPerBlock": 65536,
+            "numSms": 304,
+            "maxSharedMemoryPerMultiProcessor": 65536,
+        }
     else:
-        base = {"name": "NVIDIA H200", "totalGlobalMem": 150109782016, "computeMajor": 9, "computeMinor": 0,
-                "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536,
-                "warpSize": 32, "sharedMemPerBlock": 49152, "numSms": 132, "regsPerMultiprocessor": 65536,
-                "sharedMemPerBlockOptin": 232448, "sharedMemPerMultiprocessor": 233472}
+        base = {
+            "name": "NVIDIA H200",
+            "totalGlobalMem": 150109782016,
+            "computeMajor": 9,
+            "computeMinor": 0,
+            "maxThreadsPerBlock": 1024,
+            "maxThreadsPerMultiprocessor": 2048,
+            "regsPerBlock": 65536,
+            "warpSize": 32,
+            "sharedMemPerBlock": 49152,
+            "numSms": 132,
+            "regsPerMultiprocessor": 65536,
+            "sharedMemPerBlockOptin": 232448,
+            "sharedMemPerMultiprocessor": 233472,
+        }
     return [{"id": i, **base} for i in range(max(n, 1))]

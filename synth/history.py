@@ -35,18 +35,33 @@ class HistoryRun:
 
     @property
     def labels(self) -> dict[str, str]:
-        return {"series": self.series, "commit": self.commit, "commit_time": self.commit_time,
-                "model": "DeepSeek-V3-mini", "config": self.series, "branch": "main"}
+        return {
+            "series": self.series,
+            "commit": self.commit,
+            "commit_time": self.commit_time,
+            "model": "DeepSeek-V3-mini",
+            "config": self.series,
+            "branch": "main",
+        }
 
 
 def commit_sha(index: int) -> str:
     return hashlib.sha1(f"tracehouse-demo-commit-{index}".encode()).hexdigest()[:12]
 
 
-def write_history(out_dir: str | Path, commits: int = 12, series=DEFAULT_SERIES, regression_at: int = 8,
-                  slow_kernel: tuple[str, float] = ("nvjet", 1.08), scenario: str = "serving-decode",
-                  steps: int = 3, layers: int = 2, seed: int = 0,
-                  drift: tuple[int, str, float] | None = None, captures: bool = True) -> list[HistoryRun]:
+def write_history(
+    out_dir: str | Path,
+    commits: int = 12,
+    series=DEFAULT_SERIES,
+    regression_at: int = 8,
+    slow_kernel: tuple[str, float] = ("nvjet", 1.08),
+    scenario: str = "serving-decode",
+    steps: int = 3,
+    layers: int = 2,
+    seed: int = 0,
+    drift: tuple[int, str, float] | None = None,
+    captures: bool = True,
+) -> list[HistoryRun]:
     """Write `commits` runs for every series under out_dir/<series>/<nn>-<sha>/; returns them in order.
 
     captures=False drops the capture traces of serving-decode runs (a third of a small run's ingest
@@ -57,11 +72,22 @@ def write_history(out_dir: str | Path, commits: int = 12, series=DEFAULT_SERIES,
         for i in range(commits):
             sha = commit_sha(i)
             regressed = i >= regression_at
-            slow = slow_kernel if regressed else (
-                (drift[1], drift[2]) if drift is not None and i >= drift[0] else None)
+            slow = (
+                slow_kernel
+                if regressed
+                else ((drift[1], drift[2]) if drift is not None and i >= drift[0] else None)
+            )
             run_dir = out / name / f"{i:02d}-{sha}"
-            write_scenario(scenario, run_dir, ranks=ranks, steps=steps, layers=layers,
-                           seed=seed * 1000 + i, slow_kernel=slow, run_label=f"{name}@{sha}")
+            write_scenario(
+                scenario,
+                run_dir,
+                ranks=ranks,
+                steps=steps,
+                layers=layers,
+                seed=seed * 1000 + i,
+                slow_kernel=slow,
+                run_label=f"{name}@{sha}",
+            )
             if not captures:
                 shutil.rmtree(run_dir / "capture_traces", ignore_errors=True)
             when = (START + timedelta(hours=6 * i)).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -7,6 +7,7 @@ the text carries the exact schedule even where a float64 could not (epoch µs ×
 The layout (one object per event, metadata events at the end, top-level keys after `traceEvents`)
 follows the Kineto traces in ../shared/traces.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -37,7 +38,7 @@ class TraceWriter:
         self._gz = gzip.GzipFile(filename="", mode="wb", fileobj=self._raw, compresslevel=1, mtime=0)
         self.bytes = 0
         self._first = True
-        parts = ["{\n"] + [f'  {_j(k)}: {_j(v)},\n' for k, v in head.items()] + ['  "traceEvents": [\n']
+        parts = ["{\n"] + [f"  {_j(k)}: {_j(v)},\n" for k, v in head.items()] + ['  "traceEvents": [\n']
         self._put("".join(parts))
 
     def _put(self, s: str) -> None:
@@ -50,8 +51,10 @@ class TraceWriter:
         self._first = False
 
     def x(self, cat: str, name: str, pid: Any, tid: Any, ts: int, dur: int, args: dict | None) -> None:
-        body = (f'"ph": "X", "cat": {_j(cat)}, "name": {_j(name)}, "pid": {_j(pid)}, "tid": {_j(tid)}, '
-                f'"ts": {us(ts)}, "dur": {us(dur)}')
+        body = (
+            f'"ph": "X", "cat": {_j(cat)}, "name": {_j(name)}, "pid": {_j(pid)}, "tid": {_j(tid)}, '
+            f'"ts": {us(ts)}, "dur": {us(dur)}'
+        )
         if args is not None:
             body += f', "args": {_j(args)}'
         self._event(body)
@@ -63,13 +66,17 @@ class TraceWriter:
         self._event(body)
 
     def meta(self, name: str, pid: Any, tid: Any, ts: int, args: dict) -> None:
-        self._event(f'"name": "{name}", "ph": "M", "ts": {us(ts)}, "pid": {_j(pid)}, "tid": {_j(tid)}, "args": {_j(args)}')
+        self._event(
+            f'"name": "{name}", "ph": "M", "ts": {us(ts)}, "pid": {_j(pid)}, "tid": {_j(tid)}, "args": {_j(args)}'
+        )
 
     def instant(self, name: str, pid: Any, tid: Any, ts: int) -> None:
-        self._event(f'"name": {_j(name)}, "ph": "i", "s": "g", "pid": {_j(pid)}, "tid": {_j(tid)}, "ts": {us(ts)}')
+        self._event(
+            f'"name": {_j(name)}, "ph": "i", "s": "g", "pid": {_j(pid)}, "tid": {_j(tid)}, "ts": {us(ts)}'
+        )
 
     def close(self, tail: dict[str, Any]) -> None:
-        parts = ["\n  ]"] + [f',\n  {_j(k)}: {_j(v)}' for k, v in tail.items()] + ["\n}\n"]
+        parts = ["\n  ]"] + [f",\n  {_j(k)}: {_j(v)}" for k, v in tail.items()] + ["\n}\n"]
         self._put("".join(parts))
         self._gz.close()
         self._raw.close()

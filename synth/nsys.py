@@ -38,13 +38,13 @@ class Export:
     """Rows of an export being built; times are ns from T0."""
 
     strings: dict[str, int] = field(default_factory=dict)
-    runtime: list[tuple] = field(default_factory=list)   # start, end, globalTid, corr, name
+    runtime: list[tuple] = field(default_factory=list)  # start, end, globalTid, corr, name
     kernels: list[dict] = field(default_factory=list)
     memcpy: list[dict] = field(default_factory=list)
     memset: list[dict] = field(default_factory=list)
-    nvtx: list[tuple] = field(default_factory=list)      # start, end, eventType, text, globalTid
+    nvtx: list[tuple] = field(default_factory=list)  # start, end, eventType, text, globalTid
     syncs: list[dict] = field(default_factory=list)
-    events: list[dict] = field(default_factory=list)     # CUDA event records
+    events: list[dict] = field(default_factory=list)  # CUDA event records
     processes: dict[int, str] = field(default_factory=dict)
     corr: int = 1000
 
@@ -56,13 +56,33 @@ class Export:
         self.runtime.append((T0 + start, T0 + end, gtid(pid, tid), self.corr, name))
         return self.corr
 
-    def kernel(self, pid: int, device: int, stream: int, name: str, start: int, end: int, corr: int | None, *,
-               graph: tuple[int, int] | None = None) -> None:
+    def kernel(
+        self,
+        pid: int,
+        device: int,
+        stream: int,
+        name: str,
+        start: int,
+        end: int,
+        corr: int | None,
+        *,
+        graph: tuple[int, int] | None = None,
+    ) -> None:
         if corr is None:  # launched before the window: its runtime call is not in the export
             self.corr += 1
             corr = self.corr
-        self.kernels.append({"pid": pid, "device": device, "stream": stream, "name": name, "start": T0 + start,
-                             "end": T0 + end, "corr": corr, "graph": graph})
+        self.kernels.append(
+            {
+                "pid": pid,
+                "device": device,
+                "stream": stream,
+                "name": name,
+                "start": T0 + start,
+                "end": T0 + end,
+                "corr": corr,
+                "graph": graph,
+            }
+        )
 
     def range(self, pid: int, tid: int, text: str, start: int, end: int | None, event_type: int = 59) -> None:
         self.nvtx.append((T0 + start, None if end is None else T0 + end, event_type, text, gtid(pid, tid)))
@@ -74,42 +94,115 @@ def build() -> Export:
     x.processes = {100: "python3", 200: "python3", 300: "trtllm-serve", 999: "nsys"}
     for pid, device in ((100, 0), (200, 1)):
         main = pid + 1
-        off = (device * 7_000)  # the two ranks are not in lockstep
+        off = device * 7_000  # the two ranks are not in lockstep
         for step in range(2):
             s0 = off + step * 1_000_000
             x.range(pid, main, f"ProfilerStep#{step}", s0, s0 + 900_000)
             # aten::linear > aten::addmm (emit_nvtx text), with the launch inside the inner one
-            x.range(pid, main, f"aten::linear, seq = {10 + step}, op_id = {500 + 3 * step}, "
-                               f"sizes = [[8, 4096], [4096, 4096], [4096]], input_op_ids = [(0, 0)]",
-                    s0 + 10_000, s0 + 60_000)
-            x.range(pid, main, f"aten::addmm, seq = {10 + step}, op_id = {501 + 3 * step}", s0 + 12_000, s0 + 58_000)
+            x.range(
+                pid,
+                main,
+                f"aten::linear, seq = {10 + step}, op_id = {500 + 3 * step}, "
+                f"sizes = [[8, 4096], [4096, 4096], [4096]], input_op_ids = [(0, 0)]",
+                s0 + 10_000,
+                s0 + 60_000,
+            )
+            x.range(
+                pid,
+                main,
+                f"aten::addmm, seq = {10 + step}, op_id = {501 + 3 * step}",
+                s0 + 12_000,
+                s0 + 58_000,
+            )
             c = x.call(pid, main, "cudaLaunchKernel_v7000", s0 + 20_000, s0 + 25_000)
             x.kernel(pid, device, 7, "nvjet_tst_128x256_64x4_2x1_v_bz_TNT", s0 + 30_000, s0 + 230_000, c)
             c = x.call(pid, main, "cudaMemcpyAsync_v3020", s0 + 70_000, s0 + 74_000)
-            x.memcpy.append({"pid": pid, "device": device, "stream": 7, "start": T0 + s0 + 240_000,
-                             "end": T0 + s0 + 250_000, "corr": c, "bytes": 1 << 20, "kind": 1, "src": 1, "dst": 2})
+            x.memcpy.append(
+                {
+                    "pid": pid,
+                    "device": device,
+                    "stream": 7,
+                    "start": T0 + s0 + 240_000,
+                    "end": T0 + s0 + 250_000,
+                    "corr": c,
+                    "bytes": 1 << 20,
+                    "kind": 1,
+                    "src": 1,
+                    "dst": 2,
+                }
+            )
             c = x.call(pid, main, "cudaMemsetAsync_v3020", s0 + 80_000, s0 + 82_000)
-            x.memset.append({"pid": pid, "device": device, "stream": 7, "start": T0 + s0 + 250_500,
-                             "end": T0 + s0 + 251_500, "corr": c, "bytes": 4096, "mem": 2})
+            x.memset.append(
+                {
+                    "pid": pid,
+                    "device": device,
+                    "stream": 7,
+                    "start": T0 + s0 + 250_500,
+                    "end": T0 + s0 + 251_500,
+                    "corr": c,
+                    "bytes": 4096,
+                    "mem": 2,
+                }
+            )
             # a graph replay: three kernels on the graph launch's correlation
             c = x.call(pid, main, "cudaGraphLaunch_v10000", s0 + 90_000, s0 + 102_000)
             for node, (start, end) in enumerate(((260_000, 300_000), (300_500, 340_000), (340_200, 400_000))):
-                x.kernel(pid, device, 7, f"flash_fwd_splitkv_kernel_{node}", s0 + start, s0 + end, c,
-                         graph=(40 + device, 7000 + node))
+                x.kernel(
+                    pid,
+                    device,
+                    7,
+                    f"flash_fwd_splitkv_kernel_{node}",
+                    s0 + start,
+                    s0 + end,
+                    c,
+                    graph=(40 + device, 7000 + node),
+                )
             # a driver-API launch on a second stream, after an event record / stream wait
             rec = x.call(pid, main, "cudaEventRecord_v3020", s0 + 110_000, s0 + 111_000)
-            x.events.append({"pid": pid, "device": device, "stream": 7, "corr": rec, "event": 77 + step,
-                             "sync_id": 9000 + 10 * device + step, "ts": T0 + s0 + 400_100})
+            x.events.append(
+                {
+                    "pid": pid,
+                    "device": device,
+                    "stream": 7,
+                    "corr": rec,
+                    "event": 77 + step,
+                    "sync_id": 9000 + 10 * device + step,
+                    "ts": T0 + s0 + 400_100,
+                }
+            )
             wait = x.call(pid, main, "cudaStreamWaitEvent_v3020", s0 + 112_000, s0 + 113_000)
-            x.syncs.append({"pid": pid, "device": device, "stream": 13, "start": T0 + s0 + 112_500,
-                            "end": T0 + s0 + 113_000, "corr": wait, "type": 2, "event": 77 + step,
-                            "sync_id": 9000 + 10 * device + step})
+            x.syncs.append(
+                {
+                    "pid": pid,
+                    "device": device,
+                    "stream": 13,
+                    "start": T0 + s0 + 112_500,
+                    "end": T0 + s0 + 113_000,
+                    "corr": wait,
+                    "type": 2,
+                    "event": 77 + step,
+                    "sync_id": 9000 + 10 * device + step,
+                }
+            )
             c = x.call(pid, main, "cuLaunchKernelEx", s0 + 120_000, s0 + 126_000)
-            x.kernel(pid, device, 13, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", s0 + 400_500, s0 + 480_000, c)
+            x.kernel(
+                pid, device, 13, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", s0 + 400_500, s0 + 480_000, c
+            )
             # the step ends with a stream synchronize
             c = x.call(pid, main, "cudaStreamSynchronize_v3020", s0 + 130_000, s0 + 480_500)
-            x.syncs.append({"pid": pid, "device": device, "stream": 7, "start": T0 + s0 + 130_500,
-                            "end": T0 + s0 + 480_500, "corr": c, "type": 3, "event": None, "sync_id": None})
+            x.syncs.append(
+                {
+                    "pid": pid,
+                    "device": device,
+                    "stream": 7,
+                    "start": T0 + s0 + 130_500,
+                    "end": T0 + s0 + 480_500,
+                    "corr": c,
+                    "type": 3,
+                    "event": None,
+                    "sync_id": None,
+                }
+            )
         # a kernel launched before the window (no runtime call) and an unterminated range
         x.kernel(pid, device, 7, "vectorized_elementwise_kernel", off + 2_000_000, off + 2_010_000, None)
         x.range(pid, main, "decode_loop", off + 1_950_000, None, 60)
@@ -120,7 +213,9 @@ def build() -> Export:
         c = x.call(300, 301, "cudaLaunchKernel_v7000", device * 1_000, device * 1_000 + 3_000)
         x.kernel(300, device, 20 + device, "fmha_v2_flash_attention_fp16_kernel", 50_000 + device, 150_000, c)
         c = x.call(300, 301, "cudaLaunchKernel_v7000", 200_000 + device, 203_000 + device)
-        x.kernel(300, device, 20 + device, "fmha_v2_flash_attention_fp16_kernel", 140_000, 260_000 + device, c)
+        x.kernel(
+            300, device, 20 + device, "fmha_v2_flash_attention_fp16_kernel", 140_000, 260_000 + device, c
+        )
     return x
 
 
@@ -176,51 +271,119 @@ def write_export(path: Path, x: Export | None = None, *, schema_major: str = "3"
     path.unlink(missing_ok=True)
     con = sqlite3.connect(path)
     con.executescript(SCHEMA)
-    meta = {"EXPORT_PRODUCT_NAME": "NVIDIA Nsight Systems", "EXPORT_PRODUCT_VERSION": "2026.2.1.210",
-            "EXPORT_SCHEMA_VERSION": f"{schema_major}.25.0", "EXPORT_SCHEMA_VERSION_MAJOR": schema_major,
-            "EXPORT_SCHEMA_VERSION_MINOR": "25", "EXPORT_PARAM_INPUT_FILE": "synth.nsys-rep"}
+    meta = {
+        "EXPORT_PRODUCT_NAME": "NVIDIA Nsight Systems",
+        "EXPORT_PRODUCT_VERSION": "2026.2.1.210",
+        "EXPORT_SCHEMA_VERSION": f"{schema_major}.25.0",
+        "EXPORT_SCHEMA_VERSION_MAJOR": schema_major,
+        "EXPORT_SCHEMA_VERSION_MINOR": "25",
+        "EXPORT_PARAM_INPUT_FILE": "synth.nsys-rep",
+    }
     con.executemany("INSERT INTO META_DATA_EXPORT VALUES (?, ?)", meta.items())
-    con.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?, '', '', ?)", (SESSION_UTC_NS, SESSION_CLOCK_NS))
+    con.execute(
+        "INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?, '', '', ?)", (SESSION_UTC_NS, SESSION_CLOCK_NS)
+    )
     for i in range(4):
-        con.execute("INSERT INTO TARGET_INFO_GPU (vmId, id, name, totalMemory, smCount, chipName, cuDevice) "
-                    "VALUES (0, ?, 'NVIDIA H100 80GB HBM3', 85520809984, 132, 'GH100', ?)", (10 + i, i))
-        con.execute("INSERT INTO TARGET_INFO_CUDA_DEVICE (gpuId, cudaId, pid, numMultiprocessors, computeMajor, "
-                    "computeMinor) VALUES (?, ?, 0, 132, 9, 0)", (10 + i, i))
-    con.executemany("INSERT INTO PROCESSES VALUES (?, ?, ?)", [(gpid(p), p, n) for p, n in x.processes.items()])
-    con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 0, ?, ?, ?, 0, NULL)",
-                    [(s, e, t, c, x.sid(n)) for s, e, t, c, n in x.runtime])
+        con.execute(
+            "INSERT INTO TARGET_INFO_GPU (vmId, id, name, totalMemory, smCount, chipName, cuDevice) "
+            "VALUES (0, ?, 'NVIDIA H100 80GB HBM3', 85520809984, 132, 'GH100', ?)",
+            (10 + i, i),
+        )
+        con.execute(
+            "INSERT INTO TARGET_INFO_CUDA_DEVICE (gpuId, cudaId, pid, numMultiprocessors, computeMajor, "
+            "computeMinor) VALUES (?, ?, 0, 132, 9, 0)",
+            (10 + i, i),
+        )
+    con.executemany(
+        "INSERT INTO PROCESSES VALUES (?, ?, ?)", [(gpid(p), p, n) for p, n in x.processes.items()]
+    )
+    con.executemany(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 0, ?, ?, ?, 0, NULL)",
+        [(s, e, t, c, x.sid(n)) for s, e, t, c, n in x.runtime],
+    )
     con.executemany(
         "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, contextId, streamId, correlationId, globalPid, "
         "demangledName, shortName, registersPerThread, gridX, gridY, gridZ, blockX, blockY, blockZ, "
         "staticSharedMemory, dynamicSharedMemory, localMemoryPerThread, localMemoryTotal, gridId, graphId, "
         "graphNodeId) VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?, 128, 132, 2, 1, 256, 1, 1, 1024, 49152, 0, 0, ?, ?, ?)",
-        [(k["start"], k["end"], k["device"], k["stream"], k["corr"], gpid(k["pid"]), x.sid(k["name"]),
-          x.sid(k["name"].split("<")[0][:24]), i, *(k["graph"] or (None, None))) for i, k in enumerate(x.kernels)])
+        [
+            (
+                k["start"],
+                k["end"],
+                k["device"],
+                k["stream"],
+                k["corr"],
+                gpid(k["pid"]),
+                x.sid(k["name"]),
+                x.sid(k["name"].split("<")[0][:24]),
+                i,
+                *(k["graph"] or (None, None)),
+            )
+            for i, k in enumerate(x.kernels)
+        ],
+    )
     con.executemany(
         "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (start, end, deviceId, contextId, streamId, correlationId, globalPid, "
         "bytes, copyKind, srcKind, dstKind) VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?)",
-        [(m["start"], m["end"], m["device"], m["stream"], m["corr"], gpid(m["pid"]), m["bytes"], m["kind"], m["src"],
-          m["dst"]) for m in x.memcpy])
+        [
+            (
+                m["start"],
+                m["end"],
+                m["device"],
+                m["stream"],
+                m["corr"],
+                gpid(m["pid"]),
+                m["bytes"],
+                m["kind"],
+                m["src"],
+                m["dst"],
+            )
+            for m in x.memcpy
+        ],
+    )
     con.executemany(
         "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET (start, end, deviceId, contextId, streamId, correlationId, globalPid, "
         "value, bytes, memKind) VALUES (?, ?, ?, 1, ?, ?, ?, 0, ?, ?)",
-        [(m["start"], m["end"], m["device"], m["stream"], m["corr"], gpid(m["pid"]), m["bytes"], m["mem"])
-         for m in x.memset])
+        [
+            (m["start"], m["end"], m["device"], m["stream"], m["corr"], gpid(m["pid"]), m["bytes"], m["mem"])
+            for m in x.memset
+        ],
+    )
     con.executemany(
         "INSERT INTO CUPTI_ACTIVITY_KIND_SYNCHRONIZATION (start, end, deviceId, contextId, streamId, correlationId, "
         "globalPid, syncType, eventId, eventSyncId) VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?, ?)",
-        [(s["start"], s["end"], s["device"], s["stream"], s["corr"], gpid(s["pid"]), s["type"],
-          s["event"] if s["event"] is not None else 0, s["sync_id"]) for s in x.syncs])
+        [
+            (
+                s["start"],
+                s["end"],
+                s["device"],
+                s["stream"],
+                s["corr"],
+                gpid(s["pid"]),
+                s["type"],
+                s["event"] if s["event"] is not None else 0,
+                s["sync_id"],
+            )
+            for s in x.syncs
+        ],
+    )
     con.executemany(
         "INSERT INTO CUPTI_ACTIVITY_KIND_CUDA_EVENT VALUES (?, ?, 1, NULL, ?, ?, ?, ?, ?)",
-        [(e["ts"], e["device"], e["stream"], e["corr"], gpid(e["pid"]), e["event"], e["sync_id"]) for e in x.events])
+        [
+            (e["ts"], e["device"], e["stream"], e["corr"], gpid(e["pid"]), e["event"], e["sync_id"])
+            for e in x.events
+        ],
+    )
     # NVTX text inline for most ranges, through StringIds (textId) for every other one, as exports do
     rows = []
     for i, (s, e, t, text, tid) in enumerate(x.nvtx):
         inline = i % 2 == 0
         rows.append((s, e, t, text if inline else None, tid, None if inline else x.sid(text)))
-    con.executemany("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, textId, domainId) "
-                    "VALUES (?, ?, ?, ?, ?, ?, 0)", rows)
+    con.executemany(
+        "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, textId, domainId) "
+        "VALUES (?, ?, ?, ?, ?, ?, 0)",
+        rows,
+    )
     con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, s) for s, i in x.strings.items()])
     con.commit()
     con.close()
@@ -241,35 +404,75 @@ def _union(intervals: list[tuple[int, int]]) -> int:
 
 def expected(x: Export) -> dict:
     """Per rank (pids ordered by their lowest device): what the warehouse must hold."""
-    pids = sorted({k["pid"] for k in x.kernels}, key=lambda p: (min(k["device"] for k in x.kernels if k["pid"] == p), p))
+    pids = sorted(
+        {k["pid"] for k in x.kernels}, key=lambda p: (min(k["device"] for k in x.kernels if k["pid"] == p), p)
+    )
     runtime_corr = {(t >> 24, c) for _, _, t, c, _ in x.runtime}
     ranks = []
     for rank, pid in enumerate(pids):
-        acts = [("kernel", k) for k in x.kernels if k["pid"] == pid] + \
-               [("memcpy", m) for m in x.memcpy if m["pid"] == pid] + [("memset", m) for m in x.memset if m["pid"] == pid]
+        acts = (
+            [("kernel", k) for k in x.kernels if k["pid"] == pid]
+            + [("memcpy", m) for m in x.memcpy if m["pid"] == pid]
+            + [("memset", m) for m in x.memset if m["pid"] == pid]
+        )
         devices = sorted({a["device"] for _, a in acts})
-        steps = sorted((t, s, e) for s, e, ty, t, tid in x.nvtx if tid >> 24 == pid and t.startswith("ProfilerStep#"))
-        ranks.append({
-            "rank": rank, "pid": pid,
-            "kernels": sum(1 for kind, _ in acts if kind == "kernel"),
-            "memcpy": sum(1 for kind, _ in acts if kind == "memcpy"),
-            "memset": sum(1 for kind, _ in acts if kind == "memset"),
-            "kernel_ns_by_device": {d: sum(a["end"] - a["start"] for kind, a in acts if kind == "kernel" and a["device"] == d)
-                                    for d in devices},
-            "busy_ns_by_device": {d: _union([(a["start"], a["end"]) for _, a in acts if a["device"] == d]) for d in devices},
-            "linked": sum(1 for _, a in acts if (pid, a["corr"]) in runtime_corr),
-            "graph_replayed": sum(1 for k in x.kernels if k["pid"] == pid and k["graph"]),
-            "runtime_calls": sum(1 for _, _, t, _, _ in x.runtime if t >> 24 == pid),
-            "driver_calls": sum(1 for _, _, t, _, n in x.runtime if t >> 24 == pid and n.startswith("cuLaunch")),
-            "cpu_ops": sum(1 for _, e, _, t, tid in x.nvtx if tid >> 24 == pid and e is not None and t.startswith("aten::")),
-            "annotations": sum(1 for _, e, ty, t, tid in x.nvtx if tid >> 24 == pid and e is not None and ty in (59, 60)
-                               and not t.startswith("aten::")),
-            "open_ranges": sum(1 for _, e, ty, _, tid in x.nvtx if tid >> 24 == pid and e is None and ty in (59, 60)),
-            "steps": [{"name": t, "start_ns": s, "end_ns": e} for t, s, e in steps],
-            "waits": [{"stream": s["stream"], "wait_on_stream": next(e["stream"] for e in x.events if e["sync_id"] == s["sync_id"]),
-                       "wait_on_event_corr": next(e["corr"] for e in x.events if e["sync_id"] == s["sync_id"])}
-                      for s in x.syncs if s["pid"] == pid and s["type"] == 2],
-        })
-    return {"ranks": ranks, "base_time_ns": SESSION_UTC_NS - SESSION_CLOCK_NS, "hardware": "NVIDIA H100 80GB HBM3",
-            "trace_start_ns": min(min(k["start"] for k in x.kernels), min(r[0] for r in x.runtime),
-                                  min(n[0] for n in x.nvtx if n[2] in (59, 60) and n[1] is not None))}
+        steps = sorted(
+            (t, s, e) for s, e, ty, t, tid in x.nvtx if tid >> 24 == pid and t.startswith("ProfilerStep#")
+        )
+        ranks.append(
+            {
+                "rank": rank,
+                "pid": pid,
+                "kernels": sum(1 for kind, _ in acts if kind == "kernel"),
+                "memcpy": sum(1 for kind, _ in acts if kind == "memcpy"),
+                "memset": sum(1 for kind, _ in acts if kind == "memset"),
+                "kernel_ns_by_device": {
+                    d: sum(a["end"] - a["start"] for kind, a in acts if kind == "kernel" and a["device"] == d)
+                    for d in devices
+                },
+                "busy_ns_by_device": {
+                    d: _union([(a["start"], a["end"]) for _, a in acts if a["device"] == d]) for d in devices
+                },
+                "linked": sum(1 for _, a in acts if (pid, a["corr"]) in runtime_corr),
+                "graph_replayed": sum(1 for k in x.kernels if k["pid"] == pid and k["graph"]),
+                "runtime_calls": sum(1 for _, _, t, _, _ in x.runtime if t >> 24 == pid),
+                "driver_calls": sum(
+                    1 for _, _, t, _, n in x.runtime if t >> 24 == pid and n.startswith("cuLaunch")
+                ),
+                "cpu_ops": sum(
+                    1
+                    for _, e, _, t, tid in x.nvtx
+                    if tid >> 24 == pid and e is not None and t.startswith("aten::")
+                ),
+                "annotations": sum(
+                    1
+                    for _, e, ty, t, tid in x.nvtx
+                    if tid >> 24 == pid and e is not None and ty in (59, 60) and not t.startswith("aten::")
+                ),
+                "open_ranges": sum(
+                    1 for _, e, ty, _, tid in x.nvtx if tid >> 24 == pid and e is None and ty in (59, 60)
+                ),
+                "steps": [{"name": t, "start_ns": s, "end_ns": e} for t, s, e in steps],
+                "waits": [
+                    {
+                        "stream": s["stream"],
+                        "wait_on_stream": next(e["stream"] for e in x.events if e["sync_id"] == s["sync_id"]),
+                        "wait_on_event_corr": next(
+                            e["corr"] for e in x.events if e["sync_id"] == s["sync_id"]
+                        ),
+                    }
+                    for s in x.syncs
+                    if s["pid"] == pid and s["type"] == 2
+                ],
+            }
+        )
+    return {
+        "ranks": ranks,
+        "base_time_ns": SESSION_UTC_NS - SESSION_CLOCK_NS,
+        "hardware": "NVIDIA H100 80GB HBM3",
+        "trace_start_ns": min(
+            min(k["start"] for k in x.kernels),
+            min(r[0] for r in x.runtime),
+            min(n[0] for n in x.nvtx if n[2] in (59, 60) and n[1] is not None),
+        ),
+    }

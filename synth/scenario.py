@@ -1,4 +1,5 @@
 """write_scenario: one synthetic run (trace files per rank, capture traces, ground_truth.json)."""
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,7 @@ PHASE = {"serving-decode": "decode", "serving-prefill": "prefill", "training": "
 
 
 def _file_name(cfg: Cfg, rank: int) -> str:
-    run_id = 1_765_000_000 + (cfg.seed * 7_919) % 900_000      # SGLang uses int(time.time())
+    run_id = 1_765_000_000 + (cfg.seed * 7_919) % 900_000  # SGLang uses int(time.time())
     if cfg.scenario == "serving-decode":
         return f"{run_id}-TP-{rank}-DECODE.trace.json.gz"
     if cfg.scenario == "serving-prefill":
@@ -32,16 +33,34 @@ def _head(cfg: Cfg, rank: int) -> dict[str, Any]:
     n = cfg.ranks
     head: dict[str, Any] = {"schemaVersion": 1, "deviceProperties": device_properties(cfg.vendor, n)}
     if cfg.vendor == "amd":
-        head.update({"roctracer_version": 4.1, "hip_runtime_version": 60443483, "hip_driver_version": 60443483})
+        head.update(
+            {"roctracer_version": 4.1, "hip_runtime_version": 60443483, "hip_driver_version": 60443483}
+        )
     else:
         head.update({"cupti_version": 26, "cuda_runtime_version": 12080, "cuda_driver_version": 12080})
     head["distributedInfo"] = {
-        "backend": "nccl", "rank": rank, "world_size": n, "pg_count": 1,
-        "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "pg_size": n,
-                       "ranks": list(range(n))}],
-        "nccl_version": "2.27.3" if cfg.vendor == "nvidia" else "2.22.3"}
-    head.update({"record_shapes": 1, "with_stack": 1,
-                 "trace_id": f"{(cfg.seed * 1_000_003 + rank * 65_537 + 0xC3AB6FAA) & (2**64 - 1):032X}"})
+        "backend": "nccl",
+        "rank": rank,
+        "world_size": n,
+        "pg_count": 1,
+        "pg_config": [
+            {
+                "pg_name": "0",
+                "pg_desc": "default_pg",
+                "backend_config": "cuda:nccl",
+                "pg_size": n,
+                "ranks": list(range(n)),
+            }
+        ],
+        "nccl_version": "2.27.3" if cfg.vendor == "nvidia" else "2.22.3",
+    }
+    head.update(
+        {
+            "record_shapes": 1,
+            "with_stack": 1,
+            "trace_id": f"{(cfg.seed * 1_000_003 + rank * 65_537 + 0xC3AB6FAA) & (2**64 - 1):032X}",
+        }
+    )
     return head
 
 
@@ -54,33 +73,67 @@ def _close(w: TraceWriter, sim: RankSim, t_start: int, t_end: int, thread_name: 
     for d in range(sim.cfg.ranks):
         w.meta("process_name", d, 0, t_start, {"name": "python3"})
         w.meta("process_labels", d, 0, t_start, {"labels": f"GPU {d}"})
-        w.meta("process_sort_index", d, 0, t_start, {"sort_index": 5_000_000 + d if sim.vendor == "amd"
-                                                      else 16_777_216 + d})
+        w.meta(
+            "process_sort_index",
+            d,
+            0,
+            t_start,
+            {"sort_index": 5_000_000 + d if sim.vendor == "amd" else 16_777_216 + d},
+        )
     # a thread_name per stream that ran work (capture traces ran none and name no stream)
     for s in sorted(sim.used_streams):
         w.meta("thread_name", dev, s, t_start, {"name": f"stream {s} "})
         w.meta("thread_sort_index", dev, s, t_start, {"sort_index": s})
     w.meta("thread_name", pid, sim.tid, t_start, {"name": f"thread {sim.tid} ({thread_name})"})
     w.meta("thread_sort_index", pid, sim.tid, t_start, {"sort_index": sim.tid})
-    w.x("Trace", "PyTorch Profiler (0)", "Spans", "PyTorch Profiler", t_start, t_end - t_start, {"Op count": 0})
+    w.x(
+        "Trace",
+        "PyTorch Profiler (0)",
+        "Spans",
+        "PyTorch Profiler",
+        t_start,
+        t_end - t_start,
+        {"Op count": 0},
+    )
     w.instant("Iteration Start: PyTorch Profiler", "Traces", "Trace PyTorch Profiler", t_start)
     w.instant("Record Window End", "", "", t_end)
-    w.close({"traceName": f"/tmp/tracehouse_synth_rank{sim.rank}.json", "displayTimeUnit": "ms",
-             "baseTimeNanoseconds": 0})
+    w.close(
+        {
+            "traceName": f"/tmp/tracehouse_synth_rank{sim.rank}.json",
+            "displayTimeUnit": "ms",
+            "baseTimeNanoseconds": 0,
+        }
+    )
 
 
 def _annotation_window(sim: RankSim) -> tuple[int, int]:
     for e in sim.host:
-        if e[0] == "X" and e[1] == "user_annotation" and (e[2].startswith("step[") or e[2].startswith("ProfilerStep#")):
+        if (
+            e[0] == "X"
+            and e[1] == "user_annotation"
+            and (e[2].startswith("step[") or e[2].startswith("ProfilerStep#"))
+        ):
             return e[3], e[3] + e[4]
     return 0, 0
 
 
-def write_scenario(scenario: str, out_dir: str | Path, *, ranks: int = 2, steps: int = 4, layers: int = 4,
-                   vendor: str = "nvidia", seed: int = 0, target_size: int | None = None,
-                   straggler: tuple[int, float] | None = None, host_stall_us: float = 0.0,
-                   slow_kernel: tuple[str, float] | None = None, run_label: str = "",
-                   batch_size: int = 32, progress: Callable[[int, int], None] | None = None) -> Path:
+def write_scenario(
+    scenario: str,
+    out_dir: str | Path,
+    *,
+    ranks: int = 2,
+    steps: int = 4,
+    layers: int = 4,
+    vendor: str = "nvidia",
+    seed: int = 0,
+    target_size: int | None = None,
+    straggler: tuple[int, float] | None = None,
+    host_stall_us: float = 0.0,
+    slow_kernel: tuple[str, float] | None = None,
+    run_label: str = "",
+    batch_size: int = 32,
+    progress: Callable[[int, int], None] | None = None,
+) -> Path:
     """Write the trace files of one synthetic run (plus ground_truth.json) into out_dir; return out_dir.
 
     target_size (bytes, uncompressed, summed over the run's rank traces) keeps adding steps until the
@@ -102,13 +155,26 @@ def write_scenario(scenario: str, out_dir: str | Path, *, ranks: int = 2, steps:
     sims = [RankSim(cfg, r, streams) for r in range(ranks)]
     names = [_file_name(cfg, r) for r in range(ranks)]
     writers = [TraceWriter(out / names[r], _head(cfg, r)) for r in range(ranks)]
-    header = {"schema": "tracehouse-synth-truth/1", "scenario": scenario, "vendor": vendor, "seed": seed,
-              "ranks": ranks, "layers": layers, "batch_size": batch_size, "run_label": run_label,
-              "phase": PHASE[scenario],
-              "anomalies": {"straggler": list(straggler) if straggler else None, "host_stall_us": host_stall_us,
-                            "slow_kernel": list(slow_kernel) if slow_kernel else None},
-              "time_unit": "ns", "files": {str(r): names[r] for r in range(ranks)},
-              "streams": streams, "device": {str(r): r for r in range(ranks)}}
+    header = {
+        "schema": "tracehouse-synth-truth/1",
+        "scenario": scenario,
+        "vendor": vendor,
+        "seed": seed,
+        "ranks": ranks,
+        "layers": layers,
+        "batch_size": batch_size,
+        "run_label": run_label,
+        "phase": PHASE[scenario],
+        "anomalies": {
+            "straggler": list(straggler) if straggler else None,
+            "host_stall_us": host_stall_us,
+            "slow_kernel": list(slow_kernel) if slow_kernel else None,
+        },
+        "time_unit": "ns",
+        "files": {str(r): names[r] for r in range(ranks)},
+        "streams": streams,
+        "device": {str(r): r for r in range(ranks)},
+    }
     truth = Truth(out, header)
     stall_ns = int(host_stall_us * 1000)
     t_start = [s.h for s in sims]
@@ -132,7 +198,7 @@ def write_scenario(scenario: str, out_dir: str | Path, *, ranks: int = 2, steps:
             if step == 0 and r == 0:
                 per_layer, layer_seq = _layer_shape(s, layers)
             s.flush(writers[r])
-            s.h += s.jit(25_000, 60_000)              # scheduler / dataloader work between steps
+            s.h += s.jit(25_000, 60_000)  # scheduler / dataloader work between steps
         step += 1
         if progress is not None:
             progress(sum(w.bytes for w in writers), target_size or 0)
@@ -142,28 +208,40 @@ def write_scenario(scenario: str, out_dir: str | Path, *, ranks: int = 2, steps:
         elif step >= steps:
             break
     for r, s in enumerate(sims):
-        _close(writers[r], s, t_start[r], s.h, "sglang::scheduler" if scenario != "training" else "pt_main_thread")
+        _close(
+            writers[r],
+            s,
+            t_start[r],
+            s.h,
+            "sglang::scheduler" if scenario != "training" else "pt_main_thread",
+        )
     if progress is not None and hasattr(progress, "note"):  # the ground truth of a large run takes seconds
         progress.note("writing the ground truth")
     capture_files: list[str] = []
     if scenario == "serving-decode":
         capture_files = _write_captures(cfg, out, layers)
-    truth.write({"capture_files": capture_files, "n_steps": step,
-                 "layer_period": sum(per_layer.values()),
-                 "layer_period_by_stream": {str(k): v for k, v in sorted(per_layer.items())},
-                 "layer_sequence": layer_seq})
+    truth.write(
+        {
+            "capture_files": capture_files,
+            "n_steps": step,
+            "layer_period": sum(per_layer.values()),
+            "layer_period_by_stream": {str(k): v for k, v in sorted(per_layer.items())},
+            "layer_sequence": layer_seq,
+        }
+    )
     return out
 
 
 def _layer_shape(sim: RankSim, layers: int) -> tuple[dict[int, int], list[str]]:
     """Activities per layer, from the first step: the repeating block's kernels (by launch order)."""
     if sim.cfg.scenario == "training":
-        fwd = 11   # forward kernels per block; backward adds 12 on the compute stream + 1 bucket all-reduce
+        fwd = 11  # forward kernels per block; backward adds 12 on the compute stream + 1 bucket all-reduce
         return {sim.S["main"]: fwd + 12, sim.S["comm"]: 1}, [
-            a.name for a in sorted(sim.gpu, key=lambda a: a.seq)][1:1 + fwd]
+            a.name for a in sorted(sim.gpu, key=lambda a: a.seq)
+        ][1 : 1 + fwd]
     acts = sorted(sim.gpu, key=lambda a: a.seq)
     # serving: the layer starts at the first norm kernel after the eager setup (gather, copy)
-    body = acts[2:2 + 20 if sim.cfg.scenario == "serving-decode" else 2 + 22]
+    body = acts[2 : 2 + 20 if sim.cfg.scenario == "serving-decode" else 2 + 22]
     per: dict[int, int] = {}
     for a in body:
         per[a.stream] = per.get(a.stream, 0) + 1
@@ -181,7 +259,7 @@ def _write_captures(cfg: Cfg, out: Path, layers: int) -> list[str]:
             c2 = Cfg(cfg.scenario, cfg.vendor, cfg.ranks, layers, bs, cfg.seed)
             sim = RankSim(c2, r, STREAMS[cfg.vendor])
             sim.capture = True
-            sim.h -= 3_600_000_000_000                  # captured an hour before the profiled replay
+            sim.h -= 3_600_000_000_000  # captured an hour before the profiled replay
             t0 = sim.h
             name = f"bs_{bs}_rank{r}.json.gz"
             w = TraceWriter(cap / name, _head(c2, r))

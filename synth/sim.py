@@ -11,6 +11,7 @@ driver (`run_lockstep`) advances all ranks to the same collective, then ends it 
 max(start over ranks) + transfer time, as NCCL does. The schedule kept in `RankSim.gpu` is therefore
 the ground truth; the Kineto text is only a rendering of it.
 """
+
 from __future__ import annotations
 
 import random
@@ -26,21 +27,22 @@ from .kineto import TraceWriter
 @dataclass(slots=True)
 class Act:
     """One GPU activity (kernel, memcpy or memset) of the schedule."""
-    kind: str               # "kernel" | "gpu_memcpy" | "gpu_memset"
+
+    kind: str  # "kernel" | "gpu_memcpy" | "gpu_memset"
     name: str
     category: str
     stream: int
     start: int
     dur: int
     corr: int
-    ext: int | None         # External id of the enclosing cpu_op (None under graph replay / no op)
+    ext: int | None  # External id of the enclosing cpu_op (None under graph replay / no op)
     site: tuple[str, int, str] | None
-    seq: int                # launch order inside the step
+    seq: int  # launch order inside the step
     k: Kernel | None = None
     replay: bool = False
     nbytes: int = 0
     copy_kind: str = ""
-    coll: str = ""          # collective instance key ("" when not a collective)
+    coll: str = ""  # collective instance key ("" when not a collective)
     coll_meta: dict | None = None
     # critical-path ground truth: activities on other streams this one waits for through a traced
     # cudaEventRecord -> cudaStreamWaitEvent (the first activity launched on the stream after the wait)
@@ -70,21 +72,59 @@ class Cfg:
             self.slow_re = re.compile(self.slow_kernel[0])
 
 
-NV = {"launch": "cudaLaunchKernel", "launch_drv": "cuLaunchKernelEx", "graph": "cudaGraphLaunch",
-      "memcpy": "cudaMemcpyAsync", "memset": "cudaMemsetAsync", "sync": "cudaStreamSynchronize",
-      "record": "cudaEventRecord", "wait": "cudaStreamWaitEvent", "begin": "cudaStreamBeginCapture",
-      "end": "cudaStreamEndCapture", "inst": "cudaGraphInstantiateWithFlags"}
-AMD = {"launch": "hipLaunchKernel", "launch_drv": "hipExtModuleLaunchKernel", "graph": "hipGraphLaunch",
-       "memcpy": "hipMemcpyAsync", "memset": "hipMemsetAsync", "sync": "hipStreamSynchronize",
-       "record": "hipEventRecord", "wait": "hipStreamWaitEvent", "begin": "hipStreamBeginCapture",
-       "end": "hipStreamEndCapture", "inst": "hipGraphInstantiateWithFlags"}
+NV = {
+    "launch": "cudaLaunchKernel",
+    "launch_drv": "cuLaunchKernelEx",
+    "graph": "cudaGraphLaunch",
+    "memcpy": "cudaMemcpyAsync",
+    "memset": "cudaMemsetAsync",
+    "sync": "cudaStreamSynchronize",
+    "record": "cudaEventRecord",
+    "wait": "cudaStreamWaitEvent",
+    "begin": "cudaStreamBeginCapture",
+    "end": "cudaStreamEndCapture",
+    "inst": "cudaGraphInstantiateWithFlags",
+}
+AMD = {
+    "launch": "hipLaunchKernel",
+    "launch_drv": "hipExtModuleLaunchKernel",
+    "graph": "hipGraphLaunch",
+    "memcpy": "hipMemcpyAsync",
+    "memset": "hipMemsetAsync",
+    "sync": "hipStreamSynchronize",
+    "record": "hipEventRecord",
+    "wait": "hipStreamWaitEvent",
+    "begin": "hipStreamBeginCapture",
+    "end": "hipStreamEndCapture",
+    "inst": "hipGraphInstantiateWithFlags",
+}
 # CUPTI callback ids (NVIDIA `cbid`) and roctracer ids (AMD `cid`), as seen in real traces where known.
-CBID = {"cudaLaunchKernel": 211, "cuLaunchKernelEx": 652, "cudaGraphLaunch": 311, "cudaMemcpyAsync": 41,
-        "cudaMemsetAsync": 51, "cudaStreamSynchronize": 131, "cudaEventRecord": 135, "cudaStreamWaitEvent": 147,
-        "cudaStreamBeginCapture": 305, "cudaStreamEndCapture": 306, "cudaGraphInstantiateWithFlags": 404}
-CID = {"hipLaunchKernel": 107, "hipExtModuleLaunchKernel": 65, "hipGraphLaunch": 215, "hipMemcpyAsync": 134,
-       "hipMemsetAsync": 136, "hipStreamSynchronize": 207, "hipEventRecord": 52, "hipStreamWaitEvent": 200,
-       "hipStreamBeginCapture": 219, "hipStreamEndCapture": 220, "hipGraphInstantiateWithFlags": 231}
+CBID = {
+    "cudaLaunchKernel": 211,
+    "cuLaunchKernelEx": 652,
+    "cudaGraphLaunch": 311,
+    "cudaMemcpyAsync": 41,
+    "cudaMemsetAsync": 51,
+    "cudaStreamSynchronize": 131,
+    "cudaEventRecord": 135,
+    "cudaStreamWaitEvent": 147,
+    "cudaStreamBeginCapture": 305,
+    "cudaStreamEndCapture": 306,
+    "cudaGraphInstantiateWithFlags": 404,
+}
+CID = {
+    "hipLaunchKernel": 107,
+    "hipExtModuleLaunchKernel": 65,
+    "hipGraphLaunch": 215,
+    "hipMemcpyAsync": 134,
+    "hipMemsetAsync": 136,
+    "hipStreamSynchronize": 207,
+    "hipEventRecord": 52,
+    "hipStreamWaitEvent": 200,
+    "hipStreamBeginCapture": 219,
+    "hipStreamEndCapture": 220,
+    "hipGraphInstantiateWithFlags": 231,
+}
 
 PG_RANKS = "[{}]"
 
@@ -102,45 +142,49 @@ class RankSim:
         self.tid = self.pid
         self.device = rank
         self.S = streams
-        self.h = cfg.t0_ns + cfg.seed % 997 * 1_000 + rank * 3_117   # host clocks are not aligned across ranks
+        self.h = cfg.t0_ns + cfg.seed % 997 * 1_000 + rank * 3_117  # host clocks are not aligned across ranks
         self.ready: dict[int, int] = {s: 0 for s in streams.values()}
         self.last: dict[int, Act] = {}
         self.corr = 1_000 + rank
         self.ext = 0
         self.pyid = 500_000 + rank * 17
         self.evidx = 0
-        self.host: list[tuple] = []       # ("X", cat, name, ts, dur, args) / ("s"|"f", id, ts)
-        self.gsync: list[tuple] = []      # GPU-side cuda_sync events (not GPU activities)
+        self.host: list[tuple] = []  # ("X", cat, name, ts, dur, args) / ("s"|"f", id, ts)
+        self.gsync: list[tuple] = []  # GPU-side cuda_sync events (not GPU activities)
         self.gpu: list[Act] = []
         self.stack: list[list] = []
         self.seq = 0
         self.ncoll = 0
         self.step = 0
-        self.capture = False              # emitting a capture trace: launches without execution
-        self.replay: tuple[int, int] | None = None   # (graph corr, earliest GPU start) during graph replay
+        self.capture = False  # emitting a capture trace: launches without execution
+        self.replay: tuple[int, int] | None = None  # (graph corr, earliest GPU start) during graph replay
         self.collectives: list[Act] = []
         self.gpu_annotations: list[tuple] = []
         self.used_streams: set[int] = set()
         # critical-path ground truth (truth.critical_path_truth): dependencies the trace records
-        self.pending_waits: dict[int, list[Act]] = {}   # stream -> event sources for its next activity
-        self.host_syncs: list[tuple] = []                # (correlation, [streams] | None = all streams)
-        self.carry_last: dict[int, Act] = {}             # last activity per stream before this step
+        self.pending_waits: dict[int, list[Act]] = {}  # stream -> event sources for its next activity
+        self.host_syncs: list[tuple] = []  # (correlation, [streams] | None = all streams)
+        self.carry_last: dict[int, Act] = {}  # last activity per stream before this step
 
     # ---- ids and random draws -------------------------------------------------------------
     def _corr(self) -> int:
-        self.corr += 1 + (self.rng.random() < 0.3)     # runtime calls not traced leave holes, as in CUPTI
+        self.corr += 1 + (self.rng.random() < 0.3)  # runtime calls not traced leave holes, as in CUPTI
         return self.corr
 
     def jit(self, lo: int, hi: int) -> int:
         return self.rng.randint(lo, hi)
 
     # ---- host frames ---------------------------------------------------------------------
-    def enter(self, cat: str, name: str, args: dict | None = None, cost: tuple[int, int] = (300, 900)) -> dict:
+    def enter(
+        self, cat: str, name: str, args: dict | None = None, cost: tuple[int, int] = (300, 900)
+    ) -> dict:
         args = dict(args or {})
         if cat == "python_function":
             self.pyid += 1
-            parent = next((f[3]["Python id"] for f in reversed(self.stack) if f[0] == "python_function"),
-                          400_000 + self.rank)
+            parent = next(
+                (f[3]["Python id"] for f in reversed(self.stack) if f[0] == "python_function"),
+                400_000 + self.rank,
+            )
             args = {"Python parent id": parent, "Python id": self.pyid, **args}
         elif cat in ("cpu_op", "user_annotation"):
             self.ext += 1
@@ -169,7 +213,9 @@ class RankSim:
                 return f[3]["External id"]
         return None
 
-    def runtime(self, name: str, dur: int, extra: dict | None = None, flow: str | None = None) -> tuple[int, int]:
+    def runtime(
+        self, name: str, dur: int, extra: dict | None = None, flow: str | None = None
+    ) -> tuple[int, int]:
         """One cuda_runtime / cuda_driver call at the current host time; returns (correlation, start)."""
         corr = self._corr()
         args: dict = {}
@@ -208,7 +254,7 @@ class RankSim:
         """Launch kernel `k` on `stream` (eager, captured or replayed, by mode); yields collectives."""
         act = self._launch(k, stream, deps)
         if act is not None and act.coll:
-            yield act                      # the driver sets act.dur from all ranks' arrivals
+            yield act  # the driver sets act.dur from all ranks' arrivals
             self.ready[stream] = act.end
         return act
 
@@ -222,11 +268,20 @@ class RankSim:
         if eager_nccl:
             self.enter("user_annotation", k.cpu_op)
             meta = self._coll_meta(k)
-            self.enter("cpu_op", "record_param_comms", {**meta, "Rank": self.rank, "Global rank start": 0,
-                                                         "Global rank stride": 1})
+            self.enter(
+                "cpu_op",
+                "record_param_comms",
+                {**meta, "Rank": self.rank, "Global rank start": 0, "Global rank stride": 1},
+            )
         else:
-            self.enter("cpu_op", k.cpu_op, {"Input Dims": [[self.cfg.batch_size, 7168], [7168]],
-                                            "Input type": ["c10::BFloat16", "c10::BFloat16"]})
+            self.enter(
+                "cpu_op",
+                k.cpu_op,
+                {
+                    "Input Dims": [[self.cfg.batch_size, 7168], [7168]],
+                    "Input type": ["c10::BFloat16", "c10::BFloat16"],
+                },
+            )
         drv = k.api == "drv"
         name = self.api["launch_drv"] if drv else self.api["launch"]
         extra = None
@@ -245,12 +300,26 @@ class RankSim:
         act.coll_meta = meta
         return act
 
-    def _gpu(self, k: Kernel, stream: int, earliest: int, corr: int, ext: int | None, replay: bool = False) -> Act:
+    def _gpu(
+        self, k: Kernel, stream: int, earliest: int, corr: int, ext: int | None, replay: bool = False
+    ) -> Act:
         gap = self.jit(450, 1_400) if replay else self.jit(900, 2_100)
         start = max(earliest, self.ready[stream] + gap if self.ready[stream] else earliest)
         self.seq += 1
-        act = Act("kernel", k.name, k.category, stream, start, self.kdur(k), corr, ext,
-                  (k.file, k.line, k.func), self.seq, k, replay)
+        act = Act(
+            "kernel",
+            k.name,
+            k.category,
+            stream,
+            start,
+            self.kdur(k),
+            corr,
+            ext,
+            (k.file, k.line, k.func),
+            self.seq,
+            k,
+            replay,
+        )
         act.event_deps = self.pending_waits.pop(stream, None)
         if k.collective:
             self.ncoll += 1
@@ -264,10 +333,18 @@ class RankSim:
     def _coll_meta(self, k: Kernel) -> dict:
         n = self.cfg.ranks
         nel = self.cfg.batch_size * 7168 if self.cfg.scenario != "training" else 25_165_824
-        return {"Collective name": k.collective, "In msg nelems": nel, "Out msg nelems": nel, "Group size": n,
-                "dtype": "BFloat16", "In split size": "[]", "Out split size": "[]", "Process Group Name": "0",
-                "Process Group Description": "default_pg",
-                "Process Group Ranks": "[" + ", ".join(str(i) for i in range(n)) + "]"}
+        return {
+            "Collective name": k.collective,
+            "In msg nelems": nel,
+            "Out msg nelems": nel,
+            "Group size": n,
+            "dtype": "BFloat16",
+            "In split size": "[]",
+            "Out split size": "[]",
+            "Process Group Name": "0",
+            "Process Group Description": "default_pg",
+            "Process Group Ranks": "[" + ", ".join(str(i) for i in range(n)) + "]",
+        }
 
     def straggle(self, stream: int) -> None:
         """On the straggler rank, the work before the next collective runs late (a slow GPU)."""
@@ -279,23 +356,46 @@ class RankSim:
             self.ready[stream] = max(self.ready[stream], a.end)
 
     def memcpy(self, kind: str, nbytes: int, stream: int, cpu_op: str = "aten::copy_") -> Act | None:
-        self.enter("cpu_op", cpu_op, {"Input Dims": [[nbytes // 8], [nbytes // 8]], "Input type": ["long int", "long int"]})
+        self.enter(
+            "cpu_op",
+            cpu_op,
+            {"Input Dims": [[nbytes // 8], [nbytes // 8]], "Input type": ["long int", "long int"]},
+        )
         extra = None
         if self.vendor == "amd":
-            extra = {"src": "0x7f0e4a7e8000", "dst": "0x7f0e79800400", "bytes": str(nbytes),
-                     "kind": {"HtoD": "1", "DtoH": "2", "DtoD": "3"}[kind]}
+            extra = {
+                "src": "0x7f0e4a7e8000",
+                "dst": "0x7f0e79800400",
+                "bytes": str(nbytes),
+                "kind": {"HtoD": "1", "DtoH": "2", "DtoD": "3"}[kind],
+            }
         corr, rt = self.runtime(self.api["memcpy"], self.jit(3_000, 8_000), extra, flow="s")
         ext = self._ext_now()
         self.exit()
         if self.capture:
             return None
         start = max(rt + self.jit(1_500, 3_500), self.ready[stream] + self.jit(600, 1_500))
-        dur = 1_100 + nbytes // 20 + self.jit(0, 700)     # ~20 GB/s for small PCIe copies, plus setup
+        dur = 1_100 + nbytes // 20 + self.jit(0, 700)  # ~20 GB/s for small PCIe copies, plus setup
         self.seq += 1
-        label = {"HtoD": "Memcpy HtoD (Pinned -> Device)", "DtoH": "Memcpy DtoH (Device -> Pinned)",
-                 "DtoD": "Memcpy DtoD (Device -> Device)"}[kind]
-        act = Act("gpu_memcpy", label, "memory", stream, start, dur, corr, ext, self._site(), self.seq,
-                  nbytes=nbytes, copy_kind=kind)
+        label = {
+            "HtoD": "Memcpy HtoD (Pinned -> Device)",
+            "DtoH": "Memcpy DtoH (Device -> Pinned)",
+            "DtoD": "Memcpy DtoD (Device -> Device)",
+        }[kind]
+        act = Act(
+            "gpu_memcpy",
+            label,
+            "memory",
+            stream,
+            start,
+            dur,
+            corr,
+            ext,
+            self._site(),
+            self.seq,
+            nbytes=nbytes,
+            copy_kind=kind,
+        )
         act.event_deps = self.pending_waits.pop(stream, None)
         self.gpu.append(act)
         self.ready[stream] = act.end
@@ -311,8 +411,20 @@ class RankSim:
             return None
         start = max(rt + self.jit(1_500, 3_000), self.ready[stream] + self.jit(600, 1_500))
         self.seq += 1
-        act = Act("gpu_memset", "Memset (Device)", "memory", stream, start, 900 + nbytes // 1_000, corr, ext,
-                  self._site(), self.seq, nbytes=nbytes, copy_kind="memset")
+        act = Act(
+            "gpu_memset",
+            "Memset (Device)",
+            "memory",
+            stream,
+            start,
+            900 + nbytes // 1_000,
+            corr,
+            ext,
+            self._site(),
+            self.seq,
+            nbytes=nbytes,
+            copy_kind="memset",
+        )
         act.event_deps = self.pending_waits.pop(stream, None)
         self.gpu.append(act)
         self.ready[stream] = act.end
@@ -348,9 +460,21 @@ class RankSim:
                 self.pending_waits.setdefault(stream, []).append(src)
             if flow:
                 # CUPTI's synchronization record: a short GPU-side marker on the waiting stream.
-                self.gsync.append(("Stream Wait Event", stream, rt + 800, 1_200, corr, self._ext_now(),
-                                   {"wait_on_stream": src_stream, "wait_on_cuda_event_record_corr_id": rec_corr,
-                                    "wait_on_cuda_event_id": 7 + (rec_corr % 50)}))
+                self.gsync.append(
+                    (
+                        "Stream Wait Event",
+                        stream,
+                        rt + 800,
+                        1_200,
+                        corr,
+                        self._ext_now(),
+                        {
+                            "wait_on_stream": src_stream,
+                            "wait_on_cuda_event_record_corr_id": rec_corr,
+                            "wait_on_cuda_event_id": 7 + (rec_corr % 50),
+                        },
+                    )
+                )
         self.ready[stream] = max(self.ready[stream], t)
 
     def stream_sync(self, stream: int) -> None:
@@ -362,7 +486,9 @@ class RankSim:
         # the trace names the synced stream only through the NVIDIA "Stream Sync" record
         self.host_syncs.append((corr, [stream] if flow else None))
         if flow:
-            self.gsync.append(("Stream Sync", stream, start + 700, done - start - 700, corr, self._ext_now(), {}))
+            self.gsync.append(
+                ("Stream Sync", stream, start + 700, done - start - 700, corr, self._ext_now(), {})
+            )
         self.h = done + self.jit(300, 900)
 
     def host_stall(self, file: str, line: int, func: str, ns: int) -> None:
@@ -401,17 +527,35 @@ class RankSim:
             if a.kind == "kernel":
                 k = a.k
                 if amd:
-                    args.update({"device": dev, "stream": a.stream, "correlation": a.corr,
-                                 "kind": "Dispatch Task" if a.replay else "Dispatch Kernel",
-                                 "grid": list(k.grid), "block": list(k.block)})
+                    args.update(
+                        {
+                            "device": dev,
+                            "stream": a.stream,
+                            "correlation": a.corr,
+                            "kind": "Dispatch Task" if a.replay else "Dispatch Kernel",
+                            "grid": list(k.grid),
+                            "block": list(k.block),
+                        }
+                    )
                 else:
                     blocks = k.grid[0] * k.grid[1] * k.grid[2]
                     warps = blocks * ((k.block[0] * k.block[1] * k.block[2] + 31) // 32)
-                    args.update({"queued": 0, "device": dev, "context": 1, "stream": a.stream,
-                                 "correlation": a.corr, "registers per thread": k.regs, "shared memory": k.smem,
-                                 "blocks per SM": round(blocks / 132, 6), "warps per SM": round(warps / 132, 6),
-                                 "grid": list(k.grid), "block": list(k.block),
-                                 "est. achieved occupancy %": min(100, int(warps / 132 / 64 * 100))})
+                    args.update(
+                        {
+                            "queued": 0,
+                            "device": dev,
+                            "context": 1,
+                            "stream": a.stream,
+                            "correlation": a.corr,
+                            "registers per thread": k.regs,
+                            "shared memory": k.smem,
+                            "blocks per SM": round(blocks / 132, 6),
+                            "warps per SM": round(warps / 132, 6),
+                            "grid": list(k.grid),
+                            "block": list(k.block),
+                            "est. achieved occupancy %": min(100, int(warps / 132 / 64 * 100)),
+                        }
+                    )
                 if a.coll_meta:
                     args.update(a.coll_meta)
             else:
@@ -428,8 +572,16 @@ class RankSim:
             w.flow("f", a.corr, dev, a.stream, a.start)
         for name, stream, ts, dur, corr, ext, extra in self.gsync:
             args = {"External id": ext} if ext is not None else {}
-            args.update({"cuda_sync_kind": name, **extra, "stream": stream, "correlation": corr, "device": dev,
-                         "context": 1})
+            args.update(
+                {
+                    "cuda_sync_kind": name,
+                    **extra,
+                    "stream": stream,
+                    "correlation": corr,
+                    "device": dev,
+                    "context": 1,
+                }
+            )
             w.x("cuda_sync", name, dev, stream, ts, max(dur, 0), args)
             w.flow("f", corr, dev, stream, ts)
         for name, stream, ts, dur, ext in self.gpu_annotations:
@@ -448,7 +600,9 @@ class RankSim:
         self.ncoll = 0
 
 
-def run_lockstep(sims: list[RankSim], gens: list[Generator], on_coll: Callable[[list[Act], int], None]) -> None:
+def run_lockstep(
+    sims: list[RankSim], gens: list[Generator], on_coll: Callable[[list[Act], int], None]
+) -> None:
     """Advance every rank's program to its next collective, end it on all ranks together, repeat."""
     n = len(gens)
     alive = [True] * n

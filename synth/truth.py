@@ -63,6 +63,7 @@ Layout (keys of the top-level object):
   [per rank], end_ns [per rank], start_skew_ns [per rank: start − min start], end_skew_ns [per rank],
   last_rank (arrived last), max_start_skew_ns}.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -85,7 +86,9 @@ def truth_path(folder: str | Path) -> Path:
     for name in TRUTH_NAMES:
         if (folder / name).is_file():
             return folder / name
-    raise FileNotFoundError(f"{folder}: no ground_truth.json or ground_truth.json.gz (not a tracehouse synth folder)")
+    raise FileNotFoundError(
+        f"{folder}: no ground_truth.json or ground_truth.json.gz (not a tracehouse synth folder)"
+    )
 
 
 def load_truth(folder: str | Path) -> dict[str, Any]:
@@ -93,6 +96,7 @@ def load_truth(folder: str | Path) -> dict[str, Any]:
     path = truth_path(folder)
     data = path.read_bytes()
     return orjson.loads(gzip.decompress(data) if path.suffix == ".gz" else data)
+
 
 COMM = "communication"
 MEM = "memory"
@@ -159,11 +163,19 @@ def step_metrics(acts: list[Act]) -> dict[str, Any]:
         other = merge([x for t, l2 in by_stream.items() if t != s for x in l2])
         streams[str(s)] = [length(own), minus(own, other), len(lst)]
     res = {
-        "gpu_start_ns": first, "gpu_end_ns": last, "span_ns": span, "busy_ns": busy,
-        "compute_ns": length(comp), "exposed_comm_ns": minus(comm, comp),
-        "exposed_memory_ns": minus(mem, merge(comp + comm)), "idle_ns": span - busy,
-        "n_activities": len(acts), "n_linked": len(acts),
-        "category_ns": dict(sorted(cats.items())), "kernels": dict(sorted(kern.items())), "streams": streams,
+        "gpu_start_ns": first,
+        "gpu_end_ns": last,
+        "span_ns": span,
+        "busy_ns": busy,
+        "compute_ns": length(comp),
+        "exposed_comm_ns": minus(comm, comp),
+        "exposed_memory_ns": minus(mem, merge(comp + comm)),
+        "idle_ns": span - busy,
+        "n_activities": len(acts),
+        "n_linked": len(acts),
+        "category_ns": dict(sorted(cats.items())),
+        "kernels": dict(sorted(kern.items())),
+        "streams": streams,
     }
     assert res["compute_ns"] + res["exposed_comm_ns"] + res["exposed_memory_ns"] + res["idle_ns"] == span
     return res
@@ -202,7 +214,7 @@ def critical_path_truth(sim: RankSim, window: tuple[int, int]) -> dict[str, Any]
         i = by_corr[corr]
         cs, ce = hc[i][0], hc[i][1]
         best: Act | None = None
-        for st in (streams if streams is not None else sorted({a.stream for a in all_acts})):
+        for st in streams if streams is not None else sorted({a.stream for a in all_acts}):
             cand = [a for a in all_acts if a.stream == st and (id(a) not in in_step_acts or issue(a) < cs)]
             if not cand:
                 continue
@@ -227,15 +239,23 @@ def critical_path_truth(sim: RankSim, window: tuple[int, int]) -> dict[str, Any]
             if p is not None:
                 cands.append((min(p.end, a.start), 1, ("g", p), "stream_order", "kernel_gap", None))
             for src in a.event_deps or ():
-                cands.append((min(src.end, a.start), 2, ("g", src), "event_wait", "sync_wait",
-                              "cudaStreamWaitEvent"))
+                cands.append(
+                    (min(src.end, a.start), 2, ("g", src), "event_wait", "sync_wait", "cudaStreamWaitEvent")
+                )
             if a.corr in by_corr:
                 i = by_corr[a.corr]
                 ls, le, lname, _ = hc[i]
                 ready = ls if lname.endswith("GraphLaunch") else le
                 cands.append((min(ready, a.start), 3, ("c", i), "launch", "launch_delay", lname))
-            el = {"node": node, "b": a.end, "a": a.start, "kind": "gpu", "name": a.name, "stream": a.stream,
-                  "category": a.category}
+            el = {
+                "node": node,
+                "b": a.end,
+                "a": a.start,
+                "kind": "gpu",
+                "name": a.name,
+                "stream": a.stream,
+                "category": a.category,
+            }
         else:
             i = node[1]
             cs, ce, cname, _ = hc[i]
@@ -244,9 +264,19 @@ def critical_path_truth(sim: RankSim, window: tuple[int, int]) -> dict[str, Any]
                 cands = [(t.end, 0, ("g", t), "host_sync", "sync_wait", cname)]
                 lo = ce
             else:
-                cands = [(min(hc[i - 1][1], cs), 0, ("c", i - 1), "program_order", "cpu", None)] if i > 0 else []
+                cands = (
+                    [(min(hc[i - 1][1], cs), 0, ("c", i - 1), "program_order", "cpu", None)] if i > 0 else []
+                )
                 lo = cs
-            el = {"node": node, "b": ce, "a": lo, "kind": "cpu", "name": cname, "stream": None, "category": None}
+            el = {
+                "node": node,
+                "b": ce,
+                "a": lo,
+                "kind": "cpu",
+                "name": cname,
+                "stream": None,
+                "category": None,
+            }
         chain.append(el)
         if not cands:
             best = None
@@ -289,10 +319,16 @@ def critical_path_truth(sim: RankSim, window: tuple[int, int]) -> dict[str, Any]
             stream_ns[str(stream)] = stream_ns.get(str(stream), 0) + dur
     assert sum(kind_ns.values()) == end - begin
     crit = min(stream_ns, key=lambda s: (-stream_ns[s], int(s))) if stream_ns else None
-    return {"start_ns": begin, "end_ns": end, "span_ns": end - begin,
-            "critical_stream": int(crit) if crit is not None else None, "kind_ns": kind_ns,
-            "gpu_category_ns": dict(sorted(cat_ns.items())), "stream_gpu_ns": stream_ns,
-            "segments": [s[:5] for s in segs]}
+    return {
+        "start_ns": begin,
+        "end_ns": end,
+        "span_ns": end - begin,
+        "critical_stream": int(crit) if crit is not None else None,
+        "kind_ns": kind_ns,
+        "gpu_category_ns": dict(sorted(cat_ns.items())),
+        "stream_gpu_ns": stream_ns,
+        "segments": [s[:5] for s in segs],
+    }
 
 
 class Truth:
@@ -314,15 +350,24 @@ class Truth:
         starts = [a.start for a in acts]
         ends = [a.end for a in acts]
         lo, elo = min(starts), min(ends)
-        row = {"key": acts[0].coll, "step": int(acts[0].coll.split(":")[0]), "name": acts[0].name,
-               "category": acts[0].category, "start_ns": starts, "end_ns": ends,
-               "start_skew_ns": [s - lo for s in starts], "end_skew_ns": [e - elo for e in ends],
-               "last_rank": starts.index(last_start), "max_start_skew_ns": last_start - lo}
+        row = {
+            "key": acts[0].coll,
+            "step": int(acts[0].coll.split(":")[0]),
+            "name": acts[0].name,
+            "category": acts[0].category,
+            "start_ns": starts,
+            "end_ns": ends,
+            "start_skew_ns": [s - lo for s in starts],
+            "end_skew_ns": [e - elo for e in ends],
+            "last_rank": starts.index(last_start),
+            "max_start_skew_ns": last_start - lo,
+        }
         self._colls.write((b",\n" if self._ncolls else b"") + orjson.dumps(row))
         self._ncolls += 1
 
-    def add_step(self, rank: int, step: int, sim: RankSim, phase: str, graph_launches: int,
-                 host: tuple[int, int]) -> None:
+    def add_step(
+        self, rank: int, step: int, sim: RankSim, phase: str, graph_launches: int, host: tuple[int, int]
+    ) -> None:
         acts = sim.gpu
         if not acts:
             return
@@ -337,18 +382,47 @@ class Truth:
         key = self.templates.get(sites)
         if key is None:
             key = self.templates[sites] = f"t{len(self.templates)}"
-        row = {"rank": rank, "step": step, "phase": phase, "host_start_ns": host[0], "host_end_ns": host[1],
-               **m, "graph_launches": graph_launches, "launch_sites": key,
-               "critical_path": critical_path_truth(sim, host)}
+        row = {
+            "rank": rank,
+            "step": step,
+            "phase": phase,
+            "host_start_ns": host[0],
+            "host_end_ns": host[1],
+            **m,
+            "graph_launches": graph_launches,
+            "launch_sites": key,
+            "critical_path": critical_path_truth(sim, host),
+        }
         self._steps.write((b",\n" if self._nsteps else b"") + orjson.dumps(row))
         self._nsteps += 1
-        r = self.ranks.setdefault(rank, {"rank": rank, "device": sim.device, "n_steps": 0,
-                                         "first_start_ns": m["gpu_start_ns"], "busy_ns": 0, "compute_ns": 0,
-                                         "exposed_comm_ns": 0, "exposed_memory_ns": 0, "n_activities": 0,
-                                         "n_linked": 0, "category_ns": {}, "kernels": {}, "streams": {}})
+        r = self.ranks.setdefault(
+            rank,
+            {
+                "rank": rank,
+                "device": sim.device,
+                "n_steps": 0,
+                "first_start_ns": m["gpu_start_ns"],
+                "busy_ns": 0,
+                "compute_ns": 0,
+                "exposed_comm_ns": 0,
+                "exposed_memory_ns": 0,
+                "n_activities": 0,
+                "n_linked": 0,
+                "category_ns": {},
+                "kernels": {},
+                "streams": {},
+            },
+        )
         r["n_steps"] += 1
         r["last_end_ns"] = m["gpu_end_ns"]
-        for k in ("busy_ns", "compute_ns", "exposed_comm_ns", "exposed_memory_ns", "n_activities", "n_linked"):
+        for k in (
+            "busy_ns",
+            "compute_ns",
+            "exposed_comm_ns",
+            "exposed_memory_ns",
+            "n_activities",
+            "n_linked",
+        ):
             r[k] += m[k]
         for c, v in m["category_ns"].items():
             r["category_ns"][c] = r["category_ns"].get(c, 0) + v
@@ -373,9 +447,13 @@ class Truth:
             r["category_ns"] = dict(sorted(r["category_ns"].items()))
             r["kernels"] = dict(sorted(r["kernels"].items()))
             summary.append(r)
-        head = {**self.header, **extra, "kernel_categories": dict(sorted(self.categories.items())),
-                "ranks_summary": summary,
-                "launch_site_templates": {v: [list(x) for x in k] for k, v in self.templates.items()}}
+        head = {
+            **self.header,
+            **extra,
+            "kernel_categories": dict(sorted(self.categories.items())),
+            "ranks_summary": summary,
+            "launch_site_templates": {v: [list(x) for x in k] for k, v in self.templates.items()},
+        }
         tmp_steps = self.out / ".ground_truth.steps.tmp"
         tmp_colls = self.out / ".ground_truth.colls.tmp"
         body = json.dumps(head, indent=1)
@@ -387,7 +465,11 @@ class Truth:
         partial = path.with_name(f".{path.name}.tmp")
         with open(partial, "wb") as raw:
             # mtime=0: same run, same bytes (as the traces)
-            f = gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=6, mtime=0) if compress else raw
+            f = (
+                gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=6, mtime=0)
+                if compress
+                else raw
+            )
             f.write(body[:-2].encode() + b',\n "steps": [\n')
             _copy(tmp_steps, f)
             f.write(b'\n ],\n "collectives": [\n')

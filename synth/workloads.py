@@ -1,4 +1,5 @@
 """The three workloads as per-rank step programs (generators driven by sim.run_lockstep)."""
+
 from __future__ import annotations
 
 from collections.abc import Generator
@@ -15,7 +16,7 @@ DSV2 = f"{SGL}/models/deepseek_v2.py"
 STREAMS = {"nvidia": {"main": 7, "side": 24, "comm": 28}, "amd": {"main": 3, "side": 4, "comm": 5}}
 
 DECODE_SCALE = 1.0
-PREFILL_SCALE = 23.7          # an EXTEND batch of a few thousand tokens: GEMM-bound kernels grow
+PREFILL_SCALE = 23.7  # an EXTEND batch of a few thousand tokens: GEMM-bound kernels grow
 
 
 def serving_layer(sim: RankSim, i: int, prefill: bool) -> Generator:
@@ -28,7 +29,7 @@ def serving_layer(sim: RankSim, i: int, prefill: bool) -> Generator:
         sim.module("DeepseekV2DecoderLayer", i)
         sim.py(DSV2, 1872, "forward")
     if prefill:
-        yield from sim.op(K["add"], m)       # unfused residual add + RMSNorm: the fusion pattern
+        yield from sim.op(K["add"], m)  # unfused residual add + RMSNorm: the fusion pattern
         yield from sim.op(K["norm"], m)
     else:
         yield from sim.op(K["norm_fused"], m)
@@ -156,8 +157,20 @@ def training_step(sim: RankSim, step: int, layers: int, stall_ns: int) -> Genera
     yield from sim.op(K["loss"], c)
     sim.py(f"{K['b_attn'].file.rsplit('/autograd', 1)[0]}/_tensor.py", 648, "backward")
     for i in reversed(range(layers)):
-        for name in ("b_gemm_dgrad", "b_gemm_wgrad", "b_act", "b_gemm_dgrad", "b_gemm_wgrad", "b_norm",
-                     "b_gemm_dgrad", "b_gemm_wgrad", "b_attn", "b_gemm_dgrad", "b_gemm_wgrad", "b_norm"):
+        for name in (
+            "b_gemm_dgrad",
+            "b_gemm_wgrad",
+            "b_act",
+            "b_gemm_dgrad",
+            "b_gemm_wgrad",
+            "b_norm",
+            "b_gemm_dgrad",
+            "b_gemm_wgrad",
+            "b_attn",
+            "b_gemm_dgrad",
+            "b_gemm_wgrad",
+            "b_norm",
+        ):
             yield from sim.op(K[name], c)
         # DDP bucket ready: hand the gradients to the communication stream
         sim.straggle(c)

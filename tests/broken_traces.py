@@ -87,14 +87,28 @@ def dumps(value) -> str:
     return json.dumps(value)
 
 
-def write_doc(path: Path, meta: dict, events: list, gz: bool = True, minified: bool = False,
-              raw_events: list[bytes] | None = None) -> Path:
+def write_doc(
+    path: Path,
+    meta: dict,
+    events: list,
+    gz: bool = True,
+    minified: bool = False,
+    raw_events: list[bytes] | None = None,
+) -> Path:
     """One event per line (so byte offsets are easy to reason about), or all on one line."""
     texts = raw_events if raw_events is not None else [dumps(e).encode() for e in events]
     sep = b"," if minified else b",\n"
-    head = b"{" + b"".join(json.dumps(k).encode() + b": " + dumps(v).encode() + b", " for k, v in meta.items())
-    body = head + b'"traceEvents": [' + (b"" if minified else b"\n") + sep.join(texts) + b"]}" + (
-        b"" if minified else b"\n")
+    head = b"{" + b"".join(
+        json.dumps(k).encode() + b": " + dumps(v).encode() + b", " for k, v in meta.items()
+    )
+    body = (
+        head
+        + b'"traceEvents": ['
+        + (b"" if minified else b"\n")
+        + sep.join(texts)
+        + b"]}"
+        + (b"" if minified else b"\n")
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(gzip.compress(body, compresslevel=6, mtime=0) if gz else body)
     return path
@@ -137,8 +151,14 @@ def real_base() -> tuple[dict, list, str]:
 
 def gpu_count(events: list) -> int:
     """GPU activities with a numeric timestamp (an event without one is skipped)."""
-    return sum(1 for e in events if isinstance(e, dict) and e.get("ph") == "X"
-               and str(e.get("cat", "")).lower() in GPU_CATS and _numeric(e.get("ts")))
+    return sum(
+        1
+        for e in events
+        if isinstance(e, dict)
+        and e.get("ph") == "X"
+        and str(e.get("cat", "")).lower() in GPU_CATS
+        and _numeric(e.get("ts"))
+    )
 
 
 def _numeric(value) -> bool:
@@ -192,11 +212,17 @@ def inflate_prefix(data: bytes) -> bytes:
 def _truncation_outcome(name: str, text: bytes, compressed_at: int | None = None) -> Outcome:
     kept = complete_events(text)
     if not kept:
-        return Outcome("error", what="nothing could be kept", bad_file=name,
-                       where=f"compressed byte {compressed_at}" if compressed_at is not None else f"byte {len(text)}")
+        return Outcome(
+            "error",
+            what="nothing could be kept",
+            bad_file=name,
+            where=f"compressed byte {compressed_at}" if compressed_at is not None else f"byte {len(text)}",
+        )
     if compressed_at is not None:
-        key = (f"file truncated at byte {len(text)} (truncated compressed file (the gzip stream ends early) "
-               f"at compressed byte {compressed_at}): events kept")
+        key = (
+            f"file truncated at byte {len(text)} (truncated compressed file (the gzip stream ends early) "
+            f"at compressed byte {compressed_at}): events kept"
+        )
     else:
         key = f"file truncated at byte {len(text)}: events kept"
     return Outcome("repaired", warnings={key: kept}, only=False)
@@ -220,9 +246,12 @@ def _truncated_gzip(fraction: float):
             json.loads(text)
         except ValueError:
             return Case([bad], _truncation_outcome(bad.name, text, cut))
-        key = (f"truncated compressed file (the gzip stream ends early) at compressed byte {cut}; "
-               "the events that could be read were kept")
+        key = (
+            f"truncated compressed file (the gzip stream ends early) at compressed byte {cut}; "
+            "the events that could be read were kept"
+        )
         return Case([bad], Outcome("repaired", warnings={key: 1}, only=False, n_kernels=gpu_count(events)))
+
     return make
 
 
@@ -259,6 +288,7 @@ def _truncated_json(where: str):
         bad.parent.mkdir(parents=True)
         bad.write_bytes(good[:cut])
         return Case([bad], _truncation_outcome(bad.name, good[:cut]))
+
     return make
 
 
@@ -278,8 +308,12 @@ def _truncated_minified(d: Path) -> Case:
 def _interleaved(d: Path) -> Case:
     """TensorRT-LLM once wrote all ranks into one file: two documents' bytes interleaved in 4 kB writes."""
     meta, events = synth_base()
-    a = write_doc(d / "src" / "a.json", {**meta, "distributedInfo": {"rank": 0}}, events, gz=False).read_bytes()
-    b = write_doc(d / "src" / "b.json", {**meta, "distributedInfo": {"rank": 1}}, events, gz=False).read_bytes()
+    a = write_doc(
+        d / "src" / "a.json", {**meta, "distributedInfo": {"rank": 0}}, events, gz=False
+    ).read_bytes()
+    b = write_doc(
+        d / "src" / "b.json", {**meta, "distributedInfo": {"rank": 1}}, events, gz=False
+    ).read_bytes()
     blocks = []
     for i in range(0, max(len(a), len(b)), 4096):
         blocks += [a[i : i + 4096], b[i : i + 4096]]
@@ -299,9 +333,14 @@ def _bare_array(d: Path) -> Case:
     return Case([path], Outcome("clean", n_kernels=gpu_count(events)))
 
 
-def _edit(make_events: Callable[[list], list], outcome: Callable[[list], Outcome], raw: Callable | None = None,
-          name: str = "odd.json.gz"):
+def _edit(
+    make_events: Callable[[list], list],
+    outcome: Callable[[list], Outcome],
+    raw: Callable | None = None,
+    name: str = "odd.json.gz",
+):
     """A kind made from the synthesized base by editing its events (or their bytes, with `raw`)."""
+
     def make(d: Path) -> Case:
         meta, events = synth_base()
         edited = make_events(events)
@@ -310,6 +349,7 @@ def _edit(make_events: Callable[[list], list], outcome: Callable[[list], Outcome
             texts = raw(edited, texts)
         path = write_doc(d / "in" / name, meta, edited, raw_events=texts)
         return Case([path], outcome(edited))
+
     return make
 
 
@@ -322,6 +362,7 @@ def _set(key: str, values: list, where: Callable[[list], list[int]] = _kernels):
         for i, v in zip(where(events)[3:], values):
             events[i][key] = v
         return events
+
     return edit
 
 
@@ -337,6 +378,7 @@ def _name_bytes(bad: bytes):
         for i in _kernels(events)[3:5]:
             texts[i] = texts[i].replace(b'"name": "', b'"name": "' + bad, 1)
         return texts
+
     return raw
 
 
@@ -358,15 +400,27 @@ def _duplicate(events: list) -> list:
 
 def _unmatched_flows(events: list) -> list:
     start = next(e for e in events if e.get("ph") == "X" and e.get("cat") == "cuda_runtime")
-    return events + [{"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 987654 + i, "pid": start["pid"],
-                      "tid": start["tid"], "ts": start["ts"]} for i in range(2)]
+    return events + [
+        {
+            "ph": "s",
+            "cat": "ac2g",
+            "name": "ac2g",
+            "id": 987654 + i,
+            "pid": start["pid"],
+            "tid": start["tid"],
+            "ts": start["ts"],
+        }
+        for i in range(2)
+    ]
 
 
 def _deep_args_raw(events, texts):
     i = _kernels(events)[3]
     deep = b'{"a": ' * 5000 + b"1" + b"}" * 5000
     dims = b"[" * 500 + b"1" + b"]" * 500
-    texts[i] = texts[i].replace(b'"args": {', b'"args": {"nested": ' + deep + b', "Input Dims": ' + dims + b", ", 1)
+    texts[i] = texts[i].replace(
+        b'"args": {', b'"args": {"nested": ' + deep + b', "Input Dims": ' + dims + b", ", 1
+    )
     assert texts[i] != dumps(events[i]).encode()
     return texts
 
@@ -378,8 +432,11 @@ def _one_bad_byte_raw(events, texts):
 
 
 def _one_bad_byte_outcome(events: list) -> Outcome:
-    return Outcome("repaired", warnings={"__prefix__unreadable events skipped (the first at byte": 1},
-                   n_kernels=gpu_count(events) - 1)
+    return Outcome(
+        "repaired",
+        warnings={"__prefix__unreadable events skipped (the first at byte": 1},
+        n_kernels=gpu_count(events) - 1,
+    )
 
 
 def _scalars(d: Path) -> Case:
@@ -393,9 +450,12 @@ def _reused_correlation(d: Path) -> Case:
     """Two ranks with the same correlation ids (every rank numbers its own): each links within its rank."""
     meta, events = synth_base()
     write_doc(d / "in" / "rank-0.json.gz", {**meta, "distributedInfo": {"rank": 0}}, events)
-    write_doc(d / "in" / "rank-1.json.gz", {**meta, "distributedInfo": {"rank": 1}},
-                  [dict(e, pid=e.get("pid")) for e in events] + [{"ph": "M", "name": "process_name", "pid": 0,
-                                                                   "tid": 0, "args": {"name": "r1"}}])
+    write_doc(
+        d / "in" / "rank-1.json.gz",
+        {**meta, "distributedInfo": {"rank": 1}},
+        [dict(e, pid=e.get("pid")) for e in events]
+        + [{"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "r1"}}],
+    )
     return Case([d / "in"], Outcome("clean", n_kernels=2 * gpu_count(events)))
 
 
@@ -410,15 +470,18 @@ def _huge_name(d: Path) -> Case:
 def _empty_events(d: Path) -> Case:
     meta, _ = synth_base()
     path = write_doc(d / "in" / "empty_events.json.gz", meta, [])
-    return Case([path], Outcome("error", what="nothing to ingest: the event array is empty", where="event array"))
+    return Case(
+        [path], Outcome("error", what="nothing to ingest: the event array is empty", where="event array")
+    )
 
 
 def _metadata_only(d: Path) -> Case:
     meta, events = synth_base()
     only = [e for e in events if e.get("ph") == "M"]
     path = write_doc(d / "in" / "metadata_only.json.gz", meta, only)
-    return Case([path], Outcome("error", what=f"none of its {len(only)} events has a timestamp",
-                                where="event array"))
+    return Case(
+        [path], Outcome("error", what=f"none of its {len(only)} events has a timestamp", where="event array")
+    )
 
 
 def _dir_with_non_trace(d: Path) -> Case:
@@ -429,86 +492,215 @@ def _dir_with_non_trace(d: Path) -> Case:
     (run / "config.json").write_text('{"model": "llama", "tp": 8}')
     # a small .json without traceEvents beside the traces is a sidecar (SGLang's server_args.json, a
     # config): skipped and counted like notes.txt, so the folder ingests with exit 0 (issue 17)
-    return Case([run], Outcome("repaired", warnings={"non-trace files skipped": 2}, n_kernels=gpu_count(events)))
+    return Case(
+        [run], Outcome("repaired", warnings={"non-trace files skipped": 2}, n_kernels=gpu_count(events))
+    )
 
 
-KINDS: dict[str, Kind] = {k.name: k for k in [
-    Kind("truncated_gzip_header", "gzip cut inside its header: nothing can be inflated -> error",
-         _truncated_gzip(0)),
-    Kind("truncated_gzip_early", "gzip cut at 15 %: the complete events inflated before the cut land",
-         _truncated_gzip(0.15)),
-    Kind("truncated_gzip_middle", "gzip cut at 50 %: salvaged, 'file truncated at byte N: events kept'",
-         _truncated_gzip(0.5)),
-    Kind("truncated_gzip_trailer", "gzip cut inside its 8-byte trailer: all events land (checksum missing)",
-         _truncated_gzip(0.99999)),
-    Kind("gzip_corrupt_block", "flipped bytes mid-stream that zlib refuses: the events before the damage land",
-         _corrupt_gzip_block),
-    Kind("truncated_json_mid_event", "plain JSON cut inside an event: the complete events before it land",
-         _truncated_json("middle")),
-    Kind("truncated_json_mid_string", "plain JSON cut inside a kernel name: the events before it land",
-         _truncated_json("string")),
-    Kind("truncated_json_first_event", "cut inside the first event: nothing usable -> error", _truncated_json("first")),
-    Kind("truncated_minified", "minified JSON over 2 MB cut at 90 %: salvaged without newlines to go by",
-         _truncated_minified),
-    Kind("interleaved_documents", "two ranks' documents interleaved in one file: refused (mixing ranks is wrong)",
-         _interleaved),
-    Kind("bare_event_array", "a bare array of events without traceEvents: read as is", _bare_array),
-    Kind("nan_infinity", "NaN, Infinity and -Infinity as durations: not JSON numbers; read as null, counted",
-         _edit(lambda e: e, lambda e: Outcome("repaired", warnings={W_BAD_VALUE: 3, W_NO_DUR: 3},
-                                                n_kernels=gpu_count(e)), raw=_nan_raw)),
-    Kind("huge_numbers", "a duration of 1e30 µs: fits the decoder, not int64 ns; set to 0, counted",
-         _edit(_set("dur", [Decimal("1e30")]),
-               lambda e: Outcome("repaired", warnings={W_ABSURD: 1}, n_kernels=gpu_count(e)))),
-    Kind("huge_timestamp", "a ts of 1e300: not representable, read as null, the event skipped",
-         _edit(lambda e: e, lambda e: Outcome("repaired", warnings={W_BAD_VALUE: 1, W_NO_TS: 1},
-                                                n_kernels=gpu_count(e) - 1),
-               raw=lambda ev, t: [x if i != _kernels(ev)[3] else
-                                  x.replace(b'"ts": ' + dumps(ev[i]["ts"]).encode(), b'"ts": 1e300', 1)
-                                  for i, x in enumerate(t)])),
-    Kind("control_characters", "raw control characters inside kernel names: escaped, counted",
-         _edit(lambda e: e, lambda e: Outcome("repaired", warnings={W_CONTROL: 2}, n_kernels=gpu_count(e)),
-               raw=_name_bytes(b"\x01\x07\x1b[31m"))),
-    Kind("invalid_utf8", "invalid UTF-8 bytes inside kernel names: replaced by U+FFFD, counted",
-         _edit(lambda e: e, lambda e: Outcome("repaired", warnings={W_UTF8: 2}, n_kernels=gpu_count(e)),
-               raw=_name_bytes(b"\xff\xfe\xc3"))),
-    Kind("ts_as_strings", "every ts written as a string: read exactly, no warning",
-         _edit(lambda e: [dict(x, ts=str(x["ts"])) if "ts" in x else x for x in e],
-               lambda e: Outcome("clean", n_kernels=gpu_count(e)))),
-    Kind("ts_not_a_number", "a ts that is text ('soon'): read as null, the event skipped",
-         _edit(_set("ts", ["soon"]), lambda e: Outcome("repaired", warnings={W_BAD_VALUE: 1, W_NO_TS: 1},
-                                                        n_kernels=gpu_count(e)))),
-    Kind("missing_fields", "2 kernels without ph, 3 without ts, 4 without dur: skipped / read as 0, counted",
-         _edit(_drop_keys, lambda e: Outcome("repaired", warnings={W_NO_PH: 2, W_NO_TS: 3, W_NO_DUR: 4},
-                                               n_kernels=gpu_count(e)))),
-    Kind("negative_durations", "5 negative kernel durations: clamped to 0, counted",
-         _edit(_set("dur", [Decimal("-1.5")] * 5), lambda e: Outcome("repaired", warnings={W_NEG: 5},
-                                                                       n_kernels=gpu_count(e)))),
-    Kind("absurd_durations", "2 kernels lasting 1e11 µs (27 hours): set to 0, counted",
-         _edit(_set("dur", [Decimal(100000000000)] * 2), lambda e: Outcome("repaired", warnings={W_ABSURD: 2},
-                                                                              n_kernels=gpu_count(e)))),
-    Kind("duplicate_events", "3 kernels written twice: the copies dropped, counted",
-         _edit(_duplicate, lambda e: Outcome("repaired", warnings={W_DUP: 3}, n_kernels=gpu_count(e) - 3))),
-    Kind("unmatched_flows", "2 flow starts without a finish: kept unbound, counted",
-         _edit(_unmatched_flows, lambda e: Outcome("repaired", warnings={W_FLOW: 2}, n_kernels=gpu_count(e)))),
-    Kind("reused_correlation_ids", "two ranks numbering correlation ids alike: each rank links on its own",
-         _reused_correlation),
-    Kind("unknown_categories", "3 events of categories nobody knows: kept, counted",
-         _edit(lambda e: [dict(x, cat="mystery_cat") if i in
-                          [j for j, y in enumerate(e) if y.get("ph") == "X" and y.get("cat") == "cpu_op"][:3]
-                          else x for i, x in enumerate(e)],
-               lambda e: Outcome("repaired", warnings={W_UNKNOWN: 3}, n_kernels=gpu_count(e)))),
-    Kind("huge_kernel_name", "one kernel name of 100 MB: read (DuckDB's object size is raised for it)", _huge_name),
-    Kind("deeply_nested_args", "args nested 5000 deep (and Input Dims 500 deep): read, the unknown key ignored",
-         _edit(lambda e: e, lambda e: Outcome("clean", n_kernels=gpu_count(e)), raw=_deep_args_raw)),
-    Kind("one_bad_byte", "one byte in one event's value is not JSON: only that event is lost, counted with "
-         "its position", _edit(lambda e: e, _one_bad_byte_outcome, raw=_one_bad_byte_raw)),
-    Kind("scalars_in_array", "numbers and strings among the events: skipped, counted", _scalars),
-    Kind("empty_trace_events", "traceEvents is []: nothing to ingest -> error", _empty_events),
-    Kind("metadata_only", "only ph M events: nothing timed to ingest -> error", _metadata_only),
-    Kind("directory_with_non_trace_files", "a profile folder with notes.txt and config.json beside the trace: "
-         "both skipped (counted: a small .json without traceEvents is a sidecar); the trace lands",
-         _dir_with_non_trace),
-]}
+KINDS: dict[str, Kind] = {
+    k.name: k
+    for k in [
+        Kind(
+            "truncated_gzip_header",
+            "gzip cut inside its header: nothing can be inflated -> error",
+            _truncated_gzip(0),
+        ),
+        Kind(
+            "truncated_gzip_early",
+            "gzip cut at 15 %: the complete events inflated before the cut land",
+            _truncated_gzip(0.15),
+        ),
+        Kind(
+            "truncated_gzip_middle",
+            "gzip cut at 50 %: salvaged, 'file truncated at byte N: events kept'",
+            _truncated_gzip(0.5),
+        ),
+        Kind(
+            "truncated_gzip_trailer",
+            "gzip cut inside its 8-byte trailer: all events land (checksum missing)",
+            _truncated_gzip(0.99999),
+        ),
+        Kind(
+            "gzip_corrupt_block",
+            "flipped bytes mid-stream that zlib refuses: the events before the damage land",
+            _corrupt_gzip_block,
+        ),
+        Kind(
+            "truncated_json_mid_event",
+            "plain JSON cut inside an event: the complete events before it land",
+            _truncated_json("middle"),
+        ),
+        Kind(
+            "truncated_json_mid_string",
+            "plain JSON cut inside a kernel name: the events before it land",
+            _truncated_json("string"),
+        ),
+        Kind(
+            "truncated_json_first_event",
+            "cut inside the first event: nothing usable -> error",
+            _truncated_json("first"),
+        ),
+        Kind(
+            "truncated_minified",
+            "minified JSON over 2 MB cut at 90 %: salvaged without newlines to go by",
+            _truncated_minified,
+        ),
+        Kind(
+            "interleaved_documents",
+            "two ranks' documents interleaved in one file: refused (mixing ranks is wrong)",
+            _interleaved,
+        ),
+        Kind("bare_event_array", "a bare array of events without traceEvents: read as is", _bare_array),
+        Kind(
+            "nan_infinity",
+            "NaN, Infinity and -Infinity as durations: not JSON numbers; read as null, counted",
+            _edit(
+                lambda e: e,
+                lambda e: Outcome("repaired", warnings={W_BAD_VALUE: 3, W_NO_DUR: 3}, n_kernels=gpu_count(e)),
+                raw=_nan_raw,
+            ),
+        ),
+        Kind(
+            "huge_numbers",
+            "a duration of 1e30 µs: fits the decoder, not int64 ns; set to 0, counted",
+            _edit(
+                _set("dur", [Decimal("1e30")]),
+                lambda e: Outcome("repaired", warnings={W_ABSURD: 1}, n_kernels=gpu_count(e)),
+            ),
+        ),
+        Kind(
+            "huge_timestamp",
+            "a ts of 1e300: not representable, read as null, the event skipped",
+            _edit(
+                lambda e: e,
+                lambda e: Outcome(
+                    "repaired", warnings={W_BAD_VALUE: 1, W_NO_TS: 1}, n_kernels=gpu_count(e) - 1
+                ),
+                raw=lambda ev, t: [
+                    x
+                    if i != _kernels(ev)[3]
+                    else x.replace(b'"ts": ' + dumps(ev[i]["ts"]).encode(), b'"ts": 1e300', 1)
+                    for i, x in enumerate(t)
+                ],
+            ),
+        ),
+        Kind(
+            "control_characters",
+            "raw control characters inside kernel names: escaped, counted",
+            _edit(
+                lambda e: e,
+                lambda e: Outcome("repaired", warnings={W_CONTROL: 2}, n_kernels=gpu_count(e)),
+                raw=_name_bytes(b"\x01\x07\x1b[31m"),
+            ),
+        ),
+        Kind(
+            "invalid_utf8",
+            "invalid UTF-8 bytes inside kernel names: replaced by U+FFFD, counted",
+            _edit(
+                lambda e: e,
+                lambda e: Outcome("repaired", warnings={W_UTF8: 2}, n_kernels=gpu_count(e)),
+                raw=_name_bytes(b"\xff\xfe\xc3"),
+            ),
+        ),
+        Kind(
+            "ts_as_strings",
+            "every ts written as a string: read exactly, no warning",
+            _edit(
+                lambda e: [dict(x, ts=str(x["ts"])) if "ts" in x else x for x in e],
+                lambda e: Outcome("clean", n_kernels=gpu_count(e)),
+            ),
+        ),
+        Kind(
+            "ts_not_a_number",
+            "a ts that is text ('soon'): read as null, the event skipped",
+            _edit(
+                _set("ts", ["soon"]),
+                lambda e: Outcome("repaired", warnings={W_BAD_VALUE: 1, W_NO_TS: 1}, n_kernels=gpu_count(e)),
+            ),
+        ),
+        Kind(
+            "missing_fields",
+            "2 kernels without ph, 3 without ts, 4 without dur: skipped / read as 0, counted",
+            _edit(
+                _drop_keys,
+                lambda e: Outcome(
+                    "repaired", warnings={W_NO_PH: 2, W_NO_TS: 3, W_NO_DUR: 4}, n_kernels=gpu_count(e)
+                ),
+            ),
+        ),
+        Kind(
+            "negative_durations",
+            "5 negative kernel durations: clamped to 0, counted",
+            _edit(
+                _set("dur", [Decimal("-1.5")] * 5),
+                lambda e: Outcome("repaired", warnings={W_NEG: 5}, n_kernels=gpu_count(e)),
+            ),
+        ),
+        Kind(
+            "absurd_durations",
+            "2 kernels lasting 1e11 µs (27 hours): set to 0, counted",
+            _edit(
+                _set("dur", [Decimal(100000000000)] * 2),
+                lambda e: Outcome("repaired", warnings={W_ABSURD: 2}, n_kernels=gpu_count(e)),
+            ),
+        ),
+        Kind(
+            "duplicate_events",
+            "3 kernels written twice: the copies dropped, counted",
+            _edit(_duplicate, lambda e: Outcome("repaired", warnings={W_DUP: 3}, n_kernels=gpu_count(e) - 3)),
+        ),
+        Kind(
+            "unmatched_flows",
+            "2 flow starts without a finish: kept unbound, counted",
+            _edit(
+                _unmatched_flows, lambda e: Outcome("repaired", warnings={W_FLOW: 2}, n_kernels=gpu_count(e))
+            ),
+        ),
+        Kind(
+            "reused_correlation_ids",
+            "two ranks numbering correlation ids alike: each rank links on its own",
+            _reused_correlation,
+        ),
+        Kind(
+            "unknown_categories",
+            "3 events of categories nobody knows: kept, counted",
+            _edit(
+                lambda e: [
+                    dict(x, cat="mystery_cat")
+                    if i
+                    in [j for j, y in enumerate(e) if y.get("ph") == "X" and y.get("cat") == "cpu_op"][:3]
+                    else x
+                    for i, x in enumerate(e)
+                ],
+                lambda e: Outcome("repaired", warnings={W_UNKNOWN: 3}, n_kernels=gpu_count(e)),
+            ),
+        ),
+        Kind(
+            "huge_kernel_name",
+            "one kernel name of 100 MB: read (DuckDB's object size is raised for it)",
+            _huge_name,
+        ),
+        Kind(
+            "deeply_nested_args",
+            "args nested 5000 deep (and Input Dims 500 deep): read, the unknown key ignored",
+            _edit(lambda e: e, lambda e: Outcome("clean", n_kernels=gpu_count(e)), raw=_deep_args_raw),
+        ),
+        Kind(
+            "one_bad_byte",
+            "one byte in one event's value is not JSON: only that event is lost, counted with its position",
+            _edit(lambda e: e, _one_bad_byte_outcome, raw=_one_bad_byte_raw),
+        ),
+        Kind("scalars_in_array", "numbers and strings among the events: skipped, counted", _scalars),
+        Kind("empty_trace_events", "traceEvents is []: nothing to ingest -> error", _empty_events),
+        Kind("metadata_only", "only ph M events: nothing timed to ingest -> error", _metadata_only),
+        Kind(
+            "directory_with_non_trace_files",
+            "a profile folder with notes.txt and config.json beside the trace: "
+            "both skipped (counted: a small .json without traceEvents is a sidecar); the trace lands",
+            _dir_with_non_trace,
+        ),
+    ]
+}
 
 
 def make_case(name: str, folder: Path) -> Case:

@@ -19,14 +19,21 @@ SHARED = ROOT.parent / "shared"
 TRACES = SHARED / "traces"
 ORACLES = SHARED / "oracles"
 
-GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
-            "memcpy": "memcpy", "memset": "memset"}
+GPU_CATS = {
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memcpy": "memcpy",
+    "memset": "memset",
+}
 
 
 # the synthesized runs whose reports the tests check (golden Markdown, stored analyses)
-REPORT_SCENARIOS = {"serving-decode": {"ranks": 2, "steps": 3, "layers": 2},
-                    "serving-prefill": {"ranks": 2, "steps": 2, "layers": 2},
-                    "training": {"ranks": 2, "steps": 3, "layers": 2}}
+REPORT_SCENARIOS = {
+    "serving-decode": {"ranks": 2, "steps": 3, "layers": 2},
+    "serving-prefill": {"ranks": 2, "steps": 2, "layers": 2},
+    "training": {"ranks": 2, "steps": 3, "layers": 2},
+}
 
 
 def built_once(tmp_path_factory, name: str, build):
@@ -57,7 +64,9 @@ def synth_warehouse(tmp_path_factory):
 
         runs = {}
         for scenario, opts in REPORT_SCENARIOS.items():
-            [outcome] = ingest_paths(Warehouse(root / "wh"), [write_scenario(scenario, root / scenario, seed=7, **opts)])
+            [outcome] = ingest_paths(
+                Warehouse(root / "wh"), [write_scenario(scenario, root / scenario, seed=7, **opts)]
+            )
             runs[scenario] = outcome.run_id
         return {"root": str(root / "wh"), "runs": runs}
 
@@ -91,39 +100,68 @@ def pytest_report_header(config):
 # ../shared (every test that asks for them skips in the fast tier), Spark, the browser, killed processes,
 # the demo's whole history, Perfetto exports of whole runs, whole reports, diffs and trends.
 FAST = os.environ.get("TRACEHOUSE_TEST_FAST") == "1"
-SLOW_MODULES = {"test_spark", "test_pages", "test_kill", "test_demo", "test_export", "test_ingest_real",
-                "test_timeline_oracles", "test_nsys",
-                # whole reports, diffs and trends end to end (tens of seconds each on 2 cores)
-                "test_run_report", "test_stored_analyses", "test_trend", "test_diff", "test_spark_lists"}
+SLOW_MODULES = {
+    "test_spark",
+    "test_pages",
+    "test_kill",
+    "test_demo",
+    "test_export",
+    "test_ingest_real",
+    "test_timeline_oracles",
+    "test_nsys",
+    # whole reports, diffs and trends end to end (tens of seconds each on 2 cores)
+    "test_run_report",
+    "test_stored_analyses",
+    "test_trend",
+    "test_diff",
+    "test_spark_lists",
+}
 # single end-to-end tests of otherwise fast modules (--durations=40 of the fast tier, 2026-12-02: 70-190 s
 # each on the shared 2 cores): bounded Perfetto exports of a whole synthesized run, whole ingests of a
 # scenario or a recorded trace with its capture
-SLOW_TESTS = {*(f"test_export_bounded::{t}" for t in (
-                  "test_scoped_batches_give_the_views_rows", "test_track_that_does_not_fit_is_left_out_and_said",
-                  "test_idle_gaps_written_whole_or_not_at_all", "test_data_quality_falls_back_to_each_rank",
-                  "test_gpu_tracks_that_do_not_fit_fail_in_one_line_nothing_written")),
-              "test_capture_attribution::test_same_files_with_capture_are_another_run",
-              "test_capture_attribution::test_synth_serving_decode_sites_equal_ground_truth",
-              "test_capture_attribution::test_recorded_h200_replay_from_its_capture"}
+SLOW_TESTS = {
+    *(
+        f"test_export_bounded::{t}"
+        for t in (
+            "test_scoped_batches_give_the_views_rows",
+            "test_track_that_does_not_fit_is_left_out_and_said",
+            "test_idle_gaps_written_whole_or_not_at_all",
+            "test_data_quality_falls_back_to_each_rank",
+            "test_gpu_tracks_that_do_not_fit_fail_in_one_line_nothing_written",
+        )
+    ),
+    "test_capture_attribution::test_same_files_with_capture_are_another_run",
+    "test_capture_attribution::test_synth_serving_decode_sites_equal_ground_truth",
+    "test_capture_attribution::test_recorded_h200_replay_from_its_capture",
+}
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
         params = getattr(item, "callspec", None)
-        real = params is not None and any(isinstance(v, str) and (".json" in v or "/" in v)
-                                          for v in params.params.values())
-        if (module in SLOW_MODULES or f"{module}::{getattr(item, 'originalname', item.name)}" in SLOW_TESTS
-                or real or "real_warehouse" in item.fixturenames):
+        real = params is not None and any(
+            isinstance(v, str) and (".json" in v or "/" in v) for v in params.params.values()
+        )
+        if (
+            module in SLOW_MODULES
+            or f"{module}::{getattr(item, 'originalname', item.name)}" in SLOW_TESTS
+            or real
+            or "real_warehouse" in item.fixturenames
+        ):
             item.add_marker(pytest.mark.slow)
 
 
 def require_shared() -> Path:
     if FAST:
-        pytest.skip("the fast tier (make test-fast) leaves out the real traces of ../shared; make test runs them")
+        pytest.skip(
+            "the fast tier (make test-fast) leaves out the real traces of ../shared; make test runs them"
+        )
     if not TRACES.is_dir():
-        pytest.skip(f"../shared/traces not found at {TRACES}: the real-trace tests need the shared folder "
-                    "beside the checkout")
+        pytest.skip(
+            f"../shared/traces not found at {TRACES}: the real-trace tests need the shared folder "
+            "beside the checkout"
+        )
     return TRACES
 
 
@@ -148,8 +186,11 @@ def independent_gpu_summary(path: Path) -> dict:
     """Count GPU activities and sum their durations (exact ns) with a plain JSON pass, no tracehouse code."""
     doc = load_json(path)
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
-    runtime_corr = {e.get("args", {}).get("correlation") for e in events
-                    if e.get("ph") == "X" and str(e.get("cat", "")).lower() in ("cuda_runtime", "cuda_driver", "runtime")}
+    runtime_corr = {
+        e.get("args", {}).get("correlation")
+        for e in events
+        if e.get("ph") == "X" and str(e.get("cat", "")).lower() in ("cuda_runtime", "cuda_driver", "runtime")
+    }
     count = linked = 0
     total_ns = 0
     for e in events:

@@ -36,17 +36,31 @@ def _coverage(con, run_id: str) -> dict:
         """SELECT count(*), count(site), count(cpu_op_name), sum(dur_ns),
                   sum(CASE WHEN site IS NOT NULL THEN dur_ns ELSE 0 END),
                   count(*) FILTER (WHERE site_source = 'capture')
-           FROM kernel_launch_site WHERE run_id = ?""", [run_id]).fetchone()
-    runs = con.execute("SELECT n_kernels, attributed_activities, attributed_gpu_ns FROM runs WHERE run_id = ?",
-                       [run_id]).fetchone()
-    return {"total": row[0], "site": row[1], "cpu_op": row[2], "gpu_ns": row[3], "site_ns": row[4],
-            "capture": row[5], "n_kernels": runs[0], "runs_activities": runs[1], "runs_gpu_ns": runs[2]}
+           FROM kernel_launch_site WHERE run_id = ?""",
+        [run_id],
+    ).fetchone()
+    runs = con.execute(
+        "SELECT n_kernels, attributed_activities, attributed_gpu_ns FROM runs WHERE run_id = ?", [run_id]
+    ).fetchone()
+    return {
+        "total": row[0],
+        "site": row[1],
+        "cpu_op": row[2],
+        "gpu_ns": row[3],
+        "site_ns": row[4],
+        "capture": row[5],
+        "n_kernels": runs[0],
+        "runs_activities": runs[1],
+        "runs_gpu_ns": runs[2],
+    }
 
 
 def _top_sites(con, run_id: str, n: int, column: str = "site") -> list[tuple[str, float]]:
     return con.execute(
         f"""SELECT {column}, sum(dur_ns) / 1000.0 AS us FROM kernel_launch_site
-            WHERE run_id = ? AND {column} IS NOT NULL GROUP BY 1 ORDER BY us DESC LIMIT ?""", [run_id, n]).fetchall()
+            WHERE run_id = ? AND {column} IS NOT NULL GROUP BY 1 ORDER BY us DESC LIMIT ?""",
+        [run_id, n],
+    ).fetchall()
 
 
 def _oracle(trace: str) -> dict:
@@ -68,7 +82,9 @@ REAL = [
 ]
 
 
-@pytest.mark.parametrize("folder,trace,total,least_site,least_op", REAL, ids=[r[0].split("/")[-1] for r in REAL])
+@pytest.mark.parametrize(
+    "folder,trace,total,least_site,least_op", REAL, ids=[r[0].split("/")[-1] for r in REAL]
+)
 def test_real_serving_trace_attribution(tmp_path, folder, trace, total, least_site, least_op):
     traces = require_shared()
     wh, run_id = _ingest(tmp_path / "wh", [traces / folder])  # capture_traces/ beside the trace: automatic
@@ -81,7 +97,9 @@ def test_real_serving_trace_attribution(tmp_path, folder, trace, total, least_si
     replayed = con.execute(
         """SELECT count(*), count(s.capture_match), count(*) FILTER (WHERE s.capture_match = 'name')
            FROM kernels k JOIN kernel_launch_site s USING (run_id, rank, kernel_id)
-           WHERE k.run_id = ? AND k.launch_call ILIKE '%GraphLaunch%'""", [run_id]).fetchone()
+           WHERE k.run_id = ? AND k.launch_call ILIKE '%GraphLaunch%'""",
+        [run_id],
+    ).fetchone()
     assert replayed[0] > 0 and replayed[0] == replayed[1] == replayed[2]
     # coverage is stored on the run, the same as the view counts
     assert cov["runs_activities"] == cov["site"]
@@ -125,12 +143,17 @@ def test_same_files_with_capture_are_another_run(tmp_path):
     assert plain.stored and with_capture.stored and not again.stored
     assert len({plain.run_id, with_capture.run_id}) == 2 and again.run_id == with_capture.run_id
     con = connect(wh)
-    sources = dict(con.execute("SELECT run_id, count(*) FILTER (WHERE site_source = 'capture') "
-                               "FROM kernel_launch_site GROUP BY run_id").fetchall())
+    sources = dict(
+        con.execute(
+            "SELECT run_id, count(*) FILTER (WHERE site_source = 'capture') "
+            "FROM kernel_launch_site GROUP BY run_id"
+        ).fetchall()
+    )
     assert sources[plain.run_id] == 0 and sources[with_capture.run_id] == 968
 
 
 # --- the recorded H200 traces: NVIDIA, capture launches without kernel names ----------------------------
+
 
 def test_recorded_h200_replay_from_its_capture(tmp_path):
     cap = tmp_path / "cap"
@@ -145,13 +168,20 @@ def test_recorded_h200_replay_from_its_capture(tmp_path):
     assert cov["cpu_op"] / cov["total"] >= 0.99
     assert cov["runs_activities"] == cov["site"]
     # CUDA launch calls during capture name no kernel: aligned by order on the one replay stream
-    matches = dict(con.execute("SELECT capture_match, count(*) FROM kernel_launch_site WHERE run_id = ? "
-                               "AND site_source = 'capture' GROUP BY ALL", [run_id]).fetchall())
+    matches = dict(
+        con.execute(
+            "SELECT capture_match, count(*) FROM kernel_launch_site WHERE run_id = ? "
+            "AND site_source = 'capture' GROUP BY ALL",
+            [run_id],
+        ).fetchall()
+    )
     assert matches == {"order": 968}
     # the order is right: the capture's cpu_op fits the replayed kernel
     pairs = con.execute(
         """SELECT s.cpu_op_name, k.name FROM kernel_launch_site s JOIN kernels k USING (run_id, rank, kernel_id)
-           WHERE s.run_id = ? AND s.site_source = 'capture'""", [run_id]).fetchall()
+           WHERE s.run_id = ? AND s.site_source = 'capture'""",
+        [run_id],
+    ).fetchall()
     for op, kernel in pairs:
         if op == "aten::mm":
             assert "nvjet" in kernel or "gemm" in kernel.lower() or "splitKreduce" in kernel, kernel
@@ -160,12 +190,16 @@ def test_recorded_h200_replay_from_its_capture(tmp_path):
         if op == "aten::mean":
             assert "reduce_kernel" in kernel, kernel
     # every replayed kernel's site is in the model's code, not the replay call
-    replay_sites = con.execute("SELECT count(*) FROM kernel_launch_site WHERE run_id = ? AND site_source = "
-                               "'capture' AND (site LIKE '%graphs.py%' OR file IS NULL)", [run_id]).fetchone()[0]
+    replay_sites = con.execute(
+        "SELECT count(*) FROM kernel_launch_site WHERE run_id = ? AND site_source = "
+        "'capture' AND (site LIKE '%graphs.py%' OR file IS NULL)",
+        [run_id],
+    ).fetchone()[0]
     assert replay_sites == 0
 
 
 # --- synthesized serving-decode runs: every activity's site equals the ground truth -------------------
+
 
 @pytest.mark.parametrize("vendor", ["nvidia", "amd"])
 def test_synth_serving_decode_sites_equal_ground_truth(tmp_path, vendor):
@@ -178,7 +212,9 @@ def test_synth_serving_decode_sites_equal_ground_truth(tmp_path, vendor):
     rows = con.execute(
         """SELECT k.rank, k.step, k.name, s.file, s.line, s.function, s.site_source
            FROM kernels k JOIN kernel_launch_site s USING (run_id, rank, kernel_id)
-           WHERE k.run_id = ? ORDER BY k.rank, k.step, k.stream, k.start_ns, k.kernel_id""", [run_id]).fetchall()
+           WHERE k.run_id = ? ORDER BY k.rank, k.step, k.stream, k.start_ns, k.kernel_id""",
+        [run_id],
+    ).fetchall()
     got = defaultdict(list)
     for r in rows:
         got[(r[0], r[1])].append(r)
@@ -199,33 +235,53 @@ def test_synth_serving_decode_sites_equal_ground_truth(tmp_path, vendor):
 
 # --- the alignment itself ------------------------------------------------------------------------------
 
+
 def _launch(i: int, name: str | None, kind: str = "kernel") -> CaptureLaunch:
     return CaptureLaunch(i, "cudaLaunchKernel", kind, name, None, f"f{i}.py", i, "fn", "op", None)
 
 
 def test_forkjoin_order_puts_side_block_after_its_fork():
     # main: a(0-10) b(12-30) c(31-40) d(50-60); side: x(12-20) y(21-29) after a, joined before d
-    acts = [Replayed(0, 7, "kernel", "a", 0, 10), Replayed(1, 7, "kernel", "b", 12, 30),
-            Replayed(2, 9, "kernel", "x", 13, 20), Replayed(3, 9, "kernel", "y", 21, 29),
-            Replayed(4, 7, "kernel", "c", 31, 40), Replayed(5, 7, "kernel", "d", 50, 60)]
+    acts = [
+        Replayed(0, 7, "kernel", "a", 0, 10),
+        Replayed(1, 7, "kernel", "b", 12, 30),
+        Replayed(2, 9, "kernel", "x", 13, 20),
+        Replayed(3, 9, "kernel", "y", 21, 29),
+        Replayed(4, 7, "kernel", "c", 31, 40),
+        Replayed(5, 7, "kernel", "d", 50, 60),
+    ]
     assert [acts[i].name for i in forkjoin_order(acts)] == ["a", "x", "y", "b", "c", "d"]
     # order only (no names in the capture): the fork-join order is used, not the start order
     launches = [_launch(i, None) for i in range(6)]
     pairs = sorted(align(launches, acts))
     assert [(acts[r].name, c, m) for r, c, m in pairs] == [
-        ("a", 0, "stream"), ("b", 3, "stream"), ("x", 1, "stream"), ("y", 2, "stream"), ("c", 4, "stream"),
-        ("d", 5, "stream")]
+        ("a", 0, "stream"),
+        ("b", 3, "stream"),
+        ("x", 1, "stream"),
+        ("y", 2, "stream"),
+        ("c", 4, "stream"),
+        ("d", 5, "stream"),
+    ]
 
 
 def test_greedy_skips_capture_launches_without_a_replayed_kernel():
     # the capture issued an extra launch (not a graph node) and names nothing: counts differ
     acts = [Replayed(i, 7, "kernel", n, 10 * i, 10 * i + 5) for i, n in enumerate("abc")]
     acts.append(Replayed(3, 7, "memcpy", "Memcpy DtoD", 40, 45))
-    launches = [_launch(0, None), _launch(1, None), _launch(2, None), _launch(3, None),
-                _launch(4, None, "memcpy")]
+    launches = [
+        _launch(0, None),
+        _launch(1, None),
+        _launch(2, None),
+        _launch(3, None),
+        _launch(4, None, "memcpy"),
+    ]
     pairs = sorted(align(launches, acts))
-    assert [(r, c, m) for r, c, m in pairs] == [(0, 0, "greedy"), (1, 1, "greedy"), (2, 2, "greedy"),
-                                                (3, 4, "greedy")]
+    assert [(r, c, m) for r, c, m in pairs] == [
+        (0, 0, "greedy"),
+        (1, 1, "greedy"),
+        (2, 2, "greedy"),
+        (3, 4, "greedy"),
+    ]
     # by name: a launch whose kernel the replay lacks is skipped, the rest align by name
     named = [_launch(0, "a"), _launch(1, "zz"), _launch(2, "b"), _launch(3, "c")]
     pairs = sorted(align(named, acts[:3]))

@@ -16,8 +16,9 @@ from warehouse.store import Warehouse
 def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("rules")
     wh = Warehouse(root / "wh")
-    [outcome] = ingest_paths(wh, [write_scenario("serving-decode", root / "run", ranks=1, steps=2, layers=1)],
-                             analyse=False)
+    [outcome] = ingest_paths(
+        wh, [write_scenario("serving-decode", root / "run", ranks=1, steps=2, layers=1)], analyse=False
+    )
     return wh, outcome.run_id
 
 
@@ -37,8 +38,12 @@ def test_a_rules_file_applies_to_its_connection_only(run, tmp_path):
     assert kernels > 0
     # every kernel's name matches '.': the user rule decides all of them unless an op rule does
     assert 0 < _user_rule_rows(mine) <= kernels
-    assert mine.execute("SELECT count(DISTINCT category) FROM kernel_category WHERE rule_name LIKE 'user:%'"
-                        ).fetchone()[0] == 1
+    assert (
+        mine.execute(
+            "SELECT count(DISTINCT category) FROM kernel_category WHERE rule_name LIKE 'user:%'"
+        ).fetchone()[0]
+        == 1
+    )
     assert _user_rule_rows(plain) == 0, "the shipped rules on a connection without the file"
 
 
@@ -48,11 +53,17 @@ def test_a_user_peaks_file_sets_the_roofline_peaks(run, tmp_path, monkeypatch):
     device = connect(wh).execute("SELECT device FROM _run_device WHERE run_id = ?", [run_id]).fetchone()
     assert device is not None, "the synthesized run names a device with shipped peaks"
     peaks = tmp_path / "peaks.csv"
-    peaks.write_text("rule_order,device,pattern,props_match,bf16_tflops,fp8_tflops,fp4_tflops,tf32_tflops,"
-                     "fp32_tflops,hbm_tbps,link_gbps,source,note\n"
-                     "1,My GPU,.,,100,200,,50,10,1.5,100,my lab's measurement,\n", encoding="utf-8")
+    peaks.write_text(
+        "rule_order,device,pattern,props_match,bf16_tflops,fp8_tflops,fp4_tflops,tf32_tflops,"
+        "fp32_tflops,hbm_tbps,link_gbps,source,note\n"
+        "1,My GPU,.,,100,200,,50,10,1.5,100,my lab's measurement,\n",
+        encoding="utf-8",
+    )
     monkeypatch.setenv("TRACEHOUSE_DEVICE_PEAKS", str(peaks))
-    assert connect(wh).execute("SELECT device, hbm_tbps FROM _run_device WHERE run_id = ?",
-                               [run_id]).fetchone() == ("My GPU", 1.5)
+    assert connect(wh).execute(
+        "SELECT device, hbm_tbps FROM _run_device WHERE run_id = ?", [run_id]
+    ).fetchone() == ("My GPU", 1.5)
     monkeypatch.delenv("TRACEHOUSE_DEVICE_PEAKS")
-    assert connect(wh).execute("SELECT device FROM _run_device WHERE run_id = ?", [run_id]).fetchone() == device
+    assert (
+        connect(wh).execute("SELECT device FROM _run_device WHERE run_id = ?", [run_id]).fetchone() == device
+    )

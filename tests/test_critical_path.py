@@ -55,6 +55,7 @@ def cp_connect(wh) -> duckdb.DuckDBPyConnection:
 # tiny inline graphs
 # ---------------------------------------------------------------------------------------------------
 
+
 class Mini:
     """Rows for kernels / cpu_ops / step_spans of one rank (run 'r', rank 0, host thread '1')."""
 
@@ -74,12 +75,23 @@ class Mini:
         self.ops.append((op_id, "1", "1", cat, name, start, dur, None, corr, None, None, None, None))
         return op_id, corr
 
-    def kernel(self, name: str, stream: int, start: int, dur: int, launch: tuple | None, call: str = "cudaLaunchKernel",
-               kind: str = "kernel", step: int | None = 1) -> int:
+    def kernel(
+        self,
+        name: str,
+        stream: int,
+        start: int,
+        dur: int,
+        launch: tuple | None,
+        call: str = "cudaLaunchKernel",
+        kind: str = "kernel",
+        step: int | None = 1,
+    ) -> int:
         """launch: (op_id, start, dur) of the launching call or None (unlinked)."""
         kid = self._id()
         op, ls, ld = launch if launch else (None, None, None)
-        self.kernels.append((kid, stream, kind, name, step, start, start + dur, op, call if launch else None, ls, ld))
+        self.kernels.append(
+            (kid, stream, kind, name, step, start, start + dur, op, call if launch else None, ls, ld)
+        )
         return kid
 
     def launch(self, name: str, stream: int, host: int, host_dur: int, start: int, dur: int, **kw) -> int:
@@ -87,34 +99,96 @@ class Mini:
         op, _ = self.call(call, host, host_dur)
         return self.kernel(name, stream, start, dur, (op, host, host_dur), call=call, **kw)
 
-    def sync_record(self, kind: str, corr: int, stream: int, start: int, wait_on_stream: int | None = None,
-                    wait_on_event_corr: int | None = None) -> None:
-        self.ops.append((self._id(), "0", str(stream), "cuda_sync", kind, start, 1, None, corr, stream,
-                         wait_on_stream, wait_on_event_corr, kind))
+    def sync_record(
+        self,
+        kind: str,
+        corr: int,
+        stream: int,
+        start: int,
+        wait_on_stream: int | None = None,
+        wait_on_event_corr: int | None = None,
+    ) -> None:
+        self.ops.append(
+            (
+                self._id(),
+                "0",
+                str(stream),
+                "cuda_sync",
+                kind,
+                start,
+                1,
+                None,
+                corr,
+                stream,
+                wait_on_stream,
+                wait_on_event_corr,
+                kind,
+            )
+        )
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         """The critical-path views over these rows alone (tests/viewtest.py): kernel_category given as
         gemm / memory / elementwise by name, no per-activity category override."""
         from viewtest import connect_views
 
-        kcols = ("kernel_id", "stream", "kind", "name", "step", "start_ns", "end_ns", "launch_op_id", "launch_call",
-                 "launch_start_ns", "launch_dur_ns")
-        ocols = ("op_id", "pid", "tid", "cat", "name", "start_ns", "dur_ns", "parent_op_id", "correlation", "stream",
-                 "wait_on_stream", "wait_on_event_corr", "sync_kind")
-        kernels = [{"run_id": "r", "rank": 0, "device": 0, **dict(zip(kcols, k, strict=True))} for k in self.kernels]
+        kcols = (
+            "kernel_id",
+            "stream",
+            "kind",
+            "name",
+            "step",
+            "start_ns",
+            "end_ns",
+            "launch_op_id",
+            "launch_call",
+            "launch_start_ns",
+            "launch_dur_ns",
+        )
+        ocols = (
+            "op_id",
+            "pid",
+            "tid",
+            "cat",
+            "name",
+            "start_ns",
+            "dur_ns",
+            "parent_op_id",
+            "correlation",
+            "stream",
+            "wait_on_stream",
+            "wait_on_event_corr",
+            "sync_kind",
+        )
+        kernels = [
+            {"run_id": "r", "rank": 0, "device": 0, **dict(zip(kcols, k, strict=True))} for k in self.kernels
+        ]
         ops = [{"run_id": "r", "rank": 0, **dict(zip(ocols, o, strict=True))} for o in self.ops]
         spans = [{"run_id": "r", "rank": 0, "step": s, "start_ns": a, "end_ns": b} for s, a, b in self.spans]
-        categories = [{"name": name, "kind": kind,
-                       "category": "gemm" if "gemm" in name else "memory" if kind == "memcpy" else "elementwise"}
-                      for name, kind in sorted({(k["name"], k["kind"]) for k in kernels})]
-        return connect_views(CP_VIEWS, {"kernels": kernels, "cpu_ops": ops, "step_spans": spans,
-                                        "kernel_category": categories, "_category_override": []})
+        categories = [
+            {
+                "name": name,
+                "kind": kind,
+                "category": "gemm" if "gemm" in name else "memory" if kind == "memcpy" else "elementwise",
+            }
+            for name, kind in sorted({(k["name"], k["kind"]) for k in kernels})
+        ]
+        return connect_views(
+            CP_VIEWS,
+            {
+                "kernels": kernels,
+                "cpu_ops": ops,
+                "step_spans": spans,
+                "kernel_category": categories,
+                "_category_override": [],
+            },
+        )
 
 
 def path(con, step: int = 1) -> list[tuple]:
     """(kind, name, start_ns, dur_ns, edge) of a step's path, in order."""
-    return con.execute("SELECT kind, name, start_ns, dur_ns, edge FROM critical_path WHERE step = ? ORDER BY seq",
-                       [step]).fetchall()
+    return con.execute(
+        "SELECT kind, name, start_ns, dur_ns, edge FROM critical_path WHERE step = ? ORDER BY seq", [step]
+    ).fetchall()
 
 
 def assert_tiles(rows: list[tuple]) -> None:
@@ -128,9 +202,13 @@ def test_launch_bound_path_runs_through_the_host():
     m.launch("gemm_a", 7, host=0, host_dur=5, start=10, dur=10)
     m.launch("gemm_b", 7, host=40, host_dur=5, start=50, dur=10)
     rows = path(m.connect())
-    assert rows == [("cpu", "cudaLaunchKernel", 0, 5, None), ("cpu", None, 5, 35, "program_order"),
-                    ("cpu", "cudaLaunchKernel", 40, 5, None), ("launch_delay", "cudaLaunchKernel", 45, 5, "launch"),
-                    ("gpu", "gemm_b", 50, 10, None)]
+    assert rows == [
+        ("cpu", "cudaLaunchKernel", 0, 5, None),
+        ("cpu", None, 5, 35, "program_order"),
+        ("cpu", "cudaLaunchKernel", 40, 5, None),
+        ("launch_delay", "cudaLaunchKernel", 45, 5, "launch"),
+        ("gpu", "gemm_b", 50, 10, None),
+    ]
 
 
 def test_gpu_bound_path_follows_the_stream():
@@ -139,11 +217,19 @@ def test_gpu_bound_path_follows_the_stream():
     m.launch("gemm_b", 7, host=20, host_dur=5, start=101, dur=9)
     con = m.connect()
     rows = path(con)
-    assert rows == [("cpu", "cudaLaunchKernel", 0, 5, None), ("launch_delay", "cudaLaunchKernel", 5, 5, "launch"),
-                    ("gpu", "gemm_a", 10, 90, None), ("kernel_gap", None, 100, 1, "stream_order"),
-                    ("gpu", "gemm_b", 101, 9, None)]
-    summary = {(k, c): (t, s) for k, c, t, s in con.execute(
-        "SELECT kind, category, time_ns, share FROM critical_path_summary").fetchall()}
+    assert rows == [
+        ("cpu", "cudaLaunchKernel", 0, 5, None),
+        ("launch_delay", "cudaLaunchKernel", 5, 5, "launch"),
+        ("gpu", "gemm_a", 10, 90, None),
+        ("kernel_gap", None, 100, 1, "stream_order"),
+        ("gpu", "gemm_b", 101, 9, None),
+    ]
+    summary = {
+        (k, c): (t, s)
+        for k, c, t, s in con.execute(
+            "SELECT kind, category, time_ns, share FROM critical_path_summary"
+        ).fetchall()
+    }
     assert summary[("gpu", "gemm")] == (99, 0.9)
     assert sum(t for t, _ in summary.values()) == 110
 
@@ -157,9 +243,13 @@ def test_event_wait_crosses_streams():
     m.launch("add_b", 24, host=30, host_dur=5, start=102, dur=8)
     con = m.connect()
     rows = path(con)
-    assert rows == [("cpu", "cudaLaunchKernel", 0, 5, None), ("launch_delay", "cudaLaunchKernel", 5, 5, "launch"),
-                    ("gpu", "gemm_a", 10, 90, None), ("sync_wait", "cudaStreamWaitEvent", 100, 2, "event_wait"),
-                    ("gpu", "add_b", 102, 8, None)]
+    assert rows == [
+        ("cpu", "cudaLaunchKernel", 0, 5, None),
+        ("launch_delay", "cudaLaunchKernel", 5, 5, "launch"),
+        ("gpu", "gemm_a", 10, 90, None),
+        ("sync_wait", "cudaStreamWaitEvent", 100, 2, "event_wait"),
+        ("gpu", "add_b", 102, 8, None),
+    ]
     assert con.execute("SELECT critical_stream, span_ns FROM critical_stream").fetchall() == [(7, 110)]
 
 
@@ -180,11 +270,16 @@ def test_host_sync_then_launch():
     m.sync_record("Stream Sync", sync_corr, 7, start=21)
     m.launch("add_b", 7, host=110, host_dur=5, start=120, dur=10)
     rows = path(m.connect())
-    assert rows == [("cpu", "cudaLaunchKernel", 0, 5, None), ("launch_delay", "cudaLaunchKernel", 5, 5, "launch"),
-                    ("gpu", "gemm_a", 10, 90, None),
-                    ("sync_wait", "cudaStreamSynchronize", 100, 3, "host_sync"),
-                    ("cpu", None, 103, 7, "program_order"), ("cpu", "cudaLaunchKernel", 110, 5, None),
-                    ("launch_delay", "cudaLaunchKernel", 115, 5, "launch"), ("gpu", "add_b", 120, 10, None)]
+    assert rows == [
+        ("cpu", "cudaLaunchKernel", 0, 5, None),
+        ("launch_delay", "cudaLaunchKernel", 5, 5, "launch"),
+        ("gpu", "gemm_a", 10, 90, None),
+        ("sync_wait", "cudaStreamSynchronize", 100, 3, "host_sync"),
+        ("cpu", None, 103, 7, "program_order"),
+        ("cpu", "cudaLaunchKernel", 110, 5, None),
+        ("launch_delay", "cudaLaunchKernel", 115, 5, "launch"),
+        ("gpu", "add_b", 120, 10, None),
+    ]
 
 
 def test_sync_that_did_not_wait_is_host_time():
@@ -202,7 +297,7 @@ def test_device_and_event_synchronize():
     m = Mini()
     m.launch("gemm_a", 7, host=0, host_dur=5, start=10, dur=90)
     m.launch("gemm_c", 24, host=6, host_dur=5, start=15, dur=50)
-    m.call("cudaDeviceSynchronize", 20, 85)           # no Context Sync record: every stream counts anyway
+    m.call("cudaDeviceSynchronize", 20, 85)  # no Context Sync record: every stream counts anyway
     m.launch("add_b", 7, host=110, host_dur=5, start=120, dur=10)
     _, rec = m.call("cudaEventRecord", 116, 2)
     _, es = m.call("cudaEventSynchronize", 119, 20)
@@ -219,8 +314,16 @@ def test_device_and_event_synchronize():
 def test_blocking_copy_is_a_sync_and_not_a_cycle():
     m = Mini()
     m.launch("gemm_a", 7, host=0, host_dur=5, start=10, dur=90)
-    m.launch("Memcpy DtoH (Device -> Pageable)", 7, host=20, host_dur=90, start=100, dur=5,
-             call="cudaMemcpyAsync", kind="memcpy")
+    m.launch(
+        "Memcpy DtoH (Device -> Pageable)",
+        7,
+        host=20,
+        host_dur=90,
+        start=100,
+        dur=5,
+        call="cudaMemcpyAsync",
+        kind="memcpy",
+    )
     m.launch("add_b", 7, host=120, host_dur=5, start=130, dur=10)
     rows = path(m.connect())
     assert ("sync_wait", "cudaMemcpyAsync", 105, 5, "host_sync") in rows
@@ -232,19 +335,28 @@ def test_graph_launch_links_every_replayed_activity():
     m = Mini()
     op, _ = m.call("cudaGraphLaunch", 0, 15)
     g = (op, 0, 15)
-    for name, stream, start, dur in [("gemm_1", 7, 5, 3), ("norm_2", 7, 9, 3), ("gemm_3", 7, 13, 7),
-                                     ("side_4", 24, 6, 2)]:
+    for name, stream, start, dur in [
+        ("gemm_1", 7, 5, 3),
+        ("norm_2", 7, 9, 3),
+        ("gemm_3", 7, 13, 7),
+        ("side_4", 24, 6, 2),
+    ]:
         m.kernel(name, stream, start, dur, g, call="cudaGraphLaunch")
     rows = path(m.connect())
-    assert rows == [("launch_delay", "cudaGraphLaunch", 0, 5, "launch"), ("gpu", "gemm_1", 5, 3, None),
-                    ("kernel_gap", None, 8, 1, "stream_order"), ("gpu", "norm_2", 9, 3, None),
-                    ("kernel_gap", None, 12, 1, "stream_order"), ("gpu", "gemm_3", 13, 7, None)]
+    assert rows == [
+        ("launch_delay", "cudaGraphLaunch", 0, 5, "launch"),
+        ("gpu", "gemm_1", 5, 3, None),
+        ("kernel_gap", None, 8, 1, "stream_order"),
+        ("gpu", "norm_2", 9, 3, None),
+        ("kernel_gap", None, 12, 1, "stream_order"),
+        ("gpu", "gemm_3", 13, 7, None),
+    ]
 
 
 def test_skewed_clocks_still_tile():
     m = Mini()
-    m.launch("gemm_a", 7, host=10, host_dur=5, start=8, dur=10)        # starts before its launch call
-    m.launch("gemm_b", 7, host=20, host_dur=5, start=15, dur=10)       # overlaps its predecessor
+    m.launch("gemm_a", 7, host=10, host_dur=5, start=8, dur=10)  # starts before its launch call
+    m.launch("gemm_b", 7, host=20, host_dur=5, start=15, dur=10)  # overlaps its predecessor
     m.kernel("unlinked", 7, 30, 2, None)
     m.launch("gemm_c", 24, host=26, host_dur=5, start=24, dur=20)
     con = m.connect()
@@ -307,8 +419,13 @@ def synth_runs(tmp_path_factory):
 
 
 def _sql_steps(con, run_id: str, rank: int) -> list[int]:
-    return [r[0] for r in con.execute("SELECT DISTINCT step FROM critical_path WHERE run_id = ? AND rank = ? "
-                                      "ORDER BY step", [run_id, rank]).fetchall()]
+    return [
+        r[0]
+        for r in con.execute(
+            "SELECT DISTINCT step FROM critical_path WHERE run_id = ? AND rank = ? ORDER BY step",
+            [run_id, rank],
+        ).fetchall()
+    ]
 
 
 @pytest.mark.parametrize("case", list(SYNTH_CASES))
@@ -323,38 +440,65 @@ def test_synthetic_path_equals_truth(synth_runs, case):
         assert len(sql_steps) == len(steps)
         for sql_step, st in zip(sql_steps, sorted(steps, key=lambda s: s["step"])):
             cp = st["critical_path"]
-            rows = con.execute("SELECT kind, name, start_ns, dur_ns, edge FROM critical_path WHERE run_id = ? AND "
-                               "rank = ? AND step = ? ORDER BY seq", [run_id, rank, sql_step]).fetchall()
+            rows = con.execute(
+                "SELECT kind, name, start_ns, dur_ns, edge FROM critical_path WHERE run_id = ? AND "
+                "rank = ? AND step = ? ORDER BY seq",
+                [run_id, rank, sql_step],
+            ).fetchall()
             want = cp["segments"]
             assert len(rows) == len(want), (case, rank, st["step"])
             for got, exp in zip(rows, want):
-                assert (got[0], got[2], got[3], got[4]) == (exp[0], exp[2], exp[3], exp[4]), (case, st["step"], got, exp)
+                assert (got[0], got[2], got[3], got[4]) == (exp[0], exp[2], exp[3], exp[4]), (
+                    case,
+                    st["step"],
+                    got,
+                    exp,
+                )
                 if got[4] is None or got[4] in ("launch", "host_sync", "event_wait"):
                     assert got[1] == exp[1], (got, exp)
-            summary = {k: t for k, t in con.execute(
-                "SELECT kind, SUM(time_ns) FROM critical_path_summary WHERE run_id = ? AND rank = ? AND step = ? "
-                "GROUP BY kind", [run_id, rank, sql_step]).fetchall()}
+            summary = {
+                k: t
+                for k, t in con.execute(
+                    "SELECT kind, SUM(time_ns) FROM critical_path_summary WHERE run_id = ? AND rank = ? AND step = ? "
+                    "GROUP BY kind",
+                    [run_id, rank, sql_step],
+                ).fetchall()
+            }
             assert {k: v for k, v in cp["kind_ns"].items() if v} == summary
-            crit = con.execute("SELECT critical_stream, span_ns, path_start_ns, path_end_ns FROM critical_stream "
-                               "WHERE run_id = ? AND rank = ? AND step = ?", [run_id, rank, sql_step]).fetchone()
+            crit = con.execute(
+                "SELECT critical_stream, span_ns, path_start_ns, path_end_ns FROM critical_stream "
+                "WHERE run_id = ? AND rank = ? AND step = ?",
+                [run_id, rank, sql_step],
+            ).fetchone()
             assert crit == (cp["critical_stream"], cp["span_ns"], cp["start_ns"], cp["end_ns"])
 
 
 def test_synthetic_paths_cover_the_dependencies(synth_runs):
     """The cases exercise what they are meant to: event waits (training), graph replays (decode)."""
     con, runs = synth_runs
-    edges = {case: {e for (e,) in con.execute("SELECT DISTINCT edge FROM critical_path WHERE run_id = ?",
-                                              [run_id]).fetchall()} for case, (run_id, _) in runs.items()}
+    edges = {
+        case: {
+            e
+            for (e,) in con.execute(
+                "SELECT DISTINCT edge FROM critical_path WHERE run_id = ?", [run_id]
+            ).fetchall()
+        }
+        for case, (run_id, _) in runs.items()
+    }
     assert "event_wait" in edges["training-2ranks"]
-    replayed = con.execute("SELECT count(*) FROM critical_path p JOIN kernels k ON k.run_id = p.run_id AND "
-                           "k.rank = p.rank AND k.kernel_id = p.kernel_id WHERE p.run_id = ? AND "
-                           "k.launch_call = 'cudaGraphLaunch'", [runs["serving-decode"][0]]).fetchone()[0]
+    replayed = con.execute(
+        "SELECT count(*) FROM critical_path p JOIN kernels k ON k.run_id = p.run_id AND "
+        "k.rank = p.rank AND k.kernel_id = p.kernel_id WHERE p.run_id = ? AND "
+        "k.launch_call = 'cudaGraphLaunch'",
+        [runs["serving-decode"][0]],
+    ).fetchone()[0]
     assert replayed > 0
 
 
 # ---------------------------------------------------------------------------------------------------
 # real traces
 # ---------------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def real_cp(real_warehouse):
@@ -369,31 +513,41 @@ def test_segments_tile_every_real_path(real_cp, rel):
     require_shared()
     con, run_of = real_cp
     run_id = run_of[rel]
-    bad = con.execute("""
+    bad = con.execute(
+        """
         SELECT rank, step, SUM(dur_ns), MAX(start_ns + dur_ns) - MIN(start_ns)
         FROM cp WHERE run_id = ? GROUP BY rank, step HAVING SUM(dur_ns) <> MAX(start_ns + dur_ns) - MIN(start_ns)
-    """, [run_id]).fetchall()
+    """,
+        [run_id],
+    ).fetchall()
     assert not bad
-    gaps = con.execute("""
+    gaps = con.execute(
+        """
         SELECT count(*) FROM (
             SELECT start_ns, dur_ns,
                    LAG(start_ns + dur_ns) OVER (PARTITION BY rank, step ORDER BY seq) AS prev_end
             FROM cp WHERE run_id = ?) t
         WHERE dur_ns < 0 OR (prev_end IS NOT NULL AND prev_end <> start_ns)
-    """, [run_id]).fetchone()[0]
+    """,
+        [run_id],
+    ).fetchone()[0]
     assert gaps == 0
     # every step with GPU activity has a path that ends at its last activity
-    missing = con.execute("""
+    missing = con.execute(
+        """
         SELECT k.rank, k.step, MAX(k.end_ns) AS last_end FROM kernels k WHERE k.run_id = ? AND k.step IS NOT NULL
         GROUP BY k.rank, k.step
         EXCEPT
         SELECT rank, step, MAX(start_ns + dur_ns) FROM cp WHERE run_id = ? GROUP BY rank, step
-    """, [run_id, run_id]).fetchall()
+    """,
+        [run_id, run_id],
+    ).fetchall()
     assert not missing
 
 
-@pytest.mark.parametrize("name", ["h200_graph_decode.json.gz", "h200_graph_capture.json.gz",
-                                  "h200_eager_train.json.gz"])
+@pytest.mark.parametrize(
+    "name", ["h200_graph_decode.json.gz", "h200_graph_capture.json.gz", "h200_eager_train.json.gz"]
+)
 def test_recorded_h200_paths(tmp_path, name):
     from ingest.load import ingest_paths
     from warehouse.store import Warehouse
@@ -404,8 +558,9 @@ def test_recorded_h200_paths(tmp_path, name):
     wh = Warehouse(tmp_path / "wh")
     [_outcome] = ingest_paths(wh, [src])
     con = cp_connect(wh)
-    sums = con.execute("SELECT step, SUM(dur_ns), MAX(start_ns + dur_ns) - MIN(start_ns) FROM critical_path "
-                       "GROUP BY step").fetchall()
+    sums = con.execute(
+        "SELECT step, SUM(dur_ns), MAX(start_ns + dur_ns) - MIN(start_ns) FROM critical_path GROUP BY step"
+    ).fetchall()
     assert sums and all(s == span for _, s, span in sums)
     if name == "h200_graph_decode.json.gz":
         # every replayed kernel is a node whose launch is its graph launch (the path itself is host
@@ -422,14 +577,19 @@ def test_graph_replay_paths_include_the_replayed_kernels(real_cp):
     these decode traces the path runs through the replayed kernels of the graph launch."""
     require_shared()
     con, run_of = real_cp
-    for rel in ("inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz",
-                "inference/vllm_decode_full/graph_execution.json.gz"):
+    for rel in (
+        "inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz",
+        "inference/vllm_decode_full/graph_execution.json.gz",
+    ):
         run_id = run_of[rel]
-        on_path, replayed = con.execute("""
+        on_path, replayed = con.execute(
+            """
             SELECT count(DISTINCT p.kernel_id), (SELECT count(*) FROM kernels WHERE run_id = ? AND
                    launch_call LIKE '%GraphLaunch%')
             FROM cp p JOIN kernels k ON k.run_id = p.run_id AND k.rank = p.rank AND k.kernel_id = p.kernel_id
-            WHERE p.run_id = ? AND k.launch_call LIKE '%GraphLaunch%'""", [run_id, run_id]).fetchone()
+            WHERE p.run_id = ? AND k.launch_call LIKE '%GraphLaunch%'""",
+            [run_id, run_id],
+        ).fetchone()
         assert replayed > 100 and on_path > replayed // 2, (rel, on_path, replayed)
 
 
@@ -478,10 +638,14 @@ def _window_connect(wh, run_id: str, start: int, end: int) -> duckdb.DuckDBPyCon
             con.execute(base_view_sql(table).replace(f"VIEW {table} AS", f"VIEW base_{table} AS"))
     con.execute(f"CREATE VIEW cpu_ops AS SELECT * FROM base_cpu_ops WHERE run_id = '{run_id}'")
     con.execute(f"CREATE VIEW python_frames AS SELECT * FROM base_python_frames WHERE run_id = '{run_id}'")
-    con.execute("CREATE VIEW kernels AS SELECT * REPLACE (CASE WHEN COALESCE(launch_start_ns, start_ns) "
-                f"BETWEEN {start} AND {end} THEN 1 END AS step) FROM base_kernels WHERE run_id = '{run_id}'")
-    con.execute(f"CREATE VIEW step_spans AS SELECT '{run_id}' AS run_id, 0 AS rank, CAST(1 AS BIGINT) AS step, "
-                f"CAST({start} AS BIGINT) AS start_ns, CAST({end} AS BIGINT) AS end_ns")
+    con.execute(
+        "CREATE VIEW kernels AS SELECT * REPLACE (CASE WHEN COALESCE(launch_start_ns, start_ns) "
+        f"BETWEEN {start} AND {end} THEN 1 END AS step) FROM base_kernels WHERE run_id = '{run_id}'"
+    )
+    con.execute(
+        f"CREATE VIEW step_spans AS SELECT '{run_id}' AS run_id, 0 AS rank, CAST(1 AS BIGINT) AS step, "
+        f"CAST({start} AS BIGINT) AS start_ns, CAST({end} AS BIGINT) AS end_ns"
+    )
     register_rules(con)
     con.execute((SQL_DIR / "kernel_category.sql").read_text(encoding="utf-8"))
     con.execute((SQL_DIR / "_category_override.sql").read_text(encoding="utf-8"))
@@ -499,12 +663,15 @@ def test_sync_crossings_match_hta(real_warehouse, name):
     window, version = HTA_EXPECT[name]
     con = cp_connect(wh)
     if window == "annotation":
-        start, dur = con.execute("SELECT start_ns, dur_ns FROM cpu_ops WHERE run_id = ? AND name = ? "
-                                 "ORDER BY start_ns", [run_id, HTA_ANNOTATION]).fetchall()[1]
+        start, dur = con.execute(
+            "SELECT start_ns, dur_ns FROM cpu_ops WHERE run_id = ? AND name = ? ORDER BY start_ns",
+            [run_id, HTA_ANNOTATION],
+        ).fetchall()[1]
         bounds = (start, start + dur)
     else:
-        bounds = con.execute("SELECT MIN(start_ns), MAX(end_ns) FROM step_spans WHERE run_id = ?",
-                             [run_id]).fetchone()
+        bounds = con.execute(
+            "SELECT MIN(start_ns), MAX(end_ns) FROM step_spans WHERE run_id = ?", [run_id]
+        ).fetchone()
     wcon = _window_connect(wh, run_id, *bounds)
     rows = wcon.execute("SELECT kind, dur_ns, edge FROM critical_path ORDER BY seq").fetchall()
     assert rows

@@ -15,21 +15,34 @@ from reports.run import build_run_report, render_run_report, report_json
 from synth.situations import data_quality as dq_situations
 from warehouse.catalog import connect
 
-MINE = sorted(name for name, s in __import__("synth.situations", fromlist=["SITUATIONS"]).SITUATIONS.items()
-              if s.write.__module__ == dq_situations.__name__)
+MINE = sorted(
+    name
+    for name, s in __import__("synth.situations", fromlist=["SITUATIONS"]).SITUATIONS.items()
+    if s.write.__module__ == dq_situations.__name__
+)
 SCHEMA = json.loads((ROOT / "reports" / "run_report.schema.json").read_text())
 
 
 def _flags(con, run_id: str) -> list[dict]:
-    cur = con.execute("SELECT rank, step, flag, severity, affects, evidence, message FROM data_quality "
-                      "WHERE run_id = ? ORDER BY flag, rank, step", [run_id])
+    cur = con.execute(
+        "SELECT rank, step, flag, severity, affects, evidence, message FROM data_quality "
+        "WHERE run_id = ? ORDER BY flag, rank, step",
+        [run_id],
+    )
     cols = [d[0] for d in cur.description]
     return [dict(zip(cols, row)) for row in cur.fetchall()]
 
 
 def test_situations_of_this_module_exist():
-    assert set(MINE) >= {"eager-no-stacks", "graph-replay-no-capture", "cpu-only", "unknown-device-activity",
-                         "single-step", "unknown-device-kind-beside-gpu", "host-stall-in-step"}
+    assert set(MINE) >= {
+        "eager-no-stacks",
+        "graph-replay-no-capture",
+        "cpu-only",
+        "unknown-device-activity",
+        "single-step",
+        "unknown-device-kind-beside-gpu",
+        "host-stall-in-step",
+    }
 
 
 @pytest.mark.parametrize("name", MINE)
@@ -70,7 +83,11 @@ def test_report_withholds_takeaways_from_flagged_figures(situation_warehouse, na
         assert report.flagged(figure), figure
     for t in report.takeaways:  # no takeaway rests on a flagged figure, and each carries its evidence
         assert not report.flagged(t.figure), t
-        assert t.window_start_ns is not None and t.window_end_ns is not None and t.window_end_ns >= t.window_start_ns
+        assert (
+            t.window_start_ns is not None
+            and t.window_end_ns is not None
+            and t.window_end_ns >= t.window_start_ns
+        )
     if "takeaways" in truth:
         assert len(report.takeaways) == truth["takeaways"]
     assert {t.figure for t in report.takeaways} >= set(truth.get("drawn", []))
@@ -96,7 +113,9 @@ def test_cpu_only_report_says_so_in_one_line(situation_warehouse):
 @pytest.mark.slow  # a whole run report
 def test_eager_without_stacks_is_not_told_to_pass_capture_traces(situation_warehouse):
     wh, runs, _ = situation_warehouse
-    md = render_run_report(build_run_report(connect(wh, runs=[runs["eager-no-stacks"]]), runs["eager-no-stacks"]), "md")
+    md = render_run_report(
+        build_run_report(connect(wh, runs=[runs["eager-no-stacks"]]), runs["eager-no-stacks"]), "md"
+    )
     assert "with_stack=True" in md and "--capture" not in md
     assert "Python site coverage | 0.0 % of GPU time ⚠ no_python_stacks" in md
 
@@ -104,11 +123,15 @@ def test_eager_without_stacks_is_not_told_to_pass_capture_traces(situation_wareh
 @pytest.mark.slow  # a whole run report
 def test_flagged_figure_carries_marker_and_message_nearby(situation_warehouse):
     wh, runs, _ = situation_warehouse
-    md = render_run_report(build_run_report(connect(wh, runs=[runs["single-step"]]), runs["single-step"]), "md")
+    md = render_run_report(
+        build_run_report(connect(wh, runs=[runs["single-step"]]), runs["single-step"]), "md"
+    )
     heading = next(line for line in md.splitlines() if line.startswith("## Step breakdown"))
     assert heading.endswith("⚠ few_steps")
     after = md.split(heading, 1)[1].lstrip().splitlines()
-    assert after[0].startswith("> ⚠") and any("few_steps" in line and "not a median" in line for line in after[:4])
+    assert after[0].startswith("> ⚠") and any(
+        "few_steps" in line and "not a median" in line for line in after[:4]
+    )
     assert "phase not detected" in heading and "unknown" not in heading
 
 
@@ -120,9 +143,14 @@ def _raw_events(rel: str) -> list[dict]:
     return doc["traceEvents"] if isinstance(doc, dict) else doc
 
 
-REAL = ["edge/mtia_inference_rank0.json.gz", "edge/cpu_only_rank34.pt.trace.json.gz",
-        "edge/no_distributed_info.json.gz", "inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz",
-        "nvidia/h100_bert-small.json.gz", "nvidia/critical_path/alexnet.json.gz"]
+REAL = [
+    "edge/mtia_inference_rank0.json.gz",
+    "edge/cpu_only_rank34.pt.trace.json.gz",
+    "edge/no_distributed_info.json.gz",
+    "inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz",
+    "nvidia/h100_bert-small.json.gz",
+    "nvidia/critical_path/alexnet.json.gz",
+]
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +187,11 @@ def test_cpu_only_real_traces_say_so(few_real, rel):
     wh, runs = few_real
     raw = _raw_events(rel)
     assert not [e for e in raw if str(e.get("cat", "")).lower() in ("kernel", "gpu_memcpy", "gpu_memset")]
-    host = sum(1 for e in raw if e.get("ph") == "X" and str(e.get("cat", "")).lower() in ("cpu_op", "user_annotation"))
+    host = sum(
+        1
+        for e in raw
+        if e.get("ph") == "X" and str(e.get("cat", "")).lower() in ("cpu_op", "user_annotation")
+    )
     [flag] = [f for f in _flags(connect(wh, runs=[runs[rel]]), runs[rel]) if f["flag"] == "no_gpu_activity"]
     assert dict(flag["evidence"])["host_ops"] == host
     md = render_run_report(build_run_report(connect(wh, runs=[runs[rel]]), runs[rel]), "md")
@@ -171,12 +203,23 @@ def test_graph_replays_without_captures_on_sglang_decode(few_real):
     without its capture_traces/)."""
     wh, runs = few_real
     raw = _raw_events(REAL[3])
-    graph_corr = {e["args"]["correlation"] for e in raw if e.get("ph") == "X" and e.get("name") == "hipGraphLaunch"}
-    replayed = [e for e in raw if e.get("ph") == "X" and str(e.get("cat", "")).lower() in ("kernel", "gpu_memcpy",
-                "gpu_memset") and e.get("args", {}).get("correlation") in graph_corr]
+    graph_corr = {
+        e["args"]["correlation"] for e in raw if e.get("ph") == "X" and e.get("name") == "hipGraphLaunch"
+    }
+    replayed = [
+        e
+        for e in raw
+        if e.get("ph") == "X"
+        and str(e.get("cat", "")).lower() in ("kernel", "gpu_memcpy", "gpu_memset")
+        and e.get("args", {}).get("correlation") in graph_corr
+    ]
     flags = _flags(connect(wh), runs[REAL[3]])
     [flag] = [f for f in flags if f["flag"] == "graph_replays_without_captures"]
-    assert dict(flag["evidence"])["replayed_activities"] == len(replayed) == dict(flag["evidence"])["without_site"]
+    assert (
+        dict(flag["evidence"])["replayed_activities"]
+        == len(replayed)
+        == dict(flag["evidence"])["without_site"]
+    )
     assert "no_python_stacks" not in {f["flag"] for f in flags}  # it has stacks: the fix is --capture
 
 

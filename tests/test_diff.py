@@ -9,8 +9,8 @@ import pytest
 from conftest import TRACES, require_shared
 
 PAIRS = {
-    "control": "nvidia/trace_diff/control.json.gz",   # A100
-    "test": "nvidia/trace_diff/test.json.gz",         # V100
+    "control": "nvidia/trace_diff/control.json.gz",  # A100
+    "test": "nvidia/trace_diff/test.json.gz",  # V100
     "h100": "nvidia/h100_qwen1.5-0.5b.json.gz",
     "mi300": "amd/mi300_qwen1.5-0.5b.json.gz",
 }
@@ -36,12 +36,12 @@ def test_category_deltas_add_up_and_names_added_removed(diff_warehouse):
     from reports.diff import build_diff
 
     _, con, ids = diff_warehouse
-    r = build_diff(con, ids["control"], ids["test"][:6])          # a unique prefix names a run
+    r = build_diff(con, ids["control"], ids["test"][:6])  # a unique prefix names a run
     assert r.base.run_id == ids["control"] and r.target.run_id == ids["test"]
     # per-category deltas add up to the change in total GPU time per step (same activities, same divisor)
     assert sum(c.delta_ns for c in r.categories) == pytest.approx(r.total_delta_ns, rel=1e-9)
     assert sum(k.delta_ns for k in r.kernels) == pytest.approx(r.total_delta_ns, rel=1e-9)
-    assert r.total_ratio > 1.5                                    # V100 is much slower than A100
+    assert r.total_ratio > 1.5  # V100 is much slower than A100
     # HTA's trace diff reported 32 added and 138 deleted names for this pair. It compares the names of
     # kernels AND host events: 32 = 27 kernel + 3 cpu_op + 2 cuda_runtime names; 138 = 66 kernel + 72
     # cpu_op names. By exact kernel name we find the same 27 added and 66 removed. Matching by normalized
@@ -71,7 +71,9 @@ def test_cross_vendor_pairs_attention_and_gemms(diff_warehouse):
     gemm = [k for k in r.kernels if k.category == "gemm"]
     assert len(gemm) == 1 and gemm[0].match == "category"
     assert gemm[0].base_names[0].startswith("sm90_xmma_gemm") and gemm[0].target_names[0].startswith("Cijk_")
-    assert not [k for k in r.kernels if k.match in ("added", "removed") and k.category in ("gemm", "attention")]
+    assert not [
+        k for k in r.kernels if k.match in ("added", "removed") and k.category in ("gemm", "attention")
+    ]
 
 
 def test_same_gemm_with_new_tile_config_is_one_changed_row():
@@ -80,14 +82,20 @@ def test_same_gemm_with_new_tile_config_is_one_changed_row():
     def k(name, norm, ns, cat="gemm"):
         return {"name": name, "kind": "kernel", "category": cat, "norm": norm, "ns": ns, "launches": 1.0}
 
-    base = {"nvjet_tst_64x8_64x16_4x1_v_bz_splitK_TNT": k("nvjet_tst_64x8_64x16_4x1_v_bz_splitK_TNT",
-                                                          "nvjet_tst_v_bz_splitK_TNT", 100.0),
-            "rmsnorm": k("rmsnorm", "rmsnorm", 10.0, "norm"),
-            "old_only": k("old_only", "old_only", 5.0, "elementwise")}
-    target = {"nvjet_tst_128x8_64x16_2x1_v_bz_splitK_TNT": k("nvjet_tst_128x8_64x16_2x1_v_bz_splitK_TNT",
-                                                             "nvjet_tst_v_bz_splitK_TNT", 90.0),
-              "rmsnorm": k("rmsnorm", "rmsnorm", 11.0, "norm"),
-              "new_only": k("new_only", "new_only", 7.0, "sampling")}
+    base = {
+        "nvjet_tst_64x8_64x16_4x1_v_bz_splitK_TNT": k(
+            "nvjet_tst_64x8_64x16_4x1_v_bz_splitK_TNT", "nvjet_tst_v_bz_splitK_TNT", 100.0
+        ),
+        "rmsnorm": k("rmsnorm", "rmsnorm", 10.0, "norm"),
+        "old_only": k("old_only", "old_only", 5.0, "elementwise"),
+    }
+    target = {
+        "nvjet_tst_128x8_64x16_2x1_v_bz_splitK_TNT": k(
+            "nvjet_tst_128x8_64x16_2x1_v_bz_splitK_TNT", "nvjet_tst_v_bz_splitK_TNT", 90.0
+        ),
+        "rmsnorm": k("rmsnorm", "rmsnorm", 11.0, "norm"),
+        "new_only": k("new_only", "new_only", 7.0, "sampling"),
+    }
     rows = {r.label: r for r in match_kernels(base, target)}
     g = rows["nvjet_tst_v_bz_splitK_TNT"]
     assert g.match == "normalized" and g.changed and g.delta_ns == -10.0 and g.ratio == pytest.approx(0.9)
@@ -112,7 +120,10 @@ def test_cli_diff_formats(diff_warehouse, cli_runner, tmp_path):
     res = cli_runner.invoke(main, base + ["--format", "json"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    assert doc["base"]["run_id"] == ids["h100"] and {c["category"] for c in doc["categories"]} >= {"attention", "gemm"}
+    assert doc["base"]["run_id"] == ids["h100"] and {c["category"] for c in doc["categories"]} >= {
+        "attention",
+        "gemm",
+    }
     res = cli_runner.invoke(main, base)
     assert res.exit_code == 0 and "## By category" in res.stdout and "attn_fwd" in res.stdout
     out = tmp_path / "d.html"

@@ -27,19 +27,19 @@ def test_stored_diff_is_byte_identical_to_the_diff_computed_on_the_connection(sy
     wh, runs = synth_warehouse
     con = connect(wh)
     a, b = runs["serving-decode"], runs["serving-prefill"]
-    direct = render_diff(build_diff(con, a, b), fmt)            # every figure from the views, on con
+    direct = render_diff(build_diff(con, a, b), fmt)  # every figure from the views, on con
     stored = render_diff(build_diff(con, a, b, warehouse=wh), fmt)
     assert stored == direct
-    assert "GEMM" in direct or "gemm" in direct                 # a real diff, not two empty pages
+    assert "GEMM" in direct or "gemm" in direct  # a real diff, not two empty pages
 
 
 def test_stored_facts_equal_the_views_and_a_stored_run_is_not_recomputed(own_synth_warehouse, monkeypatch):
     wh, runs = own_synth_warehouse
-    shutil.rmtree(facts_dir(wh))                                # as a run ingested with --no-analyses
+    shutil.rmtree(facts_dir(wh))  # as a run ingested with --no-analyses
     run_id = runs["training"]
     con = connect(wh, runs=[run_id])
     expected = json.loads(json.dumps(run_facts(con, run_id), default=diff_module._plain))
-    assert stored_facts(wh, run_id) == expected                 # computed (focused, steps materialized), stored
+    assert stored_facts(wh, run_id) == expected  # computed (focused, steps materialized), stored
     assert (facts_dir(wh) / f"{run_id}.json").is_file()
 
     def no_compute(*args, **kwargs):
@@ -70,7 +70,7 @@ def test_a_killed_writers_partial_file_is_removed_and_never_read(own_synth_wareh
     run_id = runs["training"]
     folder = facts_dir(wh)
     (folder / f"{run_id}.json").unlink()
-    dead = folder / f".{run_id}.999999999.tmp"               # no such process
+    dead = folder / f".{run_id}.999999999.tmp"  # no such process
     dead.write_text("{not json")
     facts = stored_facts(wh, run_id)
     assert facts["run_id"] == run_id and not dead.exists()

@@ -36,8 +36,11 @@ def test_sql_file_is_one_documented_view(name):
 
 
 def test_view_dependencies_are_known_and_acyclic():
-    known = set(view_files()) | set(ALL_TABLES) | {"category_rules", "fusion_patterns", "fusion_pattern_steps",
-                                                       "launch_site_rules", "device_peaks"}
+    known = (
+        set(view_files())
+        | set(ALL_TABLES)
+        | {"category_rules", "fusion_patterns", "fusion_pattern_steps", "launch_site_rules", "device_peaks"}
+    )
     for name, path in view_files().items():
         unknown = view_dependencies(path.read_text()) - known
         assert not unknown, f"sql/{name}.sql reads unknown tables {unknown}"

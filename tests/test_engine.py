@@ -121,18 +121,60 @@ def test_the_cli_offers_the_engines_of_the_seam():
 
 def _history(values: list[float]) -> tuple[pa.Table, pa.Table]:
     t0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
-    runs = pa.Table.from_pylist([
-        {"run_id": f"r{i:02d}", "ingested_at": t0, "labels": [("series", "s")], "framework": "f", "model": "m",
-         "hardware": "h", "commit": f"c{i:02d}", "commit_time": (t0 + dt.timedelta(hours=i)).isoformat(),
-         "series": "s"} for i in range(len(values))], schema=pa.schema([
-        ("run_id", pa.string()), ("ingested_at", pa.timestamp("us", tz="UTC")),
-        ("labels", pa.map_(pa.string(), pa.string())), ("framework", pa.string()), ("model", pa.string()),
-        ("hardware", pa.string()), ("commit", pa.string()), ("commit_time", pa.string()), ("series", pa.string())]))
-    metrics = pa.Table.from_pylist([
-        {"run_id": f"r{i:02d}", "rank": None, "phase": "decode", "metric": "step_time.median", "value": v,
-         "better": "lower", "spread": 0.0} for i, v in enumerate(values)], schema=pa.schema([
-        ("run_id", pa.string()), ("rank", pa.int32()), ("phase", pa.string()), ("metric", pa.string()),
-        ("value", pa.float64()), ("better", pa.string()), ("spread", pa.float64())]))
+    runs = pa.Table.from_pylist(
+        [
+            {
+                "run_id": f"r{i:02d}",
+                "ingested_at": t0,
+                "labels": [("series", "s")],
+                "framework": "f",
+                "model": "m",
+                "hardware": "h",
+                "commit": f"c{i:02d}",
+                "commit_time": (t0 + dt.timedelta(hours=i)).isoformat(),
+                "series": "s",
+            }
+            for i in range(len(values))
+        ],
+        schema=pa.schema(
+            [
+                ("run_id", pa.string()),
+                ("ingested_at", pa.timestamp("us", tz="UTC")),
+                ("labels", pa.map_(pa.string(), pa.string())),
+                ("framework", pa.string()),
+                ("model", pa.string()),
+                ("hardware", pa.string()),
+                ("commit", pa.string()),
+                ("commit_time", pa.string()),
+                ("series", pa.string()),
+            ]
+        ),
+    )
+    metrics = pa.Table.from_pylist(
+        [
+            {
+                "run_id": f"r{i:02d}",
+                "rank": None,
+                "phase": "decode",
+                "metric": "step_time.median",
+                "value": v,
+                "better": "lower",
+                "spread": 0.0,
+            }
+            for i, v in enumerate(values)
+        ],
+        schema=pa.schema(
+            [
+                ("run_id", pa.string()),
+                ("rank", pa.int32()),
+                ("phase", pa.string()),
+                ("metric", pa.string()),
+                ("value", pa.float64()),
+                ("better", pa.string()),
+                ("spread", pa.float64()),
+            ]
+        ),
+    )
     return runs, metrics
 
 
@@ -143,18 +185,25 @@ def test_open_tables_computes_a_view_once_with_the_same_rows():
 
     runs, metrics = _history([1000.0 + (i % 3) for i in range(10)] + [1300.0] * 3)
     kept = evaluate(runs, metrics)
-    assert kept.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'trend' AND temporary"
-                        ).fetchone()[0] == 1
+    assert (
+        kept.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'trend' AND temporary"
+        ).fetchone()[0]
+        == 1
+    )
     plain = engine.open_tables({"runs": runs, "run_metrics": metrics}, RULE_VIEWS)
     assert plain.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'trend'").fetchone()[0] == 0
     query = "SELECT * FROM regression ORDER BY ALL"
     rows = kept.execute(query).fetchall()
     assert rows == plain.execute(query).fetchall() and len(rows) == 13
-    flagged = [r for r in kept.execute("SELECT run_id FROM regression WHERE flagged ORDER BY run_id").fetchall()]
+    flagged = [
+        r for r in kept.execute("SELECT run_id FROM regression WHERE flagged ORDER BY run_id").fetchall()
+    ]
     assert flagged and flagged[0][0] == "r10"
 
 
 # ---- the same seam on Spark --------------------------------------------------------------------------
+
 
 def _spark_ok() -> bool:
     try:
@@ -164,7 +213,9 @@ def _spark_ok() -> bool:
     if shutil.which("java") is None:
         return False
     try:
-        return subprocess.run(["java", "-version"], check=False, capture_output=True, timeout=60).returncode == 0
+        return (
+            subprocess.run(["java", "-version"], check=False, capture_output=True, timeout=60).returncode == 0
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
 

@@ -44,18 +44,23 @@ def test_cli_prints_spark_unavailable_as_one_line(monkeypatch, tmp_path):
     result = CliRunner().invoke(cli.main, ["--warehouse", str(wh), "sql", "--engine", "spark", "select 1"])
     assert result.exit_code == 1, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
-    expected = ("error: pyspark is not installed: pip install 'tracehouse[spark]' (needs Java 17+) "
-                "(or use --engine duckdb)")
+    expected = (
+        "error: pyspark is not installed: pip install 'tracehouse[spark]' (needs Java 17+) "
+        "(or use --engine duckdb)"
+    )
     assert lines == [expected], result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
-@pytest.mark.parametrize(("call", "message"), [
-    (lambda out: write_scenario("no-such-scenario", out), "unknown scenario"),
-    (lambda out: write_scenario("training", out, vendor="intel"), "unknown vendor"),
-    (lambda out: write_scenario("training", out, ranks=0), ">= 1"),
-    (lambda out: write_situation("no-such-situation", out), "unknown situation"),
-])
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda out: write_scenario("no-such-scenario", out), "unknown scenario"),
+        (lambda out: write_scenario("training", out, vendor="intel"), "unknown vendor"),
+        (lambda out: write_scenario("training", out, ranks=0), ">= 1"),
+        (lambda out: write_situation("no-such-situation", out), "unknown situation"),
+    ],
+)
 def test_synth_argument_errors_are_expected_errors(tmp_path, call, message):
     with pytest.raises(InvalidArgument, match=message) as info:
         call(tmp_path / "out")

@@ -77,9 +77,13 @@ def _export(wh, run_id, path, **kw) -> Parsed:
 
 
 def _table_gpu(con, run_id, where="", params=()) -> list[dict]:
-    return query_rows(con, f"""
+    return query_rows(
+        con,
+        f"""
         SELECT rank, device, stream, kernel_id, start_ns, dur_ns FROM kernels WHERE run_id = ? {where}
-        ORDER BY rank, device, stream, start_ns, kernel_id""", [run_id, *params])
+        ORDER BY rank, device, stream, start_ns, kernel_id""",
+        [run_id, *params],
+    )
 
 
 def _per_stream(rows) -> dict:
@@ -93,7 +97,8 @@ def _exported_per_stream(p: Parsed) -> dict:
     out = defaultdict(list)
     for s in p.gpu():
         out[(s["rank"], s["args"]["device"], s["args"]["stream"])].append(
-            (s["args"]["kernel_id"], s["start_ns"], s["dur_ns"]))
+            (s["args"]["kernel_id"], s["start_ns"], s["dur_ns"])
+        )
     return {k: sorted(v) for k, v in out.items()}
 
 
@@ -128,7 +133,11 @@ def test_per_stream_activities_equal_the_tables_to_the_ns(overlap, situation_war
     con = connect(wh)
     for name in (OVERLAP, "dataloader-stall", "back-to-back-1ns"):
         run_id = runs[name]
-        p = overlap[3] if name == OVERLAP else _export(wh, run_id, tmp_path / f"{name}.pftrace", analysis=False)
+        p = (
+            overlap[3]
+            if name == OVERLAP
+            else _export(wh, run_id, tmp_path / f"{name}.pftrace", analysis=False)
+        )
         assert _exported_per_stream(p) == _per_stream(_table_gpu(con, run_id)), name
     con.close()
 
@@ -136,8 +145,14 @@ def test_per_stream_activities_equal_the_tables_to_the_ns(overlap, situation_war
 def test_flows_connect_each_linked_kernel_to_its_launch_call(overlap):
     wh, run_id, expect, p = overlap
     con = connect(wh)
-    launch_of = {r["kernel_id"]: r["launch_op_id"] for r in query_rows(
-        con, "SELECT kernel_id, launch_op_id FROM kernels WHERE run_id = ? AND launch_op_id IS NOT NULL", [run_id])}
+    launch_of = {
+        r["kernel_id"]: r["launch_op_id"]
+        for r in query_rows(
+            con,
+            "SELECT kernel_id, launch_op_id FROM kernels WHERE run_id = ? AND launch_op_id IS NOT NULL",
+            [run_id],
+        )
+    }
     con.close()
     starts = {}
     for s in p.of("cuda_runtime") + p.of("cuda_driver"):
@@ -165,11 +180,16 @@ def test_critical_path_track_tiles_the_path_exactly(situation_warehouse, tmp_pat
         for s in segs:
             by_step[s["args"]["step"]].append(s)
         for step, rows in by_step.items():
-            truth = query_rows(con, "SELECT seq, start_ns, dur_ns FROM critical_path WHERE run_id = ? AND rank = 0 "
-                                    "AND step = ? ORDER BY seq", [run_id, step])
+            truth = query_rows(
+                con,
+                "SELECT seq, start_ns, dur_ns FROM critical_path WHERE run_id = ? AND rank = 0 "
+                "AND step = ? ORDER BY seq",
+                [run_id, step],
+            )
             rows.sort(key=lambda s: s["args"]["seq"])
-            assert [(s["args"]["seq"], s["start_ns"], s["dur_ns"]) for s in rows] == \
-                [(r["seq"], r["start_ns"], r["dur_ns"]) for r in truth]
+            assert [(s["args"]["seq"], s["start_ns"], s["dur_ns"]) for s in rows] == [
+                (r["seq"], r["start_ns"], r["dur_ns"]) for r in truth
+            ]
             for a, b in itertools.pairwise(rows):  # consecutive segments touch
                 assert a["start_ns"] + a["dur_ns"] == b["start_ns"]
             span = rows[-1]["start_ns"] + rows[-1]["dur_ns"] - rows[0]["start_ns"]
@@ -183,8 +203,9 @@ def test_idle_gaps_and_flags_and_takeaways(situation_warehouse, tmp_path):
     p = _export(wh, run_id, tmp_path / "dl.pftrace")
     gaps = p.of("idle_gap")
     truth = [g for g in expect["dataloader-stall"]["idle_gaps"] if g["scope"] == "device"]
-    assert [(g["start_ns"], g["dur_ns"], g["args"]["class"], g["args"]["host_op"]) for g in gaps] == \
-        [(t["gap_start_ns"], t["gap_ns"], t["class"], t["host_op"]) for t in truth]
+    assert [(g["start_ns"], g["dur_ns"], g["args"]["class"], g["args"]["host_op"]) for g in gaps] == [
+        (t["gap_start_ns"], t["gap_ns"], t["class"], t["host_op"]) for t in truth
+    ]
     con = connect(wh)
     flags = query_rows(con, "SELECT flag FROM data_quality WHERE run_id = ?", [run_id])
     con.close()
@@ -200,16 +221,22 @@ def test_exposed_communication_sums_to_the_timeline(situation_warehouse):
     wh, runs, _ = situation_warehouse
     con = connect(wh)
     for name in (OVERLAP, "dataloader-stall"):
-        rows = query_rows(con, """
+        rows = query_rows(
+            con,
+            """
             SELECT t.rank, t.device, t.exposed_comm_ns, coalesce(x.ns, 0) AS ns
             FROM gpu_timeline AS t
             LEFT JOIN (SELECT rank, device, sum(dur_ns) AS ns FROM export_exposed_comm WHERE run_id = ?
                        GROUP BY ALL) AS x USING (rank, device)
-            WHERE t.run_id = ? AND t.variant = 'exact' AND t.step IS NULL""", [runs[name], runs[name]])
+            WHERE t.run_id = ? AND t.variant = 'exact' AND t.step IS NULL""",
+            [runs[name], runs[name]],
+        )
         assert rows and all(r["exposed_comm_ns"] == r["ns"] for r in rows), rows
     # the overlap situation's all-reduce runs 5 us beside compute, then 5 us beside the norm of stream 9 ...:
     # its exposed time is where no compute ran
-    (n,) = con.execute("SELECT count(*) FROM export_exposed_comm WHERE run_id = ?", [runs[OVERLAP]]).fetchone()
+    (n,) = con.execute(
+        "SELECT count(*) FROM export_exposed_comm WHERE run_id = ?", [runs[OVERLAP]]
+    ).fetchone()
     assert n >= 0
     con.close()
 
@@ -222,8 +249,11 @@ def four_ranks(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("four")
     wh = Warehouse(root / "wh")
-    [outcome] = ingest_paths(wh, [write_scenario("serving-decode", root / "run", seed=3, ranks=4, steps=2,
-                                                 layers=2)], analyse=False)
+    [outcome] = ingest_paths(
+        wh,
+        [write_scenario("serving-decode", root / "run", seed=3, ranks=4, steps=2, layers=2)],
+        analyse=False,
+    )
     return wh, outcome.run_id, root
 
 
@@ -257,18 +287,44 @@ def test_step_and_window_select_exactly_the_overlapping_slices(four_ranks):
     inside = "AND rank = ? AND start_ns < ? AND (end_ns > ? OR start_ns >= ?)"
     assert _exported_per_stream(p) == _per_stream(_table_gpu(con, run_id, inside, (rank, hi, lo, lo)))
     # step_windows is step_breakdown's wall
-    (a, b), = con.execute("SELECT wall_start_ns, wall_end_ns FROM step_breakdown WHERE run_id = ? AND rank = ? "
-                          "AND step = ?", [run_id, rank, step]).fetchall()
+    ((a, b),) = con.execute(
+        "SELECT wall_start_ns, wall_end_ns FROM step_breakdown WHERE run_id = ? AND rank = ? AND step = ?",
+        [run_id, rank, step],
+    ).fetchall()
     assert (a, b) == (lo, hi)
     mid = (lo + hi) // 2
     w = _export(wh, run_id, root / "w.pftrace", window=(mid, mid + 1000), analysis=False)
-    assert _exported_per_stream(w) == _per_stream(_table_gpu(
-        con, run_id, "AND start_ns < ? AND (end_ns > ? OR start_ns >= ?)", (mid + 1000, mid, mid)))
-    hosts = query_rows(con, "SELECT count(*) AS n FROM cpu_ops WHERE run_id = ? AND start_ns < ? AND "
-                            "(start_ns + dur_ns > ? OR start_ns >= ?)", [run_id, mid + 1000, mid, mid])
-    assert len([s for s in w.slices if s.get("category") not in (
-        "kernel", "memcpy", "memset", "python", "critical_path", "idle_gap", "exposed_comm", "layer",
-        "data_quality", "takeaway")]) == hosts[0]["n"]
+    assert _exported_per_stream(w) == _per_stream(
+        _table_gpu(con, run_id, "AND start_ns < ? AND (end_ns > ? OR start_ns >= ?)", (mid + 1000, mid, mid))
+    )
+    hosts = query_rows(
+        con,
+        "SELECT count(*) AS n FROM cpu_ops WHERE run_id = ? AND start_ns < ? AND "
+        "(start_ns + dur_ns > ? OR start_ns >= ?)",
+        [run_id, mid + 1000, mid, mid],
+    )
+    assert (
+        len(
+            [
+                s
+                for s in w.slices
+                if s.get("category")
+                not in (
+                    "kernel",
+                    "memcpy",
+                    "memset",
+                    "python",
+                    "critical_path",
+                    "idle_gap",
+                    "exposed_comm",
+                    "layer",
+                    "data_quality",
+                    "takeaway",
+                )
+            ]
+        )
+        == hosts[0]["n"]
+    )
     con.close()
 
 
@@ -281,10 +337,20 @@ def test_json_variant_has_the_same_content(four_ranks):
     events = doc["traceEvents"]
     xs = [e for e in events if e["ph"] in ("X", "i")]
     assert Counter(e["cat"] for e in xs) == Counter(s.get("category") for s in p.slices)
-    gpu = sorted((e["pid"] - 1, e["args"]["stream"], e["args"]["kernel_id"], e["args"]["start_ns"], e["args"]["dur_ns"])
-                 for e in xs if e["cat"] in ("kernel", "memcpy", "memset"))
-    assert gpu == sorted((s["rank"], s["args"]["stream"], s["args"]["kernel_id"], s["start_ns"], s["dur_ns"])
-                         for s in p.gpu())
+    gpu = sorted(
+        (
+            e["pid"] - 1,
+            e["args"]["stream"],
+            e["args"]["kernel_id"],
+            e["args"]["start_ns"],
+            e["args"]["dur_ns"],
+        )
+        for e in xs
+        if e["cat"] in ("kernel", "memcpy", "memset")
+    )
+    assert gpu == sorted(
+        (s["rank"], s["args"]["stream"], s["args"]["kernel_id"], s["start_ns"], s["dur_ns"]) for s in p.gpu()
+    )
     # ts/dur are exact decimal µs: the ns survive in the literal itself
     raw = (root / "same.json").read_text()
     first = next(e for e in xs if e["cat"] == "kernel")
@@ -293,15 +359,18 @@ def test_json_variant_has_the_same_content(four_ranks):
     by_tid = defaultdict(list)
     for e in xs:
         if e["ph"] == "X" and e["cat"] in ("kernel", "memcpy", "memset"):
-            by_tid[(e["pid"], e["tid"])].append((e["args"]["start_ns"], e["args"]["start_ns"] + e["args"]["dur_ns"]))
+            by_tid[(e["pid"], e["tid"])].append(
+                (e["args"]["start_ns"], e["args"]["start_ns"] + e["args"]["dur_ns"])
+            )
     for spans in by_tid.values():
         spans.sort()
         assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
     assert len([e for e in events if e["ph"] == "s"]) == len([e for e in events if e["ph"] == "f"]) > 0
 
 
-def test_report_findings_name_their_window_and_the_command_reproduces_it(situation_warehouse, cli_runner,
-                                                                         tmp_path):
+def test_report_findings_name_their_window_and_the_command_reproduces_it(
+    situation_warehouse, cli_runner, tmp_path
+):
     from reports.run import build_run_report
     from tracehouse.cli import main
     from warehouse.engine import open as open_connection
@@ -311,8 +380,11 @@ def test_report_findings_name_their_window_and_the_command_reproduces_it(situati
     con = open_connection(wh, runs=[run_id], stored=True)
     report = build_run_report(con, run_id)
     con.close()
-    findings = [t.where for t in report.takeaways] + [q.where for q in report.quality] + \
-        [report.step.window, report.step.gap_window]
+    findings = (
+        [t.where for t in report.takeaways]
+        + [q.where for q in report.quality]
+        + [report.step.window, report.step.gap_window]
+    )
     # a device gap's window (the longest gap, and a takeaway drawn on it) holds no activity: the gap itself;
     # a host-setup window is before the step's first GPU activity: it may hold none either
     gaps = [report.step.gap_window] + [t.where for t in report.takeaways if t.window_of == "gap"]
@@ -326,16 +398,22 @@ def test_report_findings_name_their_window_and_the_command_reproduces_it(situati
         args[args.index("-o") + 1] = str(tmp_path / f"{i}.pftrace")
         is_gap = any(f is g for g in gaps)
         # the GPU tracks are checked; the analysis tracks (seconds of views each) only for a gap's own slice
-        result = cli_runner.invoke(main, ["--warehouse", str(wh.root)] + args[1:] + ([] if is_gap else ["--no-analysis"]))
+        result = cli_runner.invoke(
+            main, ["--warehouse", str(wh.root)] + args[1:] + ([] if is_gap else ["--no-analysis"])
+        )
         assert result.exit_code == 0, result.output
         p = Parsed(tmp_path / f"{i}.pftrace")
-        where = "AND start_ns < ? AND (end_ns > ? OR start_ns >= ?)" + (" AND rank = ?" if f.rank is not None else "")
+        where = "AND start_ns < ? AND (end_ns > ? OR start_ns >= ?)" + (
+            " AND rank = ?" if f.rank is not None else ""
+        )
         params = (f.end_ns, f.start_ns, f.start_ns) + ((f.rank,) if f.rank is not None else ())
         expected = _per_stream(_table_gpu(con, run_id, where, params))
         assert _exported_per_stream(p) == expected, f.command
         if is_gap:  # a device gap: no activity inside it, the gap itself is on its track
             assert not expected
-            assert [(g["start_ns"], g["dur_ns"]) for g in p.of("idle_gap")] == [(f.start_ns, f.end_ns - f.start_ns)]
+            assert [(g["start_ns"], g["dur_ns"]) for g in p.of("idle_gap")] == [
+                (f.start_ns, f.end_ns - f.start_ns)
+            ]
         elif not any(f is m for m in may_be_empty):
             assert expected, f.command
     con.close()
@@ -351,25 +429,43 @@ def test_report_with_trace_writes_and_links_the_file(situation_warehouse, cli_ru
 
     wh, runs, _ = situation_warehouse
     out = tmp_path / "run.html"
-    result = cli_runner.invoke(main, ["--warehouse", str(wh.root), "report", "--run", runs[OVERLAP],
-                                      "--format", "html", "-o", str(out), "--with-trace"])
+    result = cli_runner.invoke(
+        main,
+        [
+            "--warehouse",
+            str(wh.root),
+            "report",
+            "--run",
+            runs[OVERLAP],
+            "--format",
+            "html",
+            "-o",
+            str(out),
+            "--with-trace",
+        ],
+    )
     assert result.exit_code == 0, result.output
     html = out.read_text()
     assert (tmp_path / "run.pftrace").is_file() and 'href="run.pftrace"' in html
     assert "ncclDevKernel_AllReduce_Sum_bf16_RING_LL<&>" not in html  # every trace string escaped
     p = Parsed(tmp_path / "run.pftrace")
     assert any(s["name"].endswith("RING_LL<&>") for s in p.gpu())  # the trace keeps the name as it is
-    bad = cli_runner.invoke(main, ["--warehouse", str(wh.root), "report", "--run", runs[OVERLAP], "--with-trace"])
+    bad = cli_runner.invoke(
+        main, ["--warehouse", str(wh.root), "report", "--run", runs[OVERLAP], "--with-trace"]
+    )
     assert bad.exit_code == 2
 
 
-@pytest.mark.parametrize("args, message", [
-    (["nope", "-o", "{tmp}/x.pftrace"], "no run 'nope'"),
-    (["{run}", "--window", "5:3", "-o", "{tmp}/x.pftrace"], "END must be after START"),
-    (["{run}", "--window", "abc", "-o", "{tmp}/x.pftrace"], "is not START:END"),
-    (["{run}", "--step", "99", "-o", "{tmp}/x.pftrace"], "has no step 99"),
-    (["{run}", "--rank", "7", "-o", "{tmp}/x.pftrace"], "has no rank 7"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["nope", "-o", "{tmp}/x.pftrace"], "no run 'nope'"),
+        (["{run}", "--window", "5:3", "-o", "{tmp}/x.pftrace"], "END must be after START"),
+        (["{run}", "--window", "abc", "-o", "{tmp}/x.pftrace"], "is not START:END"),
+        (["{run}", "--step", "99", "-o", "{tmp}/x.pftrace"], "has no step 99"),
+        (["{run}", "--rank", "7", "-o", "{tmp}/x.pftrace"], "has no rank 7"),
+    ],
+)
 def test_bad_input_one_line_exit_1_nothing_written(situation_warehouse, cli_runner, tmp_path, args, message):
     from tracehouse.cli import main
 
@@ -383,7 +479,10 @@ def test_bad_input_one_line_exit_1_nothing_written(situation_warehouse, cli_runn
 
 
 def test_parse_window_units():
-    assert parse_window("1765000000000000000:1765000000000001000") == (1765000000000000000, 1765000000000001000)
+    assert parse_window("1765000000000000000:1765000000000001000") == (
+        1765000000000000000,
+        1765000000000001000,
+    )
     assert parse_window("1765000000000.5us:1765000000001us") == (1_765_000_000_000_500, 1_765_000_000_001_000)
     assert parse_window("2ms:3ms") == (2_000_000, 3_000_000)
 
@@ -399,8 +498,10 @@ def test_every_real_trace_exports(real_warehouse, rel, tmp_path):
     p = _export(wh, run_of[rel], tmp_path / "real.pftrace", analysis=False)
     con = connect(wh)
     assert _exported_per_stream(p) == _per_stream(_table_gpu(con, run_of[rel]))
-    (dups,) = con.execute("SELECT coalesce(max(warnings['duplicate_gpu_activities']), 0) FROM runs WHERE run_id = ?",
-                          [run_of[rel]]).fetchone()
+    (dups,) = con.execute(
+        "SELECT coalesce(max(warnings['duplicate_gpu_activities']), 0) FROM runs WHERE run_id = ?",
+        [run_of[rel]],
+    ).fetchone()
     con.close()
     truth = independent_gpu_summary(TRACES / rel)
     if not dups:

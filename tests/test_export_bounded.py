@@ -1,5 +1,6 @@
 """The export's analysis tracks in bounded memory (issue 18): per-step analyses over scoped batches give the
 views' own rows, a track that does not fit the memory limit is left out and said so, never half-written."""
+
 from __future__ import annotations
 
 import duckdb
@@ -19,8 +20,11 @@ def decode(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("bounded")
     wh = Warehouse(root / "wh")
-    [o] = ingest_paths(wh, [write_scenario("serving-decode", root / "run", seed=5, ranks=2, steps=3, layers=2)],
-                       analyse=False)
+    [o] = ingest_paths(
+        wh,
+        [write_scenario("serving-decode", root / "run", seed=5, ranks=2, steps=3, layers=2)],
+        analyse=False,
+    )
     return wh, o.run_id
 
 
@@ -37,12 +41,20 @@ def test_scoped_batches_give_the_views_rows(decode, tmp_path, monkeypatch):
     out = tmp_path / "b.pftrace"
     export_run(wh, run_id, out)
     con = connect(wh)
-    cp = sorted(con.execute("SELECT rank, step, seq, start_ns, dur_ns, kind FROM critical_path WHERE run_id = ?",
-                            [run_id]).fetchall())
-    layers = sorted(con.execute("SELECT rank, step, layer, start_ns, end_ns - start_ns FROM export_layers "
-                                "WHERE run_id = ?", [run_id]).fetchall())
-    steps = con.execute("SELECT count(DISTINCT step) FROM kernels WHERE run_id = ? AND step IS NOT NULL",
-                        [run_id]).fetchone()[0]
+    cp = sorted(
+        con.execute(
+            "SELECT rank, step, seq, start_ns, dur_ns, kind FROM critical_path WHERE run_id = ?", [run_id]
+        ).fetchall()
+    )
+    layers = sorted(
+        con.execute(
+            "SELECT rank, step, layer, start_ns, end_ns - start_ns FROM export_layers WHERE run_id = ?",
+            [run_id],
+        ).fetchall()
+    )
+    steps = con.execute(
+        "SELECT count(DISTINCT step) FROM kernels WHERE run_id = ? AND step IS NOT NULL", [run_id]
+    ).fetchone()[0]
     con.close()
     assert steps >= 3  # more than one batch per rank
     tracks, slices = read_slices(out.read_bytes())
@@ -51,11 +63,17 @@ def test_scoped_batches_give_the_views_rows(decode, tmp_path, monkeypatch):
 
         return track_rank(tracks, uuid)
 
-    got = sorted((rank(s["track"]), s["args"]["step"], s["args"]["seq"], s["start_ns"], s["dur_ns"], s["args"]["kind"])
-                 for s in slices if s.get("category") == "critical_path")
+    got = sorted(
+        (rank(s["track"]), s["args"]["step"], s["args"]["seq"], s["start_ns"], s["dur_ns"], s["args"]["kind"])
+        for s in slices
+        if s.get("category") == "critical_path"
+    )
     assert got == cp and len(cp) > 0
-    got_layers = sorted((rank(s["track"]), s["args"]["step"], s["args"]["layer"], s["start_ns"], s["dur_ns"])
-                        for s in slices if s.get("category") == "layer")
+    got_layers = sorted(
+        (rank(s["track"]), s["args"]["step"], s["args"]["layer"], s["start_ns"], s["dur_ns"])
+        for s in slices
+        if s.get("category") == "layer"
+    )
     assert got_layers == layers and len(layers) > 0
 
 
@@ -66,9 +84,14 @@ def _oom_on(monkeypatch, needle: str, scoped_too: bool = True):
     real_temp = export._temp
 
     def scoped(con) -> bool:
-        return bool(con.execute("SELECT count(*) FROM duckdb_views() WHERE temporary AND view_name = 'kernels'"
-                                ).fetchone()[0] + con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary "
-                                                              "AND table_name = 'kernels'").fetchone()[0])
+        return bool(
+            con.execute(
+                "SELECT count(*) FROM duckdb_views() WHERE temporary AND view_name = 'kernels'"
+            ).fetchone()[0]
+            + con.execute(
+                "SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = 'kernels'"
+            ).fetchone()[0]
+        )
 
     def fetch(con, sql, params):
         if needle in sql and (scoped_too or not scoped(con)):
@@ -112,25 +135,33 @@ def test_data_quality_run_flags_that_do_not_fit_are_said(decode, tmp_path, monke
     drawn and the file says so; the per-step flags, computed per batch over the batch's rows, still are."""
     wh, run_id = decode
     con = connect(wh)
-    per_step = sorted(con.execute("SELECT rank, flag, step FROM data_quality WHERE run_id = ? AND flag IN ?",
-                                  [run_id, list(export.STEP_FLAGS)]).fetchall())
+    per_step = sorted(
+        con.execute(
+            "SELECT rank, flag, step FROM data_quality WHERE run_id = ? AND flag IN ?",
+            [run_id, list(export.STEP_FLAGS)],
+        ).fetchall()
+    )
     con.close()
     _oom_on(monkeypatch, "FROM data_quality", scoped_too=False)
     out = tmp_path / "dq.pftrace"
     summary = export_run(wh, run_id, out)
     assert any(n.startswith("data-quality flags of the run and its ranks not drawn") for n in summary.notes)
-    got = sorted((s["args"]["rank"], s["args"]["flag"], s["args"].get("step")) for s in _slices(out, "data_quality"))
+    got = sorted(
+        (s["args"]["rank"], s["args"]["flag"], s["args"].get("step")) for s in _slices(out, "data_quality")
+    )
     assert got == per_step
 
 
 def test_memory_limit_derived_from_the_machine():
-    assert default_memory_limit(2 << 30) == "512MB"      # a small container: the floor
-    assert default_memory_limit(12 << 30) == "1536MB"    # 1/8
-    assert default_memory_limit(64 << 30) == "2048MB"    # the cap
+    assert default_memory_limit(2 << 30) == "512MB"  # a small container: the floor
+    assert default_memory_limit(12 << 30) == "1536MB"  # 1/8
+    assert default_memory_limit(64 << 30) == "2048MB"  # the cap
     assert default_memory_limit(None) in {f"{m}MB" for m in range(512, 2049)}
 
 
-def test_gpu_tracks_that_do_not_fit_fail_in_one_line_nothing_written(decode, tmp_path, monkeypatch, cli_runner):
+def test_gpu_tracks_that_do_not_fit_fail_in_one_line_nothing_written(
+    decode, tmp_path, monkeypatch, cli_runner
+):
     from cli import main
 
     wh, run_id = decode

@@ -4,6 +4,7 @@ Ground truth: the situation ranks-two-hosts-clock-offset (synth/situations/clock
 ranks 2 and 3 stamped by a clock exactly HOST_B_OFFSET_NS ahead of ranks 0 and 1; the export must shift
 ranks 2 and 3 back by exactly that and leave ranks 0 and 1 (one host, collective ends 2 µs apart) as they are.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,10 +35,18 @@ def two_hosts(tmp_path_factory):
 
 def _tables(con, run_id):
     """(rank, kernel_id) -> start_ns of GPU activities, (rank, op_id) -> start_ns of host ops, from the tables."""
-    gpu = {(r, k): s for r, k, s in con.execute(
-        "SELECT rank, kernel_id, start_ns FROM kernels WHERE run_id = ?", [run_id]).fetchall()}
-    host = {(r, o): s for r, o, s in con.execute(
-        "SELECT rank, op_id, start_ns FROM cpu_ops WHERE run_id = ?", [run_id]).fetchall()}
+    gpu = {
+        (r, k): s
+        for r, k, s in con.execute(
+            "SELECT rank, kernel_id, start_ns FROM kernels WHERE run_id = ?", [run_id]
+        ).fetchall()
+    }
+    host = {
+        (r, o): s
+        for r, o, s in con.execute(
+            "SELECT rank, op_id, start_ns FROM cpu_ops WHERE run_id = ?", [run_id]
+        ).fetchall()
+    }
     return gpu, host
 
 
@@ -48,10 +57,16 @@ def _exported(path):
 
         return track_rank(tracks, uuid)
 
-    gpu = {(rank(s["track"]), s["args"]["kernel_id"]): s["start_ns"] for s in slices if "kernel_id" in s["args"]
-           and s.get("category") in ("kernel", "memcpy", "memset")}
-    host = {(rank(s["track"]), s["args"]["op_id"]): s["start_ns"] for s in slices if "op_id" in s["args"]
-            and s.get("category") not in ("critical_path",)}
+    gpu = {
+        (rank(s["track"]), s["args"]["kernel_id"]): s["start_ns"]
+        for s in slices
+        if "kernel_id" in s["args"] and s.get("category") in ("kernel", "memcpy", "memset")
+    }
+    host = {
+        (rank(s["track"]), s["args"]["op_id"]): s["start_ns"]
+        for s in slices
+        if "op_id" in s["args"] and s.get("category") not in ("critical_path",)
+    }
     notes = next(t for t in tracks.values() if t.get("name") == "tracehouse export notes")
     return gpu, host, json.loads(notes["description"])
 
@@ -59,9 +74,13 @@ def _exported(path):
 def test_offset_estimated_exactly_from_collective_ends(two_hosts):
     wh, run_id, expect, _ = two_hosts
     con = connect(wh)
-    rows = {r: (ref, m, off, sig) for r, ref, m, off, sig in con.execute(
-        "SELECT rank, reference_rank, matched, offset_ns, significant FROM export_clock_offset WHERE run_id = ?",
-        [run_id]).fetchall()}
+    rows = {
+        r: (ref, m, off, sig)
+        for r, ref, m, off, sig in con.execute(
+            "SELECT rank, reference_rank, matched, offset_ns, significant FROM export_clock_offset WHERE run_id = ?",
+            [run_id],
+        ).fetchall()
+    }
     assert sorted(rows) == [1, 2, 3]
     for r, (ref, matched, offset, significant) in rows.items():
         assert ref == 0 and matched == expect["matched"]
@@ -89,7 +108,9 @@ def test_export_shifts_the_other_host_by_exactly_its_offset(two_hosts, tmp_path)
     assert {r for r in range(4) if shift[r]} == {2, 3}
     assert meta["clock_aligned"] is True and meta["clock_reference_rank"] == 0
     assert [meta[f"rank {r} clock_shift_ns"] for r in (1, 2, 3)] == [0] + [expect["host_b_offset_ns"]] * 2
-    assert any("rank(s) 2, 3 shifted by -4,321,987,654,321 ns onto rank 0's clock" in n for n in summary.notes)
+    assert any(
+        "rank(s) 2, 3 shifted by -4,321,987,654,321 ns onto rank 0's clock" in n for n in summary.notes
+    )
     assert any("rank(s) 1 on rank 0's clock" in n for n in summary.notes)
     assert meta["notes"] == summary.notes
 
@@ -114,8 +135,11 @@ def test_json_variant_shifted_alike_and_carries_the_metadata(two_hosts, tmp_path
     con.close()
     export_run(wh, run_id, tmp_path / "a.json", fmt="json", analysis=False)
     doc = json.loads((tmp_path / "a.json").read_text())
-    got = {(e["pid"] - 1, e["args"]["kernel_id"]): e["args"]["start_ns"] for e in doc["traceEvents"]
-           if e["ph"] == "X" and e.get("cat") in ("kernel", "memcpy", "memset")}
+    got = {
+        (e["pid"] - 1, e["args"]["kernel_id"]): e["args"]["start_ns"]
+        for e in doc["traceEvents"]
+        if e["ph"] == "X" and e.get("cat") in ("kernel", "memcpy", "memset")
+    }
     assert got == {k: s - shift[k[0]] for k, s in gpu.items()}
     assert doc["tracehouse"]["rank 3 clock_shift_ns"] == expect["host_b_offset_ns"]
 
@@ -126,10 +150,18 @@ def test_window_is_in_the_reference_rank_time_base(two_hosts, tmp_path):
     wh, run_id, _, _ = two_hosts
     con = connect(wh)
     # the second step's all-reduces on rank 0's clock
-    (lo, hi), = con.execute("SELECT min(start_ns), max(start_ns + dur_ns) FROM kernels WHERE run_id = ? AND rank = 0 "
-                            "AND step = 1 AND name LIKE 'nccl%'", [run_id]).fetchall()
-    per_rank = dict(con.execute("SELECT rank, count(*) FROM kernels WHERE run_id = ? AND step = 1 AND name LIKE "
-                                "'nccl%' GROUP BY rank", [run_id]).fetchall())
+    ((lo, hi),) = con.execute(
+        "SELECT min(start_ns), max(start_ns + dur_ns) FROM kernels WHERE run_id = ? AND rank = 0 "
+        "AND step = 1 AND name LIKE 'nccl%'",
+        [run_id],
+    ).fetchall()
+    per_rank = dict(
+        con.execute(
+            "SELECT rank, count(*) FROM kernels WHERE run_id = ? AND step = 1 AND name LIKE "
+            "'nccl%' GROUP BY rank",
+            [run_id],
+        ).fetchall()
+    )
     con.close()
     lo += 10_000  # clear of the step's GEMMs (they end up to 1 us after the first all-reduce starts)
     export_run(wh, run_id, tmp_path / "w.pftrace", window=(lo, hi), analysis=False)
@@ -146,7 +178,9 @@ def test_cli_says_the_alignment_on_stderr(two_hosts, tmp_path, cli_runner):
 
     wh, run_id, _, _ = two_hosts
     out = tmp_path / "c.pftrace"
-    result = cli_runner.invoke(main, ["--warehouse", str(wh.root), "export", run_id, "--no-analysis", "-o", str(out)])
+    result = cli_runner.invoke(
+        main, ["--warehouse", str(wh.root), "export", run_id, "--no-analysis", "-o", str(out)]
+    )
     assert result.exit_code == 0, result.output
     assert "shifted by -4,321,987,654,321 ns" in result.stderr
     assert "shifted" not in result.stdout and str(out) in result.stdout
@@ -159,11 +193,15 @@ def test_one_host_run_is_not_shifted(tmp_path):
     from warehouse.store import Warehouse
 
     wh = Warehouse(tmp_path / "wh")
-    [o] = ingest_paths(wh, [write_scenario("serving-decode", tmp_path / "run", seed=2, ranks=2, steps=2, layers=2)],
-                       analyse=False)
+    [o] = ingest_paths(
+        wh,
+        [write_scenario("serving-decode", tmp_path / "run", seed=2, ranks=2, steps=2, layers=2)],
+        analyse=False,
+    )
     con = connect(wh)
-    (sig, matched), = con.execute("SELECT significant, matched FROM export_clock_offset WHERE run_id = ?",
-                                  [o.run_id]).fetchall()
+    ((sig, matched),) = con.execute(
+        "SELECT significant, matched FROM export_clock_offset WHERE run_id = ?", [o.run_id]
+    ).fetchall()
     clocks = clock_alignment(con, o.run_id)
     con.close()
     assert matched >= 3 and sig is False and clocks.shifts == {}
@@ -180,8 +218,11 @@ def test_real_two_ranks_point_to_point_only_not_aligned(tmp_path):
     wh = Warehouse(tmp_path / "wh")
     [o] = ingest_paths(wh, [traces / "multirank" / "sampled_2ranks"], analyse=False)
     con = connect(wh)
-    rows = con.execute("SELECT rank, reference_rank, matched, offset_ns, significant FROM export_clock_offset "
-                       "WHERE run_id = ?", [o.run_id]).fetchall()
+    rows = con.execute(
+        "SELECT rank, reference_rank, matched, offset_ns, significant FROM export_clock_offset "
+        "WHERE run_id = ?",
+        [o.run_id],
+    ).fetchall()
     con.close()
     assert rows == [(1, 0, 0, None, False)]
     summary = export_run(wh, o.run_id, tmp_path / "mr.pftrace", analysis=False)

@@ -1,5 +1,6 @@
 """Every finding of the run report, in HTML and in Markdown, names its window (rank, step, start–end in the
 trace's own time base) and the export command that opens exactly it (issue 18)."""
+
 from __future__ import annotations
 
 import html
@@ -36,17 +37,22 @@ def test_every_finding_names_its_window_and_command(stall, fmt, cli_runner, tmp_
     from tracehouse.cli import main
 
     wh, run_id, report = stall
-    findings = [t.where for t in report.takeaways] + [q.where for q in report.quality] + \
-        [report.step.window, report.step.gap_window]
+    findings = (
+        [t.where for t in report.takeaways]
+        + [q.where for q in report.quality]
+        + [report.step.window, report.step.gap_window]
+    )
     assert report.takeaways and report.quality and all(f is not None for f in findings)
     out = tmp_path / f"r.{fmt}"
-    result = cli_runner.invoke(main, ["--warehouse", str(wh.root), "report", "--run", run_id, "--format", fmt,
-                                      "-o", str(out)])
+    result = cli_runner.invoke(
+        main, ["--warehouse", str(wh.root), "report", "--run", run_id, "--format", fmt, "-o", str(out)]
+    )
     assert result.exit_code == 0, result.output
     text = out.read_text()
     for f in findings:
-        shown = _window_text(f) + (f"<code>{html.escape(f.command, quote=False)}</code>" if fmt == "html"
-                                   else f"`{f.command}`")
+        shown = _window_text(f) + (
+            f"<code>{html.escape(f.command, quote=False)}</code>" if fmt == "html" else f"`{f.command}`"
+        )
         if fmt == "html":
             shown = shown.replace("–", "–")
         assert shown in text or html.escape(shown, quote=True) in text, (f, fmt)

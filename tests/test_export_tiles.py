@@ -1,6 +1,7 @@
 """The export's idle gaps, exposed communication and data-quality flags, computed per tile / batch of steps in
 bounded memory (issue 18), are exactly the rows of the whole-run views: on situations, on a 2-rank decode run
 cut into tiles of one step, and on windows whose bounds cut through a gap and an exposed interval."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,8 +11,14 @@ from reports.export import export_run
 from reports.perfetto_proto import read_slices, track_rank
 from warehouse.catalog import connect
 
-SITUATIONS = ("dataloader-stall", "stream-sync-wait", "gpu-queued-at-window-start", "host-stall-in-step",
-              "single-step", "graph-replay-no-capture")
+SITUATIONS = (
+    "dataloader-stall",
+    "stream-sync-wait",
+    "gpu-queued-at-window-start",
+    "host-stall-in-step",
+    "single-step",
+    "graph-replay-no-capture",
+)
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +34,11 @@ def runs(tmp_path_factory):
     for name in SITUATIONS:
         [o] = ingest_paths(wh, [write_situation(name, root / name)], analyse=False)
         out[name] = o.run_id
-    [o] = ingest_paths(wh, [write_scenario("serving-decode", root / "decode", seed=7, ranks=2, steps=6, layers=2)],
-                       analyse=False)
+    [o] = ingest_paths(
+        wh,
+        [write_scenario("serving-decode", root / "decode", seed=7, ranks=2, steps=6, layers=2)],
+        analyse=False,
+    )
     out["decode"] = o.run_id
     return wh, out
 
@@ -42,8 +52,21 @@ def _exported(path):
             continue
         rank, a = track_rank(tracks, s["track"]), s["args"]
         if cat == "idle_gap":
-            got[cat].append((rank, a.get("step"), s["start_ns"], s["dur_ns"], a["class"], a["wait_ns"], a["host_ns"],
-                             a["queued_ns"], a.get("host_op"), a.get("host_op_ns"), a.get("next_kernel_id")))
+            got[cat].append(
+                (
+                    rank,
+                    a.get("step"),
+                    s["start_ns"],
+                    s["dur_ns"],
+                    a["class"],
+                    a["wait_ns"],
+                    a["host_ns"],
+                    a["queued_ns"],
+                    a.get("host_op"),
+                    a.get("host_op_ns"),
+                    a.get("next_kernel_id"),
+                )
+            )
         elif cat == "exposed_comm":
             got[cat].append((rank, s["start_ns"], s["dur_ns"]))
         else:
@@ -55,21 +78,29 @@ def _views(wh, run_id, lo=None, hi=None):
     con = connect(wh)
     lo = -(1 << 62) if lo is None else lo
     hi = (1 << 62) if hi is None else hi
-    gaps = con.execute("""
+    gaps = con.execute(
+        """
         SELECT rank, step, gap_start_ns, gap_ns, class, wait_ns, host_ns, queued_ns, host_op, host_op_ns, next_kernel_id
         FROM idle_gaps WHERE run_id = ? AND scope = 'device' AND class <> 'tiny'
           AND gap_start_ns < ? AND (gap_start_ns + gap_ns > ? OR gap_start_ns >= ?)""",
-                       [run_id, hi, lo, lo]).fetchall()
-    comm = con.execute("""
+        [run_id, hi, lo, lo],
+    ).fetchall()
+    comm = con.execute(
+        """
         SELECT rank, start_ns, dur_ns FROM export_exposed_comm
-        WHERE run_id = ? AND start_ns < ? AND (end_ns > ? OR start_ns >= ?)""", [run_id, hi, lo, lo]).fetchall()
+        WHERE run_id = ? AND start_ns < ? AND (end_ns > ? OR start_ns >= ?)""",
+        [run_id, hi, lo, lo],
+    ).fetchall()
     flags = con.execute("SELECT rank, step, flag FROM data_quality WHERE run_id = ?", [run_id]).fetchall()
     (ranks,) = con.execute("SELECT count(DISTINCT rank) FROM kernels WHERE run_id = ?", [run_id]).fetchone()
     con.close()
     # a flag of the whole run (rank NULL) is drawn on every rank's analysis track
     flags = [f for f in flags if f[0] is not None] + [f for f in flags if f[0] is None] * max(ranks, 1)
-    return {"idle_gap": sorted(gaps, key=repr), "exposed_comm": sorted(comm, key=repr),
-            "data_quality": sorted(flags, key=repr)}
+    return {
+        "idle_gap": sorted(gaps, key=repr),
+        "exposed_comm": sorted(comm, key=repr),
+        "data_quality": sorted(flags, key=repr),
+    }
 
 
 @pytest.mark.parametrize("name", [*SITUATIONS, "decode"])
@@ -84,7 +115,9 @@ def test_tiles_of_one_step_give_the_whole_run_views(runs, name, tmp_path, monkey
         assert got[key] == want[key], key
     if name == "decode":  # the run has each figure, on several tiles
         con = connect(wh)
-        (steps,) = con.execute("SELECT count(DISTINCT step) FROM step_spans WHERE run_id = ?", [ids[name]]).fetchone()
+        (steps,) = con.execute(
+            "SELECT count(DISTINCT step) FROM step_spans WHERE run_id = ?", [ids[name]]
+        ).fetchone()
         con.close()
         assert steps >= 6 and len(want["idle_gap"]) > steps and want["exposed_comm"] and want["data_quality"]
 
@@ -96,10 +129,16 @@ def test_windows_cutting_through_gaps_and_comm(runs, tmp_path, monkeypatch):
     run_id = ids["decode"]
     monkeypatch.setattr(export, "STEP_BATCH", 1)
     con = connect(wh)
-    comm = con.execute("SELECT start_ns, end_ns FROM export_exposed_comm WHERE run_id = ? AND rank = 0 "
-                       "ORDER BY dur_ns DESC LIMIT 3", [run_id]).fetchall()
-    gaps = con.execute("SELECT gap_start_ns, gap_end_ns FROM idle_gaps WHERE run_id = ? AND rank = 0 AND "
-                       "scope = 'device' AND class <> 'tiny' ORDER BY gap_ns DESC LIMIT 3", [run_id]).fetchall()
+    comm = con.execute(
+        "SELECT start_ns, end_ns FROM export_exposed_comm WHERE run_id = ? AND rank = 0 "
+        "ORDER BY dur_ns DESC LIMIT 3",
+        [run_id],
+    ).fetchall()
+    gaps = con.execute(
+        "SELECT gap_start_ns, gap_end_ns FROM idle_gaps WHERE run_id = ? AND rank = 0 AND "
+        "scope = 'device' AND class <> 'tiny' ORDER BY gap_ns DESC LIMIT 3",
+        [run_id],
+    ).fetchall()
     con.close()
     assert comm and gaps
     windows = [((g0 + g1) // 2, (c0 + c1) // 2) for (g0, g1), (c0, c1) in zip(gaps, comm)]

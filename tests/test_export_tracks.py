@@ -1,5 +1,6 @@
 """The export's host and Python tracks hold exactly the tables' rows per thread (count, start and duration to
 the ns), and every GPU activity carries its category as an arg and as the slice name's prefix (issue 18)."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -42,11 +43,18 @@ def test_host_ops_and_frames_per_thread_and_categories(runs, name, tmp_path):
     export_run(wh, run_id, out, analysis=False)
     tracks, slices = read_slices(out.read_bytes())
     con = connect(wh)
-    ops = con.execute("SELECT rank, pid, tid, stream, cat, op_id, start_ns, coalesce(dur_ns, 0) FROM cpu_ops "
-                      "WHERE run_id = ?", [run_id]).fetchall()
-    frames = con.execute("SELECT rank, pid, tid, frame_id, start_ns, coalesce(dur_ns, 0) FROM python_frames "
-                         "WHERE run_id = ?", [run_id]).fetchall()
-    cats = dict(con.execute("SELECT kernel_id, category FROM activity_category WHERE run_id = ?", [run_id]).fetchall())
+    ops = con.execute(
+        "SELECT rank, pid, tid, stream, cat, op_id, start_ns, coalesce(dur_ns, 0) FROM cpu_ops "
+        "WHERE run_id = ?",
+        [run_id],
+    ).fetchall()
+    frames = con.execute(
+        "SELECT rank, pid, tid, frame_id, start_ns, coalesce(dur_ns, 0) FROM python_frames WHERE run_id = ?",
+        [run_id],
+    ).fetchall()
+    cats = dict(
+        con.execute("SELECT kernel_id, category FROM activity_category WHERE run_id = ?", [run_id]).fetchall()
+    )
     names = dict(con.execute("SELECT kernel_id, name FROM kernels WHERE run_id = ?", [run_id]).fetchall())
     con.close()
     want_ops, want_frames = defaultdict(list), defaultdict(list)

@@ -42,18 +42,30 @@ def tiny(tmp_path_factory):
     span = 16.875 - 10 µs, idle = 0.75 µs."""
     root = tmp_path_factory.mktemp("first-contact")
     events = simple_events() + launch_pair(13, 2.0, 11.0, 2.0, name="void other_kernel()", stream=8)
-    events.append({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 100,
-                   "ts": BASE_US + 0.0, "dur": 30.0, "args": {}})
+    events.append(
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": 1,
+            "tid": 100,
+            "ts": BASE_US + 0.0,
+            "dur": 30.0,
+            "args": {},
+        }
+    )
     trace = write_trace(root / "profile" / "rank0.json.gz", events)
     wh = root / "wh"
-    result = _run(["--warehouse", str(wh), "ingest", str(trace.parent), "--label", "series=tiny",
-                   "--commit", "c1"])
+    result = _run(
+        ["--warehouse", str(wh), "ingest", str(trace.parent), "--label", "series=tiny", "--commit", "c1"]
+    )
     assert result.exit_code == 0, result.output
     run_id = result.stdout.split("\t")[0]
     return wh, run_id, trace
 
 
 # ---- help -------------------------------------------------------------------------------------------
+
 
 def _commands():
     return sorted(main.commands)
@@ -83,11 +95,14 @@ def test_output_help_is_of_a_file_whose_folder_must_exist(command):
 
 def test_version():
     result = _run(["--version"])
-    assert result.exit_code == 0 and re.fullmatch(r"tracehouse \d+\.\d+\.\d+\S*\n", result.stdout), result.stdout
+    assert result.exit_code == 0 and re.fullmatch(r"tracehouse \d+\.\d+\.\d+\S*\n", result.stdout), (
+        result.stdout
+    )
     assert _run(["-V"]).stdout == result.stdout
 
 
 # ---- error paths: one line, exit 1 ------------------------------------------------------------------
+
 
 def test_output_into_a_missing_folder_fails_before_any_work(tiny, tmp_path):
     wh = tiny[0]
@@ -109,7 +124,14 @@ def test_sql_errors_are_duckdbs_words_with_its_hint(tiny):
 
 def test_a_mistyped_warehouse_is_refused_not_created(tmp_path):
     typo = tmp_path / "typo" / "path"
-    for args in (["runs"], ["sql", "select 1"], ["schema"], ["check"], ["trend"], ["report", "--run", "latest"]):
+    for args in (
+        ["runs"],
+        ["sql", "select 1"],
+        ["schema"],
+        ["check"],
+        ["trend"],
+        ["report", "--run", "latest"],
+    ):
         _one_error_line(_run(["--warehouse", str(typo)] + args), str(typo), "--warehouse")
     _one_error_line(_run(["runs"], env={"TRACEHOUSE_WAREHOUSE": str(typo)}), "TRACEHOUSE_WAREHOUSE")
     assert not typo.exists() and not typo.parent.exists()
@@ -117,10 +139,16 @@ def test_a_mistyped_warehouse_is_refused_not_created(tmp_path):
 
 def test_ingest_of_a_missing_path_or_capture_folder(tiny, tmp_path):
     wh, _, trace = tiny
-    _one_error_line(_run(["--warehouse", str(wh), "ingest", str(tmp_path / "profile-dir")]),
-                    "no such file or directory", "profile directory")
-    _one_error_line(_run(["--warehouse", str(wh), "ingest", str(trace), "--capture", str(tmp_path / "nope")]),
-                    "--capture", "no such folder")
+    _one_error_line(
+        _run(["--warehouse", str(wh), "ingest", str(tmp_path / "profile-dir")]),
+        "no such file or directory",
+        "profile directory",
+    )
+    _one_error_line(
+        _run(["--warehouse", str(wh), "ingest", str(trace), "--capture", str(tmp_path / "nope")]),
+        "--capture",
+        "no such folder",
+    )
 
 
 def test_a_server_args_json_beside_the_traces_is_skipped_not_refused(tmp_path):
@@ -140,7 +168,10 @@ def test_reingest_with_new_labels_says_so_and_label_sets_them(tiny, tmp_path):
     run_id = first.stdout.split("\t")[0]
     again = _run(["--warehouse", str(wh), "ingest", str(src), "--label", "model=qwen", "--commit", "abc"])
     assert again.exit_code == 0 and "already in the warehouse" in again.stdout
-    assert "labels not changed" in again.stderr and f"tracehouse label {run_id} commit=abc model=qwen" in again.stderr
+    assert (
+        "labels not changed" in again.stderr
+        and f"tracehouse label {run_id} commit=abc model=qwen" in again.stderr
+    )
 
     result = _run(["--warehouse", str(wh), "label", run_id[:6], "model=qwen", "commit=abc", "config=tp1"])
     assert result.exit_code == 0, result.output
@@ -159,18 +190,29 @@ def test_reingest_with_new_labels_says_so_and_label_sets_them(tiny, tmp_path):
 
 def test_report_for_a_phase_the_run_does_not_have_names_its_phases(tiny):
     wh, run_id, _ = tiny
-    _one_error_line(_run(["--warehouse", str(wh), "report", "--run", run_id, "--phase", "prefill"]),
-                    "no prefill phase", "its phases: unknown")
+    _one_error_line(
+        _run(["--warehouse", str(wh), "report", "--run", run_id, "--phase", "prefill"]),
+        "no prefill phase",
+        "its phases: unknown",
+    )
 
 
 def test_trend_gate_fails_when_it_matches_nothing(tiny, tmp_path):
     wh = str(tiny[0])
-    _one_error_line(_run(["--warehouse", wh, "trend", "--where", "series=tyop", "--fail-on-regression"]),
-                    "series=tyop", "series: tiny")
-    _one_error_line(_run(["--warehouse", wh, "trend", "--where", "cluster=a", "--fail-on-regression"]),
-                    "cluster: no run has this label")
-    _one_error_line(_run(["--warehouse", wh, "trend", "--metric", "categroy.*", "--fail-on-regression"]),
-                    "categroy.*", "category.*")
+    _one_error_line(
+        _run(["--warehouse", wh, "trend", "--where", "series=tyop", "--fail-on-regression"]),
+        "series=tyop",
+        "series: tiny",
+    )
+    _one_error_line(
+        _run(["--warehouse", wh, "trend", "--where", "cluster=a", "--fail-on-regression"]),
+        "cluster: no run has this label",
+    )
+    _one_error_line(
+        _run(["--warehouse", wh, "trend", "--metric", "categroy.*", "--fail-on-regression"]),
+        "categroy.*",
+        "category.*",
+    )
     empty = tmp_path / "empty"
     (empty / "tables" / "runs").mkdir(parents=True)
     _one_error_line(_run(["--warehouse", str(empty), "trend", "--fail-on-regression"]), "holds no runs")
@@ -182,6 +224,7 @@ def test_schema_unknown_view_suggests_the_close_ones(tiny):
 
 
 # ---- runs, schema, gpu_timeline_run -------------------------------------------------------------------
+
 
 def test_runs_is_narrow_with_right_aligned_numbers(tiny):
     wh, run_id, _ = tiny
@@ -211,7 +254,9 @@ def test_runs_where_matching_nothing_names_the_keys(tiny):
 def test_schema_lists_grains_and_columns_with_meaning(tiny):
     wh = str(tiny[0])
     overview = _run(["--warehouse", wh, "schema"]).stdout
-    assert re.search(r"^gpu_timeline_run\s+view\s+One row per \(run_id, rank, device\)", overview, re.MULTILINE)
+    assert re.search(
+        r"^gpu_timeline_run\s+view\s+One row per \(run_id, rank, device\)", overview, re.MULTILINE
+    )
     assert re.search(r"^kernels\s+table\s+one row per GPU activity", overview, re.MULTILINE)
     assert "_kernel_facts" not in overview  # helpers stay out of the overview
     cols = json.loads(_run(["--warehouse", wh, "schema", "gpu_timeline_run", "--format", "json"]).stdout)
@@ -229,7 +274,10 @@ def test_gpu_timeline_run_is_the_exact_whole_run_per_device(tiny):
     con = connect(Warehouse(wh))
     [row] = query_rows(con, "SELECT * FROM gpu_timeline_run WHERE run_id = ?", [run_id])
     assert (row["activities"], row["span_ns"], row["busy_ns"], row["idle_ns"]) == (3, 6875, 6125, 750)
-    assert row["compute_ns"] + row["exposed_comm_ns"] + row["exposed_memory_ns"] + row["idle_ns"] == row["span_ns"]
+    assert (
+        row["compute_ns"] + row["exposed_comm_ns"] + row["exposed_memory_ns"] + row["idle_ns"]
+        == row["span_ns"]
+    )
     assert row["busy_pct"] == pytest.approx(100 * 6125 / 6875)
     # the pitfall it avoids: gpu_timeline sums every variant and the step rows too
     naive = con.execute("SELECT sum(busy_ns) FROM gpu_timeline WHERE run_id = ?", [run_id]).fetchone()[0]

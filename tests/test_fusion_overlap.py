@@ -18,6 +18,7 @@ SQL = ROOT / "sql"
 
 # ---- the catalogue ------------------------------------------------------------------------------
 
+
 def test_catalog_validates_and_covers_every_framework():
     head, steps = fusion.load_fusion_catalog()
     rows = head.to_pylist()
@@ -36,7 +37,8 @@ def test_catalog_validates_and_covers_every_framework():
 def test_catalog_version_records_the_file_hash():
     assert fusion.recorded_sha256() == fusion.catalog_sha256(), (
         "sql/rules/fusion_patterns.csv changed: bump catalog_version and record the new sha256 in "
-        "sql/rules/fusion_patterns.version.json")
+        "sql/rules/fusion_patterns.version.json"
+    )
 
 
 def test_attention_and_cache_store_steps_never_accept_moe():
@@ -47,13 +49,16 @@ def test_attention_and_cache_store_steps_never_accept_moe():
             assert "moe" not in cats, s
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda r: r.__setitem__("split_2_categories", "gemm;bogus"), "unknown category"),
-    (lambda r: r.__setitem__("fused", "(?i)foo(?=bar)"), "not portable"),
-    (lambda r: r.__setitem__("split_1", "(unclosed"), "invalid RE2"),
-    (lambda r: r.__setitem__("framework", "tgi"), "framework"),
-    (lambda r: (r.__setitem__("split_2", ""), r.__setitem__("split_2_categories", "")), "split_3 given"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda r: r.__setitem__("split_2_categories", "gemm;bogus"), "unknown category"),
+        (lambda r: r.__setitem__("fused", "(?i)foo(?=bar)"), "not portable"),
+        (lambda r: r.__setitem__("split_1", "(unclosed"), "invalid RE2"),
+        (lambda r: r.__setitem__("framework", "tgi"), "framework"),
+        (lambda r: (r.__setitem__("split_2", ""), r.__setitem__("split_2_categories", "")), "split_3 given"),
+    ],
+)
 def test_bad_catalog_is_rejected_with_file_and_line(tmp_path, mutate, message):
     rows = list(csv.DictReader(fusion.CATALOG_FILE.open(encoding="utf-8")))
     target = next(r for r in rows if r["split_3"])
@@ -80,19 +85,38 @@ def test_views_transpile_to_spark():
 
 # ---- handmade rows ------------------------------------------------------------------------------
 
+
 def _handmade(rows: list[tuple], runs: dict[str, str]) -> duckdb.DuckDBPyConnection:
     """A connection whose _kernel_facts holds `rows` (run, stream, name, category, start, dur[, site]) and
     the real views on top of it."""
     from viewtest import connect_views
 
-    facts = [{"run_id": run, "rank": 0, "kernel_id": i + 1, "device": 0, "stream": stream, "kind": "kernel",
-              "name": name, "start_ns": start, "dur_ns": dur, "end_ns": start + dur, "step": 0, "category": cat,
-              "site": site[0] if site else None, "launch_call": "cudaLaunchKernel", "phase_key": "decode"}
-             for i, (run, stream, name, cat, start, dur, *site) in enumerate(rows)]
+    facts = [
+        {
+            "run_id": run,
+            "rank": 0,
+            "kernel_id": i + 1,
+            "device": 0,
+            "stream": stream,
+            "kind": "kernel",
+            "name": name,
+            "start_ns": start,
+            "dur_ns": dur,
+            "end_ns": start + dur,
+            "step": 0,
+            "category": cat,
+            "site": site[0] if site else None,
+            "launch_call": "cudaLaunchKernel",
+            "phase_key": "decode",
+        }
+        for i, (run, stream, name, cat, start, dur, *site) in enumerate(rows)
+    ]
     # fusion_match reads each launch's op and correlation (none here: activities are judged by name and
     # order): kernels and cpu_ops stay empty
-    return connect_views(["kernel_overlap", "kernel_summary", "overlap_opportunity", "_fusion_chains", "fusion_match"],
-                         {"_kernel_facts": facts, "runs": [{"run_id": r, "framework": f} for r, f in runs.items()]})
+    return connect_views(
+        ["kernel_overlap", "kernel_summary", "overlap_opportunity", "_fusion_chains", "fusion_match"],
+        {"_kernel_facts": facts, "runs": [{"run_id": r, "framework": f} for r, f in runs.items()]},
+    )
 
 
 ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16> >"
@@ -107,58 +131,110 @@ MOE_DISGUISED = "cutlass::GemmUniversal<cutlass::gemm::GroupProblemShape> groupe
 def test_fusion_match_statuses_on_handmade_rows():
     rows = [
         # r1: add -> RMSNorm adjacent on stream 7 (twice), plus a non-adjacent pair: Confirmed, 2 chains
-        ("r1", 7, ADD, "elementwise", 0, 100, "model.py(10): forward"), ("r1", 7, RMS, "norm", 100, 50),
+        ("r1", 7, ADD, "elementwise", 0, 100, "model.py(10): forward"),
+        ("r1", 7, RMS, "norm", 100, 50),
         ("r1", 7, GEMM, "gemm", 200, 400),
-        ("r1", 7, ADD, "elementwise", 700, 100, "model.py(10): forward"), ("r1", 7, RMS, "norm", 800, 50),
-        ("r1", 7, ADD, "elementwise", 900, 100, "model.py(10): forward"), ("r1", 7, GEMM, "gemm", 1000, 400),
+        ("r1", 7, ADD, "elementwise", 700, 100, "model.py(10): forward"),
+        ("r1", 7, RMS, "norm", 800, 50),
+        ("r1", 7, ADD, "elementwise", 900, 100, "model.py(10): forward"),
+        ("r1", 7, GEMM, "gemm", 1000, 400),
         ("r1", 7, RMS, "norm", 1400, 50),
         # r2: the add and the norm in order on one stream with a GEMM between them: Likely (near chain)
-        ("r2", 7, ADD, "elementwise", 0, 100, "model.py(10): forward"), ("r2", 7, GEMM, "gemm", 100, 400),
+        ("r2", 7, ADD, "elementwise", 0, 100, "model.py(10): forward"),
+        ("r2", 7, GEMM, "gemm", 100, 400),
         ("r2", 7, RMS, "norm", 500, 50),
         # r6: the add and the norm on different streams: no chain, no row
-        ("r6", 7, ADD, "elementwise", 0, 100), ("r6", 8, RMS, "norm", 50, 50),
+        ("r6", 7, ADD, "elementwise", 0, 100),
+        ("r6", 8, RMS, "norm", 50, 50),
         # r3 (a vLLM run): vLLM's fused kernel: Fused, on the vllm row only (no sglang row on a vllm run)
-        ("r3", 7, GEMM, "gemm", 0, 400), ("r3", 7, VLLM_FUSED, "norm", 400, 60, "layernorm.py(94): forward_cuda"),
+        ("r3", 7, GEMM, "gemm", 0, 400),
+        ("r3", 7, VLLM_FUSED, "norm", 400, 60, "layernorm.py(94): forward_cuda"),
         # r4: RoPE followed by a grouped MoE GEMM whose name says kv-cache store: no evidence;
         #     RoPE followed by a real cache store: Confirmed
-        ("r4", 7, ROPE, "rope", 0, 30), ("r4", 7, MOE_DISGUISED, "moe", 30, 500),
-        ("r5", 7, ROPE, "rope", 0, 30, "rotary_embedding.py(233): forward_cuda"), ("r5", 7, STORE, "attention", 30, 20),
+        ("r4", 7, ROPE, "rope", 0, 30),
+        ("r4", 7, MOE_DISGUISED, "moe", 30, 500),
+        ("r5", 7, ROPE, "rope", 0, 30, "rotary_embedding.py(233): forward_cuda"),
+        ("r5", 7, STORE, "attention", 30, 20),
     ]
-    con = _handmade(rows, {"r1": "sglang", "r2": "sglang", "r3": "vllm", "r4": "sglang", "r5": "sglang",
-                           "r6": "sglang"})
+    con = _handmade(
+        rows, {"r1": "sglang", "r2": "sglang", "r3": "vllm", "r4": "sglang", "r5": "sglang", "r6": "sglang"}
+    )
     got = con.execute(
         "SELECT run_id, phase, pattern_id, status, occurrences, related_gpu_time_ns, evidence, python_site, "
         "framework_match FROM fusion_match "
-        "WHERE pattern_key IN ('add_rmsnorm', 'rope_kv_store') ORDER BY run_id, pattern_id").fetchall()
+        "WHERE pattern_key IN ('add_rmsnorm', 'rope_kv_store') ORDER BY run_id, pattern_id"
+    ).fetchall()
     assert got == [
-        ("r1", "decode", "sgl_add_rmsnorm", "Confirmed", 2, 300, f"{ADD} -> {RMS}", "model.py(10): forward", True),
-        ("r2", "decode", "sgl_add_rmsnorm", "Likely", 1, 150, f"{ADD} -> {RMS}", "model.py(10): forward", True),
-        ("r3", "decode", "vllm_fused_add_rms_norm", "Fused", 1, 60, VLLM_FUSED, "layernorm.py(94): forward_cuda",
-         True),
-        ("r5", "decode", "sgl_rope_set_kv_buffer", "Confirmed", 1, 50, f"{ROPE} -> {STORE}",
-         "rotary_embedding.py(233): forward_cuda", True),
+        (
+            "r1",
+            "decode",
+            "sgl_add_rmsnorm",
+            "Confirmed",
+            2,
+            300,
+            f"{ADD} -> {RMS}",
+            "model.py(10): forward",
+            True,
+        ),
+        (
+            "r2",
+            "decode",
+            "sgl_add_rmsnorm",
+            "Likely",
+            1,
+            150,
+            f"{ADD} -> {RMS}",
+            "model.py(10): forward",
+            True,
+        ),
+        (
+            "r3",
+            "decode",
+            "vllm_fused_add_rms_norm",
+            "Fused",
+            1,
+            60,
+            VLLM_FUSED,
+            "layernorm.py(94): forward_cuda",
+            True,
+        ),
+        (
+            "r5",
+            "decode",
+            "sgl_rope_set_kv_buffer",
+            "Confirmed",
+            1,
+            50,
+            f"{ROPE} -> {STORE}",
+            "rotary_embedding.py(233): forward_cuda",
+            True,
+        ),
     ]
-    share = con.execute("SELECT share FROM fusion_match WHERE run_id = 'r1' AND pattern_id = 'sgl_add_rmsnorm'").fetchone()
+    share = con.execute(
+        "SELECT share FROM fusion_match WHERE run_id = 'r1' AND pattern_id = 'sgl_add_rmsnorm'"
+    ).fetchone()
     assert share[0] == pytest.approx(300 / 1250)  # the phase: 3 adds, 3 norms, 2 GEMMs
     moe_evidence = con.execute(
-        "SELECT count(*) FROM fusion_match WHERE run_id = 'r4' AND evidence LIKE '%GroupProblemShape%'").fetchone()
+        "SELECT count(*) FROM fusion_match WHERE run_id = 'r4' AND evidence LIKE '%GroupProblemShape%'"
+    ).fetchone()
     assert moe_evidence == (0,)
 
 
 def test_overlap_opportunity_on_handmade_rows():
     rows = [
-        ("o", 1, "gemm_a", "gemm", 0, 10_000),               # half under D: headroom, next is its activation
-        ("o", 1, "act_b", "activation", 10_000, 2_000),      # fully under D: low-roi-hidden
-        ("o", 1, "gemm_c", "gemm", 12_000, 8_000),           # 3 of 8 us under D: headroom, prev is activation
-        ("o", 2, "moe_d", "moe", 5_000, 10_000),             # fully hidden, alone on its stream: unclear risk
-        ("o", 1, "norm_e", "norm", 20_000, 6_000),           # alone, unrelated neighbours: try overlap
-        ("o", 1, "other_f", "other", 26_000, 3_000),         # < 5 us: neutral, P2
-        ("o", 1, "other_g", "other", 29_000, 200),           # tiny: neutral, P5, not reportable
+        ("o", 1, "gemm_a", "gemm", 0, 10_000),  # half under D: headroom, next is its activation
+        ("o", 1, "act_b", "activation", 10_000, 2_000),  # fully under D: low-roi-hidden
+        ("o", 1, "gemm_c", "gemm", 12_000, 8_000),  # 3 of 8 us under D: headroom, prev is activation
+        ("o", 2, "moe_d", "moe", 5_000, 10_000),  # fully hidden, alone on its stream: unclear risk
+        ("o", 1, "norm_e", "norm", 20_000, 6_000),  # alone, unrelated neighbours: try overlap
+        ("o", 1, "other_f", "other", 26_000, 3_000),  # < 5 us: neutral, P2
+        ("o", 1, "other_g", "other", 29_000, 200),  # tiny: neutral, P5, not reportable
     ]
     con = _handmade(rows, {"o": "sglang"})
     got = con.execute(
         "SELECT name, gpu_time_ns, exclusive_ns, hidden_ns, round(exclusive_pct, 2), verdict, priority, "
-        "dependency_risk, recommendation, reportable FROM overlap_opportunity ORDER BY name").fetchall()
+        "dependency_risk, recommendation, reportable FROM overlap_opportunity ORDER BY name"
+    ).fetchall()
     assert got == [
         ("act_b", 2_000, 0, 2_000, 0.0, "low-roi-hidden", "P2", "high", "skip overlap", True),
         ("gemm_a", 10_000, 5_000, 5_000, 50.0, "headroom", "P1", "high", "try fusion", True),
@@ -171,6 +247,7 @@ def test_overlap_opportunity_on_handmade_rows():
 
 
 # ---- synthesized runs ---------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def synth_runs(tmp_path_factory):
@@ -192,25 +269,33 @@ def synth_runs(tmp_path_factory):
     con.close()
 
 
-
-
 def test_split_add_rmsnorm_in_prefill_is_confirmed_and_fused_in_decode(synth_runs):
     con, ids, truth = synth_runs
-    q = ("SELECT status, evidence_1, evidence_2, occurrences, python_site FROM fusion_match "
-         "WHERE run_id = ? AND pattern_id = 'sgl_add_rmsnorm' ORDER BY phase")
+    q = (
+        "SELECT status, evidence_1, evidence_2, occurrences, python_site FROM fusion_match "
+        "WHERE run_id = ? AND pattern_id = 'sgl_add_rmsnorm' ORDER BY phase"
+    )
     (pre,) = _rows(con, q, [ids["serving-prefill"]])
     assert pre["status"] == "Confirmed"
     cats = truth["serving-prefill"]["kernel_categories"]
     assert "CUDAFunctor_add" in pre["evidence_1"] and cats[pre["evidence_1"]] == "elementwise"
-    assert "RMSNormKernel" in pre["evidence_2"] and "Fused" not in pre["evidence_2"] and cats[pre["evidence_2"]] == "norm"
+    assert (
+        "RMSNormKernel" in pre["evidence_2"]
+        and "Fused" not in pre["evidence_2"]
+        and cats[pre["evidence_2"]] == "norm"
+    )
     # two add+norm pairs per layer, every layer, step and rank
     t = truth["serving-prefill"]
     assert pre["occurrences"] == 2 * t["layers"] * t["n_steps"] * t["ranks"]
     assert pre["python_site"].endswith("deepseek_v2.py(1893): forward")
     (dec,) = _rows(con, q, [ids["serving-decode"]])
     assert dec["status"] == "Fused"
-    fused = _rows(con, "SELECT fused_kernel, python_site FROM fusion_match WHERE run_id = ? "
-                       "AND pattern_id = 'sgl_add_rmsnorm'", [ids["serving-decode"]])[0]
+    fused = _rows(
+        con,
+        "SELECT fused_kernel, python_site FROM fusion_match WHERE run_id = ? "
+        "AND pattern_id = 'sgl_add_rmsnorm'",
+        [ids["serving-decode"]],
+    )[0]
     assert "FusedAddRMSNormKernel" in fused["fused_kernel"]
     assert truth["serving-decode"]["kernel_categories"][fused["fused_kernel"]] == "norm"
 
@@ -218,7 +303,9 @@ def test_split_add_rmsnorm_in_prefill_is_confirmed_and_fused_in_decode(synth_run
 def test_evidence_is_specific(synth_runs):
     con, ids, _ = synth_runs
     # every evidence kernel has a category that its step allows
-    bad = _rows(con, """
+    bad = _rows(
+        con,
+        """
         WITH ev AS (
             SELECT run_id, pattern_id, 1 AS step, evidence_1 AS name FROM fusion_match WHERE evidence_1 IS NOT NULL
             UNION ALL SELECT run_id, pattern_id, 2, evidence_2 FROM fusion_match WHERE evidence_2 IS NOT NULL
@@ -228,29 +315,39 @@ def test_evidence_is_specific(synth_runs):
         JOIN kernel_category c ON c.name = ev.name
         JOIN fusion_pattern_steps s ON s.pattern_id = ev.pattern_id AND s.step = ev.step
         WHERE NOT (';' || s.categories || ';' LIKE '%;' || c.category || ';%')
-        ORDER BY ev.run_id, ev.pattern_id, ev.step""")
+        ORDER BY ev.run_id, ev.pattern_id, ev.step""",
+    )
     assert bad == []
     # a grouped MoE GEMM is never evidence for an attention or cache-store pattern
-    moe_in_attention = _rows(con, """
+    moe_in_attention = _rows(
+        con,
+        """
         SELECT f.run_id, f.pattern_id, f.evidence FROM fusion_match f
         WHERE f.pattern_id IN (SELECT pattern_id FROM fusion_pattern_steps
                                WHERE categories LIKE '%attention%' OR categories LIKE '%rope%')
           AND (f.evidence LIKE '%GroupProblemShape%' OR f.evidence LIKE '%MoeGemm%'
                OR f.evidence LIKE '%grouped%')
-        ORDER BY f.run_id, f.pattern_id""")
+        ORDER BY f.run_id, f.pattern_id""",
+    )
     assert moe_in_attention == []
     # a framework run shows only its framework's rows: the TensorRT-LLM MoE expert pattern (GEMM -> act ->
     # GEMM) has no row on these SGLang runs, whatever its chains
-    frameworks = _rows(con, "SELECT DISTINCT f.pattern_framework, r.framework FROM fusion_match f "
-                            "JOIN runs r USING (run_id) WHERE f.run_id IN (?, ?)",
-                       [ids["serving-decode"], ids["serving-prefill"]])
+    frameworks = _rows(
+        con,
+        "SELECT DISTINCT f.pattern_framework, r.framework FROM fusion_match f "
+        "JOIN runs r USING (run_id) WHERE f.run_id IN (?, ?)",
+        [ids["serving-decode"], ids["serving-prefill"]],
+    )
     assert frameworks == [{"pattern_framework": "sglang", "framework": "sglang"}]
 
 
 def _interval_oracle(con, run_id):
     """Per kernel name: (gpu time, exclusive time), by plain interval arithmetic over `kernels`."""
-    acts = con.execute("SELECT rank, device, stream, name, start_ns, end_ns FROM kernels WHERE run_id = ? "
-                       "ORDER BY rank, device, stream, start_ns", [run_id]).fetchall()
+    acts = con.execute(
+        "SELECT rank, device, stream, name, start_ns, end_ns FROM kernels WHERE run_id = ? "
+        "ORDER BY rank, device, stream, start_ns",
+        [run_id],
+    ).fetchall()
     by_dev: dict[tuple, list] = {}
     for a in acts:
         by_dev.setdefault((a[0], a[1]), []).append(a)
@@ -289,12 +386,19 @@ def test_overlap_verdicts_on_decode_follow_from_the_ground_truth(synth_runs):
         time_ns, excl = per_name[r["name"]]
         assert (r["gpu_time_ns"], r["exclusive_ns"]) == (time_ns, excl), r["name"]
         ratio = excl / time_ns if time_ns else None
-        expected = ("headroom" if time_ns >= 5000 and ratio is not None and ratio >= 0.45
-                    else "low-roi-hidden" if ratio is not None and 1 - ratio >= 0.65 else "neutral")
+        expected = (
+            "headroom"
+            if time_ns >= 5000 and ratio is not None and ratio >= 0.45
+            else "low-roi-hidden"
+            if ratio is not None and 1 - ratio >= 0.65
+            else "neutral"
+        )
         assert r["verdict"] == expected, r["name"]
     by_name = {r["name"]: r for r in rows}
     side = str(truth["streams"]["side"])
-    assert all(r["streams"][side]["exclusive_ns"] < r["streams"][side]["busy_ns"] for r in truth["ranks_summary"])
+    assert all(
+        r["streams"][side]["exclusive_ns"] < r["streams"][side]["busy_ns"] for r in truth["ranks_summary"]
+    )
     # the shared expert runs on the main stream entirely under the routed experts: already hidden
     shared = by_name["nvjet_tst_64x8_64x16_4x1_v_bz_TNT"]
     assert shared["verdict"] == "low-roi-hidden" and shared["recommendation"] == "skip overlap"

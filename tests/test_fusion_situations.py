@@ -3,6 +3,7 @@
 Evidence for a fusion row is the pattern's own op sequence (a chain in order on one stream, inside one step
 and one graph replay, with the launching ops and shapes the pattern names), on the run's framework (a
 framework's rows only on that framework's runs, else one generic row per pattern key)."""
+
 from __future__ import annotations
 
 import gzip
@@ -13,15 +14,23 @@ import pytest
 from tests.conftest import TRACES, require_shared
 from tests.conftest import query_rows as _rows
 
-ROW_FIELDS = ("status", "occurrences", "chains_near", "related_gpu_time_ns", "pattern_framework", "evidence_basis")
+ROW_FIELDS = (
+    "status",
+    "occurrences",
+    "chains_near",
+    "related_gpu_time_ns",
+    "pattern_framework",
+    "evidence_basis",
+)
 
 
-
-
-
-
-FUSION_SITUATIONS = ["fusion-gelu-mlp", "fusion-gated-mlp", "fusion-gqa-vllm", "fusion-piecewise-graph",
-                     "fusion-diffusion"]
+FUSION_SITUATIONS = [
+    "fusion-gelu-mlp",
+    "fusion-gated-mlp",
+    "fusion-gqa-vllm",
+    "fusion-piecewise-graph",
+    "fusion-diffusion",
+]
 
 
 @pytest.mark.parametrize("name", FUSION_SITUATIONS)
@@ -31,9 +40,13 @@ def test_fusion_rows_match_the_ground_truth_exactly(sit, name):
     (framework,) = con.execute("SELECT framework FROM runs WHERE run_id = ?", [runs[name]]).fetchone()
     assert framework == truth["framework"]
     rows = _rows(con, "SELECT * FROM fusion_match WHERE run_id = ? ORDER BY pattern_id", [runs[name]])
-    got = {r["pattern_id"]: {f: r[f] for f in ROW_FIELDS if f in truth["rows"].get(r["pattern_id"], {})}
-           for r in rows}
-    assert set(got) == set(truth["rows"]), f"{name}: rows {sorted(got)} but the ground truth has {sorted(truth['rows'])}"
+    got = {
+        r["pattern_id"]: {f: r[f] for f in ROW_FIELDS if f in truth["rows"].get(r["pattern_id"], {})}
+        for r in rows
+    }
+    assert set(got) == set(truth["rows"]), (
+        f"{name}: rows {sorted(got)} but the ground truth has {sorted(truth['rows'])}"
+    )
     for pid, want in truth["rows"].items():
         want_fields = {f: want[f] for f in ROW_FIELDS if f in want}
         assert got[pid] == want_fields, (name, pid)
@@ -43,18 +56,25 @@ def test_fusion_rows_match_the_ground_truth_exactly(sit, name):
     # never two rows for one pattern key, never a row of another framework
     assert len({r["pattern_key"] for r in rows}) == len(rows)
     for r in rows:
-        assert r["pattern_framework"] == (framework if framework in ("sglang", "vllm", "tensorrt-llm") else "generic")
+        assert r["pattern_framework"] == (
+            framework if framework in ("sglang", "vllm", "tensorrt-llm") else "generic"
+        )
 
 
 def test_gelu_mlp_scalar_mul_and_attention_scaling_are_not_a_gate_product(sit):
     con, runs, _ = sit
     run = runs["fusion-gelu-mlp"]
     # the GELU is followed directly by a mul, and muls are everywhere: still no gated-MLP row
-    (adjacent,) = con.execute("""
+    (adjacent,) = con.execute(
+        """
         WITH s AS (SELECT name, lead(name) OVER (ORDER BY start_ns) AS nxt FROM kernels WHERE run_id = ?)
-        SELECT count(*) FROM s WHERE name LIKE '%Gelu%' AND nxt LIKE '%MulFunctor%'""", [run]).fetchone()
+        SELECT count(*) FROM s WHERE name LIKE '%Gelu%' AND nxt LIKE '%MulFunctor%'""",
+        [run],
+    ).fetchone()
     assert adjacent == 4
-    assert _rows(con, "SELECT * FROM fusion_match WHERE run_id = ? AND pattern_key = 'act_and_mul'", [run]) == []
+    assert (
+        _rows(con, "SELECT * FROM fusion_match WHERE run_id = ? AND pattern_key = 'act_and_mul'", [run]) == []
+    )
     # the script's folder is named vllm_experiments: not a vLLM run
     assert con.execute("SELECT framework FROM runs WHERE run_id = ?", [run]).fetchone() == ("pytorch",)
 
@@ -64,10 +84,16 @@ def test_gated_mlp_row_is_generic_once_with_its_own_time(sit):
     run = runs["fusion-gated-mlp"]
     (row,) = _rows(con, "SELECT * FROM fusion_match WHERE run_id = ?", [run])
     # related time is the chains' silu + mul, not every aten::mul of the run (the attention scaling muls)
-    (all_mul,) = con.execute("SELECT sum(dur_ns) FROM kernels WHERE run_id = ? AND name LIKE '%MulFunctor%'",
-                             [run]).fetchone()
-    assert row["related_gpu_time_ns"] < all_mul + con.execute(
-        "SELECT sum(dur_ns) FROM kernels WHERE run_id = ? AND name LIKE '%silu_kernel%'", [run]).fetchone()[0]
+    (all_mul,) = con.execute(
+        "SELECT sum(dur_ns) FROM kernels WHERE run_id = ? AND name LIKE '%MulFunctor%'", [run]
+    ).fetchone()
+    assert (
+        row["related_gpu_time_ns"]
+        < all_mul
+        + con.execute(
+            "SELECT sum(dur_ns) FROM kernels WHERE run_id = ? AND name LIKE '%silu_kernel%'", [run]
+        ).fetchone()[0]
+    )
     assert row["source_path"].startswith("sglang: ") and "; vllm: " in row["source_path"]
     assert row["framework_match"] is None and row["row_scope"] == "generic"
     # the evidence is given whole: every step's kernel, launches, op and dims, and the chain counts
@@ -80,14 +106,19 @@ def test_piecewise_graph_boundary_breaks_a_chain(sit):
     con, runs, _ = sit
     run = runs["fusion-piecewise-graph"]
     # the add and the next piece's rms_norm ARE neighbours on the stream ...
-    (pairs,) = con.execute("""
+    (pairs,) = con.execute(
+        """
         WITH s AS (SELECT name, correlation, lead(name) OVER w AS nxt, lead(correlation) OVER w AS nxt_corr
                    FROM kernels WHERE run_id = ? WINDOW w AS (PARTITION BY stream ORDER BY start_ns))
         SELECT count(*) FROM s WHERE name LIKE '%CUDAFunctor_add%' AND nxt LIKE '%rms_norm_kernel%'
-          AND nxt_corr <> correlation""", [run]).fetchone()
+          AND nxt_corr <> correlation""",
+        [run],
+    ).fetchone()
     assert pairs == 5
     # ... but in different graph replays: no add + RMSNorm row at all
-    assert _rows(con, "SELECT * FROM fusion_match WHERE run_id = ? AND pattern_key = 'add_rmsnorm'", [run]) == []
+    assert (
+        _rows(con, "SELECT * FROM fusion_match WHERE run_id = ? AND pattern_key = 'add_rmsnorm'", [run]) == []
+    )
 
 
 SHAPE_ACTS = [  # run, kernel, category, launching op, its Input Dims (no op: a graph replay's kernel)
@@ -113,9 +144,12 @@ SHAPE_ACTS = [  # run, kernel, category, launching op, its Input Dims (no op: a 
     ("n", "MulFunctor_x", "elementwise", None, None),
 ]
 SHAPE_EXPECTED = {
-    ("g", "vllm_act_and_mul"): ("Confirmed", "ops"),          # the gate product
-    ("a", "vllm_fused_add_rms_norm"): ("Confirmed", "ops"),   # the norm of the add's output (dims with a space)
-    ("l", "vllm_sampling"): ("Confirmed", "ops"),             # softmax over [tokens, vocab]
+    ("g", "vllm_act_and_mul"): ("Confirmed", "ops"),  # the gate product
+    ("a", "vllm_fused_add_rms_norm"): (
+        "Confirmed",
+        "ops",
+    ),  # the norm of the add's output (dims with a space)
+    ("l", "vllm_sampling"): ("Confirmed", "ops"),  # softmax over [tokens, vocab]
     ("n", "vllm_act_and_mul"): ("Confirmed", "kernel names"),  # no launching op: names and order alone
 }
 # s: mul by a scalar; b: broadcast mul; w: the op is not a silu/gelu; x: the norm is not of the add's
@@ -126,9 +160,24 @@ def _shape_inputs() -> dict[str, list[dict]]:
     """SHAPE_ACTS as rows of _kernel_facts, kernels (the launching op), cpu_ops (its dims) and runs (vLLM)."""
     facts, kernels, ops = [], [], []
     for i, (run, name, cat, op, dims) in enumerate(SHAPE_ACTS):
-        facts.append({"run_id": run, "rank": 0, "kernel_id": i + 1, "device": 0, "stream": 7, "kind": "kernel",
-                      "name": name, "start_ns": i * 10, "dur_ns": 10, "end_ns": i * 10 + 10, "step": 0,
-                      "category": cat, "launch_call": "cudaLaunchKernel", "phase_key": "decode"})
+        facts.append(
+            {
+                "run_id": run,
+                "rank": 0,
+                "kernel_id": i + 1,
+                "device": 0,
+                "stream": 7,
+                "kind": "kernel",
+                "name": name,
+                "start_ns": i * 10,
+                "dur_ns": 10,
+                "end_ns": i * 10 + 10,
+                "step": 0,
+                "category": cat,
+                "launch_call": "cudaLaunchKernel",
+                "phase_key": "decode",
+            }
+        )
         kernels.append({"run_id": run, "rank": 0, "kernel_id": i + 1, "cpu_op_id": i + 1 if op else None})
         if op:
             ops.append({"run_id": run, "rank": 0, "op_id": i + 1, "name": op, "input_dims": dims})
@@ -149,8 +198,12 @@ def _shape_connection():
 def test_shape_rules_are_checked_on_handmade_chains():
     """gate_product / logits_2d / same_input decide a chain where the launching ops have dims."""
     con = _shape_connection()
-    got = {(r, p): (s, b) for r, p, s, b in con.execute(
-        "SELECT run_id, pattern_id, status, evidence_basis FROM fusion_match").fetchall()}
+    got = {
+        (r, p): (s, b)
+        for r, p, s, b in con.execute(
+            "SELECT run_id, pattern_id, status, evidence_basis FROM fusion_match"
+        ).fetchall()
+    }
     assert got == SHAPE_EXPECTED
 
 
@@ -171,8 +224,10 @@ def test_fusion_match_same_rows_on_spark():
     try:
         # the same rows and views as the DuckDB connection (viewtest: the catalogue's types, transpiled)
         session = spark_views(session, SHAPE_VIEWS, _shape_inputs())
-        cols = "run_id, pattern_id, status, occurrences, related_gpu_time_ns, evidence_ops, evidence_sequence, " \
-               "evidence_basis, source_path"
+        cols = (
+            "run_id, pattern_id, status, occurrences, related_gpu_time_ns, evidence_ops, evidence_sequence, "
+            "evidence_basis, source_path"
+        )
         duck = sorted(con.execute(f"SELECT {cols} FROM fusion_match").fetchall())
         spark = sorted(tuple(r) for r in session.sql(f"SELECT {cols} FROM fusion_match").collect())
         assert spark == duck
@@ -217,7 +272,9 @@ def _fusion(con, run_id):
 def test_real_framework_detection(real):
     con, ids = real
     for rel, framework in REAL.items():
-        assert con.execute("SELECT framework FROM runs WHERE run_id = ?", [ids[rel]]).fetchone() == (framework,), rel
+        assert con.execute("SELECT framework FROM runs WHERE run_id = ?", [ids[rel]]).fetchone() == (
+            framework,
+        ), rel
 
 
 def _silu_mul_oracle(path):
@@ -227,8 +284,12 @@ def _silu_mul_oracle(path):
         ev = json.load(f)["traceEvents"]
     ops = {}
     for e in ev:
-        if e.get("ph") == "X" and e.get("cat") == "cpu_op" and (e.get("args") or {}).get("External id") is not None:
-            ops[e["args"]["External id"]] = e   # the last (innermost) op with that id
+        if (
+            e.get("ph") == "X"
+            and e.get("cat") == "cpu_op"
+            and (e.get("args") or {}).get("External id") is not None
+        ):
+            ops[e["args"]["External id"]] = e  # the last (innermost) op with that id
     by_stream = {}
     for e in ev:
         if e.get("ph") == "X" and e.get("cat") == "kernel":
@@ -239,7 +300,7 @@ def _silu_mul_oracle(path):
         for i, k in enumerate(acts):
             if "silu_kernel" not in k["name"]:
                 continue
-            m = next((m for m in acts[i + 1:i + 4] if "MulFunctor" in m["name"]), None)
+            m = next((m for m in acts[i + 1 : i + 4] if "MulFunctor" in m["name"]), None)
             if m is None:
                 continue
             n += 1
@@ -261,10 +322,14 @@ def test_real_qwen_gated_mlp_is_one_generic_likely_row(real, rel):
     assert list(rows) == ["sgl_act_and_mul"]
     row = rows["sgl_act_and_mul"]
     chains, ns, gate = _silu_mul_oracle(TRACES / rel)
-    assert (chains, gate) == (35, 24)   # 24 layers of the linked step (ops known), 11 more kernels unlinked
-    assert (row["status"], row["pattern_framework"], row["occurrences"], row["chains_adjacent"]) == \
-        ("Likely", "generic", chains, 0)
-    assert abs(row["related_gpu_time_ns"] - ns) <= chains * 2   # ns rounding of the µs durations
+    assert (chains, gate) == (35, 24)  # 24 layers of the linked step (ops known), 11 more kernels unlinked
+    assert (row["status"], row["pattern_framework"], row["occurrences"], row["chains_adjacent"]) == (
+        "Likely",
+        "generic",
+        chains,
+        0,
+    )
+    assert abs(row["related_gpu_time_ns"] - ns) <= chains * 2  # ns rounding of the µs durations
     assert row["evidence_ops"] == "aten::silu [[16,559,2816]] -> aten::mul [[16,559,2816],[16,559,2816]]"
     assert row["evidence_basis"] == "ops and kernel names"
     assert row["share"] < 0.08
@@ -279,21 +344,26 @@ def test_real_b200_vllm_gqa_has_no_mla_or_other_framework_rows(real):
     got = {p: (r["status"], r["occurrences"]) for p, r in rows.items()}
     assert got == {"vllm_allreduce_rms": ("Likely", 72), "vllm_fused_add_rms_norm": ("Fused", 72)}
     assert "Memcpy" not in rows["vllm_allreduce_rms"]["evidence"]
-    assert rows["vllm_allreduce_rms"]["evidence_ops"].startswith("symm_mem::multimem_all_reduce_ [[2557440],[],[]] -> "
-                                                                 "_C::fused_add_rms_norm [[888,2880],")
+    assert rows["vllm_allreduce_rms"]["evidence_ops"].startswith(
+        "symm_mem::multimem_all_reduce_ [[2557440],[],[]] -> _C::fused_add_rms_norm [[888,2880],"
+    )
 
 
 def test_real_serving_graph_runs(real):
     con, ids = real
     sgl = _fusion(con, ids["inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz"])
     assert {p: (r["status"], r["occurrences"]) for p, r in sgl.items()} == {
-        "sgl_act_and_mul": ("Fused", 36), "sgl_add_rmsnorm": ("Fused", 145),
-        "sgl_rope_set_kv_buffer": ("Confirmed", 36)}
+        "sgl_act_and_mul": ("Fused", 36),
+        "sgl_add_rmsnorm": ("Fused", 145),
+        "sgl_rope_set_kv_buffer": ("Confirmed", 36),
+    }
     # RoPE -> store_kvcache inside the decode graph replay: judged by kernel names (no host ops in a replay)
     assert sgl["sgl_rope_set_kv_buffer"]["evidence_basis"] == "kernel names"
     vllm = _fusion(con, ids["inference/vllm_decode_full/graph_execution.json.gz"])
     # before: vllm_mla_rope_cache 'Confirmed' from RoPE -> reshape_and_cache of a GQA model, and two foreign rows
-    assert {p: (r["status"], r["occurrences"]) for p, r in vllm.items()} == {"vllm_moe_gemm_swiglu": ("Fused", 24)}
+    assert {p: (r["status"], r["occurrences"]) for p, r in vllm.items()} == {
+        "vllm_moe_gemm_swiglu": ("Fused", 24)
+    }
 
 
 def test_real_dense_training_and_bert_have_no_rows(real):

@@ -4,6 +4,7 @@ and "stream exclusive > busy").
 The synthesized situations (synth/situations/gaps_overlap.py) carry the exact answer; the real traces
 in ../shared/traces are checked against figures computed here from the tables with a plain pass.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -12,42 +13,68 @@ from tests.conftest import RunFocused, real_trace_files, require_shared
 from tests.conftest import query_rows as _rows
 from warehouse.catalog import connect
 
-GAP_COLUMNS = ("scope", "stream", "gap_start_ns", "gap_ns", "class", "wait_ns", "host_ns", "queued_ns",
-               "host_op", "host_op_ns")
-
-
-
-
+GAP_COLUMNS = (
+    "scope",
+    "stream",
+    "gap_start_ns",
+    "gap_ns",
+    "class",
+    "wait_ns",
+    "host_ns",
+    "queued_ns",
+    "host_op",
+    "host_op_ns",
+)
 
 
 # ---- idle gaps on the situations --------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["dataloader-stall", "stream-sync-wait", "backward-thread-gap",
-                                  "pageable-h2d-copy"])
+
+@pytest.mark.parametrize(
+    "name", ["dataloader-stall", "stream-sync-wait", "backward-thread-gap", "pageable-h2d-copy"]
+)
 def test_idle_gap_parts_class_and_host_op_match_the_ground_truth(sit, name):
     con, runs, expect = sit
     for want in expect[name]["idle_gaps"]:
-        got = _rows(con, f"SELECT {', '.join(GAP_COLUMNS)} FROM idle_gaps WHERE run_id = ? AND scope = ? "
-                         "AND stream IS NOT DISTINCT FROM ? AND gap_start_ns = ?",
-                    [runs[name], want["scope"], want["stream"], want["gap_start_ns"]])
+        got = _rows(
+            con,
+            f"SELECT {', '.join(GAP_COLUMNS)} FROM idle_gaps WHERE run_id = ? AND scope = ? "
+            "AND stream IS NOT DISTINCT FROM ? AND gap_start_ns = ?",
+            [runs[name], want["scope"], want["stream"], want["gap_start_ns"]],
+        )
         assert got == [{c: want[c] for c in GAP_COLUMNS}], (name, want)
 
 
-@pytest.mark.parametrize("name", ["dataloader-stall", "back-to-back-1ns", "same-stream-overlap",
-                                  "backward-thread-gap", "pageable-h2d-copy"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "dataloader-stall",
+        "back-to-back-1ns",
+        "same-stream-overlap",
+        "backward-thread-gap",
+        "pageable-h2d-copy",
+    ],
+)
 def test_idle_gap_class_counts_match_the_ground_truth(sit, name):
     con, runs, expect = sit
     for scope, counts in expect[name]["idle_class_counts"].items():
-        got = dict(con.execute("SELECT class, count(*) FROM idle_gaps WHERE run_id = ? AND scope = ? GROUP BY 1",
-                               [runs[name], scope]).fetchall())
+        got = dict(
+            con.execute(
+                "SELECT class, count(*) FROM idle_gaps WHERE run_id = ? AND scope = ? GROUP BY 1",
+                [runs[name], scope],
+            ).fetchall()
+        )
         assert got == counts, (name, scope)
 
 
 def test_a_short_sync_before_a_dataloader_stall_is_host_bound(sit):
     """The old rule (any wait overlapping the gap) called it sync_wait; the host was in the DataLoader."""
     con, runs, expect = sit
-    row = con.execute("SELECT class, wait_ns, host_op FROM idle_gaps WHERE run_id = ? AND scope = 'device' "
-                      "AND gap_ns >= 1000000", [runs["dataloader-stall"]]).fetchall()
+    row = con.execute(
+        "SELECT class, wait_ns, host_op FROM idle_gaps WHERE run_id = ? AND scope = 'device' "
+        "AND gap_ns >= 1000000",
+        [runs["dataloader-stall"]],
+    ).fetchall()
     assert expect["dataloader-stall"]["old_rule_class"] == "sync_wait"
     assert row == [("host_bound", 500, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__")]
 
@@ -55,30 +82,42 @@ def test_a_short_sync_before_a_dataloader_stall_is_host_bound(sit):
 def test_one_ns_gaps_are_tiny_and_keep_the_identity(sit):
     con, runs, expect = sit
     run = runs["back-to-back-1ns"]
-    tiny, total = con.execute("SELECT count(*) FILTER (WHERE class = 'tiny'), sum(gap_ns) FROM idle_gaps "
-                              "WHERE run_id = ? AND scope = 'device'", [run]).fetchone()
+    tiny, total = con.execute(
+        "SELECT count(*) FILTER (WHERE class = 'tiny'), sum(gap_ns) FROM idle_gaps "
+        "WHERE run_id = ? AND scope = 'device'",
+        [run],
+    ).fetchone()
     assert tiny == expect["back-to-back-1ns"]["idle_class_counts"]["device"]["tiny"]
     assert total == expect["back-to-back-1ns"]["tiny_gap_ns_total"]
-    span, busy, idle = con.execute("SELECT span_ns, busy_ns, idle_ns FROM gpu_timeline WHERE run_id = ? "
-                                   "AND step IS NULL AND variant = 'exact'", [run]).fetchone()
+    span, busy, idle = con.execute(
+        "SELECT span_ns, busy_ns, idle_ns FROM gpu_timeline WHERE run_id = ? "
+        "AND step IS NULL AND variant = 'exact'",
+        [run],
+    ).fetchone()
     assert busy == expect["back-to-back-1ns"]["gpu_busy_ns"] and idle == total and span == busy + idle
 
 
 def test_gap_parts_add_up_on_every_situation(sit):
     con, runs, _ = sit
     for name, run in runs.items():
-        bad = con.execute("SELECT count(*) FROM idle_gaps WHERE run_id = ? AND (wait_ns + host_ns + queued_ns <> gap_ns "
-                          "OR least(wait_ns, host_ns, queued_ns) < 0)", [run]).fetchone()[0]
+        bad = con.execute(
+            "SELECT count(*) FROM idle_gaps WHERE run_id = ? AND (wait_ns + host_ns + queued_ns <> gap_ns "
+            "OR least(wait_ns, host_ns, queued_ns) < 0)",
+            [run],
+        ).fetchone()[0]
         assert bad == 0, name
 
 
 # ---- overlap and stream exclusive on the situations -------------------------------------------
 
+
 @pytest.mark.parametrize("name", ["single-stream-overlap", "two-stream-overlap"])
 def test_overlap_rows_match_the_ground_truth(sit, name):
     con, runs, expect = sit
     want = expect[name]["overlap"]
-    rows = {r["name"]: r for r in _rows(con, "SELECT * FROM overlap_opportunity WHERE run_id = ?", [runs[name]])}
+    rows = {
+        r["name"]: r for r in _rows(con, "SELECT * FROM overlap_opportunity WHERE run_id = ?", [runs[name]])
+    }
     assert sum(r["reportable"] for r in rows.values()) == want["reportable_rows"]
     for kernel, fields in want["rows"].items():
         got = rows[kernel]
@@ -91,17 +130,23 @@ def test_overlap_rows_match_the_ground_truth(sit, name):
 
 def test_single_stream_run_recommends_no_overlap(sit):
     con, runs, _ = sit
-    recs = con.execute("SELECT DISTINCT verdict, recommendation FROM overlap_opportunity WHERE run_id = ?",
-                       [runs["single-stream-overlap"]]).fetchall()
+    recs = con.execute(
+        "SELECT DISTINCT verdict, recommendation FROM overlap_opportunity WHERE run_id = ?",
+        [runs["single-stream-overlap"]],
+    ).fetchall()
     assert recs == [("single-stream", "not applicable")]
 
 
 @pytest.mark.parametrize("name", ["single-stream-overlap", "two-stream-overlap", "same-stream-overlap"])
 def test_stream_busy_and_exclusive_match_the_ground_truth(sit, name):
     con, runs, expect = sit
-    got = {str(s): (b, e) for s, b, e in con.execute(
-        "SELECT stream, busy_ns, exclusive_ns FROM stream_summary WHERE run_id = ? AND step IS NULL",
-        [runs[name]]).fetchall()}
+    got = {
+        str(s): (b, e)
+        for s, b, e in con.execute(
+            "SELECT stream, busy_ns, exclusive_ns FROM stream_summary WHERE run_id = ? AND step IS NULL",
+            [runs[name]],
+        ).fetchall()
+    }
     assert got == {s: (v["busy_ns"], v["exclusive_ns"]) for s, v in expect[name]["streams"].items()}
 
 
@@ -110,8 +155,9 @@ def test_overlapping_activities_of_one_stream_count_once(sit):
     stream's exclusive time is its busy time (the overlap of consecutive activities counts once)."""
     con, runs, expect = sit
     run = runs["same-stream-overlap"]
-    total, stream_total = con.execute("SELECT sum(exclusive_ns), sum(stream_exclusive_ns) FROM kernel_overlap "
-                                      "WHERE run_id = ?", [run]).fetchone()
+    total, stream_total = con.execute(
+        "SELECT sum(exclusive_ns), sum(stream_exclusive_ns) FROM kernel_overlap WHERE run_id = ?", [run]
+    ).fetchone()
     assert total == expect["same-stream-overlap"]["sum_of_activity_exclusive_ns"]
     assert stream_total == expect["same-stream-overlap"]["streams"]["7"]["busy_ns"]
 
@@ -122,6 +168,7 @@ def test_stream_exclusive_never_exceeds_busy_on_the_situations(sit):
 
 
 # ---- real traces ----------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def real(real_warehouse):
@@ -162,12 +209,14 @@ def test_long_gaps_whose_launch_came_late_are_host_bound_on_every_real_trace(rea
 def test_idle_gap_parts_add_up_on_every_real_trace(real):
     _need_real()
     con = real[0]
-    per_run = dict(con.execute("""
+    per_run = dict(
+        con.execute("""
         SELECT run_id, count(*) FILTER (WHERE wait_ns + host_ns + queued_ns <> gap_ns
                                          OR least(wait_ns, host_ns, queued_ns) < 0
                                          OR (class = 'tiny') <> (gap_ns < 1000)
                                          OR host_op_ns > gap_ns OR 2 * host_op_ns <= gap_ns)
-        FROM idle_gaps GROUP BY 1""").fetchall())
+        FROM idle_gaps GROUP BY 1""").fetchall()
+    )
     assert per_run and not {r: n for r, n in per_run.items() if n}
     # every gap is a row: per scope the gaps add up to the exact timeline's idle time
     mism = con.execute("""
@@ -178,27 +227,41 @@ def test_idle_gap_parts_add_up_on_every_real_trace(real):
     assert not mism, mism
 
 
-@pytest.mark.parametrize("rel, device_gap_start_us, cls, host_op", [
-    # the sglang decode window opens with the host in a 463 ms hipMemcpyWithStream while no recorded GPU
-    # work runs (the GPU is queued behind work before the window): the host waited, for most of the gap
-    ("inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz", None, "sync_wait", "hipMemcpyWithStream"),
-])
+@pytest.mark.parametrize(
+    "rel, device_gap_start_us, cls, host_op",
+    [
+        # the sglang decode window opens with the host in a 463 ms hipMemcpyWithStream while no recorded GPU
+        # work runs (the GPU is queued behind work before the window): the host waited, for most of the gap
+        ("inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz", None, "sync_wait", "hipMemcpyWithStream"),
+    ],
+)
 def test_long_blocking_copy_gap_on_a_real_trace(real, rel, device_gap_start_us, cls, host_op):
     _need_real()
     con, run_of = real
     if rel not in run_of:
         pytest.skip(f"{rel} not in ../shared/traces")
     # hand check: the one device gap over 100 ms, and the blocking copy on the launching thread covering it
-    (gap,) = _rows(con, "SELECT * FROM idle_gaps WHERE run_id = ? AND scope = 'device' AND gap_ns > 100000000",
-                   [run_of[rel]])
-    copy = con.execute("""
+    (gap,) = _rows(
+        con,
+        "SELECT * FROM idle_gaps WHERE run_id = ? AND scope = 'device' AND gap_ns > 100000000",
+        [run_of[rel]],
+    )
+    copy = con.execute(
+        """
         SELECT sum(least(o.start_ns + o.dur_ns, ?) - greatest(o.start_ns, ?))
         FROM cpu_ops o JOIN kernels k ON k.run_id = o.run_id AND k.kernel_id = ?
         JOIN cpu_ops l ON l.run_id = k.run_id AND l.op_id = k.launch_op_id
         WHERE o.run_id = ? AND o.name = 'hipMemcpyWithStream' AND o.tid = l.tid AND o.pid = l.pid
           AND o.start_ns < ? AND o.start_ns + o.dur_ns > ?""",
-        [gap["gap_end_ns"], gap["gap_start_ns"], gap["next_kernel_id"], run_of[rel], gap["gap_end_ns"],
-         gap["gap_start_ns"]]).fetchone()[0]
+        [
+            gap["gap_end_ns"],
+            gap["gap_start_ns"],
+            gap["next_kernel_id"],
+            run_of[rel],
+            gap["gap_end_ns"],
+            gap["gap_start_ns"],
+        ],
+    ).fetchone()[0]
     assert gap["wait_ns"] == copy and 2 * copy > gap["gap_ns"]
     assert (gap["class"], gap["host_op"]) == (cls, host_op) and gap["host_op_ns"] == copy
 
@@ -208,8 +271,9 @@ def test_stream_exclusive_never_exceeds_busy_on_every_real_trace(real):
     (programmatic dependent launch) and each counted the shared time."""
     _need_real()
     con, run_of = real
-    bad = con.execute("SELECT run_id, stream, step, busy_ns, exclusive_ns FROM stream_summary "
-                      "WHERE exclusive_ns > busy_ns").fetchall()
+    bad = con.execute(
+        "SELECT run_id, stream, step, busy_ns, exclusive_ns FROM stream_summary WHERE exclusive_ns > busy_ns"
+    ).fetchall()
     assert not bad, bad
     # a device with one stream: its exclusive time is all of its busy time
     single = con.execute("""
@@ -220,11 +284,13 @@ def test_stream_exclusive_never_exceeds_busy_on_every_real_trace(real):
     assert not single, single
     b200 = "nvidia/b200_eager_rank0.json.gz"
     if b200 in run_of:
-        busy, excl, summed = con.execute("""
+        busy, excl, summed = con.execute(
+            """
             SELECT s.busy_ns, s.exclusive_ns, (SELECT sum(exclusive_ns) FROM kernel_overlap k
                                                WHERE k.run_id = s.run_id AND k.stream = s.stream)
             FROM stream_summary s WHERE s.run_id = ? AND s.step IS NULL AND s.stream = 7""",
-            [run_of[b200]]).fetchone()
+            [run_of[b200]],
+        ).fetchone()
         assert (busy, excl) == (11_596_482, 11_596_482) and summed == 11_665_760
 
 

@@ -14,7 +14,9 @@ from tracehouse.cli import main
 from warehouse.catalog import connect
 from warehouse.store import Warehouse
 
-GOOD_ROWS = "SELECT rank, kernel_id, name, start_ns, dur_ns, linked FROM kernels WHERE run_id = ? ORDER BY ALL"
+GOOD_ROWS = (
+    "SELECT rank, kernel_id, name, start_ns, dur_ns, linked FROM kernels WHERE run_id = ? ORDER BY ALL"
+)
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +42,7 @@ def _warnings_match(actual: dict, expected: dict, only: bool) -> None:
     rest = dict(actual)
     for key, count in expected.items():
         if key.startswith("__prefix__"):
-            prefix = key[len("__prefix__"):]
+            prefix = key[len("__prefix__") :]
             found = [k for k in rest if k.startswith(prefix)]
             assert len(found) == 1, (prefix, actual)
             assert rest.pop(found[0]) == count, (found[0], actual)
@@ -63,7 +65,9 @@ def test_broken_kind_has_its_documented_outcome(kind, warehouse, template, tmp_p
     con = connect(Warehouse(warehouse))
     # the good run is untouched
     assert con.execute(GOOD_ROWS, [good_run]).fetchall() == good_rows
-    runs = con.execute("SELECT run_id, n_kernels, warnings FROM runs WHERE run_id <> ?", [good_run]).fetchall()
+    runs = con.execute(
+        "SELECT run_id, n_kernels, warnings FROM runs WHERE run_id <> ?", [good_run]
+    ).fetchall()
     if expect.kind == "error":
         assert len(errors) == 1, result.stderr
         line = errors[0]
@@ -95,8 +99,22 @@ def test_there_are_at_least_twenty_kinds():
 
 
 # ---- hostile run ids, labels and file names ----------------------------------------------------------
-HOSTILE_RUN_IDS = ["../../etc/passwd", "..", "/", "abc\x00def", "$(touch pwned)", "`touch pwned`", "; rm -rf /",
-                   "*", "%", "run_id=*", "latest/../x", "' OR 1=1 --", "\n", ""]
+HOSTILE_RUN_IDS = [
+    "../../etc/passwd",
+    "..",
+    "/",
+    "abc\x00def",
+    "$(touch pwned)",
+    "`touch pwned`",
+    "; rm -rf /",
+    "*",
+    "%",
+    "run_id=*",
+    "latest/../x",
+    "' OR 1=1 --",
+    "\n",
+    "",
+]
 
 
 def _files(folder: Path) -> list[str]:
@@ -107,7 +125,11 @@ def _files(folder: Path) -> list[str]:
 def test_hostile_run_ids_are_not_paths(run, warehouse, tmp_path, cli_runner, monkeypatch):
     monkeypatch.chdir(tmp_path)
     before = _files(tmp_path)
-    for args in (["report", "--run", run, "--format", "html"], ["diff", run, "latest"], ["diff", "latest", run]):
+    for args in (
+        ["report", "--run", run, "--format", "html"],
+        ["diff", run, "latest"],
+        ["diff", "latest", run],
+    ):
         result = cli_runner.invoke(main, ["--warehouse", str(warehouse), *args])
         assert result.exit_code == 1, (args, result.output, result.exception)
         errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
@@ -117,15 +139,22 @@ def test_hostile_run_ids_are_not_paths(run, warehouse, tmp_path, cli_runner, mon
     assert not Path("/pwned").exists()
 
 
-HOSTILE_LABELS = {"model": "../../etc/passwd", "config": "$(touch pwned); `id` | tee x && rm -rf ~",
-                  "note": "<script>alert('label')</script>", "nul": "a\x00b", "../key": "<img src=x onerror=alert(3)>"}
+HOSTILE_LABELS = {
+    "model": "../../etc/passwd",
+    "config": "$(touch pwned); `id` | tee x && rm -rf ~",
+    "note": "<script>alert('label')</script>",
+    "nul": "a\x00b",
+    "../key": "<img src=x onerror=alert(3)>",
+}
 
 
 def test_hostile_labels_and_file_names_are_data(tmp_path, cli_runner, monkeypatch):
     from reports.run import build_run_report, render_run_report
 
     monkeypatch.chdir(tmp_path)
-    trace = write_trace(tmp_path / "in" / "$(touch pwned);'\"<b onmouseover=alert(4)>.json.gz", simple_events())
+    trace = write_trace(
+        tmp_path / "in" / "$(touch pwned);'\"<b onmouseover=alert(4)>.json.gz", simple_events()
+    )
     wh = tmp_path / "wh"
     args = ["--warehouse", str(wh), "ingest", str(trace)]
     for key, value in HOSTILE_LABELS.items():

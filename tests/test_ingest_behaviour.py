@@ -31,14 +31,18 @@ def test_ingest_prints_run_id_and_counts(tmp_path, cli_runner):
     run_id = result.stdout.split()[0]
     con = connect(Warehouse(tmp_path / "wh"))
     assert con.execute("SELECT run_id, n_kernels FROM runs").fetchone() == (run_id, 2)
-    rows = con.execute("SELECT name, start_ns, dur_ns, linked, launch_call FROM kernels ORDER BY start_ns").fetchall()
+    rows = con.execute(
+        "SELECT name, start_ns, dur_ns, linked, launch_call FROM kernels ORDER BY start_ns"
+    ).fetchall()
     assert rows == [
         ("void gemm_kernel<1>()", (BASE_US + 10) * 1000, 5250, True, "cudaLaunchKernel"),
         ("void rmsnorm_kernel()", (BASE_US + 16) * 1000, 875, True, "cudaLaunchKernel"),
     ]
     # the first launch sits inside aten::mm; the second one starts after it ended
-    ops = con.execute("SELECT k.name, o.name FROM kernels k LEFT JOIN cpu_ops o ON o.run_id = k.run_id "
-                      "AND o.rank = k.rank AND o.op_id = k.cpu_op_id ORDER BY k.start_ns").fetchall()
+    ops = con.execute(
+        "SELECT k.name, o.name FROM kernels k LEFT JOIN cpu_ops o ON o.run_id = k.run_id "
+        "AND o.rank = k.rank AND o.op_id = k.cpu_op_id ORDER BY k.start_ns"
+    ).fetchall()
     assert ops == [("void gemm_kernel<1>()", "aten::mm"), ("void rmsnorm_kernel()", None)]
 
 
@@ -59,7 +63,9 @@ BAD_FILES = {
     "empty.json": lambda good: b"",
     "not_a_trace.json": lambda good: b'{"hello": "world"}',
     # invalid JSON in the metadata (a bad byte inside the event array only costs that event: test_hardening)
-    "invalid_json.json": lambda good: gzip.decompress(good).replace(b'"schemaVersion": 1', b'"schemaVersion": X', 1),
+    "invalid_json.json": lambda good: gzip.decompress(good).replace(
+        b'"schemaVersion": 1', b'"schemaVersion": X', 1
+    ),
     "corrupt_gzip.json.gz": lambda good: good[:20] + bytes(b ^ 0xFF for b in good[20:60]) + good[60:],
 }
 
@@ -84,12 +90,26 @@ def test_recoverable_oddities_are_repaired_and_counted(tmp_path):
     events = simple_events()
     events[1]["dur"] = -3.0  # a negative duration on the launch call
     events[2]["dur"] = -1.5  # and on a kernel
-    events.append({"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 999, "pid": 1, "tid": 100, "ts": BASE_US + 40})
-    events.append({"ph": "X", "cat": "weird_category", "name": "x", "pid": 1, "tid": 100, "ts": BASE_US + 41, "dur": 1})
+    events.append(
+        {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 999, "pid": 1, "tid": 100, "ts": BASE_US + 40}
+    )
+    events.append(
+        {"ph": "X", "cat": "weird_category", "name": "x", "pid": 1, "tid": 100, "ts": BASE_US + 41, "dur": 1}
+    )
     events.append({"ph": "X", "cat": "cpu_op", "name": "no_ts", "pid": 1, "tid": 100, "dur": 1})
     events.append(dict(events[6]))  # a duplicate of the second kernel
-    events.append({"ph": "X", "cat": "kernel", "name": "str_fields", "pid": 0, "tid": 7, "ts": str(BASE_US + 60),
-                   "dur": 1, "args": {"stream": "7", "device": "zero", "correlation": "n/a"}})
+    events.append(
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "str_fields",
+            "pid": 0,
+            "tid": 7,
+            "ts": str(BASE_US + 60),
+            "dur": 1,
+            "args": {"stream": "7", "device": "zero", "correlation": "n/a"},
+        }
+    )
     wh = Warehouse(tmp_path / "wh")
     [outcome] = ingest_paths(wh, [write_trace(tmp_path / "odd.json.gz", events)])
     assert outcome.problems == []
@@ -135,8 +155,11 @@ def test_a_crash_while_publishing_leaves_nothing_visible(tmp_path, monkeypatch):
 def test_a_killed_ingest_process_leaves_nothing_and_the_next_succeeds(tmp_path):
     trace = write_trace(tmp_path / "t.json.gz", simple_events())
     wh = tmp_path / "wh"
-    proc = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "--warehouse", str(wh), "ingest", str(trace)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "cli.py"), "--warehouse", str(wh), "ingest", str(trace)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         proc.wait(timeout=0.5)
     except subprocess.TimeoutExpired:
@@ -170,11 +193,24 @@ def test_concurrent_ingests_both_land(tmp_path):
 
 def test_label_and_commit_are_stored(tmp_path, cli_runner):
     trace = write_trace(tmp_path / "t.json.gz", simple_events())
-    result = _ingest(cli_runner, tmp_path / "wh", trace, "--label", "model=llama", "--label", "framework=vllm",
-                     "--commit", "abc123")
+    result = _ingest(
+        cli_runner,
+        tmp_path / "wh",
+        trace,
+        "--label",
+        "model=llama",
+        "--label",
+        "framework=vllm",
+        "--commit",
+        "abc123",
+    )
     assert result.exit_code == 0, result.output
     con = connect(Warehouse(tmp_path / "wh"))
-    assert con.execute("SELECT labels['model'], framework, commit FROM runs").fetchone() == ("llama", "vllm", "abc123")
+    assert con.execute("SELECT labels['model'], framework, commit FROM runs").fetchone() == (
+        "llama",
+        "vllm",
+        "abc123",
+    )
 
 
 def test_bad_label_is_a_usage_error(tmp_path, cli_runner):
@@ -183,13 +219,19 @@ def test_bad_label_is_a_usage_error(tmp_path, cli_runner):
     assert result.exit_code == 2
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("1712345-TP-3-DECODE.trace.json.gz", {"tp": 3, "stage": "DECODE", "rank": None}),
-    ("1712345-TP-1-DP-2-PP-0-EP-5-EXTEND.trace.json.gz", {"tp": 1, "dp": 2, "pp": 0, "ep": 5, "stage": "EXTEND"}),
-    ("rank-3.host_1234.1700000000.pt.trace.json.gz", {"rank": 3, "tp": None}),
-    ("graph_capture_rank_0.1773709742341309550.pt.trace.json.gz", {"rank": 0}),
-    ("trace.json.gz", {"rank": None, "tp": None, "stage": None}),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("1712345-TP-3-DECODE.trace.json.gz", {"tp": 3, "stage": "DECODE", "rank": None}),
+        (
+            "1712345-TP-1-DP-2-PP-0-EP-5-EXTEND.trace.json.gz",
+            {"tp": 1, "dp": 2, "pp": 0, "ep": 5, "stage": "EXTEND"},
+        ),
+        ("rank-3.host_1234.1700000000.pt.trace.json.gz", {"rank": 3, "tp": None}),
+        ("graph_capture_rank_0.1773709742341309550.pt.trace.json.gz", {"rank": 0}),
+        ("trace.json.gz", {"rank": None, "tp": None, "stage": None}),
+    ],
+)
 def test_file_names_are_parsed(name, expected):
     info = parse_trace_name(name)
     for key, value in expected.items():

@@ -57,7 +57,8 @@ def test_eager_attribution_matches_tracelens(real_warehouse, row):
     con = connect(wh)
     with_op, with_site, site_us = con.execute(
         "SELECT count(cpu_op_id), count(python_frame_id), sum(dur_ns) FILTER (WHERE python_frame_id IS NOT NULL) / 1e3 "
-        "FROM kernels WHERE run_id = ?", [run_of[row["trace"]]]
+        "FROM kernels WHERE run_id = ?",
+        [run_of[row["trace"]]],
     ).fetchone()
     assert with_op == row["with_cpu_op"]
     assert with_site == row["with_python_site"]
@@ -91,9 +92,12 @@ def test_timestamps_are_exact_nanoseconds(real_warehouse):
     doc = load_json(TRACES / rel)
     from decimal import Decimal
 
-    first = min((e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"),
-                key=lambda e: Decimal(e["ts"]))
+    first = min(
+        (e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"),
+        key=lambda e: Decimal(e["ts"]),
+    )
     con = connect(wh)
-    start = con.execute("SELECT min(start_ns) FROM kernels WHERE run_id = ? AND kind = 'kernel'",
-                        [run_of[rel]]).fetchone()[0]
+    start = con.execute(
+        "SELECT min(start_ns) FROM kernels WHERE run_id = ? AND kind = 'kernel'", [run_of[rel]]
+    ).fetchone()[0]
     assert start == int(Decimal(first["ts"]) * 1000)

@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _tracked(folder: str) -> list[Path]:
     try:
-        out = subprocess.run(["git", "ls-files", folder], cwd=ROOT, capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            ["git", "ls-files", folder], cwd=ROOT, capture_output=True, text=True, check=True
+        )
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("not a git checkout")
     return [ROOT / line for line in out.stdout.splitlines()]
@@ -44,10 +46,15 @@ def test_the_page_script_is_read_from_the_package():
 
 def test_make_demo_installs_the_core_only(tmp_path):
     try:
-        out = subprocess.run(["make", "-n", "demo", f"VENV={tmp_path / 'venv'}"], cwd=ROOT, capture_output=True,
-                             text=True, check=True).stdout
+        out = subprocess.run(
+            ["make", "-n", "demo", f"VENV={tmp_path / 'venv'}"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
     except (OSError, subprocess.CalledProcessError) as e:
         pytest.skip(f"make is not available ({e})")
     installs = [line.split("pip install", 1)[1].split() for line in out.splitlines() if "pip install" in line]
-    assert ["-q", "-e", "."] in installs, out                   # the core, from the checkout
+    assert ["-q", "-e", "."] in installs, out  # the core, from the checkout
     assert not any("spark" in arg or "test" in arg for args in installs for arg in args), out

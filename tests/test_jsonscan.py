@@ -17,8 +17,26 @@ import pytest
 from ingest import jsonscan
 from ingest.run import peek_distributed_info
 
-ALPHABET = [b"[", b"]", b"{", b"}", b'"', b"\\", b",", b":", b"\n", b" ", b"a", b"1", b'"k]{"', b'\\"',
-            b'"traceEvents": [', b'{"name": "x"}', b"}, {", b"\xff"]
+ALPHABET = [
+    b"[",
+    b"]",
+    b"{",
+    b"}",
+    b'"',
+    b"\\",
+    b",",
+    b":",
+    b"\n",
+    b" ",
+    b"a",
+    b"1",
+    b'"k]{"',
+    b'\\"',
+    b'"traceEvents": [',
+    b'{"name": "x"}',
+    b"}, {",
+    b"\xff",
+]
 
 
 def reference_tokens(data: bytes, single_line: bool) -> list[tuple[bytes, int]]:
@@ -60,7 +78,9 @@ def test_tokens_match_the_reference_on_random_bytes(single_line):
     rnd = random.Random(16)
     for _ in range(1500):
         data = random_bytes(rnd)
-        assert list(jsonscan.tokens(data, single_line=single_line)) == reference_tokens(data, single_line), data
+        assert list(jsonscan.tokens(data, single_line=single_line)) == reference_tokens(data, single_line), (
+            data
+        )
 
 
 def test_tokens_skip_strings_and_report_a_cut_one():
@@ -73,7 +93,7 @@ def test_tokens_skip_strings_and_report_a_cut_one():
     assert [t for t, _ in jsonscan.tokens(b'["a\nb]"]', single_line=True)] == [b"[", b'"', b"]", b'"', b"]"]
     assert [t for t, _ in jsonscan.tokens(b'["a\nb]"]')] == [b"[", b"]"]
     # start and end bound the scan like a slice
-    assert list(jsonscan.tokens(b'x[y]z', 2, 4)) == [(b"]", 3)]
+    assert list(jsonscan.tokens(b"x[y]z", 2, 4)) == [(b"]", 3)]
 
 
 def test_value_end():
@@ -109,12 +129,12 @@ def test_resync():
 def test_array_close_finds_the_named_array():
     tail = b'[{"name": "a]"}, {"b": [1]}], "deviceProperties": [{"x": [2]}], "traceName": "t]"}'
     close = jsonscan.array_close(tail, 0, len(tail), b"traceEvents")
-    assert tail[close:close + 4] == b'], "' and close == tail.index(b"}]") + 1
+    assert tail[close : close + 4] == b'], "' and close == tail.index(b"}]") + 1
     # inside the tail, only an array after `"traceEvents":` counts; a tail starting mid-array closes
     # at the top-level `]` whose `[` is before the tail
     named = b'{"schemaVersion": 1, "traceEvents": [{"a": 1}], "distributedInfo": {"rank": 0}}'
     at = jsonscan.array_close(named, 1, len(named), b"traceEvents")
-    assert named[:at + 1].endswith(b'{"a": 1}]')
+    assert named[: at + 1].endswith(b'{"a": 1}]')
     mid = b'"ts": 1},\n{"ts": 2}], "deviceProperties": [], "traceName": "x"}'
     start = jsonscan.resync(mid, False)
     assert mid[jsonscan.array_close(mid, start, len(mid), b"traceEvents")] == ord("]")
@@ -127,7 +147,7 @@ def test_array_close_finds_the_named_array():
 
 def test_key_before_reads_the_window_as_the_whole_span_would():
     rnd = random.Random(7)
-    keys = [b"traceEvents", b"a\\\"traceEvents", b"x" * 50 + b"traceEvents", b'\\\\', b"deviceProperties"]
+    keys = [b"traceEvents", b'a\\"traceEvents', b"x" * 50 + b"traceEvents", b"\\\\", b"deviceProperties"]
     for _ in range(1000):
         key = rnd.choice(keys)
         before = random_bytes(rnd) + b'"' + key + b'"' + rnd.choice([b":", b" : ", b":\n "])
@@ -137,7 +157,7 @@ def test_key_before_reads_the_window_as_the_whole_span_would():
         for window in (1, 5, 13, 20, 64):
             assert jsonscan.key_before(data, 0, pos, window=window) == whole, (data, window)
     assert jsonscan.key_before(b'{"traceEvents": [', 1, 16) == b"traceEvents"
-    assert jsonscan.key_before(b'[1, [', 0, 4) is None
+    assert jsonscan.key_before(b"[1, [", 0, 4) is None
 
 
 def test_last_complete_element():
@@ -146,7 +166,7 @@ def test_last_complete_element():
     assert aligned[:end] == b'[{"a": 1}, {"b": [2, 3]}'
     # a cut string hides everything after it, brackets included
     hidden = b'[{"a": 1}, {"name": "x}], {\\"'
-    assert hidden[:jsonscan.last_complete_element(hidden, 0, True)] == b'[{"a": 1}'
+    assert hidden[: jsonscan.last_complete_element(hidden, 0, True)] == b'[{"a": 1}'
     # a tail from the middle of the array: the array's level is the lowest depth reached
     mid = b'"ts": 1}, {"args": {"k": 2}}, {"args": {"k": '
     start = jsonscan.resync(mid, False)
@@ -165,9 +185,14 @@ def test_elements_splits_repairs_and_gaps():
     data = b' [ {"a": "]"}, garbage, {"b": [1, {"c": 2}]}, [1, 2], 7, {"d": "x\xff"}, {"e": '
     got = pieces(data, 1 << 20)
     assert [(p.kind, p.offset) for p in got] == [
-        ("element", 3), ("gap", data.index(b", garbage")), ("element", data.index(b'{"b"')),
-        ("element", data.index(b"[1, 2]")), ("gap", data.index(b", 7")), ("element", data.index(b'{"d"')),
-        ("cut", data.index(b'{"e"'))]
+        ("element", 3),
+        ("gap", data.index(b", garbage")),
+        ("element", data.index(b'{"b"')),
+        ("element", data.index(b"[1, 2]")),
+        ("gap", data.index(b", 7")),
+        ("element", data.index(b'{"d"')),
+        ("cut", data.index(b'{"e"')),
+    ]
     assert got[2].data == b'{"b": [1, {"c": 2}]}'
     assert got[5].data == b'{"d": "x\xff"}'
     assert pieces(b"[]", 8) == []

@@ -27,8 +27,9 @@ KILLS = 50
 def base_run(tmp_path_factory) -> Path:
     from synth import write_scenario
 
-    out = write_scenario("serving-decode", tmp_path_factory.mktemp("kill") / "run", ranks=2, steps=4, layers=4,
-                         seed=11)
+    out = write_scenario(
+        "serving-decode", tmp_path_factory.mktemp("kill") / "run", ranks=2, steps=4, layers=4, seed=11
+    )
     (out / "ground_truth.json").unlink()
     return out
 
@@ -43,8 +44,12 @@ def _variant(base: Path, folder: Path, i: int) -> Path:
 
 
 def _start(wh: Path, run: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "--warehouse", str(wh), "ingest", str(run)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "cli.py"), "--warehouse", str(wh), "ingest", str(run)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def _whole_runs_only(wh: Path) -> int:
@@ -54,7 +59,9 @@ def _whole_runs_only(wh: Path) -> int:
         FROM runs r""").fetchall()
     for run_id, n_kernels, seen in rows:
         assert n_kernels == seen, (run_id, n_kernels, seen)
-    orphans = con.execute("SELECT count(*) FROM kernels WHERE run_id NOT IN (SELECT run_id FROM runs)").fetchone()
+    orphans = con.execute(
+        "SELECT count(*) FROM kernels WHERE run_id NOT IN (SELECT run_id FROM runs)"
+    ).fetchone()
     assert orphans[0] == 0
     return len(rows)
 

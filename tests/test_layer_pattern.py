@@ -23,6 +23,7 @@ SQL = ROOT / "sql"
 
 # ---------------------------------------------------------------- handmade rows
 
+
 def _views_on(rows: list[tuple]) -> duckdb.DuckDBPyConnection:
     """The two views over `_kernel_facts` (stream 7 of rank 0, step 0), `kernel_launch_site` and `step_spans`
     alone (tests/viewtest.py).
@@ -32,15 +33,33 @@ def _views_on(rows: list[tuple]) -> duckdb.DuckDBPyConnection:
     """
     from viewtest import connect_views
 
-    facts = [{"run_id": "r", "rank": 0, "step": 0, "device": 0, "stream": r[3], "kernel_id": i, "name": r[0],
-              "kind": "kernel", "category": r[1], "start_ns": 1000 * i, "end_ns": 1000 * i + r[2], "dur_ns": r[2]}
-             for i, r in enumerate(rows)]
+    facts = [
+        {
+            "run_id": "r",
+            "rank": 0,
+            "step": 0,
+            "device": 0,
+            "stream": r[3],
+            "kernel_id": i,
+            "name": r[0],
+            "kind": "kernel",
+            "category": r[1],
+            "start_ns": 1000 * i,
+            "end_ns": 1000 * i + r[2],
+            "dur_ns": r[2],
+        }
+        for i, r in enumerate(rows)
+    ]
     # the nn.Module path of each launch (kernel_launch_site.module_path), when the row gives one
-    sites = [{"run_id": "r", "rank": 0, "kernel_id": i, "module_path": r[4] if len(r) > 4 else None}
-             for i, r in enumerate(rows)]
+    sites = [
+        {"run_id": "r", "rank": 0, "kernel_id": i, "module_path": r[4] if len(r) > 4 else None}
+        for i, r in enumerate(rows)
+    ]
     spans = [{"run_id": "r", "rank": 0, "step": 0, "phase": "decode", "start_ns": 0, "end_ns": 10_000_000}]
-    return connect_views(["layer_pattern_summary", "layer_pattern"],
-                         {"_kernel_facts": facts, "kernel_launch_site": sites, "step_spans": spans})
+    return connect_views(
+        ["layer_pattern_summary", "layer_pattern"],
+        {"_kernel_facts": facts, "kernel_launch_site": sites, "step_spans": spans},
+    )
 
 
 def _fetch(con, sql: str) -> list[dict]:
@@ -55,27 +74,49 @@ LAYER = [("norm_k", "norm"), ("qkv_gemm", "gemm"), ("attn", "attention"), ("o_ge
 def test_handmade_period_start_and_positions():
     rows = [("embed", "embedding", 50, 7)]
     for j in range(5):
-        rows += [(n, c, 100 * (k + 1) + j, 7) for k, (n, c) in enumerate(LAYER)]   # durations grow by 1 per layer
+        rows += [
+            (n, c, 100 * (k + 1) + j, 7) for k, (n, c) in enumerate(LAYER)
+        ]  # durations grow by 1 per layer
     rows += [("final_norm", "norm", 10, 7), ("lm_head", "gemm", 900, 7), ("sample", "sampling", 20, 7)]
     con = _views_on(rows)
     (s,) = _fetch(con, "SELECT * FROM layer_pattern_summary")
-    assert (s["is_main_stream"], s["activities"], s["period"], s["repeats"], s["start_ordinal"], s["end_ordinal"]) \
-        == (True, 24, 4, 5, 1, 21)
+    assert (
+        s["is_main_stream"],
+        s["activities"],
+        s["period"],
+        s["repeats"],
+        s["start_ordinal"],
+        s["end_ordinal"],
+    ) == (True, 24, 4, 5, 1, 21)
     assert s["step_layer_period"] == 4 and s["coverage"] == pytest.approx(20 / 24)
-    assert s["layer_gpu_ns"] == 100 + 200 + 300 + 400 + 4 * 2            # the median layer is the third (j = 2)
-    got = [(r["position"], r["name"], r["category"], r["name_share"], r["median_ns"], r["min_ns"], r["max_ns"])
-           for r in _fetch(con, "SELECT * FROM layer_pattern ORDER BY position")]
-    assert got == [(k, n, c, 1.0, 100 * (k + 1) + 2, 100 * (k + 1), 100 * (k + 1) + 4)
-                   for k, (n, c) in enumerate(LAYER)]
+    assert s["layer_gpu_ns"] == 100 + 200 + 300 + 400 + 4 * 2  # the median layer is the third (j = 2)
+    got = [
+        (r["position"], r["name"], r["category"], r["name_share"], r["median_ns"], r["min_ns"], r["max_ns"])
+        for r in _fetch(con, "SELECT * FROM layer_pattern ORDER BY position")
+    ]
+    assert got == [
+        (k, n, c, 1.0, 100 * (k + 1) + 2, 100 * (k + 1), 100 * (k + 1) + 4) for k, (n, c) in enumerate(LAYER)
+    ]
 
 
 def test_handmade_different_first_layers_and_rotation():
     # 2 dense layers, then 6 MoE layers; both end with the same all-reduce, so the kernel just before the
     # MoE block matches at the MoE period: the rotation must still start the layer at its norm.
-    dense = [("norm_k", "norm"), ("qkv_gemm", "gemm"), ("attn", "attention"), ("mlp_gemm", "gemm"),
-             ("allreduce", "communication")]
-    moe = [("norm_k", "norm"), ("qkv_gemm", "gemm"), ("attn", "attention"), ("router", "moe"),
-           ("experts", "moe"), ("allreduce", "communication")]
+    dense = [
+        ("norm_k", "norm"),
+        ("qkv_gemm", "gemm"),
+        ("attn", "attention"),
+        ("mlp_gemm", "gemm"),
+        ("allreduce", "communication"),
+    ]
+    moe = [
+        ("norm_k", "norm"),
+        ("qkv_gemm", "gemm"),
+        ("attn", "attention"),
+        ("router", "moe"),
+        ("experts", "moe"),
+        ("allreduce", "communication"),
+    ]
     rows = [("embed", "embedding", 50, 7)]
     rows += [(n, c, 100, 7) for _ in range(2) for n, c in dense]
     rows += [(n, c, 100, 7) for _ in range(6) for n, c in moe]
@@ -97,15 +138,18 @@ def test_handmade_second_stream_and_no_pattern():
     got = {r["stream"]: r for r in _fetch(con, "SELECT * FROM layer_pattern_summary")}
     assert got[7]["is_main_stream"] and (got[7]["period"], got[7]["repeats"]) == (4, 3)
     assert not got[9]["is_main_stream"] and (got[9]["period"], got[9]["repeats"]) == (2, 3)
-    assert got[11]["period"] is None and got[11]["repeats"] is None      # four different kernels: no layer
+    assert got[11]["period"] is None and got[11]["repeats"] is None  # four different kernels: no layer
     assert {r["step_layer_period"] for r in got.values()} == {6}
     assert _fetch(con, "SELECT count(*) AS n FROM layer_pattern WHERE stream = 11") == [{"n": 0}]
 
 
 # ---------------------------------------------------------------- synthesized decode runs
 
-CASES = [{"ranks": 2, "steps": 2, "layers": 4, "seed": 0}, {"ranks": 1, "steps": 2, "layers": 7, "seed": 3},
-         {"ranks": 2, "steps": 1, "layers": 3, "seed": 11, "vendor": "amd"}]
+CASES = [
+    {"ranks": 2, "steps": 2, "layers": 4, "seed": 0},
+    {"ranks": 1, "steps": 2, "layers": 7, "seed": 3},
+    {"ranks": 2, "steps": 1, "layers": 3, "seed": 11, "vendor": "amd"},
+]
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +178,9 @@ def _is_subsequence(part: list[str], whole: list[str]) -> bool:
 def test_synth_period_and_kernels_equal_truth(synth_runs, case):
     con, runs = synth_runs
     run_id, truth = runs[case]
-    summary = _fetch(con, f"SELECT * FROM layer_pattern_summary WHERE run_id = '{run_id}' AND period IS NOT NULL")
+    summary = _fetch(
+        con, f"SELECT * FROM layer_pattern_summary WHERE run_id = '{run_id}' AND period IS NOT NULL"
+    )
     by_stream = {int(k): v for k, v in truth["layer_period_by_stream"].items()}
     main = truth["streams"]["main"]
     steps = {(r["rank"], r["step"]) for r in summary}
@@ -148,8 +194,11 @@ def test_synth_period_and_kernels_equal_truth(synth_runs, case):
         assert m["step_layer_period"] == truth["layer_period"]
         for stream, period in by_stream.items():
             assert (rows[stream]["period"], rows[stream]["repeats"]) == (period, truth["layers"])
-        positions = _fetch(con, f"SELECT stream, name, category, name_share FROM layer_pattern WHERE run_id = "
-                                f"'{run_id}' AND rank = {rank} AND step = {step} ORDER BY stream, position")
+        positions = _fetch(
+            con,
+            f"SELECT stream, name, category, name_share FROM layer_pattern WHERE run_id = "
+            f"'{run_id}' AND rank = {rank} AND step = {step} ORDER BY stream, position",
+        )
         names = {s: [p["name"] for p in positions if p["stream"] == s] for s in by_stream}
         # the main stream's layer is the ground truth's layer, in order, from its first kernel
         assert names[main][0] == seq[0]
@@ -165,21 +214,34 @@ def test_synth_medians_match_durations(synth_runs):
     con, runs = synth_runs
     run_id, truth = runs[0]
     main = truth["streams"]["main"]
-    s = _fetch(con, f"SELECT * FROM layer_pattern_summary WHERE run_id = '{run_id}' AND rank = 0 AND step = 0 "
-                    f"AND stream = {main}")[0]
-    acts = _fetch(con, f"SELECT dur_ns FROM kernels WHERE run_id = '{run_id}' AND rank = 0 AND step = 0 "
-                       f"AND stream = {main} ORDER BY start_ns, kernel_id")
+    s = _fetch(
+        con,
+        f"SELECT * FROM layer_pattern_summary WHERE run_id = '{run_id}' AND rank = 0 AND step = 0 "
+        f"AND stream = {main}",
+    )[0]
+    acts = _fetch(
+        con,
+        f"SELECT dur_ns FROM kernels WHERE run_id = '{run_id}' AND rank = 0 AND step = 0 "
+        f"AND stream = {main} ORDER BY start_ns, kernel_id",
+    )
     durs = [a["dur_ns"] for a in acts]
     p, start = s["period"], s["start_ordinal"]
     import statistics
 
     expected = [statistics.median(durs[start + j * p + k] for j in range(s["repeats"])) for k in range(p)]
-    got = [r["median_ns"] for r in _fetch(con, f"SELECT median_ns FROM layer_pattern WHERE run_id = '{run_id}' "
-                                               f"AND rank = 0 AND step = 0 AND stream = {main} ORDER BY position")]
+    got = [
+        r["median_ns"]
+        for r in _fetch(
+            con,
+            f"SELECT median_ns FROM layer_pattern WHERE run_id = '{run_id}' "
+            f"AND rank = 0 AND step = 0 AND stream = {main} ORDER BY position",
+        )
+    ]
     assert got == pytest.approx(expected)
 
 
 # ---------------------------------------------------------------- real trace
+
 
 @pytest.fixture(scope="module")
 def sglang_decode(tmp_path_factory):
@@ -195,12 +257,21 @@ def sglang_decode(tmp_path_factory):
 
 def test_sglang_qwen3_decode_has_36_layers(sglang_decode):
     con, run_id = sglang_decode
-    (s,) = _fetch(con, f"SELECT * FROM layer_pattern_summary WHERE run_id = '{run_id}' AND is_main_stream "
-                       "AND phase = 'decode'")
-    assert s["repeats"] == 36                    # Qwen3-8B has 36 decoder layers
+    (s,) = _fetch(
+        con,
+        f"SELECT * FROM layer_pattern_summary WHERE run_id = '{run_id}' AND is_main_stream "
+        "AND phase = 'decode'",
+    )
+    assert s["repeats"] == 36  # Qwen3-8B has 36 decoder layers
     assert s["period"] == 15 and s["coverage"] > 0.95
-    cats = [r["category"] for r in _fetch(con, f"SELECT category FROM layer_pattern WHERE run_id = '{run_id}' "
-                                               "AND is_main_stream ORDER BY position")]
+    cats = [
+        r["category"]
+        for r in _fetch(
+            con,
+            f"SELECT category FROM layer_pattern WHERE run_id = '{run_id}' "
+            "AND is_main_stream ORDER BY position",
+        )
+    ]
     assert cats.count("attention") >= 2 and cats.count("gemm") == 4 and "norm" in cats
 
 

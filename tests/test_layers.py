@@ -38,8 +38,13 @@ def read_layers(text: str) -> list[Layer]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) != 3 or cells[0] in ("layer", "") or set(cells[0]) <= {"-"}:
             continue
-        layers.append(Layer(cells[0], tuple(re.findall(r"`([\w.]+)`", cells[1])),
-                            frozenset(w for w in re.split(r"[,\s]+", cells[2]) if w)))
+        layers.append(
+            Layer(
+                cells[0],
+                tuple(re.findall(r"`([\w.]+)`", cells[1])),
+                frozenset(w for w in re.split(r"[,\s]+", cells[2]) if w),
+            )
+        )
     return layers
 
 
@@ -126,7 +131,9 @@ def layer_of(module: str, layers: list[Layer]) -> Layer | None:
     best = None
     for layer in layers:
         for prefix in layer.prefixes:
-            if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > len(best[0])):
+            if (module == prefix or module.startswith(prefix + ".")) and (
+                best is None or len(prefix) > len(best[0])
+            ):
                 best = (prefix, layer)
     return best[1] if best else None
 
@@ -139,8 +146,9 @@ def check(root: Path, layers: list[Layer]) -> list[str]:
     """Every breach of the layer table, as one line each (empty: the import graph keeps the layers)."""
     # every top-level module and package of the checkout is in a layer or outside them: a new one is
     # reported until the table places it
-    on_disk = {p.stem for p in root.glob("*.py")} | {p.name for p in root.iterdir()
-                                                     if p.is_dir() and (p / "__init__.py").is_file()}
+    on_disk = {p.stem for p in root.glob("*.py")} | {
+        p.name for p in root.iterdir() if p.is_dir() and (p / "__init__.py").is_file()
+    }
     tops = {_top(p) for layer in layers for p in layer.prefixes} | (on_disk - set(OUTSIDE) - {"setup"})
     layered = project_modules(root, tops)
     known = set(layered) | set(project_modules(root, set(OUTSIDE)))
@@ -156,10 +164,19 @@ def check(root: Path, layers: list[Layer]) -> list[str]:
             target_layer = layer_of(imp.target, layers)
             target_name = target_layer.name if target_layer else outside_of(imp.target)
             if target_name != own.name and target_name not in own.may_import:
-                problems.append(f"{where}: {module} ({own.name}) imports {imp.target} ({target_name}): "
-                                f"{own.name} may import only {', '.join(sorted(own.may_import)) or 'nothing'}")
-            if imp.name and imp.name.startswith("_") and not imp.name.startswith("__") and imp.target != module:
-                problems.append(f"{where}: {module} uses {imp.target}.{imp.name}, a private name of another module")
+                problems.append(
+                    f"{where}: {module} ({own.name}) imports {imp.target} ({target_name}): "
+                    f"{own.name} may import only {', '.join(sorted(own.may_import)) or 'nothing'}"
+                )
+            if (
+                imp.name
+                and imp.name.startswith("_")
+                and not imp.name.startswith("__")
+                and imp.target != module
+            ):
+                problems.append(
+                    f"{where}: {module} uses {imp.target}.{imp.name}, a private name of another module"
+                )
             if imp.target in graph and imp.target != module:
                 graph[module].add(imp.target)
     problems += [f"import cycle: {' -> '.join(c)}" for c in cycles(graph)]
@@ -227,7 +244,7 @@ def defined_names(path: Path) -> set[str] | None:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 names.add(node.name)
             elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-                for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
                     names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 for a in node.names:
@@ -272,7 +289,9 @@ def missing_imports(root: Path, tops: set[str]) -> list[str]:
                     if f"{node.module}.{a.name}" in known or defined is None:
                         continue
                     if a.name not in defined:
-                        problems.append(f"{where}: from {node.module} import {a.name}: {node.module} has no {a.name}")
+                        problems.append(
+                            f"{where}: from {node.module} import {a.name}: {node.module} has no {a.name}"
+                        )
     return problems
 
 
@@ -315,13 +334,22 @@ def test_every_project_import_names_what_exists():
 
 
 def test_a_missing_module_or_name_is_found(tmp_path):
-    files = {"low/__init__.py": "", "low/a.py": "X = 1\nif True:\n    def f(): pass\n",
-             "top/__init__.py": "", "top/b.py": ("from low.a import X, f, gone\nfrom low import a, nothere\n"
-                                                 "import low.absent\n\ndef g():\n    from low.moved import h\n")}
+    files = {
+        "low/__init__.py": "",
+        "low/a.py": "X = 1\nif True:\n    def f(): pass\n",
+        "top/__init__.py": "",
+        "top/b.py": (
+            "from low.a import X, f, gone\nfrom low import a, nothere\n"
+            "import low.absent\n\ndef g():\n    from low.moved import h\n"
+        ),
+    }
     problems = missing_imports(_toy(tmp_path, files), {"low", "top"})
     assert [p.split(": ", 1)[1] for p in problems] == [
-        "from low.a import gone: low.a has no gone", "from low import nothere: low has no nothere",
-        "import low.absent: no such module", "from low.moved: no such module"], problems
+        "from low.a import gone: low.a has no gone",
+        "from low import nothere: low has no nothere",
+        "import low.absent: no such module",
+        "from low.moved: no such module",
+    ], problems
 
 
 def test_imports_keep_the_layers():
@@ -346,20 +374,57 @@ def _toy(tmp_path: Path, files: dict[str, str]) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize(("files", "expected"), [
-    ({"low/__init__.py": "", "low/a.py": "def f():\n    from top import b\n", "top/__init__.py": "",
-      "top/b.py": ""}, "low.a (low) imports top.b (top)"),
-    ({"low/__init__.py": "", "low/a.py": "def _p(): pass\n", "top/__init__.py": "",
-      "top/b.py": "from low.a import _p\n"}, "top.b uses low.a._p, a private name"),
-    ({"low/__init__.py": "", "low/a.py": "def _p(): pass\n", "top/__init__.py": "",
-      "top/b.py": "from low import a\n\ndef g():\n    return a._p()\n"}, "top.b uses low.a._p, a private name"),
-    ({"low/__init__.py": "", "low/a.py": "import low.b\n", "low/b.py": "def f():\n    from low import a\n"},
-     "import cycle: low.a -> low.b -> low.a"),
-    ({"low/__init__.py": "", "low/a.py": "from synth import x\n", "synth/__init__.py": "", "synth/x.py": ""},
-     "low.a (low) imports synth.x (synth)"),
-    ({"low/__init__.py": "", "low/a.py": "", "odd.py": ""}, "odd: in no layer"),
-    ({"low/__init__.py": "", "low/a.py": "", "notes/x.py": ""}, None),  # a folder that is no package
-])
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        (
+            {
+                "low/__init__.py": "",
+                "low/a.py": "def f():\n    from top import b\n",
+                "top/__init__.py": "",
+                "top/b.py": "",
+            },
+            "low.a (low) imports top.b (top)",
+        ),
+        (
+            {
+                "low/__init__.py": "",
+                "low/a.py": "def _p(): pass\n",
+                "top/__init__.py": "",
+                "top/b.py": "from low.a import _p\n",
+            },
+            "top.b uses low.a._p, a private name",
+        ),
+        (
+            {
+                "low/__init__.py": "",
+                "low/a.py": "def _p(): pass\n",
+                "top/__init__.py": "",
+                "top/b.py": "from low import a\n\ndef g():\n    return a._p()\n",
+            },
+            "top.b uses low.a._p, a private name",
+        ),
+        (
+            {
+                "low/__init__.py": "",
+                "low/a.py": "import low.b\n",
+                "low/b.py": "def f():\n    from low import a\n",
+            },
+            "import cycle: low.a -> low.b -> low.a",
+        ),
+        (
+            {
+                "low/__init__.py": "",
+                "low/a.py": "from synth import x\n",
+                "synth/__init__.py": "",
+                "synth/x.py": "",
+            },
+            "low.a (low) imports synth.x (synth)",
+        ),
+        ({"low/__init__.py": "", "low/a.py": "", "odd.py": ""}, "odd: in no layer"),
+        ({"low/__init__.py": "", "low/a.py": "", "notes/x.py": ""}, None),  # a folder that is no package
+    ],
+)
 def test_the_checker_finds_each_breach(tmp_path, files, expected):
     problems = check(_toy(tmp_path, files), TOY_LAYERS)
     if expected is None:
@@ -369,15 +434,27 @@ def test_the_checker_finds_each_breach(tmp_path, files, expected):
 
 
 def test_the_checker_allows_what_the_table_allows(tmp_path):
-    files = {"low/__init__.py": "", "low/a.py": "def pub(): pass\n", "low/b.py": "from low.a import pub\n",
-             "top/__init__.py": "", "top/c.py": "import low.a\nfrom low import a\nx = a.pub\n"}
+    files = {
+        "low/__init__.py": "",
+        "low/a.py": "def pub(): pass\n",
+        "low/b.py": "from low.a import pub\n",
+        "top/__init__.py": "",
+        "top/c.py": "import low.a\nfrom low import a\nx = a.pub\n",
+    }
     assert check(_toy(tmp_path, files), TOY_LAYERS) == []
 
 
 def test_a_module_in_no_layer_is_reported(tmp_path):
-    layers = read_layers("<!-- layers: -->\n| layer | modules | may import |\n|---|---|---|\n| low | `low` | |\n")
-    problems = check(_toy(tmp_path, {"low/__init__.py": "", "low/a.py": "import top.b\n", "top/__init__.py": "",
-                                     "top/b.py": ""}), layers)
+    layers = read_layers(
+        "<!-- layers: -->\n| layer | modules | may import |\n|---|---|---|\n| low | `low` | |\n"
+    )
+    problems = check(
+        _toy(
+            tmp_path,
+            {"low/__init__.py": "", "low/a.py": "import top.b\n", "top/__init__.py": "", "top/b.py": ""},
+        ),
+        layers,
+    )
     assert "top.b: in no layer of ARCHITECTURE.md" in problems, problems
     assert any("low.a (low) imports top.b (None)" in p for p in problems), problems
 
@@ -385,8 +462,11 @@ def test_a_module_in_no_layer_is_reported(tmp_path):
 # ---- one engine seam (issue 16) -----------------------------------------------------------------------
 # warehouse/engine.py is the one connection factory: outside warehouse/, no module builds a connection
 # itself (duckdb.connect, the catalogue's or Spark's builders) nor branches on the engine.
-SEAM_BUILDERS = {"warehouse.catalog": {"connect", "connect_base", "build_catalog"},
-                 "warehouse.spark": None, "warehouse.spark_connection": None}  # None: any name of the module
+SEAM_BUILDERS = {
+    "warehouse.catalog": {"connect", "connect_base", "build_catalog"},
+    "warehouse.spark": None,
+    "warehouse.spark_connection": None,
+}  # None: any name of the module
 # ingest's in-memory DuckDB is its transform engine over one file's events (ingest/sql/), not a reader of
 # the warehouse: it may call duckdb.connect, and nothing else of this list
 DUCKDB_CONNECT_ALLOWED = ("ingest",)
@@ -408,26 +488,47 @@ def seam_breaches(root: Path, layers: list[Layer], engines: tuple[str, ...]) -> 
             names = SEAM_BUILDERS.get(imp.target, set())
             if names is None or (imp.name in names):
                 what = imp.target + (f".{imp.name}" if imp.name else "")
-                problems.append(f"{rel}:{imp.line}: {module} uses {what}: open a connection "
-                                "with warehouse.engine.open")
+                problems.append(
+                    f"{rel}:{imp.line}: {module} uses {what}: open a connection with warehouse.engine.open"
+                )
         tree = ast.parse(path.read_text(), filename=str(path))
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "connect"
-                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "duckdb"
-                    and _top(module) not in DUCKDB_CONNECT_ALLOWED):
-                problems.append(f"{rel}:{node.lineno}: {module} calls duckdb.connect: open a connection with "
-                                "warehouse.engine.open (or open_tables)")
-            elif isinstance(node, ast.ImportFrom) and node.module == "duckdb" \
-                    and any(a.name == "connect" for a in node.names) and _top(module) not in DUCKDB_CONNECT_ALLOWED:
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "connect"
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "duckdb"
+                and _top(module) not in DUCKDB_CONNECT_ALLOWED
+            ):
+                problems.append(
+                    f"{rel}:{node.lineno}: {module} calls duckdb.connect: open a connection with "
+                    "warehouse.engine.open (or open_tables)"
+                )
+            elif (
+                isinstance(node, ast.ImportFrom)
+                and node.module == "duckdb"
+                and any(a.name == "connect" for a in node.names)
+                and _top(module) not in DUCKDB_CONNECT_ALLOWED
+            ):
                 problems.append(f"{rel}:{node.lineno}: {module} imports duckdb.connect")
             elif isinstance(node, ast.Compare):
                 sides = [node.left, *node.comparators]
                 if any(isinstance(s, ast.Constant) and s.value in engines for s in sides):
-                    problems.append(f"{rel}:{node.lineno}: {module} branches on the engine: decide it in warehouse/engine.py")
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance" \
-                    and len(node.args) == 2 and "DuckDBPyConnection" in ast.unparse(node.args[1]):
-                problems.append(f"{rel}:{node.lineno}: {module} asks which engine a connection is: decide it in "
-                                "warehouse/engine.py")
+                    problems.append(
+                        f"{rel}:{node.lineno}: {module} branches on the engine: decide it in warehouse/engine.py"
+                    )
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "isinstance"
+                and len(node.args) == 2
+                and "DuckDBPyConnection" in ast.unparse(node.args[1])
+            ):
+                problems.append(
+                    f"{rel}:{node.lineno}: {module} asks which engine a connection is: decide it in "
+                    "warehouse/engine.py"
+                )
     return problems
 
 
@@ -445,24 +546,37 @@ TOY_SEAM_LAYERS = read_layers("""<!-- layers: -->
 | ingest | `ingest` | warehouse |
 | warehouse | `warehouse` | |
 """)
-_TOY_WAREHOUSE = {"warehouse/__init__.py": "", "warehouse/catalog.py": "def connect(): pass\ndef focus(): pass\n",
-                  "warehouse/spark.py": "def connect_spark(): pass\n",
-                  "warehouse/engine.py": "import duckdb\nfrom warehouse.catalog import connect\n"
-                                         "def open(e):\n    return duckdb.connect() if e == 'duckdb' else None\n",
-                  "reports/__init__.py": "", "ingest/__init__.py": ""}
+_TOY_WAREHOUSE = {
+    "warehouse/__init__.py": "",
+    "warehouse/catalog.py": "def connect(): pass\ndef focus(): pass\n",
+    "warehouse/spark.py": "def connect_spark(): pass\n",
+    "warehouse/engine.py": "import duckdb\nfrom warehouse.catalog import connect\n"
+    "def open(e):\n    return duckdb.connect() if e == 'duckdb' else None\n",
+    "reports/__init__.py": "",
+    "ingest/__init__.py": "",
+}
 
 
-@pytest.mark.parametrize(("code", "expected"), [
-    ("from warehouse.catalog import connect\n", "uses warehouse.catalog.connect"),
-    ("def f():\n    from warehouse.spark import connect_spark\n", "uses warehouse.spark.connect_spark"),
-    ("import warehouse.spark\n", "uses warehouse.spark"),
-    ("import duckdb\ncon = duckdb.connect()\n", "calls duckdb.connect"),
-    ("from duckdb import connect\n", "imports duckdb.connect"),
-    ("def f(engine):\n    return 1 if engine == 'spark' else 2\n", "branches on the engine"),
-    ("def f(engine):\n    return 'duckdb' != engine\n", "branches on the engine"),
-    ("import duckdb\ndef f(con):\n    return isinstance(con, duckdb.DuckDBPyConnection)\n", "asks which engine"),
-    ("from warehouse.catalog import focus\nfrom warehouse.engine import open\n", None),  # the seam: allowed
-])
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        ("from warehouse.catalog import connect\n", "uses warehouse.catalog.connect"),
+        ("def f():\n    from warehouse.spark import connect_spark\n", "uses warehouse.spark.connect_spark"),
+        ("import warehouse.spark\n", "uses warehouse.spark"),
+        ("import duckdb\ncon = duckdb.connect()\n", "calls duckdb.connect"),
+        ("from duckdb import connect\n", "imports duckdb.connect"),
+        ("def f(engine):\n    return 1 if engine == 'spark' else 2\n", "branches on the engine"),
+        ("def f(engine):\n    return 'duckdb' != engine\n", "branches on the engine"),
+        (
+            "import duckdb\ndef f(con):\n    return isinstance(con, duckdb.DuckDBPyConnection)\n",
+            "asks which engine",
+        ),
+        (
+            "from warehouse.catalog import focus\nfrom warehouse.engine import open\n",
+            None,
+        ),  # the seam: allowed
+    ],
+)
 def test_the_seam_checker_finds_each_breach(tmp_path, code, expected):
     root = _toy(tmp_path, {**_TOY_WAREHOUSE, "reports/r.py": code})
     problems = seam_breaches(root, TOY_SEAM_LAYERS, ("duckdb", "spark"))
@@ -473,8 +587,14 @@ def test_the_seam_checker_finds_each_breach(tmp_path, code, expected):
 
 
 def test_ingest_may_open_its_own_duckdb_and_nothing_else(tmp_path):
-    root = _toy(tmp_path, {**_TOY_WAREHOUSE,
-                           "ingest/i.py": "import duckdb\ncon = duckdb.connect()\nfrom warehouse.catalog import connect\n"})
+    root = _toy(
+        tmp_path,
+        {
+            **_TOY_WAREHOUSE,
+            "ingest/i.py": "import duckdb\ncon = duckdb.connect()\nfrom warehouse.catalog import connect\n",
+        },
+    )
     problems = seam_breaches(root, TOY_SEAM_LAYERS, ("duckdb", "spark"))
     assert [p.split(": ", 1)[1] for p in problems] == [
-        "ingest.i uses warehouse.catalog.connect: open a connection with warehouse.engine.open"], problems
+        "ingest.i uses warehouse.catalog.connect: open a connection with warehouse.engine.open"
+    ], problems

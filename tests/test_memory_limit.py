@@ -35,6 +35,7 @@ def test_free_memory_is_read_from_the_machine():
     free = available_memory()
     assert free > 0
     import os
+
     assert free <= os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 

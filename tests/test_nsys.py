@@ -34,75 +34,126 @@ def synth_run(tmp_path_factory):
 
 def test_synth_counts_times_and_linking(synth_run):
     con, outcome, truth = synth_run
-    rows = query_rows(con, "SELECT rank, device, kind, count(*) AS n, sum(dur_ns) AS ns, "
-                           "count(*) FILTER (WHERE linked) AS linked FROM kernels WHERE run_id = ? GROUP BY ALL",
-                      [outcome.run_id])
+    rows = query_rows(
+        con,
+        "SELECT rank, device, kind, count(*) AS n, sum(dur_ns) AS ns, "
+        "count(*) FILTER (WHERE linked) AS linked FROM kernels WHERE run_id = ? GROUP BY ALL",
+        [outcome.run_id],
+    )
     assert {r["rank"] for r in rows} == {t["rank"] for t in truth["ranks"]}
     for t in truth["ranks"]:
         mine = [r for r in rows if r["rank"] == t["rank"]]
         assert sum(r["n"] for r in mine if r["kind"] == "kernel") == t["kernels"]
         assert sum(r["n"] for r in mine if r["kind"] == "memcpy") == t["memcpy"]
         assert sum(r["n"] for r in mine if r["kind"] == "memset") == t["memset"]
-        assert {r["device"]: r["ns"] for r in mine if r["kind"] == "kernel"} == \
-            {int(d): ns for d, ns in t["kernel_ns_by_device"].items()}
+        assert {r["device"]: r["ns"] for r in mine if r["kind"] == "kernel"} == {
+            int(d): ns for d, ns in t["kernel_ns_by_device"].items()
+        }
         assert sum(r["linked"] for r in mine) == t["linked"]
-    busy = query_rows(con, "SELECT rank, device, busy_ns FROM gpu_timeline WHERE run_id = ? AND step IS NULL "
-                           "AND variant = 'exact'", [outcome.run_id])
-    assert {(r["rank"], r["device"]): r["busy_ns"] for r in busy} == \
-        {(t["rank"], int(d)): ns for t in truth["ranks"] for d, ns in t["busy_ns_by_device"].items()}
+    busy = query_rows(
+        con,
+        "SELECT rank, device, busy_ns FROM gpu_timeline WHERE run_id = ? AND step IS NULL "
+        "AND variant = 'exact'",
+        [outcome.run_id],
+    )
+    assert {(r["rank"], r["device"]): r["busy_ns"] for r in busy} == {
+        (t["rank"], int(d)): ns for t in truth["ranks"] for d, ns in t["busy_ns_by_device"].items()
+    }
 
 
 def test_synth_graph_replays_host_ops_and_steps(synth_run):
     con, outcome, truth = synth_run
     run = outcome.run_id
-    graph = query_rows(con, "SELECT rank, count(*) AS n, count(DISTINCT correlation) AS corr FROM kernels "
-                            "WHERE run_id = ? AND launch_call = 'cudaGraphLaunch' GROUP BY rank", [run])
-    assert {r["rank"]: r["n"] for r in graph} == {t["rank"]: t["graph_replayed"] for t in truth["ranks"] if t["graph_replayed"]}
+    graph = query_rows(
+        con,
+        "SELECT rank, count(*) AS n, count(DISTINCT correlation) AS corr FROM kernels "
+        "WHERE run_id = ? AND launch_call = 'cudaGraphLaunch' GROUP BY rank",
+        [run],
+    )
+    assert {r["rank"]: r["n"] for r in graph} == {
+        t["rank"]: t["graph_replayed"] for t in truth["ranks"] if t["graph_replayed"]
+    }
     assert all(r["corr"] == 2 for r in graph)  # one graph launch per step replays three kernels
     # the GEMM launched inside aten::linear > aten::addmm has the inner op as its host op
-    ops = query_rows(con, "SELECT k.rank, o.name, o.depth, p.name AS parent, p.sequence_number, p.input_dims "
-                          "FROM kernels k JOIN cpu_ops o ON o.run_id = k.run_id AND o.rank = k.rank AND o.op_id = k.cpu_op_id "
-                          "JOIN cpu_ops p ON p.run_id = o.run_id AND p.rank = o.rank AND p.op_id = o.parent_op_id "
-                          "WHERE k.run_id = ? AND k.name LIKE 'nvjet%' ORDER BY k.rank, k.start_ns", [run])
-    assert [(r["rank"], r["name"], r["parent"]) for r in ops] == [(r, "aten::addmm", "aten::linear") for r in (0, 0, 1, 1)]
+    ops = query_rows(
+        con,
+        "SELECT k.rank, o.name, o.depth, p.name AS parent, p.sequence_number, p.input_dims "
+        "FROM kernels k JOIN cpu_ops o ON o.run_id = k.run_id AND o.rank = k.rank AND o.op_id = k.cpu_op_id "
+        "JOIN cpu_ops p ON p.run_id = o.run_id AND p.rank = o.rank AND p.op_id = o.parent_op_id "
+        "WHERE k.run_id = ? AND k.name LIKE 'nvjet%' ORDER BY k.rank, k.start_ns",
+        [run],
+    )
+    assert [(r["rank"], r["name"], r["parent"]) for r in ops] == [
+        (r, "aten::addmm", "aten::linear") for r in (0, 0, 1, 1)
+    ]
     assert [r["sequence_number"] for r in ops] == [10, 11, 10, 11]
     assert ops[0]["input_dims"] == "[[8, 4096], [4096, 4096], [4096]]"
     assert all(r["depth"] == 2 for r in ops)  # ProfilerStep#N > aten::linear > aten::addmm
-    steps = query_rows(con, "SELECT rank, name, start_ns, end_ns FROM step_spans WHERE run_id = ? ORDER BY rank, step", [run])
+    steps = query_rows(
+        con, "SELECT rank, name, start_ns, end_ns FROM step_spans WHERE run_id = ? ORDER BY rank, step", [run]
+    )
     for t in truth["ranks"]:
         mine = [{k: r[k] for k in ("name", "start_ns", "end_ns")} for r in steps if r["rank"] == t["rank"]]
-        assert mine == (t["steps"] or [{"name": "whole trace", "start_ns": mine[0]["start_ns"], "end_ns": mine[0]["end_ns"]}])
-    cats = query_rows(con, "SELECT rank, cat, count(*) AS n FROM cpu_ops WHERE run_id = ? GROUP BY ALL", [run])
+        assert mine == (
+            t["steps"]
+            or [{"name": "whole trace", "start_ns": mine[0]["start_ns"], "end_ns": mine[0]["end_ns"]}]
+        )
+    cats = query_rows(
+        con, "SELECT rank, cat, count(*) AS n FROM cpu_ops WHERE run_id = ? GROUP BY ALL", [run]
+    )
     by = {(r["rank"], r["cat"]): r["n"] for r in cats}
     for t in truth["ranks"]:
         assert by.get((t["rank"], "cpu_op"), 0) == t["cpu_ops"]
         assert by.get((t["rank"], "user_annotation"), 0) == t["annotations"]
         assert by.get((t["rank"], "cuda_driver"), 0) == t["driver_calls"]
-        assert by.get((t["rank"], "cuda_runtime"), 0) + by.get((t["rank"], "cuda_driver"), 0) == t["runtime_calls"]
-    names = {r["name"] for r in query_rows(con, "SELECT DISTINCT name FROM cpu_ops WHERE run_id = ? AND cat = 'cuda_runtime'", [run])}
+        assert (
+            by.get((t["rank"], "cuda_runtime"), 0) + by.get((t["rank"], "cuda_driver"), 0)
+            == t["runtime_calls"]
+        )
+    names = {
+        r["name"]
+        for r in query_rows(
+            con, "SELECT DISTINCT name FROM cpu_ops WHERE run_id = ? AND cat = 'cuda_runtime'", [run]
+        )
+    }
     assert "cudaLaunchKernel" in names and not any("_v" in n for n in names)  # the API version suffix is cut
 
 
 def test_synth_waits_metadata_and_warnings(synth_run):
     con, outcome, truth = synth_run
     run = outcome.run_id
-    waits = query_rows(con, "SELECT rank, stream, wait_on_stream, wait_on_event_corr FROM cpu_ops WHERE run_id = ? "
-                            "AND cat = 'cuda_sync' AND name = 'Stream Wait Event' ORDER BY rank, start_ns", [run])
+    waits = query_rows(
+        con,
+        "SELECT rank, stream, wait_on_stream, wait_on_event_corr FROM cpu_ops WHERE run_id = ? "
+        "AND cat = 'cuda_sync' AND name = 'Stream Wait Event' ORDER BY rank, start_ns",
+        [run],
+    )
     assert waits == [{"rank": t["rank"], **w} for t in truth["ranks"] for w in t["waits"]]
-    edges = query_rows(con, "SELECT count(*) AS n FROM _critical_path_pred WHERE run_id = ? AND edge = 'event_wait'", [run])
+    edges = query_rows(
+        con, "SELECT count(*) AS n FROM _critical_path_pred WHERE run_id = ? AND edge = 'event_wait'", [run]
+    )
     assert edges[0]["n"] > 0  # the recorded stream pair reaches the critical path
-    [row] = query_rows(con, "SELECT hardware, base_time_ns, trace_start_ns, n_ranks, capture_mode, warnings FROM runs "
-                            "WHERE run_id = ?", [run])
+    [row] = query_rows(
+        con,
+        "SELECT hardware, base_time_ns, trace_start_ns, n_ranks, capture_mode, warnings FROM runs "
+        "WHERE run_id = ?",
+        [run],
+    )
     assert row["hardware"] == truth["hardware"]
     assert row["base_time_ns"] == truth["base_time_ns"]
     assert row["trace_start_ns"] == truth["trace_start_ns"]
     assert row["n_ranks"] == len(truth["ranks"])
     assert row["capture_mode"] == "mixed"
-    assert dict(row["warnings"])["NVTX ranges without an end skipped"] == sum(t["open_ranges"] for t in truth["ranks"])
+    assert dict(row["warnings"])["NVTX ranges without an end skipped"] == sum(
+        t["open_ranges"] for t in truth["ranks"]
+    )
     flags = query_rows(con, "SELECT rank, flag, message FROM data_quality WHERE run_id = ?", [run])
-    assert any(f["flag"] == "no_python_stacks" and "Nsight Systems records none" in f["message"] for f in flags)
-    assert {f["rank"] for f in flags if f["flag"] == "nsys_no_host_ops"} == \
-        {t["rank"] for t in truth["ranks"] if t["cpu_ops"] == 0}
+    assert any(
+        f["flag"] == "no_python_stacks" and "Nsight Systems records none" in f["message"] for f in flags
+    )
+    assert {f["rank"] for f in flags if f["flag"] == "nsys_no_host_ops"} == {
+        t["rank"] for t in truth["ranks"] if t["cpu_ops"] == 0
+    }
 
 
 # ---- bad input: one line, exit 1, nothing stored ---------------------------------------------------
@@ -123,13 +174,16 @@ def _bad_inputs(root: Path) -> dict[str, Path]:
     return out
 
 
-@pytest.mark.parametrize("case, words", [
-    ("truncated", "truncated SQLite database"),
-    ("older", "export schema 2.25.0 is not supported"),
-    ("plain", "not an Nsight Systems export"),
-    ("report", "nsys export --type sqlite"),
-    ("garbage", "SQLite database"),
-])
+@pytest.mark.parametrize(
+    "case, words",
+    [
+        ("truncated", "truncated SQLite database"),
+        ("older", "export schema 2.25.0 is not supported"),
+        ("plain", "not an Nsight Systems export"),
+        ("report", "nsys export --type sqlite"),
+        ("garbage", "SQLite database"),
+    ],
+)
 def test_bad_input_one_line_nothing_left(tmp_path, cli_runner, case, words):
     from tracehouse import cli
 
@@ -160,7 +214,9 @@ def test_nsys_folder_and_mixed_run(tmp_path):
     [outcome] = _ingest(wh, [folder])
     assert not outcome.problems
     # the two files are byte-identical: the same content is the same run's files, ranks 0..5
-    ranks = query_rows(connect(wh), "SELECT DISTINCT rank FROM kernels WHERE run_id = ? ORDER BY rank", [outcome.run_id])
+    ranks = query_rows(
+        connect(wh), "SELECT DISTINCT rank FROM kernels WHERE run_id = ? ORDER BY rank", [outcome.run_id]
+    )
     assert [r["rank"] for r in ranks] == list(range(6))
     from synth.situations import write_situation
 
@@ -177,9 +233,16 @@ def test_nsys_folder_and_mixed_run(tmp_path):
 def independent(path: Path) -> dict:
     """Figures straight from the SQLite file, with no tracehouse code."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    out = {"kernels": {}, "kernel_ns": {}, "memcpy": con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY").fetchone()[0],
-           "memset": con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMSET").fetchone()[0], "busy": {}}
-    for device, n, ns in con.execute("SELECT deviceId, count(*), sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1"):
+    out = {
+        "kernels": {},
+        "kernel_ns": {},
+        "memcpy": con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY").fetchone()[0],
+        "memset": con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMSET").fetchone()[0],
+        "busy": {},
+    }
+    for device, n, ns in con.execute(
+        "SELECT deviceId, count(*), sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1"
+    ):
         out["kernels"][device], out["kernel_ns"][device] = n, ns
     spans: dict[int, list] = {}
     for table in ("KERNEL", "MEMCPY", "MEMSET"):
@@ -194,10 +257,13 @@ def independent(path: Path) -> dict:
                 total, reach = total + e - reach, e
         out["busy"][device] = total
     # activities whose runtime call (same process, same correlation) is in the export
-    out["with_call"] = sum(con.execute(
-        f"SELECT count(*) FROM CUPTI_ACTIVITY_KIND_{t} a WHERE EXISTS (SELECT 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
-        "WHERE r.correlationId = a.correlationId AND (r.globalTid >> 24) = (a.globalPid >> 24))").fetchone()[0]
-        for t in ("KERNEL", "MEMCPY", "MEMSET"))
+    out["with_call"] = sum(
+        con.execute(
+            f"SELECT count(*) FROM CUPTI_ACTIVITY_KIND_{t} a WHERE EXISTS (SELECT 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+            "WHERE r.correlationId = a.correlationId AND (r.globalTid >> 24) = (a.globalPid >> 24))"
+        ).fetchone()[0]
+        for t in ("KERNEL", "MEMCPY", "MEMSET")
+    )
     con.close()
     return out
 
@@ -225,15 +291,24 @@ def test_real_export_matches_sqlite(real_nsys, name):
     _, con, runs = real_nsys
     truth = independent(TRACES / "nsys" / name)
     run = runs[name]
-    rows = query_rows(con, "SELECT device, kind, count(*) AS n, sum(dur_ns) AS ns, count(*) FILTER (WHERE linked) AS linked "
-                           "FROM kernels WHERE run_id = ? GROUP BY ALL", [run])
+    rows = query_rows(
+        con,
+        "SELECT device, kind, count(*) AS n, sum(dur_ns) AS ns, count(*) FILTER (WHERE linked) AS linked "
+        "FROM kernels WHERE run_id = ? GROUP BY ALL",
+        [run],
+    )
     assert {r["device"]: r["n"] for r in rows if r["kind"] == "kernel"} == truth["kernels"]
     assert {r["device"]: r["ns"] for r in rows if r["kind"] == "kernel"} == truth["kernel_ns"]
     assert sum(r["n"] for r in rows if r["kind"] == "memcpy") == truth["memcpy"]
     assert sum(r["n"] for r in rows if r["kind"] == "memset") == truth["memset"]
-    assert sum(r["linked"] for r in rows) == truth["with_call"]  # every activity whose call is there is linked
-    busy = query_rows(con, "SELECT device, busy_ns FROM gpu_timeline WHERE run_id = ? AND step IS NULL "
-                           "AND variant = 'exact'", [run])
+    assert (
+        sum(r["linked"] for r in rows) == truth["with_call"]
+    )  # every activity whose call is there is linked
+    busy = query_rows(
+        con,
+        "SELECT device, busy_ns FROM gpu_timeline WHERE run_id = ? AND step IS NULL AND variant = 'exact'",
+        [run],
+    )
     assert {r["device"]: r["busy_ns"] for r in busy} == truth["busy"]
     [meta] = query_rows(con, "SELECT n_ranks, world_size, n_kernels FROM runs WHERE run_id = ?", [run])
     assert meta["n_ranks"] == 2 and meta["n_kernels"] == sum(r["n"] for r in rows)
@@ -242,8 +317,12 @@ def test_real_export_matches_sqlite(real_nsys, name):
 def test_real_hand_checked_figures(real_nsys):
     """Figures read off the files by hand (sqlite3 CLI): h100_2gpu_1s device 0 has 1721 kernels, 22.385163 ms."""
     _, con, runs = real_nsys
-    rows = query_rows(con, "SELECT device, count(*) AS n, sum(dur_ns) AS ns FROM kernels WHERE run_id = ? "
-                           "AND kind = 'kernel' GROUP BY device ORDER BY device", [runs["h100_2gpu_1s.sqlite"]])
+    rows = query_rows(
+        con,
+        "SELECT device, count(*) AS n, sum(dur_ns) AS ns FROM kernels WHERE run_id = ? "
+        "AND kind = 'kernel' GROUP BY device ORDER BY device",
+        [runs["h100_2gpu_1s.sqlite"]],
+    )
     assert rows == [{"device": 0, "n": 1721, "ns": 22_385_163}, {"device": 1, "n": 1721, "ns": 22_444_359}]
 
 
@@ -252,10 +331,17 @@ def test_real_critical_path_and_streams(real_nsys, name):
     _, con, runs = real_nsys
     run = runs[name]
     for rank in (0, 1):
-        [util] = query_rows(con, "SELECT busy_ns / span_ns AS u FROM gpu_timeline WHERE run_id = ? AND rank = ? "
-                                 "AND step IS NULL AND variant = 'exact'", [run, rank])
-        shares = query_rows(con, "SELECT kind, sum(dur_ns) AS ns FROM critical_path WHERE run_id = ? AND rank = ? "
-                                 "GROUP BY kind", [run, rank])
+        [util] = query_rows(
+            con,
+            "SELECT busy_ns / span_ns AS u FROM gpu_timeline WHERE run_id = ? AND rank = ? "
+            "AND step IS NULL AND variant = 'exact'",
+            [run, rank],
+        )
+        shares = query_rows(
+            con,
+            "SELECT kind, sum(dur_ns) AS ns FROM critical_path WHERE run_id = ? AND rank = ? GROUP BY kind",
+            [run, rank],
+        )
         total = sum(r["ns"] for r in shares)
         gpu = sum(r["ns"] for r in shares if r["kind"] in ("gpu", "kernel_gap", "sync_wait", "gpu_queued"))
         # where the GPU is busy, most of the path is GPU work and GPU-side waits (h100_2gpu_1s: 99 % busy,
@@ -265,8 +351,12 @@ def test_real_critical_path_and_streams(real_nsys, name):
             assert gpu / total > 0.5, (name, rank, shares)
         if util["u"] > 0.98:
             assert gpu / total > 0.95, (name, rank, shares)
-        streams = query_rows(con, "SELECT stream, activities, busy_ns, exclusive_ns, gpu_time_ns FROM stream_summary "
-                                  "WHERE run_id = ? AND rank = ? AND step IS NULL", [run, rank])
+        streams = query_rows(
+            con,
+            "SELECT stream, activities, busy_ns, exclusive_ns, gpu_time_ns FROM stream_summary "
+            "WHERE run_id = ? AND rank = ? AND step IS NULL",
+            [run, rank],
+        )
         assert streams and all(0 < s["exclusive_ns"] <= s["busy_ns"] <= s["gpu_time_ns"] for s in streams)
 
 
@@ -275,7 +365,9 @@ def test_real_diff_and_reports(real_nsys, cli_runner):
 
     wh, _, runs = real_nsys
     args = ["--warehouse", str(wh.root)]
-    result = cli_runner.invoke(cli.main, args + ["diff", runs["mfu_2gpu_before.sqlite"], runs["mfu_2gpu_after.sqlite"]])
+    result = cli_runner.invoke(
+        cli.main, args + ["diff", runs["mfu_2gpu_before.sqlite"], runs["mfu_2gpu_after.sqlite"]]
+    )
     assert result.exit_code == 0, result.output
     assert "flash_fwd_kernel" in result.output and "ncclDevKernel_SendRecv" in result.output
     for name in NSYS:

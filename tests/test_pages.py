@@ -59,14 +59,21 @@ def test_the_largest_real_trace_report_is_a_few_screens(browser, tmp_path):
 
     from tracehouse.cli import main
 
-    largest = max((p for p in TRACES.rglob("*.json*") if p.is_file() and p.name != "execution_details.json"
-                   and "capture_traces" not in p.parts), key=lambda p: p.stat().st_size)
+    largest = max(
+        (
+            p
+            for p in TRACES.rglob("*.json*")
+            if p.is_file() and p.name != "execution_details.json" and "capture_traces" not in p.parts
+        ),
+        key=lambda p: p.stat().st_size,
+    )
     wh = tmp_path / "wh"
     out = tmp_path / "run.html"
     result = CliRunner().invoke(main, ["--warehouse", str(wh), "ingest", str(largest), "--no-analyses"])
     assert result.exit_code == 0, result.output
-    result = CliRunner().invoke(main, ["--warehouse", str(wh), "report", "--run", "latest", "--format", "html",
-                                       "-o", str(out)])
+    result = CliRunner().invoke(
+        main, ["--warehouse", str(wh), "report", "--run", "latest", "--format", "html", "-o", str(out)]
+    )
     assert result.exit_code == 0, result.output
     m = screenshots.measure(out, browser, tmp_path)
     _check_layout(m, ["cards", "takeaways"])

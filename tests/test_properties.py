@@ -15,26 +15,32 @@ from ingest.decode import load_raw_events
 from ingest.rank import run_transforms
 from ingest.source import read_trace
 
-SETTINGS = {"deadline": None,
-            "suppress_health_check": [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]}
+SETTINGS = {
+    "deadline": None,
+    "suppress_health_check": [HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+}
 
 # µs with up to 3 decimals (Kineto's ns precision), epoch-sized timestamps: float64 would lose ns here
 micros = st.decimals(min_value=Decimal(0), max_value=Decimal(1000000), places=3, allow_nan=False)
-event = st.fixed_dictionaries({
-    "cat": st.sampled_from(["kernel", "gpu_memcpy", "gpu_memset", "cpu_op", "cuda_runtime"]),
-    "name": st.text(min_size=0, max_size=30),
-    "ts": micros,
-    "dur": micros,
-    "stream": st.integers(min_value=0, max_value=64),
-})
+event = st.fixed_dictionaries(
+    {
+        "cat": st.sampled_from(["kernel", "gpu_memcpy", "gpu_memset", "cpu_op", "cuda_runtime"]),
+        "name": st.text(min_size=0, max_size=30),
+        "ts": micros,
+        "dur": micros,
+        "stream": st.integers(min_value=0, max_value=64),
+    }
+)
 
 
 def _text(events: list[dict], pretty: bool) -> bytes:
     out = []
     for e in events:
-        out.append(f'{{"ph": "X", "cat": {json.dumps(e["cat"])}, "name": {json.dumps(e["name"])}, "pid": 0, '
-                   f'"tid": {e["stream"]:d}, "ts": {BASE_US + e["ts"]}, "dur": {e["dur"]}, '
-                   f'"args": {{"stream": {e["stream"]:d}, "device": 0}}}}')
+        out.append(
+            f'{{"ph": "X", "cat": {json.dumps(e["cat"])}, "name": {json.dumps(e["name"])}, "pid": 0, '
+            f'"tid": {e["stream"]:d}, "ts": {BASE_US + e["ts"]}, "dur": {e["dur"]}, '
+            f'"args": {{"stream": {e["stream"]:d}, "device": 0}}}}'
+        )
     sep = ",\n" if pretty else ","
     return ('{"schemaVersion": 1, "traceEvents": [' + sep.join(out) + "]}").encode()
 
@@ -70,8 +76,9 @@ KINDS = {  # (cat, name) per class of activity
     "comm": ("kernel", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
     "memory": ("gpu_memcpy", "Memcpy DtoD (Device -> Device)"),
 }
-interval = st.tuples(st.sampled_from(sorted(KINDS)), st.integers(0, 5000), st.integers(0, 800),
-                     st.integers(1, 4))
+interval = st.tuples(
+    st.sampled_from(sorted(KINDS)), st.integers(0, 5000), st.integers(0, 800), st.integers(1, 4)
+)
 
 
 def _union(spans: list[tuple[int, int]]) -> int:
@@ -97,17 +104,29 @@ def test_gpu_timeline_identity_and_busy_is_the_union(tmp_path_factory, intervals
     events = []
     for i, (kind, start, dur, stream) in enumerate(intervals):
         cat, name = KINDS[kind]
-        events.append({"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": BASE_US + start,
-                       "dur": dur, "args": {"device": 0, "stream": stream, "correlation": i + 1}})
+        events.append(
+            {
+                "ph": "X",
+                "cat": cat,
+                "name": name,
+                "pid": 0,
+                "tid": stream,
+                "ts": BASE_US + start,
+                "dur": dur,
+                "args": {"device": 0, "stream": stream, "correlation": i + 1},
+            }
+        )
     path = folder / "t.json"
     path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
     wh = Warehouse(folder / "wh")
     [outcome] = ingest_paths(wh, [path])
     assert outcome.problems == []
     con = connect(wh)
-    row = con.execute("SELECT span_ns, busy_ns, compute_ns, exposed_comm_ns, exposed_memory_ns, idle_ns "
-                      "FROM gpu_timeline WHERE run_id = ? AND step IS NULL AND variant = 'exact'",
-                      [outcome.run_id]).fetchone()
+    row = con.execute(
+        "SELECT span_ns, busy_ns, compute_ns, exposed_comm_ns, exposed_memory_ns, idle_ns "
+        "FROM gpu_timeline WHERE run_id = ? AND step IS NULL AND variant = 'exact'",
+        [outcome.run_id],
+    ).fetchone()
     span, busy, compute, comm, memory, idle = row
     assert compute + comm + memory + idle == span
     spans = {(s * 1000, (s + d) * 1000) for _, s, d, _ in intervals}  # exact duplicates are dropped

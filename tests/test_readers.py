@@ -23,7 +23,9 @@ def wh(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("readers")
     trace = write_trace(root / "t.json.gz", simple_events())
-    result = CliRunner().invoke(main, ["--warehouse", str(root / "wh"), "ingest", "--no-analyses", str(trace)])
+    result = CliRunner().invoke(
+        main, ["--warehouse", str(root / "wh"), "ingest", "--no-analyses", str(trace)]
+    )
     assert result.exit_code == 0, result.output
     return root / "wh"
 
@@ -34,14 +36,21 @@ def _run(cli_runner, wh, args, stdin=None):
 
 # ---- tracehouse sql, from stdin ------------------------------------------------------------------------
 
+
 def test_sql_reads_several_statements_from_stdin(wh, cli_runner):
-    script = ("select count(*) as n from kernels;\n"
-              "-- a comment; with a semicolon\n"
-              "select name from kernels order by start_ns;\n"
-              "select ';' as semi;")
+    script = (
+        "select count(*) as n from kernels;\n"
+        "-- a comment; with a semicolon\n"
+        "select name from kernels order by start_ns;\n"
+        "select ';' as semi;"
+    )
     result = _run(cli_runner, wh, ["sql", "--format", "csv"], stdin=script)
     assert result.exit_code == 0, result.output
-    assert result.stdout.split("\n\n") == ["n\n2", "name\nvoid gemm_kernel<1>()\nvoid rmsnorm_kernel()", "semi\n;\n"]
+    assert result.stdout.split("\n\n") == [
+        "n\n2",
+        "name\nvoid gemm_kernel<1>()\nvoid rmsnorm_kernel()",
+        "semi\n;\n",
+    ]
     dash = _run(cli_runner, wh, ["sql", "-", "--format", "csv"], stdin=script)
     assert dash.stdout == result.stdout
 
@@ -52,12 +61,15 @@ def test_sql_script_json_is_one_document_per_query(wh, cli_runner):
     assert [json.loads(part) for part in result.stdout.split("\n\n")] == [[{"a": 1}], [{"b": 2}]]
 
 
-@pytest.mark.parametrize("script", [
-    "select 1 as first; drop view kernels; select 2 as last;",
-    "select 1 as first; select * from read_csv('/etc/passwd');",
-    "select 1 as first; copy kernels to 'x.csv';",
-    "select 1 as first; selct oops;",
-])
+@pytest.mark.parametrize(
+    "script",
+    [
+        "select 1 as first; drop view kernels; select 2 as last;",
+        "select 1 as first; select * from read_csv('/etc/passwd');",
+        "select 1 as first; copy kernels to 'x.csv';",
+        "select 1 as first; selct oops;",
+    ],
+)
 def test_sql_script_with_a_write_runs_nothing(wh, cli_runner, script):
     result = _run(cli_runner, wh, ["sql"], stdin=script)
     assert result.exit_code == 1
@@ -75,14 +87,17 @@ def test_sql_empty_stdin_is_a_usage_error(wh, cli_runner):
 
 # ---- tracehouse shell, on a pipe ---------------------------------------------------------------------
 
+
 def test_shell_on_a_pipe(wh, cli_runner):
-    script = ("select count(*) as n\n  from kernels;\n"
-              ".tables\n"
-              "select nope from kernels;\n"
-              "drop view kernels;\n"
-              "select 7 as after_errors;\n"
-              ".quit\n"
-              "select 8 as never;\n")
+    script = (
+        "select count(*) as n\n  from kernels;\n"
+        ".tables\n"
+        "select nope from kernels;\n"
+        "drop view kernels;\n"
+        "select 7 as after_errors;\n"
+        ".quit\n"
+        "select 8 as never;\n"
+    )
     result = _run(cli_runner, wh, ["shell", "--format", "csv"], stdin=script)
     assert result.exit_code == 1  # some query failed: a script's caller is told
     out = result.stdout
@@ -92,7 +107,10 @@ def test_shell_on_a_pipe(wh, cli_runner):
     errors = result.stderr.strip().splitlines()
     assert len(errors) == 2 and all(e.startswith("error: ") for e in errors)
     assert "DROP" in errors[1]
-    assert _run(cli_runner, wh, ["sql", "select count(*) as n from kernels", "--format", "csv"]).stdout == "n\n2\n"
+    assert (
+        _run(cli_runner, wh, ["sql", "select count(*) as n from kernels", "--format", "csv"]).stdout
+        == "n\n2\n"
+    )
 
 
 def test_shell_on_a_pipe_all_good_exits_0(wh, cli_runner):
@@ -114,6 +132,7 @@ def test_shell_refuses_a_missing_warehouse(tmp_path, cli_runner):
 
 # ---- the Python API -----------------------------------------------------------------------------------
 
+
 def test_session_answers_many_questions_on_one_connection(wh):
     from warehouse.session import Session
 
@@ -132,8 +151,12 @@ def test_session_refuses_what_sql_refuses(wh):
     from warehouse.session import Session
 
     with Session(wh) as th:
-        for bad in ("drop view kernels", "select * from read_parquet('/etc/*')", "select 1; select 2",
-                    "set enable_external_access = true"):
+        for bad in (
+            "drop view kernels",
+            "select * from read_parquet('/etc/*')",
+            "select 1; select 2",
+            "set enable_external_access = true",
+        ):
             with pytest.raises(QueryRefused):
                 th.sql(bad)
             with pytest.raises(QueryRefused):
@@ -178,23 +201,30 @@ def test_split_statements():
 
     assert split_statements("") == [] and split_statements(" -- only a comment\n") == []
     assert [s.rstrip(";") for s in split_statements("select 1; select ';' ;\n/* ; */ select 2")] == [
-        "select 1", "select ';' ", "/* ; */ select 2"]
+        "select 1",
+        "select ';' ",
+        "/* ; */ select 2",
+    ]
 
 
 # ---- the read-only check (DuckDB's parser) ------------------------------------------------------------
 
-@pytest.mark.parametrize("query", [
-    "with t as (select * from read_csv('/etc/passwd')) select * from t",
-    "select * from kernels where name in (select name from read_text('/etc/passwd'))",
-    "select (select count(*) from glob('/*')) as n",
-    "select * from kernels, lateral (select * from parquet_metadata('/x.parquet'))",
-    "explain select * from read_blob('/etc/passwd')",
-    "select * from \"/tmp/x.parquet\"",
-    "explain drop view kernels",
-    "explain analyze select 1",
-    "pivot kernels on kind using sum(dur_ns)",
-    "SET spark.sql.ansi.enabled = true",
-])
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "with t as (select * from read_csv('/etc/passwd')) select * from t",
+        "select * from kernels where name in (select name from read_text('/etc/passwd'))",
+        "select (select count(*) from glob('/*')) as n",
+        "select * from kernels, lateral (select * from parquet_metadata('/x.parquet'))",
+        "explain select * from read_blob('/etc/passwd')",
+        'select * from "/tmp/x.parquet"',
+        "explain drop view kernels",
+        "explain analyze select 1",
+        "pivot kernels on kind using sum(dur_ns)",
+        "SET spark.sql.ansi.enabled = true",
+    ],
+)
 def test_read_only_check_refuses(query):
     from tracehouse.errors import QueryRefused
     from warehouse.query import check_read_only
@@ -222,28 +252,63 @@ def test_user_rule_variables_are_the_modules():
 
 # ---- the reader process -------------------------------------------------------------------------------
 
+
 def test_sql_process_imports_neither_sqlglot_nor_pyarrow(wh):
     """What made `tracehouse sql` of a simple query cost 0.23 s: sqlglot (the read-only check, the view
     order) and pyarrow (the declared schema, the rule files) are for building, not for reading."""
-    code = ("import sys; from tracehouse.cli import main\n"
-            "try:\n    main(['--warehouse', sys.argv[1], 'sql', 'select count(*) from kernels'])\n"
-            "except SystemExit:\n    pass\n"
-            "print(sorted(m for m in ('sqlglot', 'pyarrow', 'numpy', 'jinja2') if m in sys.modules))")
-    proc = subprocess.run([sys.executable, "-c", code, str(wh)], capture_output=True, text=True, cwd=ROOT,
-                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}, check=False)
+    code = (
+        "import sys; from tracehouse.cli import main\n"
+        "try:\n    main(['--warehouse', sys.argv[1], 'sql', 'select count(*) from kernels'])\n"
+        "except SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('sqlglot', 'pyarrow', 'numpy', 'jinja2') if m in sys.modules))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(wh)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[]"
 
 
 def test_entry_exits_with_the_commands_code_and_flushes(wh, tmp_path):
     env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
-    ok = subprocess.run([sys.executable, str(ROOT / "cli.py"), "--warehouse", str(wh), "sql", "--format", "csv",
-                         "select range as i from range(20000)"], capture_output=True, text=True, env=env, check=False)
+    ok = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "cli.py"),
+            "--warehouse",
+            str(wh),
+            "sql",
+            "--format",
+            "csv",
+            "select range as i from range(20000)",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.splitlines()[0] == "i" and ok.stdout.splitlines()[-1] == "19999"  # all of it, flushed
-    bad = subprocess.run([sys.executable, str(ROOT / "cli.py"), "--warehouse", str(tmp_path / "nope"), "sql",
-                          "select 1"], capture_output=True, text=True, env=env, check=False)
-    assert bad.returncode == 1 and bad.stderr.startswith("error: no warehouse") and "Traceback" not in bad.stderr
-    usage = subprocess.run([sys.executable, str(ROOT / "cli.py"), "--warehouse", str(wh), "sql", "--format", "nope"],
-                           capture_output=True, text=True, env=env, check=False)
+    bad = subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), "--warehouse", str(tmp_path / "nope"), "sql", "select 1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert (
+        bad.returncode == 1 and bad.stderr.startswith("error: no warehouse") and "Traceback" not in bad.stderr
+    )
+    usage = subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), "--warehouse", str(wh), "sql", "--format", "nope"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     assert usage.returncode == 2

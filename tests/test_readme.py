@@ -65,5 +65,6 @@ def test_readme_commands_run_as_written(tmp_path, monkeypatch):
     code = code.replace('"tracehouse-data"', repr(env["TRACEHOUSE_WAREHOUSE"]))
     code = code.replace("rel.show()", "")
     scope: dict = {}
-    exec(compile(code.replace('["3f2a9c..."]', "[table.num_rows and 'none']"), "docs/python.md", "exec"), scope)  # noqa: S102 (the doc's own snippet)
+    snippet = compile(code.replace('["3f2a9c..."]', "[table.num_rows and 'none']"), "docs/python.md", "exec")
+    exec(snippet, scope)  # noqa: S102 (the doc's own snippet)
     assert scope["table"].num_rows == 10 and scope["table"].column_names[:2] == ["name", "category"]

@@ -18,7 +18,9 @@ from tracehouse.cli import main
 from warehouse.store import Warehouse
 
 CSP = '<meta http-equiv="Content-Security-Policy" content="default-src \'none\';'
-PAGES = sorted(p.name for p in TEMPLATES.glob("*.html.j2") if not p.name.startswith("_") and p.name != "base.html.j2")
+PAGES = sorted(
+    p.name for p in TEMPLATES.glob("*.html.j2") if not p.name.startswith("_") and p.name != "base.html.j2"
+)
 
 
 def test_the_three_reports_have_html_pages():
@@ -37,12 +39,44 @@ def test_every_html_page_extends_the_base_layout(page):
 def _diff() -> diff_report.DiffReport:
     base = diff_report.RunInfo("a" * 16, "a", None, "pytorch", None, None, 2, 1, 1000.0, 0)
     target = diff_report.RunInfo("b" * 16, "b", "H100 <b>", None, None, None, 2, 1, 2000.0, 0)
-    k = diff_report.KernelRow("added", "other", "<script>x()</script>", [], ["<script>x()</script>"], 0.0, 200.0,
-                              200.0, None, 0.0, 1.0, False)
-    return diff_report.DiffReport(base, target, 1000.0, 2000.0, 1000.0, 2.0, [], [k], [k], [], [],
-                                  {"names_added_exact": 1, "names_removed_exact": 0, "names_appeared": 0,
-                                   "names_vanished": 0, "rows_exact": 0, "rows_normalized": 0, "rows_category": 0,
-                                   "rows_added": 1, "rows_removed": 0})
+    k = diff_report.KernelRow(
+        "added",
+        "other",
+        "<script>x()</script>",
+        [],
+        ["<script>x()</script>"],
+        0.0,
+        200.0,
+        200.0,
+        None,
+        0.0,
+        1.0,
+        False,
+    )
+    return diff_report.DiffReport(
+        base,
+        target,
+        1000.0,
+        2000.0,
+        1000.0,
+        2.0,
+        [],
+        [k],
+        [k],
+        [],
+        [],
+        {
+            "names_added_exact": 1,
+            "names_removed_exact": 0,
+            "names_appeared": 0,
+            "names_vanished": 0,
+            "rows_exact": 0,
+            "rows_normalized": 0,
+            "rows_category": 0,
+            "rows_added": 1,
+            "rows_removed": 0,
+        },
+    )
 
 
 def _trend() -> trend_report.TrendReport:
@@ -74,8 +108,11 @@ def test_one_environment_per_kind_and_folder(tmp_path):
 
 
 def test_each_report_is_build_connection_params_to_a_dataclass():
-    for module, params in ((run_report, run_report.RunParams), (diff_report, diff_report.DiffParams),
-                           (trend_report, trend_report.TrendParams)):
+    for module, params in (
+        (run_report, run_report.RunParams),
+        (diff_report, diff_report.DiffParams),
+        (trend_report, trend_report.TrendParams),
+    ):
         assert dataclasses.is_dataclass(params)
         assert list(module.build.__code__.co_varnames[:2]) == ["con", "params"]
         returned = module.build.__annotations__["return"]
@@ -121,9 +158,11 @@ def test_template_dir_on_report_diff_and_trend(situation_runs, tmp_path, cli_run
     (user / "diff.md.j2").write_text("diff {{ r.base.run_id }} {{ r.total_base_ns | ns }} per step\n")
     (user / "trend.md.j2").write_text("trend {{ r.series | length }} series\n")
     common = ["--warehouse", str(wh.root)]
-    cases = [(["report", "--run", a], f"run {a} other 3.7 %\n"),
-             (["diff", a, b], f"diff {a} 234.5 µs per step\n"),
-             (["trend"], "trend ")]
+    cases = [
+        (["report", "--run", a], f"run {a} other 3.7 %\n"),
+        (["diff", a, b], f"diff {a} 234.5 µs per step\n"),
+        (["trend"], "trend "),
+    ]
     for args, want in cases:
         res = cli_runner.invoke(main, [*common, *args, "--template-dir", str(user)])
         assert res.exit_code == 0, res.output
@@ -135,7 +174,9 @@ def test_template_dir_on_report_diff_and_trend(situation_runs, tmp_path, cli_run
 
 def test_template_dir_must_exist(situation_runs, tmp_path, cli_runner):
     wh, (a, b) = situation_runs
-    res = cli_runner.invoke(main, ["--warehouse", str(wh.root), "diff", a, b, "--template-dir", str(tmp_path / "no")])
+    res = cli_runner.invoke(
+        main, ["--warehouse", str(wh.root), "diff", a, b, "--template-dir", str(tmp_path / "no")]
+    )
     assert res.exit_code == 2 and "does not exist" in res.output and "Traceback" not in res.output
 
 

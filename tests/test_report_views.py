@@ -54,31 +54,54 @@ def con(figures):
 def test_step_components_are_the_synthesized_sums(figures, con):
     _, run_id, expect = figures
     for step, want in expect["step_components"].items():
-        got = query_rows(con, """SELECT component, categories, gpu_time_ns, share_of_wall FROM step_components
+        got = query_rows(
+            con,
+            """SELECT component, categories, gpu_time_ns, share_of_wall FROM step_components
                                  WHERE run_id = ? AND step = ? ORDER BY gpu_time_ns DESC, component""",
-                         [run_id, int(step)])
+            [run_id, int(step)],
+        )
         assert got == want, step
     # the named components stay themselves, `other` is never merged, the rest is one row naming its members
     assert {r["component"] for r in expect["step_components"]["0"]} == {
-        "gemm", "attention", "communication", "other", "norm", "rest (rope, elementwise)"}
+        "gemm",
+        "attention",
+        "communication",
+        "other",
+        "norm",
+        "rest (rope, elementwise)",
+    }
 
 
 def test_uncategorized_leaves_out_what_a_rule_files_as_other(figures, con):
     _, run_id, expect = figures
     rows = query_rows(con, "SELECT * FROM uncategorized WHERE run_id = ?", [run_id])
-    total = {k: sum(r[k] for r in rows) for k in ("gpu_time_ns", "other_ns", "known_other_ns", "uncategorized_ns")}
+    total = {
+        k: sum(r[k] for r in rows) for k in ("gpu_time_ns", "other_ns", "known_other_ns", "uncategorized_ns")
+    }
     want = expect["uncategorized"]
     assert total == {k: want[k] for k in total}
-    assert sum(r["uncategorized_ns"] for r in rows) / sum(r["gpu_time_ns"] for r in rows) == want["uncategorized_share"]
+    assert (
+        sum(r["uncategorized_ns"] for r in rows) / sum(r["gpu_time_ns"] for r in rows)
+        == want["uncategorized_share"]
+    )
     for r in rows:
-        assert r["uncategorized_share"] == (r["uncategorized_ns"] / r["gpu_time_ns"] if r["gpu_time_ns"] else None)
+        assert r["uncategorized_share"] == (
+            r["uncategorized_ns"] / r["gpu_time_ns"] if r["gpu_time_ns"] else None
+        )
 
 
 def test_step_kernel_time_is_time_per_rank_step(figures, con):
     _, run_id, expect = figures
-    rows = {r.pop("name"): r for r in query_rows(con, """
+    rows = {
+        r.pop("name"): r
+        for r in query_rows(
+            con,
+            """
         SELECT name, category, gpu_time_ns, launches, rank_steps, ns_per_step, launches_per_step
-        FROM step_kernel_time WHERE run_id = ?""", [run_id])}
+        FROM step_kernel_time WHERE run_id = ?""",
+            [run_id],
+        )
+    }
     assert rows == expect["step_kernel_time"]  # the GEMM after the last step is in no row
     got = query_rows(con, "SELECT * EXCLUDE (run_id) FROM run_step_time WHERE run_id = ?", [run_id])
     assert got == [expect["run_step_time"]]
@@ -86,12 +109,16 @@ def test_step_kernel_time_is_time_per_rank_step(figures, con):
 
 def test_stream_share_is_each_streams_part_of_the_run(figures, con):
     _, run_id, expect = figures
-    rows = query_rows(con, "SELECT stream, gpu_time_ns, share, carries_work FROM stream_share WHERE run_id = ?",
-                      [run_id])
+    rows = query_rows(
+        con, "SELECT stream, gpu_time_ns, share, carries_work FROM stream_share WHERE run_id = ?", [run_id]
+    )
     total = expect["uncategorized"]["gpu_time_ns"]
     assert {str(r["stream"]): r["gpu_time_ns"] for r in rows} == {
-        k: v["gpu_time_ns"] for k, v in expect["stream_share"].items()}
-    assert all(r["share"] == r["gpu_time_ns"] / total and r["carries_work"] == (r["share"] >= 0.01) for r in rows)
+        k: v["gpu_time_ns"] for k, v in expect["stream_share"].items()
+    }
+    assert all(
+        r["share"] == r["gpu_time_ns"] / total and r["carries_work"] == (r["share"] >= 0.01) for r in rows
+    )
 
 
 def test_run_report_shows_the_views_rows(figures):
@@ -102,7 +129,8 @@ def test_run_report_shows_the_views_rows(figures):
     report = build_run_report(open_connection(wh, runs=[run_id], stored=True), run_id)
     want = expect["step_components"][str(report.step.step)]
     assert [(c.category, c.gpu_time_ns, c.share) for c in report.step.components] == [
-        (r["component"], r["gpu_time_ns"], r["share_of_wall"]) for r in want]
+        (r["component"], r["gpu_time_ns"], r["share_of_wall"]) for r in want
+    ]
     assert report.other_share == expect["uncategorized"]["uncategorized_share"]
 
 
@@ -130,7 +158,9 @@ def test_category_columns_follow_the_vocabulary():
     assert [c for c, _ in filtered] == list(CATEGORIES) and all(c == a for c, a in filtered)
     assert list(CATEGORY_COLORS) == list(CATEGORIES)
     latency = (ROOT / "sql" / "step_latency.sql").read_text()
-    listed = [c for c in re.findall(r"sum\((\w+)_ns\) AS \1_ns", latency) if c != "gpu_busy"]  # not a category
+    listed = [
+        c for c in re.findall(r"sum\((\w+)_ns\) AS \1_ns", latency) if c != "gpu_busy"
+    ]  # not a category
     folded = re.findall(r"(\w+)_ns", re.search(r"sum\((activation_ns[^)]*)\) AS other_ns", latency).group(1))
     # every category once: its own column or folded into other_ns
     assert sorted(listed + folded) == sorted(CATEGORIES) and len(set(listed + folded)) == len(CATEGORIES)
@@ -146,8 +176,13 @@ def _trace_gpu_ns(path: Path) -> int:
     with opener(path, "rb") as f:
         events = json.loads(f.read(), parse_float=Decimal)
     events = events["traceEvents"] if isinstance(events, dict) else events
-    return sum(int(Decimal(str(e.get("dur", 0))) * 1000) for e in events
-               if e.get("ph") == "X" and str(e.get("cat", "")).lower() in GPU_CATS and Decimal(str(e.get("dur", 0))) > 0)
+    return sum(
+        int(Decimal(str(e.get("dur", 0))) * 1000)
+        for e in events
+        if e.get("ph") == "X"
+        and str(e.get("cat", "")).lower() in GPU_CATS
+        and Decimal(str(e.get("dur", 0))) > 0
+    )
 
 
 @pytest.fixture(scope="module")
@@ -169,9 +204,13 @@ def test_real_run_step_time_adds_up_to_the_trace(real):
     [row] = query_rows(con, "SELECT * FROM run_step_time WHERE run_id = ?", [run_id])
     assert row["gpu_time_ns"] == _trace_gpu_ns(TRACES / REAL)
     assert row["in_steps_ns"] + row["outside_steps_ns"] == row["gpu_time_ns"]
-    assert row["rank_steps"] == con.execute("SELECT count(*) FROM steps WHERE run_id = ?", [run_id]).fetchone()[0]
-    kernels = con.execute("SELECT sum(gpu_time_ns), sum(ns_per_step) FROM step_kernel_time WHERE run_id = ?",
-                          [run_id]).fetchone()
+    assert (
+        row["rank_steps"]
+        == con.execute("SELECT count(*) FROM steps WHERE run_id = ?", [run_id]).fetchone()[0]
+    )
+    kernels = con.execute(
+        "SELECT sum(gpu_time_ns), sum(ns_per_step) FROM step_kernel_time WHERE run_id = ?", [run_id]
+    ).fetchone()
     assert kernels[0] == row["in_steps_ns"]
     assert kernels[1] == pytest.approx(row["gpu_ns_per_step"], rel=1e-12)
 
@@ -181,8 +220,11 @@ def test_real_step_components_are_the_steps_category_columns(real):
     steps = query_rows(con, "SELECT * FROM steps WHERE run_id = ?", [run_id])
     assert steps
     for s in steps:
-        comps = query_rows(con, "SELECT * FROM step_components WHERE run_id = ? AND rank = ? AND step = ?",
-                           [run_id, s["rank"], s["step"]])
+        comps = query_rows(
+            con,
+            "SELECT * FROM step_components WHERE run_id = ? AND rank = ? AND step = ?",
+            [run_id, s["rank"], s["step"]],
+        )
         by_cat = {c: s[f"{c}_ns"] for c in CATEGORIES if s[f"{c}_ns"]}
         for r in comps:
             assert r["gpu_time_ns"] == sum(by_cat[c] for c in r["categories"])
@@ -195,12 +237,16 @@ def test_real_step_components_are_the_steps_category_columns(real):
 
 def test_real_uncategorized_is_the_unmatched_kernels(real):
     con, run_id = real
-    got = con.execute("SELECT sum(uncategorized_ns), sum(gpu_time_ns) FROM uncategorized WHERE run_id = ?",
-                      [run_id]).fetchone()
-    unmatched = con.execute("""
+    got = con.execute(
+        "SELECT sum(uncategorized_ns), sum(gpu_time_ns) FROM uncategorized WHERE run_id = ?", [run_id]
+    ).fetchone()
+    unmatched = con.execute(
+        """
         SELECT coalesce(sum(k.dur_ns), 0) FROM _kernel_facts AS k
         JOIN kernel_category AS c ON c.name = k.name AND c.kind = k.kind
-        WHERE k.run_id = ? AND k.category = 'other' AND c.rule_name = 'unmatched'""", [run_id]).fetchone()[0]
+        WHERE k.run_id = ? AND k.category = 'other' AND c.rule_name = 'unmatched'""",
+        [run_id],
+    ).fetchone()[0]
     assert got[0] == unmatched
     assert got[1] == _trace_gpu_ns(TRACES / REAL)
 
@@ -216,14 +262,20 @@ def test_the_reporting_bar_is_read_from_report_params(figures):
         shipped = build_run_report(c, run_id)
         assert c.execute("SELECT * FROM report_params").fetchall() == [(0.01, 25, 10)]
         assert len(shipped.phases[0].kernels) == 8 and shipped.n_streams == 2
-        c.execute("CREATE OR REPLACE TEMP VIEW report_params AS SELECT 0.2 AS report_bar, 25 AS top_kernels, "
-                  "0 AS always_shown")
+        c.execute(
+            "CREATE OR REPLACE TEMP VIEW report_params AS SELECT 0.2 AS report_bar, 25 AS top_kernels, "
+            "0 AS always_shown"
+        )
         report = build_run_report(c, run_id)
         shares = {k.name: k.share for k in shipped.phases[0].kernels}
         assert [k.name for k in report.phases[0].kernels] == [n for n, s in shares.items() if s >= 0.2]
         assert len(report.phases[0].kernels) == 2  # the GEMMs (49 %) and flash attention (22 %)
         assert report.n_streams == 1  # the all-reduce's stream holds 14 % of the GPU time
-        rows = query_rows(c, "SELECT share, verdict, reportable FROM overlap_opportunity WHERE run_id = ?", [run_id])
-        assert rows and all(r["reportable"] == (r["share"] >= 0.2 and r["verdict"] != "single-stream") for r in rows)
+        rows = query_rows(
+            c, "SELECT share, verdict, reportable FROM overlap_opportunity WHERE run_id = ?", [run_id]
+        )
+        assert rows and all(
+            r["reportable"] == (r["share"] >= 0.2 and r["verdict"] != "single-stream") for r in rows
+        )
     finally:
         c.close()

@@ -17,9 +17,24 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # loader, a valid header, a valid row for it, the error it raises
 LOADERS = {
-    "categories": (load_category_rules, "rule_order,rule_name,category,pattern", "1,mine,gemm,^my_gemm$", RulesError),
-    "site": (load_site_rules, "rule_order,rule_name,action,pattern", "1,mine,plumbing,^my_wrapper", RulesError),
-    "peaks": (load_device_peaks, "rule_order,device,pattern,bf16_tflops", "1,my gpu,(?i)mygpu,100", RulesError),
+    "categories": (
+        load_category_rules,
+        "rule_order,rule_name,category,pattern",
+        "1,mine,gemm,^my_gemm$",
+        RulesError,
+    ),
+    "site": (
+        load_site_rules,
+        "rule_order,rule_name,action,pattern",
+        "1,mine,plumbing,^my_wrapper",
+        RulesError,
+    ),
+    "peaks": (
+        load_device_peaks,
+        "rule_order,device,pattern,bf16_tflops",
+        "1,my gpu,(?i)mygpu,100",
+        RulesError,
+    ),
 }
 
 
@@ -34,15 +49,18 @@ def test_reader_rows_lines_and_cells():
     assert read(text) == [(3, {"a": "1", "b": "x", "c": "p,q"}), (5, {"a": "2", "b": "y"})]
 
 
-@pytest.mark.parametrize(("text", "kw", "message"), [
-    ("", {}, "f.csv: empty file"),
-    ("\n  \n", {}, "f.csv: empty file"),
-    ("a,c\n", {}, "f.csv:1: header lacks column(s) b; expected a,b[,c]"),
-    ("a,b,d\n", {}, "f.csv:1: header has unknown column(s) d; expected a,b[,c]"),
-    ("a,bb\n", {}, "f.csv:1: header lacks column(s) b and has unknown column(s) bb; expected a,b[,c]"),
-    ("a,b\n1,p,q\n", {}, "f.csv:2: 3 fields but the header has 2 (quote fields that contain commas)"),
-    ("a\n", {"expected": ""}, "f.csv:1: header lacks column(s) b"),
-])
+@pytest.mark.parametrize(
+    ("text", "kw", "message"),
+    [
+        ("", {}, "f.csv: empty file"),
+        ("\n  \n", {}, "f.csv: empty file"),
+        ("a,c\n", {}, "f.csv:1: header lacks column(s) b; expected a,b[,c]"),
+        ("a,b,d\n", {}, "f.csv:1: header has unknown column(s) d; expected a,b[,c]"),
+        ("a,bb\n", {}, "f.csv:1: header lacks column(s) b and has unknown column(s) bb; expected a,b[,c]"),
+        ("a,b\n1,p,q\n", {}, "f.csv:2: 3 fields but the header has 2 (quote fields that contain commas)"),
+        ("a\n", {"expected": ""}, "f.csv:1: header lacks column(s) b"),
+    ],
+)
 def test_reader_refuses(text, kw, message):
     with pytest.raises(RulesError) as info:
         read(text, **kw)
@@ -61,7 +79,10 @@ def test_every_loader_reads_a_user_file_through_it(tmp_path, table):
     assert any("my" in str(v) for v in load(good).to_pylist()[0].values())
     cases = {
         "empty.csv": ("", r"empty"),
-        "comma.csv": (f"{header}\n{row},extra,more\n", r":2: \d+ fields but the header has \d+ \(quote fields"),
+        "comma.csv": (
+            f"{header}\n{row},extra,more\n",
+            r":2: \d+ fields but the header has \d+ \(quote fields",
+        ),
         "header.csv": ("rule_order,x_y\n1,2\n", r":1: header lacks column\(s\) "),
     }
     for name, (text, message) in cases.items():
@@ -82,6 +103,9 @@ def test_fusion_catalogue_reads_through_it(tmp_path):
 
 
 def test_one_csv_reader():
-    readers = [f"{p.relative_to(ROOT)}" for p in sorted((ROOT / "warehouse").rglob("*.py"))
-               if re.search(r"\bcsv\.(reader|DictReader)\(", p.read_text()) and p.name != "rules.py"]
+    readers = [
+        f"{p.relative_to(ROOT)}"
+        for p in sorted((ROOT / "warehouse").rglob("*.py"))
+        if re.search(r"\bcsv\.(reader|DictReader)\(", p.read_text()) and p.name != "rules.py"
+    ]
     assert not readers, f"read rule CSV through warehouse.rules.read_rule_csv, not again in {readers}"

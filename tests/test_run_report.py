@@ -24,7 +24,9 @@ SCHEMA = json.loads((ROOT / "reports" / "run_report.schema.json").read_text())
 
 
 def _validate(data: dict) -> None:
-    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is a test dependency (pip install -e .[test])")
+    jsonschema = pytest.importorskip(
+        "jsonschema", reason="jsonschema is a test dependency (pip install -e .[test])"
+    )
     jsonschema.validate(data, SCHEMA)
 
 
@@ -32,7 +34,9 @@ def _validate(data: dict) -> None:
 def test_markdown_matches_golden(synth_warehouse, scenario):
     """Regenerate with UPDATE_GOLDEN=1 after a deliberate change, and review the diff."""
     wh, runs = synth_warehouse
-    text = render_run_report(build_run_report(open_connection(wh, runs=[runs[scenario]], stored=True), runs[scenario]), "md")
+    text = render_run_report(
+        build_run_report(open_connection(wh, runs=[runs[scenario]], stored=True), runs[scenario]), "md"
+    )
     golden = GOLDEN / f"run_{scenario}.md"
     if os.environ.get("UPDATE_GOLDEN"):
         golden.write_text(text)
@@ -42,7 +46,9 @@ def test_markdown_matches_golden(synth_warehouse, scenario):
 
 def test_decode_report_has_every_section(synth_warehouse):
     wh, runs = synth_warehouse
-    report = build_run_report(open_connection(wh, runs=[runs["serving-decode"]], stored=True), runs["serving-decode"])
+    report = build_run_report(
+        open_connection(wh, runs=[runs["serving-decode"]], stored=True), runs["serving-decode"]
+    )
     assert [p.phase for p in report.phases] == ["decode"]
     assert report.step is not None and report.step.layer_period and report.step.streams
     assert any(s.critical for s in report.step.streams)
@@ -51,10 +57,24 @@ def test_decode_report_has_every_section(synth_warehouse):
     s = report.step
     # step_breakdown splits gpu_queued_ns (the first activity launched and waiting on the GPU) out of
     # host_setup_ns; the report does not show it yet, so the identity reads it from the view
-    [(queued,)] = connect(wh).execute("SELECT gpu_queued_ns FROM step_breakdown WHERE run_id = ? AND rank = ? "
-                                      "AND step = ?", [runs["serving-decode"], s.rank, s.step]).fetchall()
-    assert s.host_setup_ns + queued + s.compute_ns + s.exposed_comm_ns + s.exposed_memory_ns + s.gpu_idle_ns \
-        + s.host_tail_ns == s.wall_ns
+    [(queued,)] = (
+        connect(wh)
+        .execute(
+            "SELECT gpu_queued_ns FROM step_breakdown WHERE run_id = ? AND rank = ? AND step = ?",
+            [runs["serving-decode"], s.rank, s.step],
+        )
+        .fetchall()
+    )
+    assert (
+        s.host_setup_ns
+        + queued
+        + s.compute_ns
+        + s.exposed_comm_ns
+        + s.exposed_memory_ns
+        + s.gpu_idle_ns
+        + s.host_tail_ns
+        == s.wall_ns
+    )
     _validate(report_json(report))
 
 
@@ -77,14 +97,17 @@ def test_every_real_trace_renders_in_every_format(real_warehouse, rel):
     _validate(json.loads(render_run_report(report, "json")))
 
 
-HOSTILE = '<script>alert(1)</script>'
+HOSTILE = "<script>alert(1)</script>"
 
 
 @pytest.fixture(scope="module")
 def hostile_html(tmp_path_factory):
     root = tmp_path_factory.mktemp("hostile")
-    events = simple_events() + launch_pair(50, 30.0, 40.0, 3.0, name=HOSTILE) + launch_pair(51, 35.0, 45.0, 2.0,
-                                                                                          name="a | b ` c")
+    events = (
+        simple_events()
+        + launch_pair(50, 30.0, 40.0, 3.0, name=HOSTILE)
+        + launch_pair(51, 35.0, 45.0, 2.0, name="a | b ` c")
+    )
     trace = write_trace(root / "evil<img src=x onerror=alert(2)>.json.gz", events)
     wh = Warehouse(root / "wh")
     [outcome] = ingest_paths(wh, [trace], {"model": "<b>bold</b>"})
@@ -116,26 +139,58 @@ def _chromium() -> str:
     return path
 
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--enable-logging=stderr", "--v=0"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--enable-logging=stderr",
+    "--v=0",
+]
 
 
 def test_html_report_in_headless_chromium(hostile_html, synth_warehouse, tmp_path):
     chromium = _chromium()
     wh, runs = synth_warehouse
     page = tmp_path / "decode.html"
-    page.write_text(render_run_report(build_run_report(open_connection(wh, runs=[runs["serving-decode"]], stored=True), runs["serving-decode"]), "html"))
+    page.write_text(
+        render_run_report(
+            build_run_report(
+                open_connection(wh, runs=[runs["serving-decode"]], stored=True), runs["serving-decode"]
+            ),
+            "html",
+        )
+    )
     for html_file in (page, hostile_html[2]):
         profile = tmp_path / f"profile-{html_file.stem}"
         shot = tmp_path / f"{html_file.stem}.png"
-        dom = subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom",
-                              html_file.as_uri()], capture_output=True, text=True, timeout=120, check=False)
+        dom = subprocess.run(
+            [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", html_file.as_uri()],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert dom.returncode == 0, dom.stderr[-2000:]
         console_errors = [line for line in dom.stderr.splitlines() if "CONSOLE" in line and "rror" in line]
         assert console_errors == []
-        subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--screenshot={shot}",
-                        "--window-size=1280,2000", html_file.as_uri()], capture_output=True, timeout=120, check=False)
+        subprocess.run(
+            [
+                chromium,
+                *CHROMIUM_FLAGS,
+                f"--user-data-dir={profile}",
+                f"--screenshot={shot}",
+                "--window-size=1280,2000",
+                html_file.as_uri(),
+            ],
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
         assert shot.is_file() and shot.stat().st_size > 10_000  # a blank page compresses to a few kB
         if html_file == page:
             assert dom.stdout.count("<svg") >= 3  # category shares, step timeline, layer pattern

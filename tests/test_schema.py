@@ -60,8 +60,10 @@ def test_a_new_warehouse_gets_its_zero_row_files_from_the_declaration(tmp_path):
     for table in STORED_TABLES:
         described = [(r[0], r[1]) for r in con.execute(f"DESCRIBE {table}").fetchall()]
         # DuckDB's own spelling of each declared type (it quotes only the struct fields it must)
-        declared = [(n, con.execute(f"SELECT typeof(CAST(NULL AS {duckdb_type(k)}))").fetchone()[0])
-                    for n, k, _ in COLUMNS[table]]
+        declared = [
+            (n, con.execute(f"SELECT typeof(CAST(NULL AS {duckdb_type(k)}))").fetchone()[0])
+            for n, k, _ in COLUMNS[table]
+        ]
         expected = declared if table == "runs" else declared + [("run_id", "VARCHAR")]
         assert [n for n, _ in described] == [n for n, _ in expected], table
         assert described == expected, table
@@ -129,8 +131,17 @@ def test_the_write_pins_each_column_to_its_declared_type(tmp_path):
     out = tmp_path / "flows.parquet"
     con.execute(f"COPY (SELECT 3::INTEGER AS rank, {cast_select('flows', 'staged')} FROM staged) TO '{out}'")
     assert mismatches("flows", pq.read_schema(out)) == []
-    assert pq.read_table(out).to_pylist() == [{"rank": 3, "flow_id": "12", "kind": "ac2g", "src_event_id": 1,
-                                               "dst_event_id": 2, "src_ns": 7, "dst_ns": 9}]
+    assert pq.read_table(out).to_pylist() == [
+        {
+            "rank": 3,
+            "flow_id": "12",
+            "kind": "ac2g",
+            "src_event_id": 1,
+            "dst_event_id": 2,
+            "src_ns": 7,
+            "dst_ns": 9,
+        }
+    ]
 
 
 def test_each_declared_type_is_what_duckdb_writes_for_its_duckdb_type(tmp_path):
@@ -158,8 +169,10 @@ def test_schema_describes_a_tables_columns(tmp_path):
 # The columns of each schema_version (warehouse.schema.columns_digest). A change to a declared column's
 # name, type or order fails here until SCHEMA_VERSION is bumped and its digest added: runs.schema_version
 # then tells the files of the old layout from the new.
-DIGESTS = {1: "7bbb0b95830cc2305cbd8160a4ed9ac11cdcfb67532b9b4287941dad1694590e",
-           2: "e07dd6031b98bb67556b669ef3affa1b26999d04ed54a601d7e48712fcc219ce"}  # 2: + step_requests
+DIGESTS = {
+    1: "7bbb0b95830cc2305cbd8160a4ed9ac11cdcfb67532b9b4287941dad1694590e",
+    2: "e07dd6031b98bb67556b669ef3affa1b26999d04ed54a601d7e48712fcc219ce",
+}  # 2: + step_requests
 
 
 def test_a_changed_column_bumps_the_schema_version(monkeypatch):

@@ -23,8 +23,6 @@ from warehouse.catalog import connect
 SITE_COLUMNS = ("name", "site", "site_class", "inner_site", "plumbing_frames", "module_path", "module")
 
 
-
-
 @pytest.fixture(scope="module")
 def situations(situation_warehouse):
     wh, runs, expect = situation_warehouse
@@ -33,11 +31,15 @@ def situations(situation_warehouse):
 
 # ---------------------------------------------------------------- situations: launch sites
 
+
 def test_graph_replay_sites_skip_plumbing(situations):
     con, runs, expect = situations
     e = expect["graph-replay-plumbing-sites"]
-    rows = _rows(con, "SELECT * FROM kernel_launch_site WHERE run_id = ? ORDER BY kernel_id",
-                 [runs["graph-replay-plumbing-sites"]])
+    rows = _rows(
+        con,
+        "SELECT * FROM kernel_launch_site WHERE run_id = ? ORDER BY kernel_id",
+        [runs["graph-replay-plumbing-sites"]],
+    )
     assert len(rows) == e["replays"] * len(e["launch_sites"])
     for i, r in enumerate(rows):
         want = e["launch_sites"][i % len(e["launch_sites"])]
@@ -48,10 +50,14 @@ def test_graph_replay_sites_skip_plumbing(situations):
 def test_eager_sites_and_module_paths(situations):
     con, runs, expect = situations
     e = expect["eager-module-sites"]
-    rows = _rows(con, "SELECT * FROM kernel_launch_site WHERE run_id = ? ORDER BY kernel_id",
-                 [runs["eager-module-sites"]])
-    assert [{c: r[c] for c in ("name", "site", "inner_site", "module_path", "module")} for r in rows] \
-        == e["launch_sites"]
+    rows = _rows(
+        con,
+        "SELECT * FROM kernel_launch_site WHERE run_id = ? ORDER BY kernel_id",
+        [runs["eager-module-sites"]],
+    )
+    assert [{c: r[c] for c in ("name", "site", "inner_site", "module_path", "module")} for r in rows] == e[
+        "launch_sites"
+    ]
     assert {r["site_class"] for r in rows} == {"code"} and {r["site_source"] for r in rows} == {"trace"}
     # the site is the model file's line: torch/nn/modules/module.py and the torch frame under it are skipped
     assert {r["plumbing_frames"] for r in rows} == {2}
@@ -63,11 +69,17 @@ def test_no_stacks_gives_no_site(situations):
     rows = _rows(con, "SELECT * FROM kernel_launch_site WHERE run_id = ?", [runs["no-python-stacks"]])
     assert len(rows) == e["activities"]
     for r in rows:
-        assert (r["site"], r["site_class"], r["inner_site"], r["module_path"], r["plumbing_frames"]) \
-            == (None, None, None, None, None)
+        assert (r["site"], r["site_class"], r["inner_site"], r["module_path"], r["plumbing_frames"]) == (
+            None,
+            None,
+            None,
+            None,
+            None,
+        )
 
 
 # ---------------------------------------------------------------- situations: layers
+
 
 def _main_layer(con, run_id: str) -> dict:
     (s,) = _rows(con, "SELECT * FROM layer_pattern_summary WHERE run_id = ? AND is_main_stream", [run_id])
@@ -79,13 +91,23 @@ def test_forward_per_image_pattern_is_the_layer(situations):
     e = expect["forward-per-image"]
     s = _main_layer(con, runs["forward-per-image"])
     assert s["activities"] == e["activities"]
-    assert (s["period"], s["repeats"], s["blocks"], s["total_layers"]) \
-        == (e["period"], e["repeats"], e["blocks"], e["total_layers"])
+    assert (s["period"], s["repeats"], s["blocks"], s["total_layers"]) == (
+        e["period"],
+        e["repeats"],
+        e["blocks"],
+        e["total_layers"],
+    )
     # the repetition starts one kernel into layer 0 (its norm differs): the layer starts at that norm
     assert (s["start_ordinal"], s["layer_start"]) == (e["start_ordinal"], e["layer_start"])
     assert s["layer_span_ns"] == e["layer_span_ns"]
-    names = [r["name"] for r in _rows(con, "SELECT name FROM layer_pattern WHERE run_id = ? AND is_main_stream "
-                                           "ORDER BY position", [runs["forward-per-image"]])]
+    names = [
+        r["name"]
+        for r in _rows(
+            con,
+            "SELECT name FROM layer_pattern WHERE run_id = ? AND is_main_stream ORDER BY position",
+            [runs["forward-per-image"]],
+        )
+    ]
     assert len(names) == e["period"] and names[0] == e["first_kernel"]
 
 
@@ -93,13 +115,21 @@ def test_module_frames_anchor_the_layer(situations):
     con, runs, expect = situations
     e = expect["eager-module-sites"]
     s = _main_layer(con, runs["eager-module-sites"])
-    assert (s["period"], s["repeats"], s["start_ordinal"], s["layer_start"]) \
-        == (e["layer_period"], e["layers"], 0, e["layer_start"])
+    assert (s["period"], s["repeats"], s["start_ordinal"], s["layer_start"]) == (
+        e["layer_period"],
+        e["layers"],
+        0,
+        e["layer_start"],
+    )
     # without stacks the same kernels give the same layer, found by its norm
     e = expect["no-python-stacks"]
     s = _main_layer(con, runs["no-python-stacks"])
-    assert (s["period"], s["repeats"], s["start_ordinal"], s["layer_start"]) == (e["layer_period"], e["layers"], 0,
-                                                                                "norm")
+    assert (s["period"], s["repeats"], s["start_ordinal"], s["layer_start"]) == (
+        e["layer_period"],
+        e["layers"],
+        0,
+        "norm",
+    )
 
 
 def _handmade(rows: list[tuple]):
@@ -129,6 +159,7 @@ def test_handmade_module_boundary_beats_the_first_match():
 
 # ---------------------------------------------------------------- the rule file
 
+
 def test_rule_file_is_versioned_and_valid(tmp_path):
     from warehouse.rules import RulesError
     from warehouse.site_rules import (
@@ -139,7 +170,9 @@ def test_rule_file_is_versioned_and_valid(tmp_path):
     )
 
     meta = json.loads(SITE_VERSION_FILE.read_text())
-    assert meta["sha256"] == shipped_site_rules_sha256(), "launch_site_plumbing.csv changed: bump rules_version"
+    assert meta["sha256"] == shipped_site_rules_sha256(), (
+        "launch_site_plumbing.csv changed: bump rules_version"
+    )
     table = load_site_rules()
     assert table.num_rows >= 15 and set(table.column("action").to_pylist()) == {"plumbing"}
     assert set(table.column("rules_version").to_pylist()) == {site_rules_version()}
@@ -154,24 +187,27 @@ def test_rule_file_is_versioned_and_valid(tmp_path):
     assert "+user." in table.column("rules_version")[0].as_py()
 
 
-@pytest.mark.parametrize("frame,plumbing", [
-    ("triton/backends/amd/driver.py(634): __call__", True),
-    ("/tmp/torchinductor_root/zg/czg.py(267): call", True),
-    ("/tmp/x/c4.py(12): partition_0", True),
-    ("torch/_ops.py(840): __call__", True),
-    ("torch/utils/_device.py(99): __torch_function__", True),
-    ("aiter/jit/core.py(1396): wrapper", True),
-    ("flashinfer/jit/core.py(10): wrapper", True),
-    ("/usr/lib/python3.12/functools.py(41): wrapper", True),
-    ("/usr/lib/python3.12/contextlib.py(81): inner", True),
-    ("<eval_with_key>.50(4): forward", True),
-    ("vllm/model_executor/parameter.py(122): __torch_function__", True),
-    ("vllm/model_executor/layers/fused_moe/fused_moe.py(1200): fused_experts", False),
-    ("/sgl-workspace/sglang/python/sglang/srt/layers/linear.py(461): forward", False),
-    ("transformers/models/qwen2/modeling_qwen2.py(56): forward", False),
-    ("vllm/model_executor/models/gpt_oss.py(293): forward", False),
-    ("train.py(40): main", False),
-])
+@pytest.mark.parametrize(
+    "frame,plumbing",
+    [
+        ("triton/backends/amd/driver.py(634): __call__", True),
+        ("/tmp/torchinductor_root/zg/czg.py(267): call", True),
+        ("/tmp/x/c4.py(12): partition_0", True),
+        ("torch/_ops.py(840): __call__", True),
+        ("torch/utils/_device.py(99): __torch_function__", True),
+        ("aiter/jit/core.py(1396): wrapper", True),
+        ("flashinfer/jit/core.py(10): wrapper", True),
+        ("/usr/lib/python3.12/functools.py(41): wrapper", True),
+        ("/usr/lib/python3.12/contextlib.py(81): inner", True),
+        ("<eval_with_key>.50(4): forward", True),
+        ("vllm/model_executor/parameter.py(122): __torch_function__", True),
+        ("vllm/model_executor/layers/fused_moe/fused_moe.py(1200): fused_experts", False),
+        ("/sgl-workspace/sglang/python/sglang/srt/layers/linear.py(461): forward", False),
+        ("transformers/models/qwen2/modeling_qwen2.py(56): forward", False),
+        ("vllm/model_executor/models/gpt_oss.py(293): forward", False),
+        ("train.py(40): main", False),
+    ],
+)
 def test_plumbing_rules(frame, plumbing):
     import duckdb
 
@@ -179,8 +215,9 @@ def test_plumbing_rules(frame, plumbing):
 
     rules = load_site_rules()  # noqa: F841 - read by name
     con = duckdb.connect()
-    hit = con.execute("SELECT arg_min(action, rule_order) FROM rules WHERE regexp_matches(?, pattern)",
-                      [frame]).fetchone()[0]
+    hit = con.execute(
+        "SELECT arg_min(action, rule_order) FROM rules WHERE regexp_matches(?, pattern)", [frame]
+    ).fetchone()[0]
     assert (hit == "plumbing") == plumbing, (frame, hit)
 
 
@@ -220,7 +257,9 @@ def test_real_sites_are_model_or_framework_files(real, rel):
                   sum(dur_ns) FILTER (WHERE site_class = 'code'),
                   sum(dur_ns) FILTER (WHERE site_class = 'code' AND plumbing_frames > 0),
                   count(*) FILTER (WHERE site IS NOT NULL)
-           FROM kernel_launch_site WHERE run_id = ?""", [run_of[rel]]).fetchone()
+           FROM kernel_launch_site WHERE run_id = ?""",
+        [run_of[rel]],
+    ).fetchone()
     if not has_any:
         # amd/mi300_torch_compile_triton has no python_function events: no site, never a plumbing one
         assert rel.endswith("mi300_torch_compile_triton.json.gz")
@@ -230,7 +269,8 @@ def test_real_sites_are_model_or_framework_files(real, rel):
     bad = con.execute(
         """SELECT count(*) FROM (SELECT DISTINCT site FROM kernel_launch_site WHERE run_id = ? AND site_class = 'code')
            AS s JOIN launch_site_rules AS r ON regexp_matches(s.site, r.pattern) AND r.action = 'plumbing'""",
-        [run_of[rel]]).fetchone()[0]
+        [run_of[rel]],
+    ).fetchone()[0]
     assert bad == 0
     if REAL[rel][0] in ("graph", "serving"):
         # before: the innermost frame (inner_site) was plumbing for most of the GPU time
@@ -239,30 +279,43 @@ def test_real_sites_are_model_or_framework_files(real, rel):
 
 def test_real_hand_checked_sites(real):
     con, run_of = real
-    top = dict(con.execute(
-        """SELECT site, sum(dur_ns) FROM kernel_launch_site WHERE run_id = ? GROUP BY site
-           ORDER BY 2 DESC LIMIT 3""", [run_of["inference/vllm_decode_full"]]).fetchall())
+    top = dict(
+        con.execute(
+            """SELECT site, sum(dur_ns) FROM kernel_launch_site WHERE run_id = ? GROUP BY site
+           ORDER BY 2 DESC LIMIT 3""",
+            [run_of["inference/vllm_decode_full"]],
+        ).fetchall()
+    )
     # the gpt-oss MoE experts (triton_kernels matmul_ogs under triton's driver) are launched by vLLM's fused
     # MoE layer; before, the site was triton/backends/amd/driver.py(634): __call__ (8.8 ms, 82 % of GPU time)
-    assert any(s.startswith("vllm/model_executor/layers/fused_moe/gpt_oss_triton_kernels_moe.py") for s in top)
+    assert any(
+        s.startswith("vllm/model_executor/layers/fused_moe/gpt_oss_triton_kernels_moe.py") for s in top
+    )
     assert not any("driver.py" in s or "torchinductor" in s for s in top)
     share = con.execute(
         """SELECT sum(dur_ns) FILTER (WHERE site LIKE '%sglang/srt/%') / sum(dur_ns) FROM kernel_launch_site
-           WHERE run_id = ?""", [run_of["inference/sglang_decode"]]).fetchone()[0]
+           WHERE run_id = ?""",
+        [run_of["inference/sglang_decode"]],
+    ).fetchone()[0]
     assert share >= 0.95  # before: aiter/tuned_gemm.py, aiter/jit/core.py, torch/_ops.py ... (>= 96 %)
     # module paths: the capture's nn.Module frames name the decoder layer of each replayed kernel
     layers = con.execute(
         """SELECT count(DISTINCT regexp_extract(module_path, 'Qwen3DecoderLayer_[0-9]+')) FROM kernel_launch_site
            WHERE run_id = ? AND module_path LIKE '%Qwen3DecoderLayer_%'""",
-        [run_of["inference/sglang_decode"]]).fetchone()[0]
+        [run_of["inference/sglang_decode"]],
+    ).fetchone()[0]
     assert layers == 36
 
 
 @pytest.mark.parametrize("rel", [r for r, (_, n) in REAL.items() if n], ids=lambda r: r.split("/")[-1])
 def test_real_layer_counts(real, rel):
     con, run_of = real
-    rows = _rows(con, "SELECT * FROM layer_pattern_summary WHERE run_id = ? AND is_main_stream AND period IS NOT "
-                      "NULL ORDER BY step", [run_of[rel]])
+    rows = _rows(
+        con,
+        "SELECT * FROM layer_pattern_summary WHERE run_id = ? AND is_main_stream AND period IS NOT "
+        "NULL ORDER BY step",
+        [run_of[rel]],
+    )
     s = rows[0]
     assert s["repeats"] == REAL[rel][1], (s["period"], s["repeats"], s["start_ordinal"])
     assert s["layer_span_ns"] > 0 and s["layer_span_min_ns"] <= s["layer_span_ns"] <= s["layer_span_max_ns"]
@@ -270,8 +323,11 @@ def test_real_layer_counts(real, rel):
     # starts at the decoder layer's first kernel, e.g. SGLang's input add_rmsnorm (before: the QKV GEMM
     # after it), BERT's (post-norm) query GEMM, HF Qwen2's RMSNorm upcast (an elementwise copy)
     assert s["layer_start"] == "module"
-    (first,) = con.execute("SELECT category FROM layer_pattern WHERE run_id = ? AND is_main_stream AND step = ? "
-                           "AND position = 0", [run_of[rel], s["step"]]).fetchone()
+    (first,) = con.execute(
+        "SELECT category FROM layer_pattern WHERE run_id = ? AND is_main_stream AND step = ? "
+        "AND position = 0",
+        [run_of[rel], s["step"]],
+    ).fetchone()
     assert first == FIRST_CATEGORY[rel]
 
 

@@ -4,6 +4,7 @@ warning, its ground truth names what it expects, and the critical-path expectati
 Each defect class has its own test file reading the same `situation_warehouse` (conftest); this file
 checks what every situation shares.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -18,7 +19,9 @@ def test_every_situation_ingests_cleanly(situation_warehouse):
     assert set(runs) == set(SITUATIONS)
     con = connect(wh)
     for name, run_id in runs.items():
-        warnings, n_kernels = con.execute("select warnings, n_kernels from runs where run_id = ?", [run_id]).fetchone()
+        warnings, n_kernels = con.execute(
+            "select warnings, n_kernels from runs where run_id = ?", [run_id]
+        ).fetchone()
         assert n_kernels > 0 or expect[name].get("no_gpu_activity"), name
         # a situation may expect ingest's counted warnings (device activity of an uncounted kind), no other
         assert dict(warnings or {}) == expect[name].get("warnings", {}), (name, warnings)

@@ -30,19 +30,35 @@ from warehouse.catalog import ordered_views
 from warehouse.store import ALL_TABLES
 
 ROOT = Path(__file__).resolve().parents[1]
-REAL_RUN = ROOT.parent / "shared" / "traces" / "nvidia" / "h100_bert-small.json.gz"  # small: critical_path recurses once per path node on Spark
+REAL_RUN = (
+    ROOT.parent / "shared" / "traces" / "nvidia" / "h100_bert-small.json.gz"
+)  # small: critical_path recurses once per path node on Spark
 
 # Views that Spark cannot run as they are, and why (each is an xfail with this reason, checked to fail).
 KNOWN_ON_SPARK: dict[str, str] = {}
 if tuple(int(x) for x in pyspark.__version__.split(".")[:2]) < (4, 1):
     _why = f"WITH RECURSIVE needs Spark >= 4.1 (installed: {pyspark.__version__})"
-    KNOWN_ON_SPARK.update({v: _why for v in ("critical_path", "critical_path_summary", "critical_stream",
-                                             "stream_summary", "run_metrics", "trend", "regression")})
+    KNOWN_ON_SPARK.update(
+        {
+            v: _why
+            for v in (
+                "critical_path",
+                "critical_path_summary",
+                "critical_stream",
+                "stream_summary",
+                "run_metrics",
+                "trend",
+                "regression",
+            )
+        }
+    )
 
 
 def _java_ok() -> bool:
     try:
-        return subprocess.run(["java", "-version"], check=False, capture_output=True, timeout=60).returncode == 0
+        return (
+            subprocess.run(["java", "-version"], check=False, capture_output=True, timeout=60).returncode == 0
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
 
@@ -62,13 +78,32 @@ def warehouse(tmp_path_factory):
     wh = Warehouse(base / "wh")
     series = {"series": "decode-bench"}
     runs = {
-        "decode": ([write_scenario("serving-decode", base / "decode", ranks=2, steps=2, layers=2)],
-                   {**series, "commit": "c01", "commit_time": "2026-01-01T00:00:00Z"}),
-        "decode2": ([write_scenario("serving-decode", base / "decode2", ranks=2, steps=2, layers=2, seed=1,
-                                    slow_kernel=("nvjet", 1.05))],
-                    {**series, "commit": "c02", "commit_time": "2026-01-02T00:00:00Z"}),
-        "training": (sorted(write_scenario("training", base / "training", ranks=1, steps=2, layers=2)
-                            .glob("*.trace.json.gz")), {}),
+        "decode": (
+            [write_scenario("serving-decode", base / "decode", ranks=2, steps=2, layers=2)],
+            {**series, "commit": "c01", "commit_time": "2026-01-01T00:00:00Z"},
+        ),
+        "decode2": (
+            [
+                write_scenario(
+                    "serving-decode",
+                    base / "decode2",
+                    ranks=2,
+                    steps=2,
+                    layers=2,
+                    seed=1,
+                    slow_kernel=("nvjet", 1.05),
+                )
+            ],
+            {**series, "commit": "c02", "commit_time": "2026-01-02T00:00:00Z"},
+        ),
+        "training": (
+            sorted(
+                write_scenario("training", base / "training", ranks=1, steps=2, layers=2).glob(
+                    "*.trace.json.gz"
+                )
+            ),
+            {},
+        ),
         "requests": ([write_situation("serving-requests", base / "requests")], {}),
     }
     if REAL_RUN.is_file():
@@ -111,8 +146,12 @@ def _normalize(rows: list[tuple], float_cols: set[int]) -> list[tuple]:
     out = []
     for row in rows:
         vals = [_value(v) for v in row]
-        out.append(tuple(float(v) if i in float_cols and isinstance(v, int) and not isinstance(v, bool) else v
-                         for i, v in enumerate(vals)))
+        out.append(
+            tuple(
+                float(v) if i in float_cols and isinstance(v, int) and not isinstance(v, bool) else v
+                for i, v in enumerate(vals)
+            )
+        )
     return out
 
 
@@ -127,8 +166,9 @@ def _close(a, b) -> bool:
 def assert_same_rows(name: str, duck: list[tuple], spark: list[tuple]) -> None:
     assert len(duck) == len(spark), f"{name}: DuckDB has {len(duck)} rows, Spark {len(spark)}"
     width = len(duck[0]) if duck else 0
-    float_cols = {i for rows in (duck, spark) for r in rows for i, v in enumerate(r)
-                  if isinstance(v, (float, Decimal))}
+    float_cols = {
+        i for rows in (duck, spark) for r in rows for i, v in enumerate(r) if isinstance(v, (float, Decimal))
+    }
     duck, spark = _normalize(duck, float_cols), _normalize(spark, float_cols)
 
     def key(row):  # everything but the floats must match exactly: bucket on it
@@ -173,18 +213,26 @@ def test_sql_engine_spark_refuses_the_same(engines):
     from warehouse.spark import run_query_spark
 
     _, catalog, _ = engines
-    for bad in ("DROP VIEW kernels", "SELECT * FROM read_parquet('/etc/passwd')", "SELECT 1; SELECT 2",
-                "SELECT reflect('java.lang.System', 'exit', 0)", 'SELECT * FROM "/tmp/x.parquet"',
-                "SET spark.sql.ansi.enabled = true"):
+    for bad in (
+        "DROP VIEW kernels",
+        "SELECT * FROM read_parquet('/etc/passwd')",
+        "SELECT 1; SELECT 2",
+        "SELECT reflect('java.lang.System', 'exit', 0)",
+        'SELECT * FROM "/tmp/x.parquet"',
+        "SET spark.sql.ansi.enabled = true",
+    ):
         with pytest.raises(QueryRefused):
             run_query_spark(catalog, bad)
     with pytest.raises(QueryError):
         run_query_spark(catalog, "SELECT no_such_column FROM kernels")
-    columns, rows = run_query_spark(catalog, "SELECT kind, count(*) AS n FROM kernels GROUP BY kind ORDER BY kind")
+    columns, rows = run_query_spark(
+        catalog, "SELECT kind, count(*) AS n FROM kernels GROUP BY kind ORDER BY kind"
+    )
     assert columns == ["kind", "n"] and rows
 
 
 # --- the reports on Spark ---------------------------------------------------------------------------
+
 
 def _same_json(a, b, where: str = "") -> None:
     """Equal JSON documents, floats to a relative 1e-9 (sums in another order)."""
@@ -221,7 +269,9 @@ def test_run_report_on_spark_same_as_duckdb(engines, warehouse, run, fmt):
 
     _, catalog, _ = engines
     wh, ids = warehouse
-    duck = render_run_report(build_run_report(open_connection(wh, runs=[ids[run]], stored=True), ids[run]), fmt)
+    duck = render_run_report(
+        build_run_report(open_connection(wh, runs=[ids[run]], stored=True), ids[run]), fmt
+    )
     spark = render_run_report(build_run_report(SparkConnection(catalog), ids[run]), fmt)
     _same_report(fmt, duck, spark)
     assert "## " in duck or '"phases"' in duck
@@ -286,12 +336,22 @@ def test_bind_parameters():
     """Parameters become literals written by sqlglot: quotes, backslashes, lists, NULL; `?` in text stays."""
     from warehouse.spark_connection import bind_parameters
 
-    assert bind_parameters("SELECT * FROM runs WHERE run_id = ? AND x = '?'", ["a'b\\c"]) == \
-        "SELECT * FROM runs WHERE run_id = 'a''b\\c' AND x = '?'"
-    assert bind_parameters("SELECT ? IS NULL, ?, ? -- ?", [None, 1.5, True]) == "SELECT NULL IS NULL, 1.5, TRUE -- ?"
-    assert bind_parameters("SELECT 1 WHERE r IN (SELECT unnest(?))", [["a", "b"]]) == \
-        "SELECT 1 WHERE r IN (SELECT unnest(['a', 'b']))"
-    assert bind_parameters("SELECT $run, $run || $other", {"run": "r1", "other": "y"}) == "SELECT 'r1', 'r1' || 'y'"
+    assert (
+        bind_parameters("SELECT * FROM runs WHERE run_id = ? AND x = '?'", ["a'b\\c"])
+        == "SELECT * FROM runs WHERE run_id = 'a''b\\c' AND x = '?'"
+    )
+    assert (
+        bind_parameters("SELECT ? IS NULL, ?, ? -- ?", [None, 1.5, True])
+        == "SELECT NULL IS NULL, 1.5, TRUE -- ?"
+    )
+    assert (
+        bind_parameters("SELECT 1 WHERE r IN (SELECT unnest(?))", [["a", "b"]])
+        == "SELECT 1 WHERE r IN (SELECT unnest(['a', 'b']))"
+    )
+    assert (
+        bind_parameters("SELECT $run, $run || $other", {"run": "r1", "other": "y"})
+        == "SELECT 'r1', 'r1' || 'y'"
+    )
     assert bind_parameters("SELECT $2, $1", ["a", 2]) == "SELECT 2, 'a'"
     with pytest.raises(ValueError):
         bind_parameters("SELECT ?, ?", [1])

@@ -37,8 +37,13 @@ def _literal(node: ast.AST) -> str | None:
     """The string a node spells: a constant, chr(N), or chr(N) * k."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "chr" \
-            and len(node.args) == 1 and isinstance(node.args[0], ast.Constant):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "chr"
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Constant)
+    ):
         return chr(node.args[0].value)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
         base, times = _literal(node.left), node.right
@@ -52,8 +57,13 @@ def quoting_sites(path: Path) -> list[str]:
     found = []
     tree = ast.parse(path.read_text(), filename=str(path))
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "replace" \
-                and len(node.args) == 2 and (_literal(node.args[0]), _literal(node.args[1])) in _DOUBLING:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "replace"
+            and len(node.args) == 2
+            and (_literal(node.args[0]), _literal(node.args[1])) in _DOUBLING
+        ):
             found.append(f"{path.relative_to(ROOT)}:{node.lineno}: doubles quotes by hand")
         if isinstance(node, ast.JoinedStr):
             text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
@@ -71,12 +81,13 @@ def test_the_scan_finds_what_it_forbids(tmp_path):
     # the scan itself must see each spelling, or the test above could not fail
     probe = tmp_path / "probe.py"
     probe.write_text(
-        "def a(t):\n    return \"'\" + t.replace(\"'\", \"''\") + \"'\"\n"
+        'def a(t):\n    return "\'" + t.replace("\'", "\'\'") + "\'"\n'
         "def b(k):\n    return k.replace(chr(34), chr(34) * 2)\n"
         "def c(con, path):\n    con.execute(f\"COPY t TO '{path}' (FORMAT parquet)\")\n"
         "def d(con, f):\n    con.execute(f\"SELECT * FROM read_parquet(['{f}'])\")\n"
         "def e(con, v):\n    con.execute(f\"SET temp_directory = '{v}'\")\n"
-        "def ok(con, v):\n    con.execute(f\"SELECT '{{x}}' AS name\")\n")
+        "def ok(con, v):\n    con.execute(f\"SELECT '{{x}}' AS name\")\n"
+    )
     global ROOT
     saved, ROOT = ROOT, tmp_path
     try:

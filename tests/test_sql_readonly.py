@@ -63,15 +63,18 @@ def test_refused(warehouse, cli_runner, query):
     assert after.stdout.splitlines() == ["n", "2"]
 
 
-@pytest.mark.parametrize("query", [
-    "select count(*) from kernels",
-    "with k as (select * from kernels) select name from k order by name",
-    "show tables",
-    "describe kernels",
-    "summarize kernels",
-    "explain select * from kernels",
-    "select run_id, labels from runs",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "select count(*) from kernels",
+        "with k as (select * from kernels) select name from k order by name",
+        "show tables",
+        "describe kernels",
+        "summarize kernels",
+        "explain select * from kernels",
+        "select run_id, labels from runs",
+    ],
+)
 def test_allowed(warehouse, cli_runner, query):
     result = _sql(cli_runner, warehouse, query)
     assert result.exit_code == 0, result.output
@@ -80,11 +83,21 @@ def test_allowed(warehouse, cli_runner, query):
 def test_formats(warehouse, cli_runner):
     import json
 
-    result = _sql(cli_runner, warehouse, "select name, dur_ns from kernels order by start_ns", "--format", "json")
-    assert json.loads(result.stdout) == [{"name": "void gemm_kernel<1>()", "dur_ns": 5250},
-                                         {"name": "void rmsnorm_kernel()", "dur_ns": 875}]
-    result = _sql(cli_runner, warehouse, "select name, dur_ns from kernels order by start_ns", "--format", "csv")
-    assert result.stdout.splitlines() == ["name,dur_ns", "void gemm_kernel<1>(),5250", "void rmsnorm_kernel(),875"]
+    result = _sql(
+        cli_runner, warehouse, "select name, dur_ns from kernels order by start_ns", "--format", "json"
+    )
+    assert json.loads(result.stdout) == [
+        {"name": "void gemm_kernel<1>()", "dur_ns": 5250},
+        {"name": "void rmsnorm_kernel()", "dur_ns": 875},
+    ]
+    result = _sql(
+        cli_runner, warehouse, "select name, dur_ns from kernels order by start_ns", "--format", "csv"
+    )
+    assert result.stdout.splitlines() == [
+        "name,dur_ns",
+        "void gemm_kernel<1>(),5250",
+        "void rmsnorm_kernel(),875",
+    ]
 
 
 def test_bad_query_is_one_line(warehouse, cli_runner):

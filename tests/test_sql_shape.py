@@ -25,9 +25,15 @@ def view_reads(text: str, views: set[str]) -> dict[str, int]:
 
 
 def test_view_reads_counts_from_and_join_only():
-    sql = ("-- FROM steps (a comment)\nSELECT 'JOIN steps' AS s, steps_n FROM steps AS a "
-           "JOIN kernels k USING (run_id) JOIN steps_other x USING (run_id)")
-    assert view_reads(sql, {"steps", "kernels", "steps_other"}) == {"steps": 1, "kernels": 1, "steps_other": 1}
+    sql = (
+        "-- FROM steps (a comment)\nSELECT 'JOIN steps' AS s, steps_n FROM steps AS a "
+        "JOIN kernels k USING (run_id) JOIN steps_other x USING (run_id)"
+    )
+    assert view_reads(sql, {"steps", "kernels", "steps_other"}) == {
+        "steps": 1,
+        "kernels": 1,
+        "steps_other": 1,
+    }
 
 
 def test_every_view_reads_each_other_view_once():

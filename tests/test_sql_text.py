@@ -16,8 +16,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("ingest", "warehouse", "sql", "reports", "tracehouse")
-SQL_WORDS = re.compile(r"\b(SELECT|FROM|WHERE|JOIN|CREATE|VIEW|TABLE|INSERT|GROUP BY|ORDER BY)\b|/\*|^\s*--",
-                       re.MULTILINE)
+SQL_WORDS = re.compile(
+    r"\b(SELECT|FROM|WHERE|JOIN|CREATE|VIEW|TABLE|INSERT|GROUP BY|ORDER BY)\b|/\*|^\s*--", re.MULTILINE
+)
 SQL_NAME = re.compile(r"(^|_)(sql|query|queries|statement|stmt|ddl)($|_)", re.IGNORECASE)
 
 
@@ -26,7 +27,9 @@ def _text(node: ast.AST) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     if isinstance(node, ast.JoinedStr):
-        return "".join(v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str))
+        return "".join(
+            v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str)
+        )
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         return (_text(node.left) or "") + (_text(node.right) or "")
     return None
@@ -55,7 +58,11 @@ def sql_text_edits(source: str, filename: str = "<string>") -> list[str]:
     """`file:line: code` of every .replace( applied to SQL text (receiver or arguments) in `source`."""
     found = []
     for node in ast.walk(ast.parse(source, filename)):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "replace"):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "replace"
+        ):
             continue
         receiver = node.func.value
         if isinstance(receiver, ast.Name) and receiver.id == "os":
@@ -75,7 +82,9 @@ def _layer_files() -> list[Path]:
 def test_no_replace_on_sql_text_in_the_layers():
     files = _layer_files()
     assert len(files) > 40  # the layers were found (a wrong ROOT would pass over nothing)
-    found = [hit for f in files for hit in sql_text_edits(f.read_text(encoding="utf-8"), str(f.relative_to(ROOT)))]
+    found = [
+        hit for f in files for hit in sql_text_edits(f.read_text(encoding="utf-8"), str(f.relative_to(ROOT)))
+    ]
     assert not found, "SQL edited as text (use parameters, a view or sqlglot):\n" + "\n".join(found)
 
 
@@ -83,20 +92,20 @@ def test_no_replace_on_sql_text_in_the_layers():
 BAD = [
     '''rows = con.execute(f"""SELECT * FROM kernel_summary WHERE share >= ?""".replace(
     "FROM kernel_summary", "FROM (SELECT * FROM kernel_summary)"), [0.01])''',
-    '''sql = (SQL_DIR / f"{name}.sql").read_text()
-sql = sql.replace("CREATE OR REPLACE VIEW trend AS", "CREATE OR REPLACE TABLE trend AS", 1)''',
-    '''con.execute(TYPE_EVENTS_SQL.replace("/* extra args columns */", extra))''',
-    '''text = (Path("sql") / "steps.sql").read_text().replace("x", "y")''',
-    '''q = query.replace("?", value)''',
-    '''con.execute("SELECT * FROM runs WHERE run_id = 'RUN'".replace("RUN", run_id))''',
-    '''con.execute(template.replace("WHERE true", "WHERE run_id = 'x'"))''',
+    """sql = (SQL_DIR / f"{name}.sql").read_text()
+sql = sql.replace("CREATE OR REPLACE VIEW trend AS", "CREATE OR REPLACE TABLE trend AS", 1)""",
+    """con.execute(TYPE_EVENTS_SQL.replace("/* extra args columns */", extra))""",
+    """text = (Path("sql") / "steps.sql").read_text().replace("x", "y")""",
+    """q = query.replace("?", value)""",
+    """con.execute("SELECT * FROM runs WHERE run_id = 'RUN'".replace("RUN", run_id))""",
+    """con.execute(template.replace("WHERE true", "WHERE run_id = 'x'"))""",
 ]
 GOOD = [
     '''return "'" + text.replace("'", "''") + "'"''',
-    '''os.replace(partial, path)''',
-    '''name = name.replace("(anonymous namespace)::", "")''',
-    '''bracket.replace(replacement)  # a sqlglot node replaced in its tree''',
-    '''cells = [v.replace("\\n", " ") for v in row]''',
+    """os.replace(partial, path)""",
+    """name = name.replace("(anonymous namespace)::", "")""",
+    """bracket.replace(replacement)  # a sqlglot node replaced in its tree""",
+    """cells = [v.replace("\\n", " ") for v in row]""",
 ]
 
 

@@ -19,8 +19,12 @@ from warehouse.store import Warehouse
 from warehouse.stored import RUN_VIEWS, STEP_PICKS, analyses_dir, is_stored, run_folder, store_analyses
 
 # real traces with CUDA graphs, prefill + decode, several streams and NCCL, AMD, two ranks
-REAL = ["inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz",
-        "nvidia/a100_multistream_rank0.json.gz", "amd/mi300_qwen1.5-0.5b.json.gz", "multirank/sampled_2ranks"]
+REAL = [
+    "inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz",
+    "nvidia/a100_multistream_rank0.json.gz",
+    "amd/mi300_qwen1.5-0.5b.json.gz",
+    "multirank/sampled_2ranks",
+]
 
 
 def _live(wh: Warehouse, run_id: str, phase: str | None):
@@ -30,18 +34,29 @@ def _live(wh: Warehouse, run_id: str, phase: str | None):
 
 def _stored(wh: Warehouse, run_id: str, phase: str | None):
     con = open_connection(wh, runs=[run_id], stored=True)
-    stored_views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE temporary AND NOT internal").fetchall()}
+    stored_views = {
+        r[0]
+        for r in con.execute(
+            "SELECT view_name FROM duckdb_views() WHERE temporary AND NOT internal"
+        ).fetchall()
+    }
     assert stored_views == set(RUN_VIEWS), "the report connection reads every stored whole-run view"
     return build_run_report(con, run_id, phase)
 
 
 def _same(wh: Warehouse, run_id: str) -> None:
-    phases = [r[0] for r in connect(wh, runs=[run_id]).execute(
-        "SELECT DISTINCT phase FROM step_breakdown WHERE run_id = ?", [run_id]).fetchall()]
+    phases = [
+        r[0]
+        for r in connect(wh, runs=[run_id])
+        .execute("SELECT DISTINCT phase FROM step_breakdown WHERE run_id = ?", [run_id])
+        .fetchall()
+    ]
     for phase in [None] + [p for p in phases if p in STEP_PICKS]:
         live, stored = _live(wh, run_id, phase), _stored(wh, run_id, phase)
         # as JSON text: a number stored as another type (a DECIMAL for a HUGEINT, a float for an int) differs
-        assert json.dumps(report_json(stored), default=str) == json.dumps(report_json(live), default=str), phase
+        assert json.dumps(report_json(stored), default=str) == json.dumps(report_json(live), default=str), (
+            phase
+        )
         for fmt in ("md", "html"):
             assert render_run_report(stored, fmt) == render_run_report(live, fmt), (phase, fmt)
 
@@ -76,7 +91,9 @@ def test_every_phase_pick_is_stored(synth_warehouse):
 def test_missing_analyses_are_computed_by_the_report_and_stored(own_synth_warehouse):
     wh, runs = own_synth_warehouse
     run_id = runs["training"]
-    before = render_run_report(build_run_report(open_connection(wh, runs=[run_id], stored=True), run_id), "md")
+    before = render_run_report(
+        build_run_report(open_connection(wh, runs=[run_id], stored=True), run_id), "md"
+    )
     shutil.rmtree(run_folder(wh, run_id))
     assert not is_stored(wh, run_id)
     after = render_run_report(build_run_report(open_connection(wh, runs=[run_id], stored=True), run_id), "md")
@@ -100,8 +117,9 @@ def test_half_written_folder_is_never_read(own_synth_warehouse):
 
 def test_ingest_without_analysis_stores_none(tmp_path):
     wh = Warehouse(tmp_path / "wh")
-    [outcome] = ingest_paths(wh, [write_scenario("serving-decode", tmp_path / "run", ranks=1, steps=2, layers=1)],
-                             analyse=False)
+    [outcome] = ingest_paths(
+        wh, [write_scenario("serving-decode", tmp_path / "run", ranks=1, steps=2, layers=1)], analyse=False
+    )
     assert outcome.stored and not is_stored(wh, outcome.run_id)
     report = build_run_report(open_connection(wh, runs=[outcome.run_id], stored=True), outcome.run_id)
     assert report.step is not None and is_stored(wh, outcome.run_id)
@@ -135,7 +153,9 @@ def test_fingerprints_follow_only_what_the_stored_rows_depend_on(tmp_path, monke
     edit("_kernel_facts")
     after_shared = keys()
     assert after_shared[0] != after_report_view[0] and after_shared[1] != after_report_view[1]
-    (sql / "rules" / "kernel_categories.csv").write_text((sql / "rules" / "kernel_categories.csv").read_text() + "\n")
+    (sql / "rules" / "kernel_categories.csv").write_text(
+        (sql / "rules" / "kernel_categories.csv").read_text() + "\n"
+    )
     assert all(a != b for a, b in zip(keys(), after_shared))
 
 
@@ -145,14 +165,19 @@ def test_unwritable_store_computes_for_the_report_alone(own_synth_warehouse, mon
 
     wh, runs = own_synth_warehouse
     run_id = runs["serving-decode"]
-    expected = render_run_report(build_run_report(open_connection(wh, runs=[run_id], stored=True), run_id), "md")
+    expected = render_run_report(
+        build_run_report(open_connection(wh, runs=[run_id], stored=True), run_id), "md"
+    )
     shutil.rmtree(run_folder(wh, run_id))
 
     def refuse(*_args, **_kw):
         raise PermissionError(13, "Permission denied", str(analyses_dir(wh)))
 
     monkeypatch.setattr(stored, "store_analyses", refuse)
-    assert render_run_report(build_run_report(open_connection(wh, runs=[run_id], stored=True), run_id), "md") == expected
+    assert (
+        render_run_report(build_run_report(open_connection(wh, runs=[run_id], stored=True), run_id), "md")
+        == expected
+    )
     assert "could not be stored" in capsys.readouterr().err
     assert not is_stored(wh, run_id)
 
@@ -178,8 +203,9 @@ def test_abandoned_partial_folders_are_removed(own_synth_warehouse):
 
     wh, runs = own_synth_warehouse
     run_id = runs["training"]
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     dead = analyses_dir(wh) / f".{run_id}.{gone}.tmp"
     running = analyses_dir(wh) / f".another-run.{os.getpid()}.tmp"  # this process is alive
     for folder in (dead, running):

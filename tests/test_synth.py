@@ -1,4 +1,5 @@
 """Tests of the trace synthesizer: determinism, format, ground-truth consistency, conventions, memory."""
+
 from __future__ import annotations
 
 import gzip
@@ -20,13 +21,20 @@ TRACES = ROOT.parent / "shared" / "traces"
 
 # A few real traces per vendor cover every convention the synthesizer uses (kept small for speed).
 REAL = {
-    "nvidia": ["nvidia/b200_eager_rank0.json.gz", "nvidia/a100_nccl_rank0.json.gz",
-               "nvidia/critical_path/cuda_event_sync.json.gz",
-               "nvidia/critical_path/cuda_event_sync_multi_stream.json.gz", "nvidia/a100_multistream_rank0.json.gz"],
-    "amd": ["inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz",
-            "inference/sglang_decode/capture_traces/bs_32_rank0.json.gz",
-            "inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz",
-            "amd/mi300_resnet_act_checkpoint.json.gz", "amd/mi300_qwen1.5-0.5b.json.gz"],
+    "nvidia": [
+        "nvidia/b200_eager_rank0.json.gz",
+        "nvidia/a100_nccl_rank0.json.gz",
+        "nvidia/critical_path/cuda_event_sync.json.gz",
+        "nvidia/critical_path/cuda_event_sync_multi_stream.json.gz",
+        "nvidia/a100_multistream_rank0.json.gz",
+    ],
+    "amd": [
+        "inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz",
+        "inference/sglang_decode/capture_traces/bs_32_rank0.json.gz",
+        "inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz",
+        "amd/mi300_resnet_act_checkpoint.json.gz",
+        "amd/mi300_qwen1.5-0.5b.json.gz",
+    ],
 }
 
 
@@ -59,9 +67,16 @@ def runs(tmp_path_factory) -> dict:
     base = tmp_path_factory.mktemp("synth")
     for sc in SCENARIOS:
         for vendor in ("nvidia", "amd"):
-            out[(sc, vendor)] = write_scenario(sc, base / f"{sc}-{vendor}", vendor=vendor, steps=3, layers=2,
-                                               straggler=(1, 30.0), host_stall_us=100.0,
-                                               slow_kernel=("nvjet|Cijk", 1.3))
+            out[(sc, vendor)] = write_scenario(
+                sc,
+                base / f"{sc}-{vendor}",
+                vendor=vendor,
+                steps=3,
+                layers=2,
+                straggler=(1, 30.0),
+                host_stall_us=100.0,
+                slow_kernel=("nvjet|Cijk", 1.3),
+            )
     return out
 
 
@@ -79,8 +94,7 @@ def test_deterministic_bytes(tmp_path, scenario):
     for rel in fa:
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
     c = write_scenario(scenario, tmp_path / "c", seed=4, steps=2, layers=2)
-    assert load_truth(c)["steps"] != \
-        load_truth(a)["steps"]
+    assert load_truth(c)["steps"] != load_truth(a)["steps"]
 
 
 def test_files_parse_and_names(runs):
@@ -117,8 +131,10 @@ def test_ground_truth_identities(runs):
         t = load_truth(d)
         assert t["steps"] and t["ranks_summary"]
         for row in t["steps"] + t["ranks_summary"]:
-            assert row["compute_ns"] + row["exposed_comm_ns"] + row["exposed_memory_ns"] + row["idle_ns"] == \
-                row["span_ns"], (sc, vendor, row.get("step"))
+            assert (
+                row["compute_ns"] + row["exposed_comm_ns"] + row["exposed_memory_ns"] + row["idle_ns"]
+                == row["span_ns"]
+            ), (sc, vendor, row.get("step"))
             assert row["busy_ns"] == row["span_ns"] - row["idle_ns"]
             assert sum(row["category_ns"].values()) >= row["busy_ns"]
         for row in t["steps"]:
@@ -128,8 +144,22 @@ def test_ground_truth_identities(runs):
             for busy, excl, _n in row["streams"].values():
                 assert 0 <= excl <= busy
         assert set(t["kernel_categories"].values()) <= {
-            "gemm", "attention", "moe", "communication", "norm", "activation", "rope", "quantize", "sampling",
-            "elementwise", "reduction", "memory", "convolution", "embedding", "other"}
+            "gemm",
+            "attention",
+            "moe",
+            "communication",
+            "norm",
+            "activation",
+            "rope",
+            "quantize",
+            "sampling",
+            "elementwise",
+            "reduction",
+            "memory",
+            "convolution",
+            "embedding",
+            "other",
+        }
         # the straggler (rank 1) arrives last at most collectives (prefill's long kernels jitter more than
         # the 30 us of lateness, so only the short-kernel scenarios are checked)
         if sc != "serving-prefill":
@@ -148,9 +178,12 @@ def test_truth_matches_trace_events(runs):
             assert len(acts) == summ["n_activities"]
             text_total = sum(round(e["dur"] * 1000) for e in acts)
             assert text_total == sum(k["time_ns"] for k in summ["kernels"].values())
-            corr_rt = {e["args"]["correlation"] for e in doc["traceEvents"]
-                       if e.get("cat") in ("cuda_runtime", "cuda_driver")}
-            assert all(e["args"]["correlation"] in corr_rt for e in acts)   # every activity is linked
+            corr_rt = {
+                e["args"]["correlation"]
+                for e in doc["traceEvents"]
+                if e.get("cat") in ("cuda_runtime", "cuda_driver")
+            }
+            assert all(e["args"]["correlation"] in corr_rt for e in acts)  # every activity is linked
 
 
 def test_decode_graph_replay_shape(runs):
@@ -164,12 +197,14 @@ def test_decode_graph_replay_shape(runs):
         corr = g[0]["args"]["correlation"]
         replayed = [e for e in ev if e.get("cat") == "kernel" and e["args"]["correlation"] == corr]
         assert len(replayed) == 2 * t["layer_period"] + 2
-        assert len({e["tid"] for e in replayed}) == 2                   # main + routed-expert stream
+        assert len({e["tid"] for e in replayed}) == 2  # main + routed-expert stream
         flows = [e for e in ev if e.get("cat") == "ac2g" and e["id"] == corr]
         assert len(flows) == len(replayed) + 1
         caps = [p for p in (d / "capture_traces").glob("bs_32_rank0.json.gz")]
         cap = _load(caps[0])["traceEvents"]
-        launches = [e for e in cap if e.get("cat") in ("cuda_runtime", "cuda_driver") and "Launch" in e["name"]]
+        launches = [
+            e for e in cap if e.get("cat") in ("cuda_runtime", "cuda_driver") and "Launch" in e["name"]
+        ]
         assert len(launches) == len(replayed)
         assert not [e for e in cap if e.get("cat") == "kernel"]
 
@@ -198,8 +233,9 @@ def test_target_size_memory(tmp_path):
         "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')] if os.path.exists('/proc/self/status') else []\n"
         "print(int(hwm[0].split()[1]) if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
     )
-    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                         check=False)
+    res = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
+    )
     assert res.returncode == 0, res.stderr
     rss_mb = int(res.stdout.split()[-1]) / 1024
     assert rss_mb < 150, rss_mb

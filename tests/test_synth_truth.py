@@ -43,8 +43,11 @@ def test_whole_rank_timeline_equals_truth(synth_runs, case):
     con, runs = synth_runs
     run_id, truth = runs[case]
     for expected in truth["ranks_summary"]:
-        row = con.execute(f"SELECT {', '.join(FIGURES)}, activities FROM gpu_timeline WHERE run_id = ? AND rank = ? "
-                          "AND variant = 'exact' AND step IS NULL", [run_id, expected["rank"]]).fetchone()
+        row = con.execute(
+            f"SELECT {', '.join(FIGURES)}, activities FROM gpu_timeline WHERE run_id = ? AND rank = ? "
+            "AND variant = 'exact' AND step IS NULL",
+            [run_id, expected["rank"]],
+        ).fetchone()
         assert dict(zip(FIGURES, row[:-1])) == {f: expected[f] for f in FIGURES}
         assert row[-1] == expected["n_activities"]
 
@@ -54,11 +57,14 @@ def test_step_timeline_equals_truth(synth_runs, case):
     """Steps are matched by their host annotation's start: each truth step is one tracehouse step."""
     con, runs = synth_runs
     run_id, truth = runs[case]
-    rows = con.execute(f"""
-        SELECT s.rank, s.start_ns, s.phase, {', '.join('g.' + f for f in FIGURES)}
+    rows = con.execute(
+        f"""
+        SELECT s.rank, s.start_ns, s.phase, {", ".join("g." + f for f in FIGURES)}
         FROM step_spans s JOIN gpu_timeline g
           ON g.run_id = s.run_id AND g.rank = s.rank AND g.step = s.step AND g.variant = 'exact'
-        WHERE s.run_id = ?""", [run_id]).fetchall()
+        WHERE s.run_id = ?""",
+        [run_id],
+    ).fetchall()
     ours = {(r[0], r[1]): r for r in rows}
     for step in truth["steps"]:
         key = (step["rank"], step["host_start_ns"])
@@ -73,9 +79,13 @@ def test_step_timeline_equals_truth(synth_runs, case):
 def test_kernel_time_and_categories_equal_truth(synth_runs, case):
     con, runs = synth_runs
     run_id, truth = runs[case]
-    ours = {(name, cat): (t, n) for name, cat, t, n in con.execute(
-        "SELECT name, category, sum(gpu_time_ns), sum(launches) FROM kernel_summary WHERE run_id = ? GROUP BY ALL",
-        [run_id]).fetchall()}
+    ours = {
+        (name, cat): (t, n)
+        for name, cat, t, n in con.execute(
+            "SELECT name, category, sum(gpu_time_ns), sum(launches) FROM kernel_summary WHERE run_id = ? GROUP BY ALL",
+            [run_id],
+        ).fetchall()
+    }
     expected = {}
     for rank in truth["ranks_summary"]:
         for name, kv in rank["kernels"].items():
@@ -89,11 +99,17 @@ def test_kernel_time_and_categories_equal_truth(synth_runs, case):
 def test_stream_busy_and_exclusive_equal_truth(synth_runs, case):
     con, runs = synth_runs
     run_id, truth = runs[case]
-    rows = con.execute("SELECT rank, stream, busy_ns, exclusive_ns, activities FROM stream_summary "
-                       "WHERE run_id = ? AND step IS NULL", [run_id]).fetchall()
+    rows = con.execute(
+        "SELECT rank, stream, busy_ns, exclusive_ns, activities FROM stream_summary "
+        "WHERE run_id = ? AND step IS NULL",
+        [run_id],
+    ).fetchall()
     ours = {(r, s): (b, e, n) for r, s, b, e, n in rows}
-    expected = {(rank["rank"], int(s)): (v["busy_ns"], v["exclusive_ns"], v["count"])
-                for rank in truth["ranks_summary"] for s, v in rank["streams"].items()}
+    expected = {
+        (rank["rank"], int(s)): (v["busy_ns"], v["exclusive_ns"], v["count"])
+        for rank in truth["ranks_summary"]
+        for s, v in rank["streams"].items()
+    }
     assert ours == expected
 
 
@@ -101,8 +117,12 @@ def test_stream_busy_and_exclusive_equal_truth(synth_runs, case):
 def test_linked_counts_equal_truth(synth_runs, case):
     con, runs = synth_runs
     run_id, truth = runs[case]
-    rows = dict(con.execute("SELECT rank, count(*) FILTER (WHERE linked) FROM kernels WHERE run_id = ? GROUP BY rank",
-                            [run_id]).fetchall())
+    rows = dict(
+        con.execute(
+            "SELECT rank, count(*) FILTER (WHERE linked) FROM kernels WHERE run_id = ? GROUP BY rank",
+            [run_id],
+        ).fetchall()
+    )
     assert rows == {r["rank"]: r["n_linked"] for r in truth["ranks_summary"]}
 
 

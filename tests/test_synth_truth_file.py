@@ -41,8 +41,8 @@ def test_rewriting_a_folder_leaves_only_this_runs_truth(tmp_path, monkeypatch):
     out = _write(tmp_path / "run")
     monkeypatch.setattr(truth_module, "COMPRESS_OVER", 1000)
     write_scenario("serving-decode", tmp_path / "run", ranks=2, steps=4, layers=2, seed=3)
-    assert not (out / "ground_truth.json").exists()           # the old plain one is gone
-    assert load_truth(out)["n_steps"] == 4                    # the new one is the run's
+    assert not (out / "ground_truth.json").exists()  # the old plain one is gone
+    assert load_truth(out)["n_steps"] == 4  # the new one is the run's
     monkeypatch.setattr(truth_module, "COMPRESS_OVER", 10**12)
     _write(tmp_path / "run")
     assert not (out / "ground_truth.json.gz").exists() and load_truth(out)["n_steps"] == 3
@@ -75,28 +75,42 @@ def test_size_progress_line_bytes_percent_eta():
     clock, stream = Clock(), io.StringIO()
     p = SizeProgress(stream=stream, interval=0.25, clock=clock)
     clock.t += 10
-    p(50_000_000, 200_000_000)                  # a quarter in 10 s: 30 s to go at that rate
+    p(50_000_000, 200_000_000)  # a quarter in 10 s: 30 s to go at that rate
     assert stream.getvalue().endswith("synth: 50 MB of 200 MB (25 %), ETA 30 s")
     clock.t += 0.1
-    p(60_000_000, 200_000_000)                  # within the interval: not redrawn
+    p(60_000_000, 200_000_000)  # within the interval: not redrawn
     assert "60 MB" not in stream.getvalue()
     clock.t += 1
-    p(210_000_000, 200_000_000)                 # past the target (the last step overshoots): 100 %, no ETA
+    p(210_000_000, 200_000_000)  # past the target (the last step overshoots): 100 %, no ETA
     assert stream.getvalue().endswith("synth: 210 MB of 200 MB (100 %)")
     p.note("writing the ground truth")
     assert stream.getvalue().endswith("synth: 210 MB of 200 MB (100 %); writing the ground truth")
     p.done("; ground truth: ground_truth.json.gz")
-    assert stream.getvalue().endswith("synth: 210 MB of trace JSON in 11 s; ground truth: ground_truth.json.gz\n")
+    assert stream.getvalue().endswith(
+        "synth: 210 MB of trace JSON in 11 s; ground truth: ground_truth.json.gz\n"
+    )
 
 
 def test_target_size_run_reports_progress_per_step(tmp_path):
     seen = []
-    out = write_scenario("serving-decode", tmp_path / "run", ranks=1, layers=2, target_size=400_000,
-                         progress=lambda written, target: seen.append((written, target)))
+    out = write_scenario(
+        "serving-decode",
+        tmp_path / "run",
+        ranks=1,
+        layers=2,
+        target_size=400_000,
+        progress=lambda written, target: seen.append((written, target)),
+    )
     assert len(seen) == load_truth(out)["n_steps"] and {t for _, t in seen} == {400_000}
     stream = io.StringIO()
-    write_scenario("serving-decode", tmp_path / "run2", ranks=1, layers=2, target_size=400_000,
-                   progress=SizeProgress(stream=stream, interval=0.0))
+    write_scenario(
+        "serving-decode",
+        tmp_path / "run2",
+        ranks=1,
+        layers=2,
+        target_size=400_000,
+        progress=SizeProgress(stream=stream, interval=0.0),
+    )
     drawn = stream.getvalue().split("\r\x1b[2K")
     assert drawn[-1].endswith("(100 %); writing the ground truth") and "%" in drawn[1]
     assert [w for w, _ in seen] == sorted(w for w, _ in seen) and seen[-1][0] >= 400_000 > seen[-2][0]
@@ -105,8 +119,10 @@ def test_target_size_run_reports_progress_per_step(tmp_path):
 def test_synth_cli_is_quiet_when_stderr_is_not_a_terminal(tmp_path, cli_runner):
     from tracehouse import cli
 
-    res = cli_runner.invoke(cli.main, ["synth", "serving-decode", "--ranks", "1", "--target-size", "300KB",
-                                       "-o", str(tmp_path / "run")])
+    res = cli_runner.invoke(
+        cli.main,
+        ["synth", "serving-decode", "--ranks", "1", "--target-size", "300KB", "-o", str(tmp_path / "run")],
+    )
     assert res.exit_code == 0, res.output
     assert res.stdout == f"{tmp_path / 'run'}\n" and "synth:" not in res.stderr
 
@@ -115,7 +131,9 @@ def test_synth_cli_is_quiet_when_stderr_is_not_a_terminal(tmp_path, cli_runner):
 def test_synth_cli_refuses_a_bad_target_size_in_one_line(tmp_path, cli_runner, size):
     from tracehouse import cli
 
-    res = cli_runner.invoke(cli.main, ["synth", "serving-decode", "--target-size", size, "-o", str(tmp_path / "run")])
+    res = cli_runner.invoke(
+        cli.main, ["synth", "serving-decode", "--target-size", size, "-o", str(tmp_path / "run")]
+    )
     assert res.exit_code == 2 and res.exception is None or isinstance(res.exception, SystemExit), res.output
     assert "Traceback" not in res.output and f"'{size}' is not a size like 500MB or 2GB" in res.output
     assert not (tmp_path / "run").exists()  # refused before anything is written

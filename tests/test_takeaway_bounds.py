@@ -38,8 +38,12 @@ def test_overlap_rows_are_the_same_whatever_bounds_the_step(bounds, name):
     wh, runs, expect = bounds
     want = expect[name]["overlap_row"]
     con = connect(wh, runs=[runs[name]])
-    [row] = query_rows(con, "SELECT verdict, recommendation, exclusive_ratio FROM overlap_opportunity "
-                            "WHERE run_id = ? AND name = ?", [runs[name], want["name"]])
+    [row] = query_rows(
+        con,
+        "SELECT verdict, recommendation, exclusive_ratio FROM overlap_opportunity "
+        "WHERE run_id = ? AND name = ?",
+        [runs[name], want["name"]],
+    )
     assert (row["verdict"], row["recommendation"]) == (want["verdict"], want["recommendation"])
     assert row["exclusive_ratio"] == 1.0  # the GEMM never runs beside the all-reduce
 
@@ -63,7 +67,9 @@ def test_overlap_takeaway_follows_what_bounds_the_step(bounds, name):
         assert f"host-bound: the GPU idles {idle} %" in w.reason  # the figure it rests on, named
         assert idle >= 20
         assert f"Not drawn: a takeaway on `{figure}` (step {report.step.step} is host-bound" in md
-        assert f"Not drawn: a takeaway on <code>{figure}</code> (step {report.step.step} is host-bound" in html
+        assert (
+            f"Not drawn: a takeaway on <code>{figure}</code> (step {report.step.step} is host-bound" in html
+        )
         [idle_takeaway] = [t for t in report.takeaways if t.figure == "idle_gaps"]
         assert "mostly waiting for the host launching too late (host-bound gaps)" in idle_takeaway.text
     if "overlap_subject" in truth:
@@ -108,11 +114,24 @@ def test_interleaved_steps_split_other_steps_work_from_idle(tmp_path):
     t0 = con.execute("SELECT min(host_start_ns) FROM steps WHERE run_id = ?", [outcome.run_id]).fetchone()[0]
     for r in rows:
         want = truth[str(r["step"])]
-        got = {"wall_start_us": (r["wall_start_ns"] - t0) / 1000, "wall_end_us": (r["wall_end_ns"] - t0) / 1000}
-        got |= {k: r[k.replace("_us", "_ns")] / 1000 for k in want if k not in ("wall_start_us", "wall_end_us")}
+        got = {
+            "wall_start_us": (r["wall_start_ns"] - t0) / 1000,
+            "wall_end_us": (r["wall_end_ns"] - t0) / 1000,
+        }
+        got |= {
+            k: r[k.replace("_us", "_ns")] / 1000 for k in want if k not in ("wall_start_us", "wall_end_us")
+        }
         assert got == want, r["step"]
-        parts = ("host_setup_ns", "gpu_queued_ns", "compute_ns", "exposed_comm_ns", "exposed_memory_ns",
-                 "other_steps_ns", "gpu_idle_ns", "host_tail_ns")
+        parts = (
+            "host_setup_ns",
+            "gpu_queued_ns",
+            "compute_ns",
+            "exposed_comm_ns",
+            "exposed_memory_ns",
+            "other_steps_ns",
+            "gpu_idle_ns",
+            "host_tail_ns",
+        )
         assert sum(r[p] for p in parts) == r["wall_ns"]
     report = build_run_report(con, outcome.run_id)
     md = render_run_report(report, "md")

@@ -67,9 +67,11 @@ def test_exact_matches_exact_reference(real_warehouse, timelines, rel, capsys):
     with capsys.disabled():
         moved = (exact["compute_ns"] - names["compute_ns"]) / 1e3
         if abs(moved) >= 1:
-            print(f"\n  {rel}: tracehouse categories move {moved:+.1f} µs of compute "
-                  f"({_pct(exact['compute_ns'], exact['span_ns']):.2f}% vs HTA names "
-                  f"{_pct(names['compute_ns'], names['span_ns']):.2f}% of span)")
+            print(
+                f"\n  {rel}: tracehouse categories move {moved:+.1f} µs of compute "
+                f"({_pct(exact['compute_ns'], exact['span_ns']):.2f}% vs HTA names "
+                f"{_pct(names['compute_ns'], names['span_ns']):.2f}% of span)"
+            )
 
 
 def test_b200_symmetric_memory_all_reduce_is_communication(real_warehouse, timelines):
@@ -110,7 +112,8 @@ def test_linked_and_exact_match_tracelens(real_warehouse, timelines, row):
     # TraceLens' computation: union of every non-communication kernel plus memset, where communication
     # is a name containing nccl / rccl / cross_device_reduce. Reproduced with one query.
     linked_only = "AND linked" if variant == "linked" else ""
-    tracelens_compute = con.execute(f"""
+    tracelens_compute = con.execute(
+        f"""
         WITH a AS (
             SELECT start_ns, end_ns FROM kernels
             WHERE run_id = ? {linked_only}
@@ -124,7 +127,9 @@ def test_linked_and_exact_match_tracelens(real_warehouse, timelines, row):
                       OVER (ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS island FROM o
         )
         SELECT sum(e - s) FROM (SELECT island, min(start_ns) s, max(end_ns) e FROM i GROUP BY island)
-    """, [run_of[row["trace"]]]).fetchone()[0]
+    """,
+        [run_of[row["trace"]]],
+    ).fetchone()[0]
     assert abs(tracelens_compute / 1e6 - row["computation_time_ms"]) <= 0.001
 
 
@@ -136,11 +141,20 @@ def test_tracelens_variants_reproduce_tracelens(timelines, real_warehouse, row):
     _wh, run_of = real_warehouse
     variant = "linked" if row["variant"].startswith("linked") else "tracelens_all"
     ours = timelines[run_of[row["trace"]], variant]
-    for column, key in (("compute_ns", "computation_time_ms"), ("exposed_comm_ns", "exposed_comm_time_ms"),
-                        ("exposed_memory_ns", "exposed_memcpy_time_ms"), ("busy_ns", "busy_time_ms"),
-                        ("idle_ns", "idle_time_ms"), ("span_ns", "total_time_ms"), ("comm_ns", "total_comm_time_ms")):
+    for column, key in (
+        ("compute_ns", "computation_time_ms"),
+        ("exposed_comm_ns", "exposed_comm_time_ms"),
+        ("exposed_memory_ns", "exposed_memcpy_time_ms"),
+        ("busy_ns", "busy_time_ms"),
+        ("idle_ns", "idle_time_ms"),
+        ("span_ns", "total_time_ms"),
+        ("comm_ns", "total_comm_time_ms"),
+    ):
         assert abs(ours[column] / 1e6 - row[key]) <= 0.001, (variant, column, ours[column] / 1e6, row[key])
-    assert ours["compute_ns"] + ours["exposed_comm_ns"] + ours["exposed_memory_ns"] + ours["idle_ns"] == ours["span_ns"]
+    assert (
+        ours["compute_ns"] + ours["exposed_comm_ns"] + ours["exposed_memory_ns"] + ours["idle_ns"]
+        == ours["span_ns"]
+    )
 
 
 @pytest.mark.parametrize("rel", ["nvidia/b200_eager_rank0.json.gz", "nvidia/h100_qwen1.5-0.5b.json.gz"])
@@ -152,13 +166,20 @@ def test_idle_gap_classes_reconcile_with_hta(real_warehouse, timelines, rel):
     so host_wait agrees within 3 %, and on one stream the gaps add up to exactly our idle time."""
     wh, run_of = real_warehouse
     con = connect(wh)
-    ours = dict(con.execute(
-        "SELECT hta_class, sum(gap_ns) / 1e3 FROM idle_gaps WHERE run_id = ? AND scope = 'stream' GROUP BY 1",
-        [run_of[rel]]).fetchall())
+    ours = dict(
+        con.execute(
+            "SELECT hta_class, sum(gap_ns) / 1e3 FROM idle_gaps WHERE run_id = ? AND scope = 'stream' GROUP BY 1",
+            [run_of[rel]],
+        ).fetchall()
+    )
     hta = HTA[rel]["idle_time_by_category_us"]
     assert ours["host_wait"] == pytest.approx(hta["host_wait"], rel=0.03)
     exact = timelines[run_of[rel], "exact"]
     assert sum(ours.values()) == pytest.approx(exact["idle_ns"] / 1e3, abs=1e-6)
-    by_class = dict(con.execute("SELECT class, sum(gap_ns) FROM idle_gaps WHERE run_id = ? AND scope = 'device' "
-                                "GROUP BY 1", [run_of[rel]]).fetchall())
+    by_class = dict(
+        con.execute(
+            "SELECT class, sum(gap_ns) FROM idle_gaps WHERE run_id = ? AND scope = 'device' GROUP BY 1",
+            [run_of[rel]],
+        ).fetchall()
+    )
     assert sum(by_class.values()) == exact["idle_ns"]

@@ -26,11 +26,14 @@ import pytest
 from synth.history import commit_sha, write_history
 
 N_RUNS, DRIFT_FROM = 30, 10
-SHIFT_AT = {1: 22, 2: 20, 3: 25, 4: 23, 5: 27}      # seed -> index of the regressed commit
+SHIFT_AT = {1: 22, 2: 20, 3: 25, 4: 23, 5: 27}  # seed -> index of the regressed commit
 SEEDS = sorted(SHIFT_AT)
 ATTN = "BatchMLAPagedAttention"
-ATTN_FAMILY = {"category.attention_ns_per_step", "kernel.flashinfer::mla::BatchMLAPagedAttentionKernel_ns_per_step"}
-LAST_RUN_REGRESSED = "decode-seed5"                 # shift 3 runs before the end: the last run is still flagged
+ATTN_FAMILY = {
+    "category.attention_ns_per_step",
+    "kernel.flashinfer::mla::BatchMLAPagedAttentionKernel_ns_per_step",
+}
+LAST_RUN_REGRESSED = "decode-seed5"  # shift 3 runs before the end: the last run is still flagged
 
 
 def _series(seed: int) -> str:
@@ -47,14 +50,24 @@ def history(tmp_path_factory):
     wh = Warehouse(root / "wh")
     runs = {}
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(ingest.run.os, "cpu_count", lambda: 1)   # in-process ingest: no pool to spawn per run
+        mp.setattr(ingest.run.os, "cpu_count", lambda: 1)  # in-process ingest: no pool to spawn per run
         for seed in SEEDS:
-            runs[seed] = write_history(root / "traces", commits=N_RUNS, series=((_series(seed), 2),),
-                                       regression_at=SHIFT_AT[seed], slow_kernel=(ATTN, 1.08),
-                                       drift=(DRIFT_FROM, "nvjet", 1.01), steps=3, layers=2, seed=seed,
-                                       captures=False)
+            runs[seed] = write_history(
+                root / "traces",
+                commits=N_RUNS,
+                series=((_series(seed), 2),),
+                regression_at=SHIFT_AT[seed],
+                slow_kernel=(ATTN, 1.08),
+                drift=(DRIFT_FROM, "nvjet", 1.01),
+                steps=3,
+                layers=2,
+                seed=seed,
+                captures=False,
+            )
             for run in runs[seed]:
-                out = ingest_paths(wh, [run.path], labels=run.labels, analyse=False)  # trend reads no report views
+                out = ingest_paths(
+                    wh, [run.path], labels=run.labels, analyse=False
+                )  # trend reads no report views
                 assert out[0].run_id and not out[0].problems, out[0].problems
     return wh, runs
 
@@ -70,12 +83,30 @@ def evaluated(history):
     return evaluate(*trend_inputs(connect(wh), warehouse=wh))
 
 
-COLS = ["series", "phase", "metric", "seq", "run_id", "commit", "value", "baseline", "noise", "band", "change_pct",
-        "n_history", "n_baseline", "flagged", "first_commit", "shift_start"]
+COLS = [
+    "series",
+    "phase",
+    "metric",
+    "seq",
+    "run_id",
+    "commit",
+    "value",
+    "baseline",
+    "noise",
+    "band",
+    "change_pct",
+    "n_history",
+    "n_baseline",
+    "flagged",
+    "first_commit",
+    "shift_start",
+]
 
 
 def _rows(con, where: str = "TRUE") -> list[dict]:
-    rows = con.execute(f"SELECT {', '.join(COLS)} FROM regression WHERE {where} ORDER BY series, metric, seq").fetchall()
+    rows = con.execute(
+        f"SELECT {', '.join(COLS)} FROM regression WHERE {where} ORDER BY series, metric, seq"
+    ).fetchall()
     return [dict(zip(COLS, r)) for r in rows]
 
 
@@ -104,7 +135,9 @@ def test_flags_exactly_the_injected_commit_and_metric(regressions, seed):
     # (while the baseline of the previous 5 runs still lags), never more than 3 runs after it
     assert max(r["seq"] for r in rows) == N_RUNS
     assert all(SHIFT_AT[seed] < r["seq"] <= SHIFT_AT[seed] + 3 for r in flagged)
-    attn = [r for r in rows if r["metric"] == "category.attention_ns_per_step" and r["seq"] == SHIFT_AT[seed] + 1]
+    attn = [
+        r for r in rows if r["metric"] == "category.attention_ns_per_step" and r["seq"] == SHIFT_AT[seed] + 1
+    ]
     assert 5 < attn[0]["change_pct"] < 11
 
 
@@ -113,7 +146,7 @@ def test_one_percent_change_inside_the_noise_is_not_flagged(regressions, seed):
     rows = regressions[_series(seed)]
     gemm = [r for r in rows if r["metric"] == "category.gemm_ns_per_step"]
     assert not any(r["flagged"] for r in gemm)
-    at = gemm[DRIFT_FROM]                       # the first +1 % run (seq is 1-based)
+    at = gemm[DRIFT_FROM]  # the first +1 % run (seq is 1-based)
     assert at["commit"] == commit_sha(DRIFT_FROM) and at["noise"] > 0
     assert abs(at["change_pct"]) < 3 and abs(at["value"] - at["baseline"]) < at["band"]
     late = [r["change_pct"] for r in gemm if DRIFT_FROM < r["seq"] <= DRIFT_FROM + 3]
@@ -130,16 +163,18 @@ def test_history_is_judged_on_the_noise_window(evaluated):
     # ~1.5 x at 20
     assert [r["band"] for r in rows[:5]] == [None] * 5
     widen = [r["band"] / (3 * r["noise"] * (1 + 1.5708 / r["n_baseline"]) ** 0.5) for r in rows[5:]]
-    assert widen[1] > 4 and 1.45 < widen[-1] < 1.5            # 6 runs of history; 20
+    assert widen[1] > 4 and 1.45 < widen[-1] < 1.5  # 6 runs of history; 20
     assert all(a > b for a, b in itertools.pairwise(widen[:16]))
     assert widen[15:] == pytest.approx([widen[-1]] * len(widen[15:]))
     evaluated.execute("CREATE TABLE saved_params AS SELECT * FROM trend_params")
     try:
-        evaluated.execute("CREATE OR REPLACE VIEW trend_params AS "
-                          "SELECT * REPLACE (15 AS min_history) FROM saved_params")
+        evaluated.execute(
+            "CREATE OR REPLACE VIEW trend_params AS SELECT * REPLACE (15 AS min_history) FROM saved_params"
+        )
         flagged = _rows(evaluated, "flagged")
         assert {(r["series"], r["first_commit"]) for r in flagged} == {
-            (_series(s), commit_sha(SHIFT_AT[s])) for s in SEEDS}
+            (_series(s), commit_sha(SHIFT_AT[s])) for s in SEEDS
+        }
         assert min(r["n_history"] for r in flagged) >= 15
     finally:
         evaluated.execute("CREATE OR REPLACE VIEW trend_params AS SELECT * FROM saved_params")
@@ -152,19 +187,61 @@ def _noise_tables(lines: int, runs: int, seed: int):
     run_rows, metric_rows = [], []
     for i in range(runs):
         run_id = f"r{i:04d}"
-        run_rows.append({"run_id": run_id, "ingested_at": t0, "labels": [("series", "noise")], "framework": "x",
-                         "model": "m", "hardware": "h", "commit": f"c{i:04d}",
-                         "commit_time": (t0 + timedelta(hours=i)).strftime("%Y-%m-%dT%H:%M:%SZ"), "series": "noise"})
+        run_rows.append(
+            {
+                "run_id": run_id,
+                "ingested_at": t0,
+                "labels": [("series", "noise")],
+                "framework": "x",
+                "model": "m",
+                "hardware": "h",
+                "commit": f"c{i:04d}",
+                "commit_time": (t0 + timedelta(hours=i)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "series": "noise",
+            }
+        )
         for m in range(lines):
-            metric_rows.append({"run_id": run_id, "rank": None, "phase": "decode", "metric": f"noise{m:03d}",
-                                "value": rng.gauss(1000.0, 50.0), "better": "lower", "spread": 0.0})
-    runs_t = pa.Table.from_pylist(run_rows, schema=pa.schema([
-        ("run_id", pa.string()), ("ingested_at", pa.timestamp("us", tz="UTC")),
-        ("labels", pa.map_(pa.string(), pa.string())), ("framework", pa.string()), ("model", pa.string()),
-        ("hardware", pa.string()), ("commit", pa.string()), ("commit_time", pa.string()), ("series", pa.string())]))
-    rows_t = pa.Table.from_pylist(metric_rows, schema=pa.schema([
-        ("run_id", pa.string()), ("rank", pa.int32()), ("phase", pa.string()), ("metric", pa.string()),
-        ("value", pa.float64()), ("better", pa.string()), ("spread", pa.float64())]))
+            metric_rows.append(
+                {
+                    "run_id": run_id,
+                    "rank": None,
+                    "phase": "decode",
+                    "metric": f"noise{m:03d}",
+                    "value": rng.gauss(1000.0, 50.0),
+                    "better": "lower",
+                    "spread": 0.0,
+                }
+            )
+    runs_t = pa.Table.from_pylist(
+        run_rows,
+        schema=pa.schema(
+            [
+                ("run_id", pa.string()),
+                ("ingested_at", pa.timestamp("us", tz="UTC")),
+                ("labels", pa.map_(pa.string(), pa.string())),
+                ("framework", pa.string()),
+                ("model", pa.string()),
+                ("hardware", pa.string()),
+                ("commit", pa.string()),
+                ("commit_time", pa.string()),
+                ("series", pa.string()),
+            ]
+        ),
+    )
+    rows_t = pa.Table.from_pylist(
+        metric_rows,
+        schema=pa.schema(
+            [
+                ("run_id", pa.string()),
+                ("rank", pa.int32()),
+                ("phase", pa.string()),
+                ("metric", pa.string()),
+                ("value", pa.float64()),
+                ("better", pa.string()),
+                ("spread", pa.float64()),
+            ]
+        ),
+    )
     return runs_t, rows_t
 
 
@@ -179,11 +256,12 @@ def test_band_is_a_three_sigma_test_on_pure_noise():
         "SELECT count(*) FILTER (WHERE n_history >= 5), count(*) FILTER (WHERE flagged), "
         "count(*) FILTER (WHERE flagged AND n_history < 10), "
         "count(*) FILTER (WHERE n_history >= 5 AND value - baseline > 3 * noise * sqrt(1 + 1.5708 / n_baseline)) "
-        "FROM regression").fetchone()
+        "FROM regression"
+    ).fetchone()
     assert judged == 300 * 27
-    assert flagged <= 0.00135 * judged * 2, (flagged, judged)     # ~0.08 % expected: 6 of 8,100
-    assert early <= 0.00135 * 300 * 5 * 2                         # the 5 first judged runs of each line
-    assert naive > 0.01 * judged                                  # what the widening removes
+    assert flagged <= 0.00135 * judged * 2, (flagged, judged)  # ~0.08 % expected: 6 of 8,100
+    assert early <= 0.00135 * 300 * 5 * 2  # the 5 first judged runs of each line
+    assert naive > 0.01 * judged  # what the widening removes
 
 
 def test_cli_trend_formats_and_fail_on_regression(history, evaluated, cli_runner, tmp_path):
@@ -198,26 +276,49 @@ def test_cli_trend_formats_and_fail_on_regression(history, evaluated, cli_runner
     assert {g["first_commit"] for g in doc["failing"]} == {commit_sha(SHIFT_AT[5])}
     assert {g["metric"] for g in doc["failing"]} == ATTN_FAMILY
     assert {(g["series"], g["first_commit"]) for g in doc["regressions"]} == {
-        (_series(s), commit_sha(SHIFT_AT[s])) for s in SEEDS}
+        (_series(s), commit_sha(SHIFT_AT[s])) for s in SEEDS
+    }
 
-    res = cli_runner.invoke(main, base + ["--where", f"series={_series(2)}", "--metric", "category.gemm*",
-                                          "--metric", "step_time_median_ns", "--fail-on-regression", "--last", "10"])
+    res = cli_runner.invoke(
+        main,
+        base
+        + [
+            "--where",
+            f"series={_series(2)}",
+            "--metric",
+            "category.gemm*",
+            "--metric",
+            "step_time_median_ns",
+            "--fail-on-regression",
+            "--last",
+            "10",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "category.gemm_ns_per_step" in res.stdout and "attention" not in res.stdout
-    assert any(ch in res.stdout for ch in "▁▂▃▄▅▆▇█")     # sparklines
+    assert any(ch in res.stdout for ch in "▁▂▃▄▅▆▇█")  # sparklines
 
     since = runs[1][N_RUNS - 7].commit_time[:10]
     out = tmp_path / "trend.html"
-    res = cli_runner.invoke(main, base + ["--where", f"series={_series(1)}", "--since", since, "--format", "html",
-                                          "-o", str(out)])
+    res = cli_runner.invoke(
+        main, base + ["--where", f"series={_series(1)}", "--since", since, "--format", "html", "-o", str(out)]
+    )
     assert res.exit_code == 0, res.output
     html = out.read_text()
-    assert "<svg" in html and "<polygon" in html and "http://" not in html.replace("http://www.w3.org/2000/svg", "")
+    assert (
+        "<svg" in html
+        and "<polygon" in html
+        and "http://" not in html.replace("http://www.w3.org/2000/svg", "")
+    )
     assert "flashinfer::mla::BatchMLAPagedAttentionKernel" in html and "<script" not in html
     shown = sum(1 for r in runs[1] if r.commit_time >= since)
-    res = cli_runner.invoke(main, base + ["--where", f"series={_series(1)}", "--since", since, "--format", "json"])
+    res = cli_runner.invoke(
+        main, base + ["--where", f"series={_series(1)}", "--since", since, "--format", "json"]
+    )
     doc = json.loads(res.stdout)
-    assert all(len(m["points"]) == shown for s in doc["series"] for m in s["metrics"] if m["metric"] == "steps")
+    assert all(
+        len(m["points"]) == shown for s in doc["series"] for m in s["metrics"] if m["metric"] == "steps"
+    )
 
     res = cli_runner.invoke(main, base + ["--where", "series=nothing-here"])  # matching nothing is an error
     assert res.exit_code == 1 and "no run matches --where series=nothing-here" in res.stderr

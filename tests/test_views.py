@@ -44,7 +44,9 @@ def test_view_case_duckdb(case):
 
 @pytest.fixture(scope="session")
 def spark():
-    pytest.importorskip("pyspark", reason="pyspark is not installed: the Spark run of the view cases needs it")
+    pytest.importorskip(
+        "pyspark", reason="pyspark is not installed: the Spark run of the view cases needs it"
+    )
     if shutil.which("java") is None:
         pytest.skip("no java on PATH: Spark cannot start")
     from warehouse.spark import spark_session
@@ -62,12 +64,16 @@ def test_every_view_has_a_case():
     covered = {c.view for c in CASES}
     views = set(view_names())
     missing = sorted(views - covered - set(UNCOVERED))
-    assert not missing, f"views without a case in tests/views/ (add one, see tests/views/README.md): {missing}"
+    assert not missing, (
+        f"views without a case in tests/views/ (add one, see tests/views/README.md): {missing}"
+    )
     done = sorted(set(UNCOVERED) & covered)
     assert not done, f"these views have a case now: take them out of UNCOVERED: {done}"
     unknown = sorted(set(UNCOVERED) - views)
     assert not unknown, f"UNCOVERED names no view of sql/: {unknown}"
-    strays = sorted(p.parent.name for p in CASES_DIR.glob("*/*/expected.csv") if p.parent.parent.name not in views)
+    strays = sorted(
+        p.parent.name for p in CASES_DIR.glob("*/*/expected.csv") if p.parent.parent.name not in views
+    )
     assert not strays, f"tests/views/ has cases for no view of sql/: {strays}"
 
 
@@ -80,19 +86,22 @@ def _case(expected, columns=("a", "b"), query="SELECT a, b FROM t"):
     return Case("t", "c", CASES_DIR, query=query, columns=list(columns), expected=[list(r) for r in expected])
 
 
-@pytest.mark.parametrize(("expected", "got", "ok"), [
-    ([["1", "x"]], [(1, "x")], True),
-    ([["1", "x"]], [(2, "x")], False),                 # a wrong integer
-    ([["1", None]], [(1, "")], False),                 # NULL is not the empty string
-    ([["1", ""]], [(1, "")], True),
-    ([["0.1", "x"]], [(0.1 + 1e-15, "x")], True),      # floats to 1e-9, relative
-    ([["0.1", "x"]], [(0.1001, "x")], False),
-    ([["1", "x"]], [(1, "x"), (1, "x")], False),       # an extra row
-    ([["1", "x"], ["1", "x"]], [(1, "x")], False),     # a missing duplicate
-    ([["true", "[1, 2]"]], [(True, [1, 2])], True),
-    ([["true", "[1, 2]"]], [(True, [2, 1])], False),   # lists keep their order
-    ([["1", '{"k": null}']], [(1, {"k": None})], True),
-])
+@pytest.mark.parametrize(
+    ("expected", "got", "ok"),
+    [
+        ([["1", "x"]], [(1, "x")], True),
+        ([["1", "x"]], [(2, "x")], False),  # a wrong integer
+        ([["1", None]], [(1, "")], False),  # NULL is not the empty string
+        ([["1", ""]], [(1, "")], True),
+        ([["0.1", "x"]], [(0.1 + 1e-15, "x")], True),  # floats to 1e-9, relative
+        ([["0.1", "x"]], [(0.1001, "x")], False),
+        ([["1", "x"]], [(1, "x"), (1, "x")], False),  # an extra row
+        ([["1", "x"], ["1", "x"]], [(1, "x")], False),  # a missing duplicate
+        ([["true", "[1, 2]"]], [(True, [1, 2])], True),
+        ([["true", "[1, 2]"]], [(True, [2, 1])], False),  # lists keep their order
+        ([["1", '{"k": null}']], [(1, {"k": None})], True),
+    ],
+)
 def test_compare_unordered(expected, got, ok):
     case = _case(expected)
     if ok:

@@ -83,7 +83,8 @@ def schema_catalog() -> dict[str, tuple[tuple[str, str], ...]]:
         rows = con.execute(
             "SELECT table_name, column_name, data_type FROM information_schema.columns "
             "WHERE table_catalog = current_database() AND table_schema = 'main' "
-            "ORDER BY table_name, ordinal_position").fetchall()
+            "ORDER BY table_name, ordinal_position"
+        ).fetchall()
         con.close()
     out: dict[str, list[tuple[str, str]]] = {}
     for table, column, kind in rows:
@@ -98,7 +99,13 @@ def columns_of(name: str) -> tuple[tuple[str, str], ...]:
         raise KeyError(f"{name} is no stored table, rule table or view of sql/") from None
 
 
-RULE_TABLES = ("category_rules", "fusion_patterns", "fusion_pattern_steps", "launch_site_rules", "device_peaks")
+RULE_TABLES = (
+    "category_rules",
+    "fusion_patterns",
+    "fusion_pattern_steps",
+    "launch_site_rules",
+    "device_peaks",
+)
 
 
 def plan(views: list[str], given: set[str]) -> tuple[list[str], list[str]]:
@@ -193,7 +200,9 @@ def spark_views(spark, views: list[str], inputs: dict[str, Rows]):
         session.sql(to_spark_sql(f'CREATE VIEW "{name}" AS {table_select(name, [], spark=True)}'))
     for name, rows in inputs.items():
         # OR REPLACE: a rule table given replaces the shipped one
-        session.sql(to_spark_sql(f'CREATE OR REPLACE VIEW "{name}" AS {table_select(name, rows, spark=True)}'))
+        session.sql(
+            to_spark_sql(f'CREATE OR REPLACE VIEW "{name}" AS {table_select(name, rows, spark=True)}')
+        )
     texts = _graph()[1]
     for name in build:
         session.sql(to_spark_sql(texts[name]))
@@ -275,7 +284,9 @@ def load_case(folder: Path) -> Case:
         header, rows = _read_csv(path)
         case.inputs[path.stem] = [dict(zip(header, r)) for r in rows]
     query = folder / "query.sql"
-    case.query = query.read_text(encoding="utf-8").strip().rstrip(";") if query.is_file() else f"SELECT * FROM {view}"
+    case.query = (
+        query.read_text(encoding="utf-8").strip().rstrip(";") if query.is_file() else f"SELECT * FROM {view}"
+    )
     case.columns, case.expected = _read_csv(folder / "expected.csv")
     return case
 
@@ -321,8 +332,7 @@ def _same(expected: Any, got: Any) -> bool:
         want = json.loads(expected) if isinstance(expected, str) else expected
         if isinstance(got, list):
             return isinstance(want, list) and len(want) == len(got) and all(map(_same, want, got))
-        return (isinstance(want, dict) and set(want) == set(got)
-                and all(_same(want[k], got[k]) for k in got))
+        return isinstance(want, dict) and set(want) == set(got) and all(_same(want[k], got[k]) for k in got)
     return str(expected) == str(got)
 
 
@@ -331,8 +341,17 @@ def _row_same(expected: list, got: tuple) -> bool:
 
 
 def _show(rows) -> str:
-    return "\n".join("  " + ",".join("" if v is None else json.dumps(_python(v), default=str)
-                                     if not isinstance(v, str) else v for v in r) for r in rows) or "  (no rows)"
+    return (
+        "\n".join(
+            "  "
+            + ",".join(
+                "" if v is None else json.dumps(_python(v), default=str) if not isinstance(v, str) else v
+                for v in r
+            )
+            for r in rows
+        )
+        or "  (no rows)"
+    )
 
 
 def compare(case: Case, columns: list[str], got: list[tuple]) -> None:

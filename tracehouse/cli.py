@@ -28,8 +28,10 @@ def _warehouse(ctx: click.Context, must_exist: bool = True):
     store = Warehouse(ctx.obj["warehouse"])
     if must_exist and not store.exists():
         where = "TRACEHOUSE_WAREHOUSE" if ctx.obj.get("warehouse_from_env") else "--warehouse"
-        raise TracehouseError(f"no warehouse at {ctx.obj['warehouse']} ({where})",
-                              hint="check the path, or create one with `tracehouse ingest PATH`")
+        raise TracehouseError(
+            f"no warehouse at {ctx.obj['warehouse']} ({where})",
+            hint="check the path, or create one with `tracehouse ingest PATH`",
+        )
     return store
 
 
@@ -76,8 +78,14 @@ def print_rows(columns: list[str], rows: list[tuple], fmt: str, max_width: int =
         writer.writerows([[_to_text(v) for v in row] for row in rows])
         click.echo(buffer.getvalue(), nl=False)
         return
-    numeric = [bool(rows) and all(v is None or (isinstance(v, (int, float, Decimal)) and not isinstance(v, bool))
-                                  for v in (r[i] for r in rows)) for i in range(len(columns))]
+    numeric = [
+        bool(rows)
+        and all(
+            v is None or (isinstance(v, (int, float, Decimal)) and not isinstance(v, bool))
+            for v in (r[i] for r in rows)
+        )
+        for i in range(len(columns))
+    ]
     cells = [[_to_text(v).replace("\n", " ") for v in row] for row in rows]
     widths = [min(max_width, max([len(c)] + [len(r[i]) for r in cells])) for i, c in enumerate(columns)]
 
@@ -99,28 +107,50 @@ def engine_options(fn):
     """--engine and --master, the same on every command that reads the views (the engines: warehouse.engine)."""
     from warehouse.engine import ENGINES
 
-    fn = click.option("--master", envvar="SPARK_MASTER", default=None,
-                      help="Spark master URL for --engine spark (env SPARK_MASTER; default local[2]).")(fn)
-    return click.option("--engine", type=click.Choice(list(ENGINES)), default="duckdb", show_default=True,
-                        help="Query engine: spark runs the same views, transpiled by sqlglot, on a SparkSession "
-                             "(pip install 'tracehouse[spark]'; Java 17+).")(fn)
+    fn = click.option(
+        "--master",
+        envvar="SPARK_MASTER",
+        default=None,
+        help="Spark master URL for --engine spark (env SPARK_MASTER; default local[2]).",
+    )(fn)
+    return click.option(
+        "--engine",
+        type=click.Choice(list(ENGINES)),
+        default="duckdb",
+        show_default=True,
+        help="Query engine: spark runs the same views, transpiled by sqlglot, on a SparkSession "
+        "(pip install 'tracehouse[spark]'; Java 17+).",
+    )(fn)
 
 
 _FORMAT_HELP = {
-    "table": "an aligned table for people", "csv": "csv for scripts", "json": "json records for scripts",
-    "md": "Markdown for a terminal or a PR", "html": "one self-contained HTML page",
+    "table": "an aligned table for people",
+    "csv": "csv for scripts",
+    "json": "json records for scripts",
+    "md": "Markdown for a terminal or a PR",
+    "html": "one self-contained HTML page",
 }
 
 
 def format_option(choices=("table", "csv", "json"), default="table", json_help: str | None = None):
     """--format, its help naming exactly the choices this command has."""
     parts = [json_help if c == "json" and json_help else _FORMAT_HELP[c] for c in choices]
-    return click.option("--format", "fmt", type=click.Choice(choices), default=default, show_default=True,
-                        help="Output format: " + "; ".join(f"{c}: {h}" for c, h in zip(choices, parts)) + ".")
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(choices),
+        default=default,
+        show_default=True,
+        help="Output format: " + "; ".join(f"{c}: {h}" for c, h in zip(choices, parts)) + ".",
+    )
 
 
-def output_option(fn=None, *, required: bool = False,
-                  help: str = "Write the report to this file (its folder must exist); default: stdout."):
+def output_option(
+    fn=None,
+    *,
+    required: bool = False,
+    help: str = "Write the report to this file (its folder must exist); default: stdout.",
+):
     """-o FILE, checked before any work: a folder that does not exist fails at once, in one line."""
     if fn is None:
         return lambda f: output_option(f, required=required, help=help)
@@ -132,11 +162,20 @@ def output_option(fn=None, *, required: bool = False,
         if path.is_dir():
             raise TracehouseError(f"-o {value}: is a folder", hint="give a file name, e.g. -o report.html")
         if not path.parent.is_dir():
-            raise TracehouseError(f"-o {value}: the folder {path.parent} does not exist",
-                                  hint="create it first or write elsewhere")
+            raise TracehouseError(
+                f"-o {value}: the folder {path.parent} does not exist",
+                hint="create it first or write elsewhere",
+            )
         return path
-    return click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), callback=check,
-                        required=required, help=help)(fn)
+
+    return click.option(
+        "-o",
+        "--output",
+        type=click.Path(dir_okay=False, path_type=Path),
+        callback=check,
+        required=required,
+        help=help,
+    )(fn)
 
 
 def _version() -> str:
@@ -147,7 +186,9 @@ def _version() -> str:
     except PackageNotFoundError:  # running from a checkout that was never installed
         import tomllib
 
-        return tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())["project"]["version"]
+        return tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())[
+            "project"
+        ]["version"]
 
 
 def _print_version(ctx: click.Context, _param, value: bool) -> None:
@@ -172,11 +213,23 @@ class TracehouseGroup(click.Group):
 
 
 @click.group(cls=TracehouseGroup, context_settings=CONTEXT_SETTINGS)
-@click.option("--warehouse", envvar="TRACEHOUSE_WAREHOUSE", default="./tracehouse-data", show_default=True,
-              help="Warehouse folder (env TRACEHOUSE_WAREHOUSE).")
+@click.option(
+    "--warehouse",
+    envvar="TRACEHOUSE_WAREHOUSE",
+    default="./tracehouse-data",
+    show_default=True,
+    help="Warehouse folder (env TRACEHOUSE_WAREHOUSE).",
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
-@click.option("-V", "--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
-              help="Show the version and exit.")
+@click.option(
+    "-V",
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and exit.",
+)
 @click.pass_context
 def main(ctx: click.Context, warehouse: str, debug: bool) -> None:
     """A SQL warehouse for GPU profiler traces.
@@ -191,8 +244,9 @@ def main(ctx: click.Context, warehouse: str, debug: bool) -> None:
     """
     ctx.ensure_object(dict)
     ctx.obj["warehouse"] = warehouse
-    ctx.obj["warehouse_from_env"] = (ctx.get_parameter_source("warehouse")
-                                     == click.core.ParameterSource.ENVIRONMENT)
+    ctx.obj["warehouse_from_env"] = (
+        ctx.get_parameter_source("warehouse") == click.core.ParameterSource.ENVIRONMENT
+    )
     ctx.obj["debug"] = debug
 
 
@@ -210,14 +264,24 @@ def _parse_labels(items: tuple[str, ...], hint: str = "--label") -> dict[str, st
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--label", "labels", multiple=True, metavar="K=V", help="A label for the run (repeatable).")
 @click.option("--commit", help="The commit the run was taken at (same as --label commit=SHA).")
-@click.option("--capture", type=click.Path(path_type=Path, file_okay=False),
-              help="Folder of capture traces (default: capture_traces/ beside the traces).")
-@click.option("--no-analyses", is_flag=True,
-              help="Do not compute the new runs' report views now (their first report will, and store them).")
-@click.option("--requests", "requests_file", type=click.Path(path_type=Path, dir_okay=False),
-              help="A serving run's requests per step (.csv, .jsonl or .json: step, request_id, tokens, kv_tokens, "
-                   "phase, rank), for the per-request cost (view request_cost); replaces the run's requests if it "
-                   "is stored already. One run per call.")
+@click.option(
+    "--capture",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Folder of capture traces (default: capture_traces/ beside the traces).",
+)
+@click.option(
+    "--no-analyses",
+    is_flag=True,
+    help="Do not compute the new runs' report views now (their first report will, and store them).",
+)
+@click.option(
+    "--requests",
+    "requests_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="A serving run's requests per step (.csv, .jsonl or .json: step, request_id, tokens, kv_tokens, "
+    "phase, rank), for the per-request cost (view request_cost); replaces the run's requests if it "
+    "is stored already. One run per call.",
+)
 @click.pass_context
 def ingest(ctx, paths, labels, commit, capture, no_analyses, requests_file):
     """Ingest trace files or profile directories into the warehouse.
@@ -238,12 +302,16 @@ def ingest(ctx, paths, labels, commit, capture, no_analyses, requests_file):
     if commit:
         label_map["commit"] = commit
     if capture is not None and not capture.is_dir():
-        raise TracehouseError(f"--capture {capture}: no such folder",
-                              hint="a capture_traces/ folder beside the traces is found without --capture")
+        raise TracehouseError(
+            f"--capture {capture}: no such folder",
+            hint="a capture_traces/ folder beside the traces is found without --capture",
+        )
     for path in paths:
         if not path.exists():
-            raise TracehouseError(f"{path}: no such file or directory",
-                                  hint="give your profile directory or trace files: *.json, *.json.gz")
+            raise TracehouseError(
+                f"{path}: no such file or directory",
+                hint="give your profile directory or trace files: *.json, *.json.gz",
+            )
 
     requests = None
     if requests_file is not None:  # read and checked before any work: a bad file stops nothing half-done
@@ -259,10 +327,15 @@ def ingest(ctx, paths, labels, commit, capture, no_analyses, requests_file):
         from ingest.progress import IngestProgress
         from ingest.run import assign_ranks, plan_runs
 
-        files = [(f, r) for plan in plan_runs(list(paths), capture) for f, r in zip(plan.files,
-                                                                                    assign_ranks(plan.files)[0])]
+        files = [
+            (f, r)
+            for plan in plan_runs(list(paths), capture)
+            for f, r in zip(plan.files, assign_ranks(plan.files)[0])
+        ]
         with IngestProgress(store.root, files) as shown:
-            outcomes = ingest_paths(store, list(paths), label_map, capture, shown.message, analyse=not no_analyses)
+            outcomes = ingest_paths(
+                store, list(paths), label_map, capture, shown.message, analyse=not no_analyses
+            )
     else:
         outcomes = ingest_paths(store, list(paths), label_map, capture, None, analyse=not no_analyses)
     failed = 0
@@ -291,8 +364,11 @@ def _attach_requests(store, run_id: str, requests, path: Path, replaced: bool) -
     verb = "replaced by" if replaced else "from"
     click.echo(f"  requests of {run_id} {verb} {path}: {counts['rows']} row(s)", err=True)
     if counts["unmatched"]:
-        click.echo(f"  warning: requests rows whose step the run does not have: {counts['unmatched']} (see "
-                   f"`tracehouse sql \"select rank, step, name from steps where run_id = '{run_id}'\"`)", err=True)
+        click.echo(
+            f"  warning: requests rows whose step the run does not have: {counts['unmatched']} (see "
+            f"`tracehouse sql \"select rank, step, name from steps where run_id = '{run_id}'\"`)",
+            err=True,
+        )
 
 
 def _note_unchanged_labels(ctx, run_id: str, wanted: dict[str, str]) -> None:
@@ -303,8 +379,11 @@ def _note_unchanged_labels(ctx, run_id: str, wanted: dict[str, str]) -> None:
     differ = {k: v for k, v in wanted.items() if stored.get(k) != v}
     if differ:
         args = " ".join(f"{k}={v}" for k, v in sorted(differ.items()))
-        click.echo(f"  note: labels not changed (the run was ingested before, with {_labels_text(stored)}); "
-                   f"to set them: tracehouse label {run_id} {args}", err=True)
+        click.echo(
+            f"  note: labels not changed (the run was ingested before, with {_labels_text(stored)}); "
+            f"to set them: tracehouse label {run_id} {args}",
+            err=True,
+        )
 
 
 def _labels_text(labels: dict) -> str:
@@ -337,8 +416,12 @@ def label(ctx, run, labels):
 
 
 @main.command(context_settings=CONTEXT_SETTINGS)
-@click.option("--where", "where", multiple=True, metavar="K=V", help="Only runs with this label (repeatable).")
-@click.option("--wide", is_flag=True, help="Every column of the `runs` table instead of the headline figures.")
+@click.option(
+    "--where", "where", multiple=True, metavar="K=V", help="Only runs with this label (repeatable)."
+)
+@click.option(
+    "--wide", is_flag=True, help="Every column of the `runs` table instead of the headline figures."
+)
 @format_option(json_help="json records of every `runs` column with the headline figures")
 @click.pass_context
 def runs(ctx, where, wide, fmt):
@@ -360,14 +443,18 @@ def runs(ctx, where, wide, fmt):
     filters = _parse_labels(where, "--where")
     clauses = " AND ".join("labels[?] = ?" for _ in filters)
     params = [x for kv in filters.items() for x in kv]
-    cursor = con.execute("SELECT * FROM runs" + (f" WHERE {clauses}" if clauses else "")
-                         + " ORDER BY ingested_at, run_id", params)
+    cursor = con.execute(
+        "SELECT * FROM runs" + (f" WHERE {clauses}" if clauses else "") + " ORDER BY ingested_at, run_id",
+        params,
+    )
     columns = [d[0] for d in cursor.description]
     records = [dict(zip(columns, row)) for row in cursor.fetchall()]
     if filters and not records:
         known = con.execute("SELECT DISTINCT unnest(map_keys(labels)) FROM runs ORDER BY 1").fetchall()
-        raise TracehouseError(f"no run has {_labels_text(filters)}",
-                              hint="label keys in the warehouse: " + (", ".join(k for (k,) in known) or "none"))
+        raise TracehouseError(
+            f"no run has {_labels_text(filters)}",
+            hint="label keys in the warehouse: " + (", ".join(k for (k,) in known) or "none"),
+        )
     if wide and fmt == "table":
         print_rows(columns, [tuple(r.values()) for r in records], fmt)
         return
@@ -379,8 +466,13 @@ def runs(ctx, where, wide, fmt):
     if fmt != "table" or wide:
         for r in records:
             h = figures.get(r["run_id"])
-            r.update(headline_phase=h and h.phase, steps=h and h.steps, step_time_median_ms=h and h.step_ms,
-                     gpu_busy_pct=h and h.busy_pct, top_category=h and h.top)
+            r.update(
+                headline_phase=h and h.phase,
+                steps=h and h.steps,
+                step_time_median_ms=h and h.step_ms,
+                gpu_busy_pct=h and h.busy_pct,
+                top_category=h and h.top,
+            )
         print_rows(list(records[0]) if records else columns, [tuple(r.values()) for r in records], fmt)
         return
     names, rows = narrow_rows(records, figures)
@@ -412,7 +504,9 @@ def sql(ctx, query, fmt, engine, master):
     from warehouse.session import split_statements
 
     if query is None and sys.stdin.isatty():  # nothing piped: say so rather than wait on the terminal
-        raise click.UsageError("no query given (as an argument, or on stdin; `tracehouse shell` for a prompt)")
+        raise click.UsageError(
+            "no query given (as an argument, or on stdin; `tracehouse shell` for a prompt)"
+        )
     # parse and check on the connection the queries run on where it opens quickly (DuckDB: a second
     # database cost 0.03-0.1 s); for an engine that starts a JVM, before it starts
     con = _connect(ctx, engine, master) if opens_quickly(engine) else None
@@ -435,8 +529,12 @@ def sql(ctx, query, fmt, engine, master):
 
 @main.command(context_settings=CONTEXT_SETTINGS)
 @format_option()
-@click.option("--history", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="History file (default ~/.tracehouse_history; env TRACEHOUSE_HISTORY).")
+@click.option(
+    "--history",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="History file (default ~/.tracehouse_history; env TRACEHOUSE_HISTORY).",
+)
 @click.pass_context
 def shell(ctx, fmt, history):
     """Ask many read-only queries on one catalogue: a prompt with history (readline).
@@ -457,7 +555,9 @@ def shell(ctx, fmt, history):
 
     session = Session(_warehouse(ctx))
     interactive = sys.stdin.isatty()
-    history_file = history or Path(os.environ.get("TRACEHOUSE_HISTORY") or Path.home() / ".tracehouse_history")
+    history_file = history or Path(
+        os.environ.get("TRACEHOUSE_HISTORY") or Path.home() / ".tracehouse_history"
+    )
     readline = None
     if interactive:
         try:
@@ -481,8 +581,10 @@ def shell(ctx, fmt, history):
         if command in (".quit", ".exit"):
             break
         if command == ".tables":
-            line = ("select table_name as name, table_type as kind from information_schema.tables "
-                    "where not starts_with(table_name, '_') order by 1;")
+            line = (
+                "select table_name as name, table_type as kind from information_schema.tables "
+                "where not starts_with(table_name, '_') order by 1;"
+            )
         buffer.append(line)
         text = "\n".join(buffer)
         if not text.strip().endswith(";"):
@@ -572,22 +674,48 @@ def _pair(text: str | None, what: str, cast=float):
 
 @main.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("scenario", required=False)
-@click.option("--list", "list_all", is_flag=True, help="List the scenarios and situations, one a line, and exit.")
-@click.option("-o", "--out", "out", type=click.Path(path_type=Path, file_okay=False),
-              help="Folder to write the run into (trace files, capture_traces/, ground_truth.json; gzipped, .json.gz, when over 8 MB).")
+@click.option(
+    "--list", "list_all", is_flag=True, help="List the scenarios and situations, one a line, and exit."
+)
+@click.option(
+    "-o",
+    "--out",
+    "out",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Folder to write the run into (trace files, capture_traces/, ground_truth.json; gzipped, .json.gz, when over 8 MB).",
+)
 @click.option("--ranks", default=2, show_default=True, help="Ranks (one trace file each).")
 @click.option("--steps", default=4, show_default=True, help="Steps (decode iterations / training steps).")
 @click.option("--layers", default=4, show_default=True, help="Transformer layers per step.")
-@click.option("--vendor", type=click.Choice(["nvidia", "amd"]), default="nvidia", show_default=True,
-              help="GPU vendor of the synthetic trace: CUDA kernels and runtime calls, or HIP.")
+@click.option(
+    "--vendor",
+    type=click.Choice(["nvidia", "amd"]),
+    default="nvidia",
+    show_default=True,
+    help="GPU vendor of the synthetic trace: CUDA kernels and runtime calls, or HIP.",
+)
 @click.option("--seed", default=0, show_default=True, help="Same seed, same bytes.")
-@click.option("--target-size", help="Grow the run to about this much uncompressed JSON (e.g. 2GB), streaming; "
-              "progress on a terminal.")
+@click.option(
+    "--target-size",
+    help="Grow the run to about this much uncompressed JSON (e.g. 2GB), streaming; progress on a terminal.",
+)
 @click.option("--straggler-rank", help="R:US - rank R arrives US µs late at every collective.")
 @click.option("--host-stall-us", default=0.0, help="A host stall of this many µs before some steps.")
 @click.option("--slow-kernel", help="REGEX:FACTOR - kernels matching REGEX run FACTOR times longer.")
-def synth(scenario, list_all, out, ranks, steps, layers, vendor, seed, target_size, straggler_rank, host_stall_us,
-          slow_kernel):
+def synth(
+    scenario,
+    list_all,
+    out,
+    ranks,
+    steps,
+    layers,
+    vendor,
+    seed,
+    target_size,
+    straggler_rank,
+    host_stall_us,
+    slow_kernel,
+):
     """Write a realistic synthetic run, plus ground_truth.json with every figure it should give.
 
     SCENARIO is a whole run (serving-decode, serving-prefill, training: the options below shape it) or a
@@ -633,9 +761,20 @@ def synth(scenario, list_all, out, ranks, steps, layers, vendor, seed, target_si
     size = _size(target_size) if target_size else None
     progress = size_progress() if size else None  # on a terminal only: a --target-size run takes minutes
     try:
-        path = write_scenario(scenario, out, ranks=ranks, steps=steps, layers=layers, vendor=vendor, seed=seed,
-                              target_size=size, straggler=(int(straggler[0]), straggler[1]) if straggler else None,
-                              host_stall_us=host_stall_us, slow_kernel=slow, progress=progress)
+        path = write_scenario(
+            scenario,
+            out,
+            ranks=ranks,
+            steps=steps,
+            layers=layers,
+            vendor=vendor,
+            seed=seed,
+            target_size=size,
+            straggler=(int(straggler[0]), straggler[1]) if straggler else None,
+            host_stall_us=host_stall_us,
+            slow_kernel=slow,
+            progress=progress,
+        )
     except ValueError as exc:
         raise click.BadParameter(str(exc))
     if progress is not None:
@@ -678,7 +817,9 @@ def demo(folder):
 
     result = run_demo(folder, progress)
     click.echo(f"traces:    {result.folder / 'traces'}")
-    click.echo(f"warehouse: {result.warehouse}   (query it: tracehouse --warehouse {result.warehouse} sql ...)")
+    click.echo(
+        f"warehouse: {result.warehouse}   (query it: tracehouse --warehouse {result.warehouse} sql ...)"
+    )
     for report in result.reports:
         click.echo(f"report:    {report}")
     click.echo("")
@@ -687,23 +828,36 @@ def demo(folder):
     click.echo(f"({result.runs} runs in {result.seconds:.0f} s)")
 
 
-
 template_dir_option = click.option(
-    "--template-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), metavar="DIR",
+    "--template-dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    metavar="DIR",
     help="A folder of templates searched before the shipped ones: a file of a shipped name (run.html.j2, "
-         "diff.md.j2, _cells.html.j2, base.html.j2 ...) overrides it, every other name falls back.")
+    "diff.md.j2, _cells.html.j2, base.html.j2 ...) overrides it, every other name falls back.",
+)
 
 
 @main.command(context_settings=CONTEXT_SETTINGS)
-@click.option("--run", "run", required=True, metavar="RUN", help="Run id, a unique prefix of one, `latest` or `latest~N` (N runs before it).")
-@click.option("--phase", type=click.Choice(["prefill", "decode", "mixed", "unknown"]), help="Only this phase.")
+@click.option(
+    "--run",
+    "run",
+    required=True,
+    metavar="RUN",
+    help="Run id, a unique prefix of one, `latest` or `latest~N` (N runs before it).",
+)
+@click.option(
+    "--phase", type=click.Choice(["prefill", "decode", "mixed", "unknown"]), help="Only this phase."
+)
 @click.option("--mapping", metavar="RUN", help="A graph-off run of the same workload (mapping/formal mode).")
 @format_option(choices=("md", "html", "json"), default="md", json_help="the same content as JSON for scripts")
 @output_option
 @template_dir_option
-@click.option("--with-trace", is_flag=True,
-              help="Also export the step the report shows (every rank) to a Perfetto file beside -o, linked "
-                   "from the HTML (see `tracehouse export`).")
+@click.option(
+    "--with-trace",
+    is_flag=True,
+    help="Also export the step the report shows (every rank) to a Perfetto file beside -o, linked "
+    "from the HTML (see `tracehouse export`).",
+)
 @engine_options
 @click.pass_context
 def report(ctx, run, phase, mapping, fmt, output, template_dir, with_trace, engine, master):
@@ -723,9 +877,18 @@ def report(ctx, run, phase, mapping, fmt, output, template_dir, with_trace, engi
 
     if with_trace and output is None:
         raise click.UsageError("--with-trace writes the trace beside the report: give -o FILE")
-    text = write_run_report(_engine_warehouse(ctx), run, fmt, None, phase, mapping, template_dir,
-                            engine=engine, master=master,
-                            trace_path=Path(output).with_suffix(".pftrace") if with_trace else None)
+    text = write_run_report(
+        _engine_warehouse(ctx),
+        run,
+        fmt,
+        None,
+        phase,
+        mapping,
+        template_dir,
+        engine=engine,
+        master=master,
+        trace_path=Path(output).with_suffix(".pftrace") if with_trace else None,
+    )
     _write_report(text, output)
 
 
@@ -733,17 +896,34 @@ def report(ctx, run, phase, mapping, fmt, output, template_dir, with_trace, engi
 @click.argument("run")
 @click.option("--rank", type=int, help="Only this rank (default: every rank, one process each).")
 @click.option("--step", type=int, help="Only this step's window (per rank: its host window and GPU span).")
-@click.option("--window", metavar="START:END",
-              help="Only slices overlapping [START, END): ns in the trace's time base (as kernels.start_ns; "
-                   "us / ms suffixes allowed).")
-@click.option("--format", "fmt", type=click.Choice(["perfetto", "json"]), default="perfetto", show_default=True,
-              help="perfetto: a protobuf .pftrace for ui.perfetto.dev; json: Chrome-trace JSON, same content.")
+@click.option(
+    "--window",
+    metavar="START:END",
+    help="Only slices overlapping [START, END): ns in the trace's time base (as kernels.start_ns; "
+    "us / ms suffixes allowed).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["perfetto", "json"]),
+    default="perfetto",
+    show_default=True,
+    help="perfetto: a protobuf .pftrace for ui.perfetto.dev; json: Chrome-trace JSON, same content.",
+)
 @click.option("--no-analysis", is_flag=True, help="Only the trace's own activities, no analysis tracks.")
-@click.option("--analysis-steps", type=click.IntRange(min=0), default=64, show_default=True,
-              help="Draw the critical path and layers of at most this many steps per rank (the first ones).")
-@click.option("--no-align", is_flag=True,
-              help="Keep every rank's own clock (default: ranks whose collectives end a clock offset away from "
-                   "the lowest rank's are shifted onto its clock; said on stderr and in the file).")
+@click.option(
+    "--analysis-steps",
+    type=click.IntRange(min=0),
+    default=64,
+    show_default=True,
+    help="Draw the critical path and layers of at most this many steps per rank (the first ones).",
+)
+@click.option(
+    "--no-align",
+    is_flag=True,
+    help="Keep every rank's own clock (default: ranks whose collectives end a clock offset away from "
+    "the lowest rank's are shifted onto its clock; said on stderr and in the file).",
+)
 @output_option(required=True, help="The file to write (its folder must exist; written whole, or not at all).")
 @click.pass_context
 def export(ctx, run, rank, step, window, fmt, no_analysis, analysis_steps, no_align, output):
@@ -767,12 +947,23 @@ def export(ctx, run, rank, step, window, fmt, no_analysis, analysis_steps, no_al
 
     if step is not None and window:
         raise click.UsageError("give --step or --window, not both")
-    summary = export_run(_warehouse(ctx), run, output, rank=rank, step=step,
-                         window=parse_window(window) if window else None, fmt=fmt, analysis=not no_analysis,
-                         analysis_steps=analysis_steps, align=not no_align, progress=progress_printer())
+    summary = export_run(
+        _warehouse(ctx),
+        run,
+        output,
+        rank=rank,
+        step=step,
+        window=parse_window(window) if window else None,
+        fmt=fmt,
+        analysis=not no_analysis,
+        analysis_steps=analysis_steps,
+        align=not no_align,
+        progress=progress_printer(),
+    )
     click.echo(summary.head())
     for note in summary.notes:
         click.echo(f"note: {note}", err=True)
+
 
 # ---- diff and trend (issue 7) -------------------------------------------------------------------
 def _write_report(text: str, output) -> None:
@@ -812,19 +1003,31 @@ def diff(ctx, base, target, fmt, output, template_dir, engine, master):
 
     con = _connect(ctx, engine, master)
     # each run's figures from the diff store where the engine's are kept there (computed once per run)
-    _write_report(render_diff(build(con, DiffParams(base, target, store=store_of(con))), fmt, template_dir), output)
+    _write_report(
+        render_diff(build(con, DiffParams(base, target, store=store_of(con))), fmt, template_dir), output
+    )
 
 
 @main.command(context_settings=CONTEXT_SETTINGS)
-@click.option("--where", "where", multiple=True, metavar="K=V", help="Only runs with this label (repeatable).")
-@click.option("--metric", "metrics", multiple=True, metavar="M",
-              help="Only this metric; glob patterns allowed, e.g. 'category.*' (repeatable).")
+@click.option(
+    "--where", "where", multiple=True, metavar="K=V", help="Only runs with this label (repeatable)."
+)
+@click.option(
+    "--metric",
+    "metrics",
+    multiple=True,
+    metavar="M",
+    help="Only this metric; glob patterns allowed, e.g. 'category.*' (repeatable).",
+)
 @click.option("--since", metavar="DATE", help="Show points from this commit time on (ISO date).")
 @click.option("--last", type=click.IntRange(min=1), metavar="N", help="Show the last N runs of each series.")
 @format_option(choices=("md", "html", "json"), default="md", json_help="the same content as JSON for scripts")
 @output_option
-@click.option("--fail-on-regression", is_flag=True,
-              help="Exit with code 3 when the last run of a series has a flagged regression.")
+@click.option(
+    "--fail-on-regression",
+    is_flag=True,
+    help="Exit with code 3 when the last run of a series has a flagged regression.",
+)
 @template_dir_option
 @engine_options
 @click.pass_context
@@ -847,8 +1050,11 @@ def trend(ctx, where, metrics, since, last, fmt, output, fail_on_regression, tem
     _write_report(render_trend(report, fmt, template_dir), output)
     if fail_on_regression and report.failing:
         for g in report.failing:
-            click.echo(f"regression: {g.series} {g.phase} {g.metric} {g.change_pct:+.2f} % at {g.commit} "
-                       f"(shift from {g.first_commit})", err=True)
+            click.echo(
+                f"regression: {g.series} {g.phase} {g.metric} {g.change_pct:+.2f} % at {g.commit} "
+                f"(shift from {g.first_commit})",
+                err=True,
+            )
         ctx.exit(3)
 
 

@@ -80,15 +80,22 @@ def _summary(warehouse: Warehouse, run_id: str, history, trend) -> list[str]:
     con = open_connection(warehouse)
     busy, span, comm = con.execute(
         "SELECT sum(busy_ns), sum(span_ns), sum(exposed_comm_ns) FROM gpu_timeline "
-        "WHERE run_id = ? AND variant = 'exact' AND step IS NULL", [run_id]).fetchone()
-    top = con.execute("SELECT category, share FROM category_summary WHERE run_id = ? ORDER BY share DESC LIMIT 3",
-                      [run_id]).fetchall()
+        "WHERE run_id = ? AND variant = 'exact' AND step IS NULL",
+        [run_id],
+    ).fetchone()
+    top = con.execute(
+        "SELECT category, share FROM category_summary WHERE run_id = ? ORDER BY share DESC LIMIT 3", [run_id]
+    ).fetchall()
     regressed = next(r for r in history if r.regressed)
     found = sorted({(g.series, g.metric, g.first_commit) for g in trend.regressions if g.first_commit})
-    caught = "; ".join(f"{series}: {metric} from {commit}" for series, metric, commit in found[:4]) or "nothing"
+    caught = (
+        "; ".join(f"{series}: {metric} from {commit}" for series, metric, commit in found[:4]) or "nothing"
+    )
     return [
-        (f"{len(history)} runs in 2 series ingested; latest {run_id}: GPU busy {100 * busy / span:.1f}% of the span, "
-        f"exposed communication {comm / 1e3:.0f} µs"),
+        (
+            f"{len(history)} runs in 2 series ingested; latest {run_id}: GPU busy {100 * busy / span:.1f}% of the span, "
+            f"exposed communication {comm / 1e3:.0f} µs"
+        ),
         "top categories: " + ", ".join(f"{c} {100 * s:.1f}%" for c, s in top),
         f"injected: nvjet GEMMs x{SLOW_KERNEL[1]} from commit {regressed.commit}; the trend flags {caught}",
     ]

@@ -24,9 +24,12 @@ class TraceFormatError(TracehouseError):
     def __init__(self, path: str, what: str, where: str = "", hint: str = "") -> None:
         self.path, self.what, self.where = path, what, where
         location = f" at {where}" if where else ""
-        super().__init__(f"{path}: {what}{location}",
-                         hint=hint or "the file was skipped and the other files still land; check that it is a "
-                                      "complete PyTorch-profiler trace (copy or export it again)")
+        super().__init__(
+            f"{path}: {what}{location}",
+            hint=hint
+            or "the file was skipped and the other files still land; check that it is a "
+            "complete PyTorch-profiler trace (copy or export it again)",
+        )
 
 
 class RunNotFound(TracehouseError):

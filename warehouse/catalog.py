@@ -45,7 +45,9 @@ def view_dependencies(sql: str) -> set[str]:
         ctes = {cte.alias_or_name for cte in statement.find_all(exp.CTE)}
         created = set()
         if isinstance(statement, exp.Create):
-            created.add(statement.this.name if isinstance(statement.this, exp.Table) else statement.this.this.name)
+            created.add(
+                statement.this.name if isinstance(statement.this, exp.Table) else statement.this.this.name
+            )
         for table in statement.find_all(exp.Table):
             if table.name and table.name not in ctes and table.name not in created:
                 deps.add(table.name)
@@ -113,7 +115,9 @@ def base_view_sql(table: str) -> str:
     # view (window functions, sweeps) computes only the runs asked for.
     focused = f"(getvariable('{FOCUS}') IS NULL OR run_id IN (SELECT unnest(getvariable('{FOCUS}'))))"
     if table == "runs":
-        return f"CREATE OR REPLACE VIEW runs AS SELECT * FROM {source} WHERE run_id <> '_schema' AND {focused}"
+        return (
+            f"CREATE OR REPLACE VIEW runs AS SELECT * FROM {source} WHERE run_id <> '_schema' AND {focused}"
+        )
     # A run is visible only once its runs row exists (the commit marker of store.publish).
     return (
         f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM {source} "
@@ -121,7 +125,9 @@ def base_view_sql(table: str) -> str:
     )
 
 
-def register_rules(con: duckdb.DuckDBPyConnection, rules_file: str | None = None, user_files: bool = True) -> None:
+def register_rules(
+    con: duckdb.DuckDBPyConnection, rules_file: str | None = None, user_files: bool = True
+) -> None:
     """The rule tables: kernel categories (rules_file's rules first), the fusion catalogue, launch-site
     rules and device peaks (with the user's TRACEHOUSE_SITE_RULES / TRACEHOUSE_DEVICE_PEAKS files unless
     user_files is off: the shared catalogue file holds the shipped rules only)."""
@@ -138,10 +144,12 @@ def _rule_tables(rules_file: str | None, user_files: bool) -> dict:
     from warehouse.rules import load_category_rules
     from warehouse.site_rules import load_site_rules, user_site_rules_file
 
-    return {"category_rules": load_category_rules(rules_file),  # sql/kernel_category.sql
-            # sql/kernel_launch_site.sql, sql/kernel_roofline.sql
-            "launch_site_rules": load_site_rules(user_site_rules_file() if user_files else None),
-            "device_peaks": load_device_peaks(user_peaks_file() if user_files else None)}
+    return {
+        "category_rules": load_category_rules(rules_file),  # sql/kernel_category.sql
+        # sql/kernel_launch_site.sql, sql/kernel_roofline.sql
+        "launch_site_rules": load_site_rules(user_site_rules_file() if user_files else None),
+        "device_peaks": load_device_peaks(user_peaks_file() if user_files else None),
+    }
 
 
 def _user_rules(con: duckdb.DuckDBPyConnection, rules_file: str | None) -> None:
@@ -229,8 +237,10 @@ def views_fingerprint(views: list[str]) -> str:
         digest.update(part.encode() + b"\0")
     for name in sorted(needed):
         digest.update(name.encode() + b"\0" + texts[name].encode())
-    code = [Path(__file__).with_name(name)
-            for name in ("catalog.py", "rules.py", "fusion.py", "site_rules.py", "peaks.py")]
+    code = [
+        Path(__file__).with_name(name)
+        for name in ("catalog.py", "rules.py", "fusion.py", "site_rules.py", "peaks.py")
+    ]
     for path in sorted((SQL_DIR / "rules").rglob("*")) + code:  # the rule files and the code that loads them
         if path.is_file() and path.suffix in (".csv", ".json", ".py"):
             digest.update(path.name.encode() + b"\0" + path.read_bytes())
@@ -238,8 +248,12 @@ def views_fingerprint(views: list[str]) -> str:
     return digest.hexdigest()[:16]
 
 
-def build_catalog(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, rules_file: str | None = None,
-                  user_files: bool = True) -> None:
+def build_catalog(
+    con: duckdb.DuckDBPyConnection,
+    warehouse: Warehouse,
+    rules_file: str | None = None,
+    user_files: bool = True,
+) -> None:
     """Create the base views, the rule tables and every view of sql/ on `con` (bound against
     `warehouse`, whose files give the tables their columns)."""
     con.execute("SET enable_progress_bar = false")
@@ -261,7 +275,9 @@ def build_catalog(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, rules_fi
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("TRACEHOUSE_CACHE") or os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    base = (
+        os.environ.get("TRACEHOUSE_CACHE") or os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    )
     return Path(base) / "tracehouse" if not os.environ.get("TRACEHOUSE_CACHE") else Path(base)
 
 
@@ -292,8 +308,13 @@ def catalog_file(warehouse: Warehouse) -> Path | None:
     return path
 
 
-def connect(warehouse: Warehouse, rules_file: str | None = None, lockdown: bool = True,
-            runs: list[str] | None = None, settings: dict[str, str] | None = None) -> duckdb.DuckDBPyConnection:
+def connect(
+    warehouse: Warehouse,
+    rules_file: str | None = None,
+    lockdown: bool = True,
+    runs: list[str] | None = None,
+    settings: dict[str, str] | None = None,
+) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with every table and view; with lockdown, it can read nothing else.
 
     runs: focus the connection on these runs only (see `focus`).
@@ -333,8 +354,13 @@ def focus(con: duckdb.DuckDBPyConnection, runs: list[str] | None) -> None:
         con.execute(f"SET VARIABLE {FOCUS} = ?::VARCHAR[]", [list(runs)])
 
 
-def materialize(con: duckdb.DuckDBPyConnection, views: list[str], columns: dict[str, list[str]] | None = None,
-                where: str | None = None, params: list | None = None) -> None:
+def materialize(
+    con: duckdb.DuckDBPyConnection,
+    views: list[str],
+    columns: dict[str, list[str]] | None = None,
+    where: str | None = None,
+    params: list | None = None,
+) -> None:
     """Compute these views once, as temporary tables that shadow them for the rest of the connection.
 
     A report asks a dozen questions of the same few runs; every view is otherwise recomputed (and its
@@ -357,7 +383,9 @@ def materialize(con: duckdb.DuckDBPyConnection, views: list[str], columns: dict[
 
 
 def _attached(con: duckdb.DuckDBPyConnection) -> bool:
-    return bool(con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'catalog'").fetchone()[0])
+    return bool(
+        con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'catalog'").fetchone()[0]
+    )
 
 
 def connect_base(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:

@@ -13,8 +13,17 @@ from pathlib import Path
 from warehouse.catalog import connect, materialize, views_fingerprint
 from warehouse.store import process_alive
 
-FACT_VIEWS = ["run_step_time", "step_kernel_time", "steps", "kernels", "kernel_name_normalized",
-              "critical_path_summary", "step_latency", "request_cost"]
+FACT_VIEWS = [
+    "run_step_time",
+    "step_kernel_time",
+    "steps",
+    "kernels",
+    "kernel_name_normalized",
+    "critical_path_summary",
+    "step_latency",
+    "request_cost",
+]
+
 
 def run_facts(con, run_id: str) -> dict:
     """Everything a diff reads of one run, from the views (one query each): the in-step kernels per name
@@ -25,23 +34,49 @@ def run_facts(con, run_id: str) -> dict:
     none is asked for first."""
     rank_steps, ranks, total_all, outside, per_step = con.execute(
         "SELECT rank_steps, ranks, gpu_time_ns, outside_steps_ns, gpu_ns_per_step FROM run_step_time WHERE run_id = ?",
-        [run_id]).fetchone()
-    kernels = [list(r) for r in con.execute(
-        "SELECT name, kind, category, normalized_name, ns_per_step, launches_per_step FROM step_kernel_time "
-        "WHERE run_id = ? ORDER BY name, kind", [run_id]).fetchall()]
-    facts = {"run_id": run_id, "rank_steps": rank_steps, "ranks": ranks, "kernels": kernels,
-             "total_ns": int(total_all), "outside_steps_ns": int(outside), "gpu_ns_per_step": per_step}
-    facts["critical_path"] = [list(r) for r in con.execute(
-        "SELECT CASE WHEN kind = 'gpu' THEN coalesce(category, 'other') ELSE kind END AS part, sum(time_ns) "
-        "FROM critical_path_summary WHERE run_id = ? GROUP BY 1 ORDER BY 1", [run_id]).fetchall()]
-    facts["step_latency"] = [list(r) for r in con.execute(
-        "SELECT phase, batch_size, steps, median_step_ns FROM step_latency "
-        "WHERE run_id = ? AND batch_size IS NOT NULL ORDER BY phase, batch_size", [run_id]).fetchall()]
+        [run_id],
+    ).fetchone()
+    kernels = [
+        list(r)
+        for r in con.execute(
+            "SELECT name, kind, category, normalized_name, ns_per_step, launches_per_step FROM step_kernel_time "
+            "WHERE run_id = ? ORDER BY name, kind",
+            [run_id],
+        ).fetchall()
+    ]
+    facts = {
+        "run_id": run_id,
+        "rank_steps": rank_steps,
+        "ranks": ranks,
+        "kernels": kernels,
+        "total_ns": int(total_all),
+        "outside_steps_ns": int(outside),
+        "gpu_ns_per_step": per_step,
+    }
+    facts["critical_path"] = [
+        list(r)
+        for r in con.execute(
+            "SELECT CASE WHEN kind = 'gpu' THEN coalesce(category, 'other') ELSE kind END AS part, sum(time_ns) "
+            "FROM critical_path_summary WHERE run_id = ? GROUP BY 1 ORDER BY 1",
+            [run_id],
+        ).fetchall()
+    ]
+    facts["step_latency"] = [
+        list(r)
+        for r in con.execute(
+            "SELECT phase, batch_size, steps, median_step_ns FROM step_latency "
+            "WHERE run_id = ? AND batch_size IS NOT NULL ORDER BY phase, batch_size",
+            [run_id],
+        ).fetchall()
+    ]
     # requests named, median prefill GPU time per request, median decode GPU time per token
-    row = con.execute("""
+    row = con.execute(
+        """
         SELECT count(*), quantile_disc(prefill_gpu_ns, 0.5) FILTER (WHERE prefill_steps > 0),
                quantile_disc(decode_gpu_ns_per_token, 0.5)
-        FROM request_cost WHERE run_id = ?""", [run_id]).fetchone()
+        FROM request_cost WHERE run_id = ?""",
+        [run_id],
+    ).fetchone()
     facts["request_cost"] = list(row) if row[0] else None
     return facts
 
@@ -92,5 +127,3 @@ def _plain(value):
     if isinstance(value, decimal.Decimal):
         return int(value) if value == value.to_integral_value() else float(value)
     raise TypeError(f"{type(value).__name__} is not stored in diff facts")
-
-

@@ -12,8 +12,10 @@ import re
 from warehouse.quoting import sql_string
 
 # a single name is followed by two or more spaces; a list of names (a, b, c) by at least one
-_ENTRY = re.compile(r"^--\s{2,4}(?:([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)+)\s+|([A-Za-z_]\w*)\s{2,})"
-                    r"(?:[A-Z]+(?:\[\])?\s+)?(.*)$")
+_ENTRY = re.compile(
+    r"^--\s{2,4}(?:([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)+)\s+|([A-Za-z_]\w*)\s{2,})"
+    r"(?:[A-Z]+(?:\[\])?\s+)?(.*)$"
+)
 _CONTINUATION = re.compile(r"^--\s{5,}(\S.*)$")
 
 

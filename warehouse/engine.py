@@ -70,9 +70,16 @@ class Connection(Protocol):
     def close(self) -> None: ...
 
 
-def open(warehouse: Warehouse | str, engine: str = "duckdb", runs: list[str] | None = None, *,
-         stored: bool = False, master: str | None = None, rules_file: str | None = None,
-         settings: dict[str, str] | None = None) -> Connection:
+def open(
+    warehouse: Warehouse | str,
+    engine: str = "duckdb",
+    runs: list[str] | None = None,
+    *,
+    stored: bool = False,
+    master: str | None = None,
+    rules_file: str | None = None,
+    settings: dict[str, str] | None = None,
+) -> Connection:
     """A connection to every table and view of the warehouse, read-only (it can read nothing else).
 
     warehouse: a Warehouse, or a URI string (`s3a://bucket/wh`, `gs://...`, `hdfs://...`) for an engine
@@ -104,12 +111,19 @@ def is_uri(root: str) -> bool:
     return "://" in str(root)
 
 
-def _open_duckdb(warehouse: Warehouse | str, runs: list[str] | None, stored: bool, rules_file: str | None,
-                 settings: dict[str, str] | None) -> duckdb.DuckDBPyConnection:
+def _open_duckdb(
+    warehouse: Warehouse | str,
+    runs: list[str] | None,
+    stored: bool,
+    rules_file: str | None,
+    settings: dict[str, str] | None,
+) -> duckdb.DuckDBPyConnection:
     if isinstance(warehouse, str):
         if is_uri(warehouse):
-            raise TracehouseError(f"no warehouse at {warehouse}: the DuckDB engine reads a local folder",
-                                  hint="--engine spark reads s3a://, gs:// and hdfs:// warehouses")
+            raise TracehouseError(
+                f"no warehouse at {warehouse}: the DuckDB engine reads a local folder",
+                hint="--engine spark reads s3a://, gs:// and hdfs:// warehouses",
+            )
         warehouse = Warehouse(warehouse)
     con = connect(warehouse, rules_file=rules_file, runs=runs, settings=settings)
     if stored:
@@ -117,16 +131,18 @@ def _open_duckdb(warehouse: Warehouse | str, runs: list[str] | None, stored: boo
     return con
 
 
-def _open_spark(warehouse: Warehouse | str, runs: list[str] | None, master: str | None,
-                rules_file: str | None):
+def _open_spark(
+    warehouse: Warehouse | str, runs: list[str] | None, master: str | None, rules_file: str | None
+):
     from warehouse.spark import SparkUnavailable  # pyspark stays optional: imported only for this engine
     from warehouse.spark_connection import spark_connection
 
     try:
         # focused on runs: a report's or a diff's connection, asked many questions of the same views, each
         # computed once; over every run (a lookup, a query), each query plans from the files
-        return spark_connection(warehouse, runs=runs, master=master, materialize=runs is not None,
-                                rules_file=rules_file)
+        return spark_connection(
+            warehouse, runs=runs, master=master, materialize=runs is not None, rules_file=rules_file
+        )
     except SparkUnavailable as exc:
         raise TracehouseError(str(exc), hint="or use --engine duckdb") from None
 
@@ -190,8 +206,11 @@ def run_query(con: Connection, text: str) -> tuple[list[str], list[tuple]]:
     return con.query(text)
 
 
-def open_tables(tables: dict[str, pa.Table], views: list[str] | tuple[str, ...] = (),
-                computed: list[str] | tuple[str, ...] = ()) -> duckdb.DuckDBPyConnection:
+def open_tables(
+    tables: dict[str, pa.Table],
+    views: list[str] | tuple[str, ...] = (),
+    computed: list[str] | tuple[str, ...] = (),
+) -> duckdb.DuckDBPyConnection:
     """A DuckDB of these rows rather than of a warehouse: each Arrow table as a table of its name, then these
     views of sql/ over them, created in the order given (a view after the views it reads); the views in
     `computed` are computed once and kept (catalog.materialize), for views that later ones read many

@@ -42,11 +42,29 @@ SHAPE_RULES: tuple[str, ...] = ("same_input", "gate_product", "logits_2d")
 #: Optional columns (a user file may leave them out): the pattern's key (patterns of different frameworks
 #: that fuse the same op sequence share it), the category the phase must show, the shape rule, and per
 #: step a regex of the launching host op.
-OPTIONAL_COLUMNS: tuple[str, ...] = ("pattern_key", "requires_category", "shape_rule",
-                                     "split_1_ops", "split_2_ops", "split_3_ops")
+OPTIONAL_COLUMNS: tuple[str, ...] = (
+    "pattern_key",
+    "requires_category",
+    "shape_rule",
+    "split_1_ops",
+    "split_2_ops",
+    "split_3_ops",
+)
 REQUIRED_COLUMNS: tuple[str, ...] = (
-    "pattern_id", "framework", "name", "split_1", "split_1_categories", "split_2", "split_2_categories",
-    "split_3", "split_3_categories", "fused", "fused_categories", "source_path", "rationale", "reference",
+    "pattern_id",
+    "framework",
+    "name",
+    "split_1",
+    "split_1_categories",
+    "split_2",
+    "split_2_categories",
+    "split_3",
+    "split_3_categories",
+    "fused",
+    "fused_categories",
+    "source_path",
+    "rationale",
+    "reference",
 )
 
 
@@ -82,7 +100,9 @@ def _categories(text: str, where: str) -> str:
         raise FusionCatalogError(f"{where}: no category given")
     bad = [c for c in cats if c not in CATEGORIES]
     if bad:
-        raise FusionCatalogError(f"{where}: unknown category {bad[0]!r}; expected one of: {', '.join(CATEGORIES)}")
+        raise FusionCatalogError(
+            f"{where}: unknown category {bad[0]!r}; expected one of: {', '.join(CATEGORIES)}"
+        )
     return ";".join(cats)
 
 
@@ -92,8 +112,9 @@ def parse_catalog(text: str, source: str) -> list[dict[str, object]]:
     try:
         out: list[dict[str, object]] = []
         seen: dict[str, int] = {}
-        for line, row in read_rule_csv(text, source, REQUIRED_COLUMNS, None, "", "empty fusion catalogue",
-                                       FusionCatalogError):
+        for line, row in read_rule_csv(
+            text, source, REQUIRED_COLUMNS, None, "", "empty fusion catalogue", FusionCatalogError
+        ):
             pid = row.get("pattern_id", "")
             if not pid:
                 raise FusionCatalogError(f"{source}:{line}: empty pattern_id")
@@ -102,7 +123,9 @@ def parse_catalog(text: str, source: str) -> list[dict[str, object]]:
                 raise FusionCatalogError(f"{where}: pattern_id repeats the one on line {seen[pid]}")
             seen[pid] = line
             if row.get("framework") not in FRAMEWORKS:
-                raise FusionCatalogError(f"{where}: framework {row.get('framework')!r} is not one of {', '.join(FRAMEWORKS)}")
+                raise FusionCatalogError(
+                    f"{where}: framework {row.get('framework')!r} is not one of {', '.join(FRAMEWORKS)}"
+                )
             steps: list[tuple[str, str, str | None]] = []
             for i in range(1, MAX_SPLITS + 1):
                 regex, cats = row.get(f"split_{i}", ""), row.get(f"split_{i}_categories", "")
@@ -119,7 +142,9 @@ def parse_catalog(text: str, source: str) -> list[dict[str, object]]:
                     check_pattern(ops, f"{where} split_{i}_ops", con)
                 steps.append((regex, _categories(cats, f"{where} split_{i}_categories"), ops or None))
             if len(steps) < 2:
-                raise FusionCatalogError(f"{where}: a pattern needs at least two split kernels (split_1, split_2)")
+                raise FusionCatalogError(
+                    f"{where}: a pattern needs at least two split kernels (split_1, split_2)"
+                )
             fused = row.get("fused", "")
             if not fused:
                 raise FusionCatalogError(f"{where}: empty fused regex")
@@ -129,18 +154,31 @@ def parse_catalog(text: str, source: str) -> list[dict[str, object]]:
                     raise FusionCatalogError(f"{where}: empty {col}")
             shape_rule = row.get("shape_rule", "") or None
             if shape_rule is not None and shape_rule not in SHAPE_RULES:
-                raise FusionCatalogError(f"{where}: shape_rule {shape_rule!r} is not one of {', '.join(SHAPE_RULES)}")
+                raise FusionCatalogError(
+                    f"{where}: shape_rule {shape_rule!r} is not one of {', '.join(SHAPE_RULES)}"
+                )
             required = row.get("requires_category", "") or None
             if required is not None and required not in CATEGORIES:
                 raise FusionCatalogError(f"{where}: requires_category {required!r} is not a category")
-            out.append({
-                "pattern_key": row.get("pattern_key", "") or pid, "requires_category": required,
-                "shape_rule": shape_rule, "catalog_order": len(out) + 1,
-                "pattern_id": pid, "framework": row["framework"], "name": row["name"], "steps": steps,
-                "fused_pattern": fused, "fused_categories": _categories(row.get("fused_categories", ""),
-                                                                        f"{where} fused_categories"),
-                "source_path": row["source_path"], "rationale": row["rationale"], "reference": row["reference"],
-            })
+            out.append(
+                {
+                    "pattern_key": row.get("pattern_key", "") or pid,
+                    "requires_category": required,
+                    "shape_rule": shape_rule,
+                    "catalog_order": len(out) + 1,
+                    "pattern_id": pid,
+                    "framework": row["framework"],
+                    "name": row["name"],
+                    "steps": steps,
+                    "fused_pattern": fused,
+                    "fused_categories": _categories(
+                        row.get("fused_categories", ""), f"{where} fused_categories"
+                    ),
+                    "source_path": row["source_path"],
+                    "rationale": row["rationale"],
+                    "reference": row["reference"],
+                }
+            )
         return out
     finally:
         if con is not None:
@@ -151,32 +189,43 @@ def load_fusion_catalog(path: str | Path | None = None) -> tuple[pa.Table, pa.Ta
     """(fusion_patterns, fusion_pattern_steps) as Arrow tables, from the shipped file or ``path``."""
     file = Path(path) if path is not None else CATALOG_FILE
     patterns = parse_catalog(file.read_text(encoding="utf-8"), str(file))
-    version = catalog_version() if path is None else f"{catalog_version()}+file.{hashlib.sha256(file.read_bytes()).hexdigest()[:12]}"
-    head = pa.table({
-        "pattern_id": pa.array([p["pattern_id"] for p in patterns], pa.string()),
-        "framework": pa.array([p["framework"] for p in patterns], pa.string()),
-        "name": pa.array([p["name"] for p in patterns], pa.string()),
-        "n_splits": pa.array([len(p["steps"]) for p in patterns], pa.int32()),  # type: ignore[arg-type]
-        "fused_pattern": pa.array([p["fused_pattern"] for p in patterns], pa.string()),
-        "fused_categories": pa.array([p["fused_categories"] for p in patterns], pa.string()),
-        "source_path": pa.array([p["source_path"] for p in patterns], pa.string()),
-        "rationale": pa.array([p["rationale"] for p in patterns], pa.string()),
-        "reference": pa.array([p["reference"] for p in patterns], pa.string()),
-        "catalog_version": pa.array([version] * len(patterns), pa.string()),
-        "pattern_key": pa.array([p["pattern_key"] for p in patterns], pa.string()),
-        "requires_category": pa.array([p["requires_category"] for p in patterns], pa.string()),
-        "shape_rule": pa.array([p["shape_rule"] for p in patterns], pa.string()),
-        "catalog_order": pa.array([p["catalog_order"] for p in patterns], pa.int32()),
-    })
-    rows = [(p["pattern_id"], i + 1, regex, cats, ops)
-            for p in patterns for i, (regex, cats, ops) in enumerate(p["steps"])]  # type: ignore[arg-type]
-    steps = pa.table({
-        "pattern_id": pa.array([r[0] for r in rows], pa.string()),
-        "step": pa.array([r[1] for r in rows], pa.int32()),
-        "pattern": pa.array([r[2] for r in rows], pa.string()),
-        "categories": pa.array([r[3] for r in rows], pa.string()),
-        "ops": pa.array([r[4] for r in rows], pa.string()),
-    })
+    version = (
+        catalog_version()
+        if path is None
+        else f"{catalog_version()}+file.{hashlib.sha256(file.read_bytes()).hexdigest()[:12]}"
+    )
+    head = pa.table(
+        {
+            "pattern_id": pa.array([p["pattern_id"] for p in patterns], pa.string()),
+            "framework": pa.array([p["framework"] for p in patterns], pa.string()),
+            "name": pa.array([p["name"] for p in patterns], pa.string()),
+            "n_splits": pa.array([len(p["steps"]) for p in patterns], pa.int32()),  # type: ignore[arg-type]
+            "fused_pattern": pa.array([p["fused_pattern"] for p in patterns], pa.string()),
+            "fused_categories": pa.array([p["fused_categories"] for p in patterns], pa.string()),
+            "source_path": pa.array([p["source_path"] for p in patterns], pa.string()),
+            "rationale": pa.array([p["rationale"] for p in patterns], pa.string()),
+            "reference": pa.array([p["reference"] for p in patterns], pa.string()),
+            "catalog_version": pa.array([version] * len(patterns), pa.string()),
+            "pattern_key": pa.array([p["pattern_key"] for p in patterns], pa.string()),
+            "requires_category": pa.array([p["requires_category"] for p in patterns], pa.string()),
+            "shape_rule": pa.array([p["shape_rule"] for p in patterns], pa.string()),
+            "catalog_order": pa.array([p["catalog_order"] for p in patterns], pa.int32()),
+        }
+    )
+    rows = [
+        (p["pattern_id"], i + 1, regex, cats, ops)
+        for p in patterns
+        for i, (regex, cats, ops) in enumerate(p["steps"])
+    ]  # type: ignore[arg-type]
+    steps = pa.table(
+        {
+            "pattern_id": pa.array([r[0] for r in rows], pa.string()),
+            "step": pa.array([r[1] for r in rows], pa.int32()),
+            "pattern": pa.array([r[2] for r in rows], pa.string()),
+            "categories": pa.array([r[3] for r in rows], pa.string()),
+            "ops": pa.array([r[4] for r in rows], pa.string()),
+        }
+    )
     return head, steps
 
 

@@ -26,8 +26,10 @@ COLUMN_KEYS = ("model", "commit", "commit_time", "series", "framework", "hardwar
 def set_labels(warehouse: Warehouse, run_id: str, changes: dict[str, str | None]) -> dict[str, str]:
     """Apply changes (value None: remove the label) to the run's labels; returns the new labels."""
     if "phase" in changes:
-        raise TracehouseError("the phase label cannot be changed after ingest (it decides the steps' phases)",
-                              hint="ingest the traces into a new warehouse with --label phase=...")
+        raise TracehouseError(
+            "the phase label cannot be changed after ingest (it decides the steps' phases)",
+            hint="ingest the traces into a new warehouse with --label phase=...",
+        )
     path = warehouse.partition("runs", run_id) / "run.parquet"
     with warehouse.lock():
         table = pq.read_table(path)

@@ -41,7 +41,9 @@ def run_metric_rows(warehouse: Warehouse, run_ids: list[str]) -> pa.Table | None
 def _compute(warehouse: Warehouse, run_ids: list[str], folder) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     con = connect(warehouse, runs=run_ids)
-    table = con.sql(f"SELECT {', '.join(COLUMNS)} FROM run_metrics ORDER BY run_id, rank, phase, metric").to_arrow_table()
+    table = con.sql(
+        f"SELECT {', '.join(COLUMNS)} FROM run_metrics ORDER BY run_id, rank, phase, metric"
+    ).to_arrow_table()
     ids = table.column("run_id")
     for run_id in run_ids:
         part = table.filter(pc.equal(ids, run_id))

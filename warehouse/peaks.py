@@ -32,8 +32,15 @@ from warehouse.rules import RULES_DIR, RulesError, check_pattern, read_rule_csv,
 SHIPPED_PEAKS = RULES_DIR / "device_peaks.csv"
 PEAKS_VERSION_FILE = RULES_DIR / "device_peaks.version.json"
 USER_PEAKS_ENV = "TRACEHOUSE_DEVICE_PEAKS"
-FIGURES: tuple[str, ...] = ("bf16_tflops", "fp8_tflops", "fp4_tflops", "tf32_tflops", "fp32_tflops",
-                            "hbm_tbps", "link_gbps")
+FIGURES: tuple[str, ...] = (
+    "bf16_tflops",
+    "fp8_tflops",
+    "fp4_tflops",
+    "tf32_tflops",
+    "fp32_tflops",
+    "hbm_tbps",
+    "link_gbps",
+)
 COLUMNS: tuple[str, ...] = ("rule_order", "device", "pattern", "props_match", *FIGURES, "source", "note")
 
 
@@ -54,9 +61,14 @@ def _parse(text: str, source: str, con: object | None) -> list[dict[str, object]
     rows: list[dict[str, object]] = []
     orders: dict[int, int] = {}
     required = ("rule_order", "device", "pattern")
-    for line, row in read_rule_csv(text, source, required, tuple(c for c in COLUMNS if c not in required),
-                                   f"expected {','.join(COLUMNS)}",
-                                   f"empty peak file; expected a header {','.join(COLUMNS)}"):
+    for line, row in read_rule_csv(
+        text,
+        source,
+        required,
+        tuple(c for c in COLUMNS if c not in required),
+        f"expected {','.join(COLUMNS)}",
+        f"empty peak file; expected a header {','.join(COLUMNS)}",
+    ):
         device = row.get("device", "")
         where = f"{source}:{line} (device {device!r})"
         if not device:
@@ -73,9 +85,13 @@ def _parse(text: str, source: str, con: object | None) -> list[dict[str, object]
             raise RulesError(f"{where}: give a pattern or a props_match")
         if pattern:
             check_pattern(pattern, where, con)
-        out: dict[str, object] = {"rule_order": order, "device": device, "pattern": pattern or None,
-                                  "props_match": row.get("props_match") or None,
-                                  "source": row.get("source") or None}
+        out: dict[str, object] = {
+            "rule_order": order,
+            "device": device,
+            "pattern": pattern or None,
+            "props_match": row.get("props_match") or None,
+            "source": row.get("source") or None,
+        }
         for figure in FIGURES:
             cell = row.get(figure, "")
             if cell == "":

@@ -15,10 +15,30 @@ import duckdb
 
 from tracehouse.errors import QueryError, QueryRefused
 
-_FILE_FUNCTIONS = {"read_csv", "read_csv_auto", "read_json", "read_json_auto", "read_json_objects",
-                   "read_ndjson", "read_ndjson_auto", "read_text", "read_blob", "read_parquet", "parquet_scan",
-                   "glob", "sniff_csv", "read_xlsx", "parquet_metadata", "parquet_schema", "parquet_file_metadata",
-                   "parquet_kv_metadata", "read_json_objects_auto", "read_ndjson_objects", "query_table", "query"}
+_FILE_FUNCTIONS = {
+    "read_csv",
+    "read_csv_auto",
+    "read_json",
+    "read_json_auto",
+    "read_json_objects",
+    "read_ndjson",
+    "read_ndjson_auto",
+    "read_text",
+    "read_blob",
+    "read_parquet",
+    "parquet_scan",
+    "glob",
+    "sniff_csv",
+    "read_xlsx",
+    "parquet_metadata",
+    "parquet_schema",
+    "parquet_file_metadata",
+    "parquet_kv_metadata",
+    "read_json_objects_auto",
+    "read_ndjson_objects",
+    "query_table",
+    "query",
+}
 _parser: duckdb.DuckDBPyConnection | None = None
 
 
@@ -62,10 +82,44 @@ def check_read_only(sql: str, con: duckdb.DuckDBPyConnection | None = None) -> s
 
 # the first words of statements that write, change settings or reach outside: one DuckDB cannot parse (a
 # Spark SET, a DROP with a typo) is refused for what it is rather than reported as a syntax error to fix
-_WRITE_WORDS = {"set", "reset", "insert", "update", "delete", "create", "drop", "alter", "copy", "attach", "detach",
-                "install", "load", "pragma", "call", "export", "import", "vacuum", "checkpoint", "use", "begin",
-                "commit", "rollback", "prepare", "execute", "deallocate", "merge", "truncate", "analyze", "grant",
-                "revoke", "comment", "force", "update_extensions", "replace", "upsert"}
+_WRITE_WORDS = {
+    "set",
+    "reset",
+    "insert",
+    "update",
+    "delete",
+    "create",
+    "drop",
+    "alter",
+    "copy",
+    "attach",
+    "detach",
+    "install",
+    "load",
+    "pragma",
+    "call",
+    "export",
+    "import",
+    "vacuum",
+    "checkpoint",
+    "use",
+    "begin",
+    "commit",
+    "rollback",
+    "prepare",
+    "execute",
+    "deallocate",
+    "merge",
+    "truncate",
+    "analyze",
+    "grant",
+    "revoke",
+    "comment",
+    "force",
+    "update_extensions",
+    "replace",
+    "upsert",
+}
 
 
 def _statements(con: duckdb.DuckDBPyConnection, text: str) -> list:
@@ -75,7 +129,9 @@ def _statements(con: duckdb.DuckDBPyConnection, text: str) -> list:
         first = (text.split(None, 1) or [""])[0].lower()
         if first in _WRITE_WORDS:
             raise QueryRefused(f"{first.upper()} statements are not allowed") from None
-        raise QueryError(f"cannot parse the query: {duckdb_message(exc).removeprefix('Parser Error: ')}") from None
+        raise QueryError(
+            f"cannot parse the query: {duckdb_message(exc).removeprefix('Parser Error: ')}"
+        ) from None
 
 
 def _check_tree(node) -> None:

@@ -41,8 +41,21 @@ VERSION_FILE = RULES_DIR / "kernel_categories.version.json"
 
 #: The shipped vocabulary of categories (PRODUCT.md, "category").
 CATEGORIES: tuple[str, ...] = (
-    "gemm", "attention", "moe", "communication", "norm", "activation", "rope", "quantize", "sampling",
-    "elementwise", "reduction", "memory", "convolution", "embedding", "other",
+    "gemm",
+    "attention",
+    "moe",
+    "communication",
+    "norm",
+    "activation",
+    "rope",
+    "quantize",
+    "sampling",
+    "elementwise",
+    "reduction",
+    "memory",
+    "convolution",
+    "embedding",
+    "other",
 )
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("rule_order", "rule_name", "category", "pattern")
@@ -77,8 +90,10 @@ _NOT_PORTABLE: tuple[tuple[str, str], ...] = (
 class RulesError(TracehouseError, ValueError):
     """A category rule file that cannot be used: names the file, the line and what is wrong."""
 
-    hint = ("fix the rule file (columns rule_order,rule_name,category,pattern[,op_pattern,op_shape,note]) "
-            "and run again")
+    hint = (
+        "fix the rule file (columns rule_order,rule_name,category,pattern[,op_pattern,op_shape,note]) "
+        "and run again"
+    )
 
 
 def _read_version() -> tuple[str, str]:
@@ -116,8 +131,15 @@ def regex_judge() -> object | None:
     return duckdb.connect()
 
 
-def read_rule_csv(text: str, source: str, required: tuple[str, ...], optional: tuple[str, ...] | None,
-                  expected: str, empty: str, error: type[Exception] = RulesError) -> Iterator[tuple[int, dict[str, str]]]:
+def read_rule_csv(
+    text: str,
+    source: str,
+    required: tuple[str, ...],
+    optional: tuple[str, ...] | None,
+    expected: str,
+    empty: str,
+    error: type[Exception] = RulesError,
+) -> Iterator[tuple[int, dict[str, str]]]:
     """The rows of a rule table's CSV text, as (line number, {column: stripped cell}): the one reader of
     kernel_categories.csv, fusion_patterns.csv, launch_site_plumbing.csv, device_peaks.csv and the user's
     files in their formats.
@@ -141,12 +163,18 @@ def read_rule_csv(text: str, source: str, required: tuple[str, ...], optional: t
             unknown = [] if optional is None else [c for c in header if c not in required + optional]
             if missing or unknown:
                 problems = ([f"lacks column(s) {', '.join(missing)}"] if missing else []) + (
-                    [f"has unknown column(s) {', '.join(unknown)}"] if unknown else [])
-                raise error(f"{source}:{line}: header {' and '.join(problems)}" + (f"; {expected}" if expected else ""))
+                    [f"has unknown column(s) {', '.join(unknown)}"] if unknown else []
+                )
+                raise error(
+                    f"{source}:{line}: header {' and '.join(problems)}"
+                    + (f"; {expected}" if expected else "")
+                )
             continue
         if len(record) > len(header):
-            raise error(f"{source}:{line}: {len(record)} fields but the header has {len(header)} "
-                        "(quote fields that contain commas)")
+            raise error(
+                f"{source}:{line}: {len(record)} fields but the header has {len(header)} "
+                "(quote fields that contain commas)"
+            )
         yield line, dict(zip(header, (cell.strip() for cell in record)))
     if header is None:
         raise error(f"{source}: {empty}")
@@ -158,8 +186,14 @@ def _parse(text: str, source: str, con: object | None) -> list[dict[str, object]
     seen_names: dict[str, int] = {}
     seen_orders: dict[int, int] = {}
     header = f"{','.join(REQUIRED_COLUMNS)}[,{','.join(OPTIONAL_COLUMNS)}]"
-    for line, row in read_rule_csv(text, source, REQUIRED_COLUMNS, OPTIONAL_COLUMNS, f"expected {header}",
-                                   f"empty rule file; expected a header {header}"):
+    for line, row in read_rule_csv(
+        text,
+        source,
+        REQUIRED_COLUMNS,
+        OPTIONAL_COLUMNS,
+        f"expected {header}",
+        f"empty rule file; expected a header {header}",
+    ):
         where = f"{source}:{line}"
         name = row.get("rule_name", "")
         if not name:
@@ -179,9 +213,13 @@ def _parse(text: str, source: str, con: object | None) -> list[dict[str, object]
         op_shape = row.get("op_shape", "")
         module_pattern = row.get("module_pattern", "")
         if not pattern and not op_pattern and not module_pattern:
-            raise RulesError(f"{where}: empty pattern (a rule needs a pattern, an op_pattern or a module_pattern)")
+            raise RulesError(
+                f"{where}: empty pattern (a rule needs a pattern, an op_pattern or a module_pattern)"
+            )
         if op_pattern and module_pattern:
-            raise RulesError(f"{where}: a rule has an op_pattern or a module_pattern, not both (write two rules)")
+            raise RulesError(
+                f"{where}: a rule has an op_pattern or a module_pattern, not both (write two rules)"
+            )
         if module_pattern:
             check_pattern(module_pattern, where, con)
         if pattern:
@@ -189,17 +227,29 @@ def _parse(text: str, source: str, con: object | None) -> list[dict[str, object]
         if op_pattern:
             check_pattern(op_pattern, where, con)
         if op_shape and op_shape not in OP_SHAPES:
-            raise RulesError(f"{where}: unknown op_shape {op_shape!r}; expected one of: {', '.join(OP_SHAPES)}")
+            raise RulesError(
+                f"{where}: unknown op_shape {op_shape!r}; expected one of: {', '.join(OP_SHAPES)}"
+            )
         if op_shape and not op_pattern:
-            raise RulesError(f"{where}: op_shape {op_shape!r} needs an op_pattern (the op whose dims it reads)")
+            raise RulesError(
+                f"{where}: op_shape {op_shape!r} needs an op_pattern (the op whose dims it reads)"
+            )
         if name in seen_names:
             raise RulesError(f"{where}: rule_name repeats the one on line {seen_names[name]}")
         if order in seen_orders:
             raise RulesError(f"{where}: rule_order {order} repeats the one on line {seen_orders[order]}")
         seen_names[name], seen_orders[order] = line, line
-        rows.append({"rule_order": order, "rule_name": name, "category": category, "pattern": pattern,
-                     "op_pattern": op_pattern or None, "op_shape": op_shape or None,
-                     "module_pattern": module_pattern or None})
+        rows.append(
+            {
+                "rule_order": order,
+                "rule_name": name,
+                "category": category,
+                "pattern": pattern,
+                "op_pattern": op_pattern or None,
+                "op_shape": op_shape or None,
+                "module_pattern": module_pattern or None,
+            }
+        )
     rows.sort(key=lambda r: r["rule_order"])  # type: ignore[arg-type, return-value]
     return rows
 
@@ -225,7 +275,9 @@ def load_category_rules(user_file: str | Path | None = None) -> pa.Table:
             try:
                 data = path.read_bytes()
             except OSError as exc:
-                raise RulesError(f"{path}: cannot read the category rule file: {exc.strerror or exc}") from None
+                raise RulesError(
+                    f"{path}: cannot read the category rule file: {exc.strerror or exc}"
+                ) from None
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError:

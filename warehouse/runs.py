@@ -18,21 +18,29 @@ def resolve_run(con: duckdb.DuckDBPyConnection, text: str) -> str:
         raise RunNotFound("no run given", hint="name a run id, a unique prefix of one, or `latest`")
     back = _latest_back(text)
     if back is not None:  # `latest`, `latest~1` (the run ingested before it), ...
-        row = con.execute("SELECT run_id FROM runs ORDER BY ingested_at DESC, run_id DESC LIMIT 1 OFFSET ?",
-                          [back]).fetchone()
+        row = con.execute(
+            "SELECT run_id FROM runs ORDER BY ingested_at DESC, run_id DESC LIMIT 1 OFFSET ?", [back]
+        ).fetchone()
         if row is None:
             if back == 0:
-                raise RunNotFound("the warehouse holds no runs yet",
-                                  hint="ingest traces with `tracehouse ingest PATH`")
+                raise RunNotFound(
+                    "the warehouse holds no runs yet", hint="ingest traces with `tracehouse ingest PATH`"
+                )
             (n,) = con.execute("SELECT count(*) FROM runs").fetchone()
-            raise RunNotFound(f"{text!r}: the warehouse holds {n} run{'s' if n != 1 else ''}",
-                              hint=f"latest~{max(0, n - 1)} is the oldest")
+            raise RunNotFound(
+                f"{text!r}: the warehouse holds {n} run{'s' if n != 1 else ''}",
+                hint=f"latest~{max(0, n - 1)} is the oldest",
+            )
         return row[0]
     exact = con.execute("SELECT run_id FROM runs WHERE run_id = ?", [text]).fetchone()
     if exact:
         return exact[0]
-    matches = [r[0] for r in con.execute(
-        "SELECT run_id FROM runs WHERE starts_with(run_id, ?) ORDER BY run_id LIMIT 6", [text]).fetchall()]
+    matches = [
+        r[0]
+        for r in con.execute(
+            "SELECT run_id FROM runs WHERE starts_with(run_id, ?) ORDER BY run_id LIMIT 6", [text]
+        ).fetchall()
+    ]
     if len(matches) == 1:
         return matches[0]
     if not matches:

@@ -37,9 +37,22 @@ COLUMNS: dict[str, list[tuple[str, pa.DataType, str]]] = {
     "runs": [
         ("run_id", STR, "content-derived id of the run: the hash of its files' sha256 (16 hex digits)"),
         ("ingested_at", pa.timestamp("us", tz="UTC"), "when this run was ingested"),
-        ("files", pa.list_(pa.struct([("name", STR), ("path", STR), ("size", I64), ("sha256", STR), ("rank", I32),
-                                      ("json_bytes", I64)])),
-         "the run's trace files: name, path as given, size in bytes, sha256, rank, inflated JSON bytes"),
+        (
+            "files",
+            pa.list_(
+                pa.struct(
+                    [
+                        ("name", STR),
+                        ("path", STR),
+                        ("size", I64),
+                        ("sha256", STR),
+                        ("rank", I32),
+                        ("json_bytes", I64),
+                    ]
+                )
+            ),
+            "the run's trace files: name, path as given, size in bytes, sha256, rank, inflated JSON bytes",
+        ),
         ("labels", pa.map_(STR, STR), "labels given with --label (and set later with `tracehouse label`)"),
         ("framework", STR, "sglang | vllm | tensorrt-llm | pytorch (detected, or --label framework=)"),
         ("model", STR, "the model, where the trace or a label names it"),
@@ -50,8 +63,14 @@ COLUMNS: dict[str, list[tuple[str, pa.DataType, str]]] = {
         ("pp", I32, "pipeline-parallel size"),
         ("dp", I32, "data-parallel size"),
         ("ep", I32, "expert-parallel size"),
-        ("phase", STR, ("--label phase=, else the stage the file names say (one for all: it, several: mixed); NULL: "
-                        "neither (the steps' own phases are step_spans.phase)")),
+        (
+            "phase",
+            STR,
+            (
+                "--label phase=, else the stage the file names say (one for all: it, several: mixed); NULL: "
+                "neither (the steps' own phases are step_spans.phase)"
+            ),
+        ),
         ("capture_mode", STR, "graph | eager | mixed | none: how the GPU work was launched"),
         ("commit", STR, "the commit label (--label commit=), for trends"),
         ("commit_time", STR, "the commit's time label, for ordering a trend"),
@@ -82,15 +101,25 @@ COLUMNS: dict[str, list[tuple[str, pa.DataType, str]]] = {
         ("correlation", I64, "the launch's correlation id (links it to its runtime/driver call)"),
         ("external_id", I64, "the trace's External id (links it to the cpu_op that launched it)"),
         ("linked", BOOL, "its launching runtime/driver call is in the trace"),
-        ("launch_call", STR, "name of the launching runtime/driver call (cudaLaunchKernel, cudaGraphLaunch, ...)"),
+        (
+            "launch_call",
+            STR,
+            "name of the launching runtime/driver call (cudaLaunchKernel, cudaGraphLaunch, ...)",
+        ),
         ("launch_op_id", I64, "cpu_ops.op_id of the launch call"),
         ("launch_start_ns", I64, "start of the launch call"),
         ("launch_dur_ns", I64, "duration of the launch call"),
         ("launch_tid", STR, "thread of the launch call"),
         ("cpu_op_id", I64, "cpu_ops.op_id of the innermost cpu_op around the launch"),
         ("python_frame_id", I64, "python_frames.frame_id of the innermost Python frame around the launch"),
-        ("step", I64, ("the step whose host window holds its launch call (unlinked: the step whose linked GPU "
-                       "work spans it); NULL: outside every step")),
+        (
+            "step",
+            I64,
+            (
+                "the step whose host window holds its launch call (unlinked: the step whose linked GPU "
+                "work spans it); NULL: outside every step"
+            ),
+        ),
         ("phase", STR, "its step's phase: prefill | decode | mixed | unknown (NULL where step is NULL)"),
         ("grid", STR, "launch grid, as the trace writes it"),
         ("block", STR, "launch block"),
@@ -172,7 +201,11 @@ COLUMNS: dict[str, list[tuple[str, pa.DataType, str]]] = {
         ("rank", I32, "the trace file's rank"),
         ("step", I64, "the step number (0 with source 'whole': no step marker, the whole trace)"),
         ("name", STR, "the marker's name (ProfilerStep#N, or the framework's own)"),
-        ("source", STR, "the marker kind: profiler_step | sglang_step | vllm_execute | atom_step | graph_launch | whole"),
+        (
+            "source",
+            STR,
+            "the marker kind: profiler_step | sglang_step | vllm_execute | atom_step | graph_launch | whole",
+        ),
         ("start_ns", I64, "host window start"),
         ("end_ns", I64, "host window end"),
         ("phase", STR, "prefill | decode | mixed | unknown"),
@@ -194,7 +227,7 @@ COLUMNS: dict[str, list[tuple[str, pa.DataType, str]]] = {
         ("graph_correlation", I64, "correlation of the graph launch that replayed it"),
         ("stack", pa.list_(STR), "the Python stack of the launch, innermost last"),
     ],
-    "step_requests": [   # the run's requests file given at ingest (ingest/requests.py); zero rows without one
+    "step_requests": [  # the run's requests file given at ingest (ingest/requests.py); zero rows without one
         ("rank", I32, "the rank the row is about (NULL: every rank that has the step)"),
         ("step", I64, "the step number, as step_spans.step"),
         ("request_id", STR, "the request's id, as the serving engine names it"),
@@ -219,8 +252,13 @@ def column_docs(table: str) -> dict[str, str]:
 
 def duckdb_type(kind: pa.DataType) -> str:
     """The DuckDB type that reads and writes as this Arrow type (the types COLUMNS uses)."""
-    simple = {pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIGINT", pa.float64(): "DOUBLE",
-              pa.bool_(): "BOOLEAN"}
+    simple = {
+        pa.string(): "VARCHAR",
+        pa.int32(): "INTEGER",
+        pa.int64(): "BIGINT",
+        pa.float64(): "DOUBLE",
+        pa.bool_(): "BOOLEAN",
+    }
     if kind in simple:
         return simple[kind]
     if pa.types.is_timestamp(kind):
@@ -238,8 +276,11 @@ def cast_select(table: str, source: str) -> str:
     """SELECT of the staging table `source` as the declared columns, in order, each cast to its type: what
     ingest writes for a DuckDB-built table (a column whose type follows the trace's data, a JSON field
     read as DOUBLE in one file and BIGINT in the next, lands as declared). `rank` comes from the caller."""
-    return ", ".join(f'CAST("{name}" AS {duckdb_type(kind)}) AS "{name}"'
-                     for name, kind, _ in COLUMNS[table] if name != "rank")
+    return ", ".join(
+        f'CAST("{name}" AS {duckdb_type(kind)}) AS "{name}"'
+        for name, kind, _ in COLUMNS[table]
+        if name != "rank"
+    )
 
 
 def mismatches(table: str, found: pa.Schema) -> list[str]:
@@ -250,8 +291,11 @@ def mismatches(table: str, found: pa.Schema) -> list[str]:
     if [n for n, _ in got] != [n for n, _ in declared]:
         missing = [n for n, _ in declared if n not in dict(got)]
         extra = [n for n, _ in got if n not in dict(declared)]
-        return [f"{table}: columns {[n for n, _ in got]} differ from the declared {[n for n, _ in declared]}"
-                + (f" (missing {missing})" if missing else "") + (f" (not declared {extra})" if extra else "")]
+        return [
+            f"{table}: columns {[n for n, _ in got]} differ from the declared {[n for n, _ in declared]}"
+            + (f" (missing {missing})" if missing else "")
+            + (f" (not declared {extra})" if extra else "")
+        ]
     return [f"{table}.{n}: {g} where {d} is declared" for (n, d), (_, g) in zip(declared, got) if d != g]
 
 

@@ -28,8 +28,10 @@ class Session:
     def __init__(self, warehouse: str | Path | Warehouse, runs: list[str] | None = None) -> None:
         self.warehouse = warehouse if isinstance(warehouse, Warehouse) else Warehouse(warehouse)
         if not self.warehouse.exists():
-            raise TracehouseError(f"no warehouse at {self.warehouse.root}",
-                                  hint="check the path, or create one with `tracehouse ingest PATH`")
+            raise TracehouseError(
+                f"no warehouse at {self.warehouse.root}",
+                hint="check the path, or create one with `tracehouse ingest PATH`",
+            )
         self.runs = runs
         self.con = connect(self.warehouse, runs=runs)
 

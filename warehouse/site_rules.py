@@ -77,8 +77,9 @@ def _parse(text: str, source: str, con: object | None) -> list[dict[str, object]
     names: dict[str, int] = {}
     orders: dict[int, int] = {}
     header = f"{','.join(REQUIRED)}[,note]"
-    for line, row in read_rule_csv(text, source, REQUIRED, None, f"expected {header}",
-                                   f"empty rule file; expected a header {header}"):
+    for line, row in read_rule_csv(
+        text, source, REQUIRED, None, f"expected {header}", f"empty rule file; expected a header {header}"
+    ):
         name = row.get("rule_name", "")
         if not name:
             raise RulesError(f"{source}:{line}: empty rule_name")
@@ -119,7 +120,9 @@ def load_site_rules(user_file: str | Path | None = None) -> pa.Table:
             try:
                 data = path.read_bytes()
             except OSError as exc:
-                raise RulesError(f"{path}: cannot read the launch-site rule file: {exc.strerror or exc}") from None
+                raise RulesError(
+                    f"{path}: cannot read the launch-site rule file: {exc.strerror or exc}"
+                ) from None
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError:
@@ -133,11 +136,13 @@ def load_site_rules(user_file: str | Path | None = None) -> pa.Table:
     finally:
         if con is not None:
             con.close()  # type: ignore[attr-defined]
-    return pa.table({
-        "rule_order": pa.array(range(1, len(rules) + 1), type=pa.int32()),
-        "rule_name": pa.array([r["rule_name"] for r in rules], type=pa.string()),
-        "action": pa.array([r["action"] for r in rules], type=pa.string()),
-        "pattern": pa.array([r["pattern"] for r in rules], type=pa.string()),
-        "literal": pa.array([required_literal(str(r["pattern"])) for r in rules], type=pa.string()),
-        "rules_version": pa.array([version] * len(rules), type=pa.string()),
-    })
+    return pa.table(
+        {
+            "rule_order": pa.array(range(1, len(rules) + 1), type=pa.int32()),
+            "rule_name": pa.array([r["rule_name"] for r in rules], type=pa.string()),
+            "action": pa.array([r["action"] for r in rules], type=pa.string()),
+            "pattern": pa.array([r["pattern"] for r in rules], type=pa.string()),
+            "literal": pa.array([required_literal(str(r["pattern"])) for r in rules], type=pa.string()),
+            "rules_version": pa.array([version] * len(rules), type=pa.string()),
+        }
+    )

@@ -80,7 +80,9 @@ def spark_session(master: str | None = None, app_name: str = "tracehouse") -> Sp
     try:
         from pyspark.sql import SparkSession
     except ImportError as exc:
-        raise SparkUnavailable("pyspark is not installed: pip install 'tracehouse[spark]' (needs Java 17+)") from exc
+        raise SparkUnavailable(
+            "pyspark is not installed: pip install 'tracehouse[spark]' (needs Java 17+)"
+        ) from exc
     master = master or os.environ.get("SPARK_MASTER") or None
     builder = SparkSession.builder.appName(app_name)
     if master:
@@ -92,8 +94,11 @@ def spark_session(master: str | None = None, app_name: str = "tracehouse") -> Sp
         builder = builder.config(key, value)
     builder = builder.config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
     if local:  # small shuffles; the analyzer needs more than the default 1g for the deepest views
-        builder = (builder.config("spark.sql.shuffle.partitions", "4").config("spark.default.parallelism", "4")
-                   .config("spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", "2g")))
+        builder = (
+            builder.config("spark.sql.shuffle.partitions", "4")
+            .config("spark.default.parallelism", "4")
+            .config("spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", "2g"))
+        )
     try:
         session = builder.getOrCreate()
     except Exception as exc:  # Java missing or failing to start
@@ -117,6 +122,7 @@ def new_session(spark: SparkSession) -> SparkSession:
 
 # --- DuckDB -> Spark: systematic dialect differences that sqlglot leaves as they are -----------------
 
+
 class DuckDBAsWritten(DuckDB):
     """DuckDB's dialect, but list indexes kept as written (1-based) in the parsed tree.
 
@@ -134,8 +140,16 @@ class DuckDBAsWritten(DuckDB):
 READ_DIALECT = DuckDBAsWritten
 
 # Window functions that take no frame: DuckDB ignores a frame given to them, Spark refuses it
-_FRAMELESS = (exp.Lead, exp.Lag, exp.RowNumber, exp.Rank, exp.DenseRank, exp.Ntile, exp.PercentRank,
-              exp.CumeDist)
+_FRAMELESS = (
+    exp.Lead,
+    exp.Lag,
+    exp.RowNumber,
+    exp.Rank,
+    exp.DenseRank,
+    exp.Ntile,
+    exp.PercentRank,
+    exp.CumeDist,
+)
 
 
 def _inline_frameless_windows(select: exp.Select) -> None:
@@ -194,27 +208,44 @@ def _list_slice(xs: exp.Expression, piece: exp.Slice) -> exp.Expression:
         if bound is None:
             return default
         value = _int_literal(bound)
-        from_end = exp.Add(this=exp.Add(this=size.copy(), expression=bound.copy()), expression=exp.Literal.number(1))
+        from_end = exp.Add(
+            this=exp.Add(this=size.copy(), expression=bound.copy()), expression=exp.Literal.number(1)
+        )
         if value is not None:
             return exp.Literal.number(value) if value >= 0 else from_end
-        return exp.Case(ifs=[exp.If(this=exp.LT(this=bound.copy(), expression=exp.Literal.number(0)),
-                                    true=from_end)], default=bound.copy())
+        return exp.Case(
+            ifs=[exp.If(this=exp.LT(this=bound.copy(), expression=exp.Literal.number(0)), true=from_end)],
+            default=bound.copy(),
+        )
 
     first = _int_literal(piece.this) if piece.this is not None else 1
-    begin = (exp.Literal.number(max(first, 1)) if first is not None and first >= 0
-             else _fn("greatest", position(piece.this, exp.Literal.number(1)), exp.Literal.number(1)))
+    begin = (
+        exp.Literal.number(max(first, 1))
+        if first is not None and first >= 0
+        else _fn("greatest", position(piece.this, exp.Literal.number(1)), exp.Literal.number(1))
+    )
     end = position(piece.expression, size.copy())
-    length = _fn("greatest", exp.Add(this=exp.Sub(this=end, expression=begin.copy()), expression=exp.Literal.number(1)),
-                 exp.Literal.number(0))
+    length = _fn(
+        "greatest",
+        exp.Add(this=exp.Sub(this=end, expression=begin.copy()), expression=exp.Literal.number(1)),
+        exp.Literal.number(0),
+    )
     return _fn("slice", xs, begin, length)
 
 
 def _list_fold(xs: exp.Expression, combine: type[exp.Binary]) -> exp.Expression:
     """DuckDB's list_sum / list_bool_and ... : the aggregate over the non-NULL elements, NULL when none."""
-    kept = _fn("filter", xs, _lambda(exp.Not(this=exp.Is(this=_var("_th_v"), expression=exp.null())), "_th_v"))
+    kept = _fn(
+        "filter", xs, _lambda(exp.Not(this=exp.Is(this=_var("_th_v"), expression=exp.null())), "_th_v")
+    )
     rest = _fn("slice", kept.copy(), exp.Literal.number(2), _fn("size", kept.copy()))
     first = _fn("try_element_at", kept.copy(), exp.Literal.number(1))
-    return _fn("aggregate", rest, first, _lambda(combine(this=_var("_th_a"), expression=_var("_th_b")), "_th_a", "_th_b"))
+    return _fn(
+        "aggregate",
+        rest,
+        first,
+        _lambda(combine(this=_var("_th_a"), expression=_var("_th_b")), "_th_a", "_th_b"),
+    )
 
 
 _LIST_FOLDS = {"list_sum": exp.Add, "list_bool_and": exp.And, "list_bool_or": exp.Or}
@@ -227,15 +258,21 @@ def _zip_transform(node: exp.Transform) -> exp.Expression:
     `x[1]` cannot read: any other use of the zipped element is refused."""
     zipped, fn = node.this, node.expression
     if len(zipped.expressions) != 2 or not isinstance(fn, exp.Lambda) or len(fn.expressions) != 1:
-        raise ValueError(f"{node.sql(READ_DIALECT)}: only list_transform(list_zip(a, b), lambda x: ... x[1] ... x[2]) "
-                         "has a Spark form (zip_with)")
+        raise ValueError(
+            f"{node.sql(READ_DIALECT)}: only list_transform(list_zip(a, b), lambda x: ... x[1] ... x[2]) "
+            "has a Spark form (zip_with)"
+        )
     name = fn.expressions[0].name
     body = fn.this.copy()
     names = {1: f"_th_{name}1", 2: f"_th_{name}2"}
     for bracket in list(body.find_all(exp.Bracket)):
         target = bracket.this
-        if isinstance(target, (exp.Identifier, exp.Column)) and target.name == name and len(bracket.expressions) == 1 \
-                and _int_literal(bracket.expressions[0]) in names:
+        if (
+            isinstance(target, (exp.Identifier, exp.Column))
+            and target.name == name
+            and len(bracket.expressions) == 1
+            and _int_literal(bracket.expressions[0]) in names
+        ):
             replacement = _var(names[_int_literal(bracket.expressions[0])])
             if bracket is body:
                 body = replacement
@@ -243,9 +280,12 @@ def _zip_transform(node: exp.Transform) -> exp.Expression:
                 bracket.replace(replacement)
     used = [n for n in body.find_all(exp.Identifier, exp.Column) if n.name == name]
     if used or (isinstance(body, (exp.Identifier, exp.Column)) and body.name == name):
-        raise ValueError(f"{node.sql(READ_DIALECT)}: the zipped element is used other than as x[1] / x[2]: "
-                         "no Spark form")
-    a, b = (exp.Coalesce(this=xs, expressions=[_fn("array")]) for xs in zipped.expressions)  # DuckDB: NULL is []
+        raise ValueError(
+            f"{node.sql(READ_DIALECT)}: the zipped element is used other than as x[1] / x[2]: no Spark form"
+        )
+    a, b = (
+        exp.Coalesce(this=xs, expressions=[_fn("array")]) for xs in zipped.expressions
+    )  # DuckDB: NULL is []
     return _fn("zip_with", a, b, _lambda(body, names[1], names[2]))
 
 
@@ -269,8 +309,9 @@ def _quantile_disc(x: exp.Expression, q: exp.Expression) -> exp.Expression:
     clamped to 1..n; no value: NULL), in x's type."""
     n = exp.Count(this=x.copy())
     at = exp.Ceil(this=exp.Mul(this=exp.Cast(this=q, to=exp.DataType.build("DOUBLE")), expression=n))
-    position = exp.Cast(this=_fn("greatest", _fn("least", at, n.copy()), exp.Literal.number(1)),
-                        to=exp.DataType.build("INT"))
+    position = exp.Cast(
+        this=_fn("greatest", _fn("least", at, n.copy()), exp.Literal.number(1)), to=exp.DataType.build("INT")
+    )
     return _fn("try_element_at", _fn("array_sort", _fn("collect_list", x)), position)
 
 
@@ -317,13 +358,23 @@ def _spark_transforms(node: exp.Expression) -> exp.Expression:
             return _list_slice(node.this, index)
         if not (isinstance(index, exp.Literal) and index.is_string):
             return _list_element(node.this, index)
-    if isinstance(node, exp.Transform) and isinstance(node.this, exp.Anonymous) and node.this.name.lower() == "list_zip":
+    if (
+        isinstance(node, exp.Transform)
+        and isinstance(node.this, exp.Anonymous)
+        and node.this.name.lower() == "list_zip"
+    ):
         return _zip_transform(node)
     if isinstance(node, exp.Anonymous) and node.name.lower() == "list_zip":
-        raise ValueError(f"{node.sql(READ_DIALECT)}: list_zip has no Spark form here (only under list_transform)")
+        raise ValueError(
+            f"{node.sql(READ_DIALECT)}: list_zip has no Spark form here (only under list_transform)"
+        )
     if isinstance(node, exp.Anonymous) and node.name.lower() in _LIST_FOLDS and len(node.expressions) == 1:
         return _list_fold(node.expressions[0], _LIST_FOLDS[node.name.lower()])
-    if isinstance(node, exp.TryCast) and isinstance(node.this, exp.ParseJSON) and node.to.this == exp.DataType.Type.ARRAY:
+    if (
+        isinstance(node, exp.TryCast)
+        and isinstance(node.this, exp.ParseJSON)
+        and node.to.this == exp.DataType.Type.ARRAY
+    ):
         return _json_list(node.this.this, node.to)
     if isinstance(node, exp.Select) and node.args.get("windows"):
         _inline_frameless_windows(node)
@@ -332,10 +383,17 @@ def _spark_transforms(node: exp.Expression) -> exp.Expression:
     if isinstance(node, exp.Filter) and isinstance(node.this, (exp.IgnoreNulls, exp.RespectNulls)):
         nulls = node.this
         return type(nulls)(this=exp.Filter(this=nulls.this, expression=node.expression))
-    if isinstance(node, exp.Div) and not node.args.get("typed") and not (
-            isinstance(node.this, exp.Cast) and node.this.to.is_type("double")):
-        return exp.Div(this=exp.Cast(this=node.this, to=exp.DataType.build("DOUBLE")), expression=node.expression,
-                       typed=False, safe=node.args.get("safe"))
+    if (
+        isinstance(node, exp.Div)
+        and not node.args.get("typed")
+        and not (isinstance(node.this, exp.Cast) and node.this.to.is_type("double"))
+    ):
+        return exp.Div(
+            this=exp.Cast(this=node.this, to=exp.DataType.build("DOUBLE")),
+            expression=node.expression,
+            typed=False,
+            safe=node.args.get("safe"),
+        )
     if isinstance(node, exp.Avg) and not isinstance(node.this, exp.Cast):
         return exp.Avg(this=exp.Cast(this=node.this, to=exp.DataType.build("DOUBLE")))
     if isinstance(node, exp.Anonymous) and node.name.lower() == "list_reduce":
@@ -345,19 +403,34 @@ def _spark_transforms(node: exp.Expression) -> exp.Expression:
         if init:
             return exp.Anonymous(this="aggregate", expressions=[xs, init[0], fn])
         first = exp.Anonymous(this="try_element_at", expressions=[xs.copy(), exp.Literal.number(1)])
-        rest = exp.Anonymous(this="slice", expressions=[xs.copy(), exp.Literal.number(2),
-                                                        exp.Anonymous(this="size", expressions=[xs.copy()])])
+        rest = exp.Anonymous(
+            this="slice",
+            expressions=[
+                xs.copy(),
+                exp.Literal.number(2),
+                exp.Anonymous(this="size", expressions=[xs.copy()]),
+            ],
+        )
         return exp.Anonymous(this="aggregate", expressions=[rest, first, fn])
-    if isinstance(node, exp.PercentileDisc) and node.expression is not None \
-            and not isinstance(node.parent, (exp.WithinGroup, exp.Window, exp.Filter)) \
-            and not isinstance(node.expression, exp.Array):
+    if (
+        isinstance(node, exp.PercentileDisc)
+        and node.expression is not None
+        and not isinstance(node.parent, (exp.WithinGroup, exp.Window, exp.Filter))
+        and not isinstance(node.expression, exp.Array)
+    ):
         return _quantile_disc(node.this, node.expression)
-    if isinstance(node, exp.PercentileDisc) and node.expression is not None and not isinstance(node.parent, exp.WithinGroup):
+    if (
+        isinstance(node, exp.PercentileDisc)
+        and node.expression is not None
+        and not isinstance(node.parent, exp.WithinGroup)
+    ):
         # over a window or with a FILTER: percentile_disc(q) WITHIN GROUP (ORDER BY x): the same value, but
         # DOUBLE (DuckDB keeps x's type); an actual value, exact (as
         # Anonymous: sqlglot's Spark writer would turn PercentileDisc into the approximate percentile)
-        return exp.WithinGroup(this=exp.Anonymous(this="percentile_disc", expressions=[node.expression]),
-                               expression=exp.Order(expressions=[exp.Ordered(this=node.this)]))
+        return exp.WithinGroup(
+            this=exp.Anonymous(this="percentile_disc", expressions=[node.expression]),
+            expression=exp.Order(expressions=[exp.Ordered(this=node.this)]),
+        )
     if isinstance(node, exp.PercentileCont) and node.expression is not None:
         return exp.Anonymous(this="percentile", expressions=[node.this, node.expression])
     if isinstance(node, exp.RegexpReplace):
@@ -365,10 +438,13 @@ def _spark_transforms(node: exp.Expression) -> exp.Expression:
         flags = modifiers.name if isinstance(modifiers, exp.Literal) else ""
         pattern = node.expression
         anchored = isinstance(pattern, exp.Literal) and (
-            pattern.name.startswith("^") or (pattern.name.endswith("$") and not pattern.name.endswith("\\$")))
+            pattern.name.startswith("^") or (pattern.name.endswith("$") and not pattern.name.endswith("\\$"))
+        )
         if "g" not in flags and not anchored:
-            raise ValueError(f"{node.sql('duckdb')}: DuckDB replaces the first match only, Spark every "
-                             "match; add 'g' or anchor the pattern with ^")
+            raise ValueError(
+                f"{node.sql('duckdb')}: DuckDB replaces the first match only, Spark every "
+                "match; add 'g' or anchor the pattern with ^"
+            )
         node.set("modifiers", None)
     return node
 
@@ -396,6 +472,7 @@ def to_spark_sql(sql: str | exp.Expression) -> str:
 
 # --- the catalogue ----------------------------------------------------------------------------------
 
+
 def _table_location(warehouse: Warehouse | str, table: str) -> str:
     root = warehouse if isinstance(warehouse, str) else str(warehouse.root)
     return root.rstrip("/") + "/tables/" + table
@@ -408,8 +485,11 @@ def _partitions(location: str) -> list[str] | None:
     folder = Path(location.removeprefix("file://"))
     if not folder.is_dir():
         return []
-    return sorted(str(p) for p in folder.iterdir()
-                  if p.is_dir() and p.name.startswith("run_id=") and p.name != SCHEMA_PARTITION)
+    return sorted(
+        str(p)
+        for p in folder.iterdir()
+        if p.is_dir() and p.name.startswith("run_id=") and p.name != SCHEMA_PARTITION
+    )
 
 
 def _read_table(spark: SparkSession, location: str, runs: list[str] | None = None):
@@ -455,7 +535,13 @@ def _arrow_to_spark(spark: SparkSession, table):
 
 
 # the tables register_rule_tables makes (DuckDB's catalogue has them as tables, the rest as views)
-RULE_TABLES = ("category_rules", "fusion_patterns", "fusion_pattern_steps", "launch_site_rules", "device_peaks")
+RULE_TABLES = (
+    "category_rules",
+    "fusion_patterns",
+    "fusion_pattern_steps",
+    "launch_site_rules",
+    "device_peaks",
+)
 
 
 def register_rule_tables(spark: SparkSession, rules_file: str | None = None) -> None:
@@ -463,7 +549,9 @@ def register_rule_tables(spark: SparkSession, rules_file: str | None = None) -> 
     head, steps = load_fusion_catalog()
     _arrow_to_spark(spark, head).createOrReplaceTempView("fusion_patterns")
     _arrow_to_spark(spark, steps).createOrReplaceTempView("fusion_pattern_steps")
-    _arrow_to_spark(spark, load_site_rules(user_site_rules_file())).createOrReplaceTempView("launch_site_rules")
+    _arrow_to_spark(spark, load_site_rules(user_site_rules_file())).createOrReplaceTempView(
+        "launch_site_rules"
+    )
     _arrow_to_spark(spark, load_device_peaks(user_peaks_file())).createOrReplaceTempView("device_peaks")
 
 
@@ -508,10 +596,16 @@ class SparkCatalog:
                 self.session.catalog.dropTempView(name)
 
 
-def connect_spark(warehouse: Warehouse | str, rules_file: str | None = None,
-                  spark: SparkSession | None = None, master: str | None = None,
-                  materialize: bool = False, only: set[str] | None = None,
-                  runs: list[str] | None = None, materialize_tables: bool | None = None) -> SparkCatalog:
+def connect_spark(
+    warehouse: Warehouse | str,
+    rules_file: str | None = None,
+    spark: SparkSession | None = None,
+    master: str | None = None,
+    materialize: bool = False,
+    only: set[str] | None = None,
+    runs: list[str] | None = None,
+    materialize_tables: bool | None = None,
+) -> SparkCatalog:
     """Every table and view of the warehouse as temporary views of a SparkSession.
 
     warehouse: a Warehouse (local) or a URI string (`s3a://bucket/wh`, `gs://bucket/wh`); a local
@@ -537,8 +631,10 @@ def connect_spark(warehouse: Warehouse | str, rules_file: str | None = None,
     spark.sql("CREATE OR REPLACE TEMPORARY VIEW runs AS SELECT * FROM _runs_files WHERE run_id <> '_schema'")
     for table in ALL_TABLES:
         if table != "runs":  # a run is visible only once its runs row exists (store.publish's commit marker)
-            spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {table} AS SELECT * FROM _{table}_files "
-                      "WHERE run_id IN (SELECT run_id FROM runs)")
+            spark.sql(
+                f"CREATE OR REPLACE TEMPORARY VIEW {table} AS SELECT * FROM _{table}_files "
+                "WHERE run_id IN (SELECT run_id FROM runs)"
+            )
     if materialize if materialize_tables is None else materialize_tables:
         for table in ALL_TABLES:
             spark.table(table).localCheckpoint(eager=True).createOrReplaceTempView(table)
@@ -595,8 +691,14 @@ def first_line(exc: BaseException) -> str:
 # --- read-only ad-hoc SQL (tracehouse sql --engine spark) -------------------------------------------
 
 # Spark functions that reach outside the query: call any static Java method, or read files by name
-_SPARK_REFUSED = {"reflect", "java_method", "try_reflect", "input_file_name", "input_file_block_start",
-                  "input_file_block_length"}
+_SPARK_REFUSED = {
+    "reflect",
+    "java_method",
+    "try_reflect",
+    "input_file_name",
+    "input_file_block_start",
+    "input_file_block_length",
+}
 
 
 def run_query_spark(catalog: SparkCatalog, sql: str):

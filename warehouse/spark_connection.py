@@ -59,7 +59,11 @@ def bind_parameters(sql: str, params: list | tuple | dict | None) -> str:
                 raise ValueError(f"the query has more ? than the {len(params)} values given")
             value, end = params[position], token.end
             position += 1
-        elif token.token_type == TokenType.PARAMETER and i + 1 < len(tokens) and tokens[i + 1].start == token.end + 1:
+        elif (
+            token.token_type == TokenType.PARAMETER
+            and i + 1 < len(tokens)
+            and tokens[i + 1].start == token.end + 1
+        ):
             key = tokens[i + 1].text
             value = params[int(key) - 1] if key.isdigit() and not isinstance(params, dict) else params[key]
             end = tokens[i + 1].end
@@ -67,7 +71,7 @@ def bind_parameters(sql: str, params: list | tuple | dict | None) -> str:
         else:
             i += 1
             continue
-        out += [sql[pos:token.start], _literal(value)]
+        out += [sql[pos : token.start], _literal(value)]
         pos = end + 1
         i += 1
     if not isinstance(params, dict) and position and position != len(params):
@@ -110,8 +114,9 @@ class SparkResult:
         self._table: pa.Table | None = None
         self._rows: list[tuple] | None = None
         self._next = 0
-        self.description = [(f.name, f.dataType.simpleString(), None, None, None, None, None)
-                            for f in frame.schema.fields]
+        self.description = [
+            (f.name, f.dataType.simpleString(), None, None, None, None, None) for f in frame.schema.fields
+        ]
 
     def _all(self) -> list[tuple]:
         if self._rows is None:
@@ -121,7 +126,7 @@ class SparkResult:
         return self._rows
 
     def fetchall(self) -> list[tuple]:
-        rows = self._all()[self._next:]
+        rows = self._all()[self._next :]
         self._next = len(self._all())
         return rows
 
@@ -133,7 +138,7 @@ class SparkResult:
         return rows[self._next - 1]
 
     def fetchmany(self, size: int = 1) -> list[tuple]:
-        rows = self._all()[self._next:self._next + size]
+        rows = self._all()[self._next : self._next + size]
         self._next += len(rows)
         return rows
 
@@ -148,8 +153,9 @@ class SparkResult:
 class SparkConnection:
     """The part of a DuckDB connection that reports use, answered by Spark over a SparkCatalog."""
 
-    def __init__(self, catalog: SparkCatalog, variables: dict[str, Any] | None = None,
-                 rules_file: str | None = None):
+    def __init__(
+        self, catalog: SparkCatalog, variables: dict[str, Any] | None = None, rules_file: str | None = None
+    ):
         self.catalog = catalog
         self.variables = dict(variables or {})
         self.rules_file = rules_file
@@ -188,7 +194,9 @@ class SparkConnection:
         if (mine is not None and set(runs) <= set(mine)) or self.catalog.materialize or root is None:
             yield self
             return
-        yield spark_connection(root, runs=sorted(set(runs)), spark=self.catalog.session, rules_file=self.rules_file)
+        yield spark_connection(
+            root, runs=sorted(set(runs)), spark=self.catalog.session, rules_file=self.rules_file
+        )
 
     def query(self, text: str) -> tuple[list[str], list[tuple]]:
         """One read-only ad-hoc query (`tracehouse sql`): DuckDB's read-only check first, then the views it
@@ -213,8 +221,9 @@ class SparkConnection:
         self.catalog.add_views(needed_views(statement))
         for table in statement.find_all(exp.Table):
             if table.name in self.catalog.unavailable:
-                raise QueryError(f"view {table.name} is not available on Spark: "
-                                 f"{self.catalog.unavailable[table.name]}")
+                raise QueryError(
+                    f"view {table.name} is not available on Spark: {self.catalog.unavailable[table.name]}"
+                )
         try:
             return self.catalog.session.sql(to_spark_sql(statement))
         except ValueError as exc:  # a construct that has no faithful Spark form (spark._spark_transforms)
@@ -234,9 +243,14 @@ class SparkConnection:
         return node
 
 
-def spark_connection(warehouse: Warehouse | str, runs: list[str] | None = None, master: str | None = None,
-                     spark: SparkSession | None = None, materialize: bool = True,
-                     rules_file: str | None = None) -> SparkConnection:
+def spark_connection(
+    warehouse: Warehouse | str,
+    runs: list[str] | None = None,
+    master: str | None = None,
+    spark: SparkSession | None = None,
+    materialize: bool = True,
+    rules_file: str | None = None,
+) -> SparkConnection:
     """A SparkConnection over the warehouse (a Warehouse or a URI), focused on `runs` when given.
 
     Each connection has its own catalogue: a new session (spark.new_session) of the Spark application
@@ -250,8 +264,15 @@ def spark_connection(warehouse: Warehouse | str, runs: list[str] | None = None, 
 
     session = new_session(spark or spark_session(master))
     tables = materialize and runs is not None and len(runs) <= FEW_RUNS
-    catalog = connect_spark(warehouse, rules_file=rules_file, spark=session, materialize=materialize,
-                            only=set(), runs=runs, materialize_tables=tables)
+    catalog = connect_spark(
+        warehouse,
+        rules_file=rules_file,
+        spark=session,
+        materialize=materialize,
+        only=set(),
+        runs=runs,
+        materialize_tables=tables,
+    )
     root = warehouse if isinstance(warehouse, str) else str(warehouse.root)
     return SparkConnection(catalog, {ROOT: root, FOCUS: list(runs) if runs is not None else None}, rules_file)
 

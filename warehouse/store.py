@@ -23,8 +23,16 @@ from pathlib import Path
 
 from tracehouse.errors import TracehouseError
 
-TABLES = ("kernels", "cpu_ops", "python_frames", "flows", "streams", "step_spans", "kernel_sites",
-          "step_requests")
+TABLES = (
+    "kernels",
+    "cpu_ops",
+    "python_frames",
+    "flows",
+    "streams",
+    "step_spans",
+    "kernel_sites",
+    "step_requests",
+)
 ALL_TABLES = ("runs",) + TABLES
 # the folder of each table's zero-row file (warehouse.schema writes them; here so that a reader checks for
 # them without importing pyarrow)
@@ -65,8 +73,11 @@ class Warehouse:
         runs = self.table_dir("runs")
         if not runs.is_dir():
             return []
-        return sorted(p.name.split("=", 1)[1] for p in runs.iterdir()
-                      if p.name.startswith("run_id=") and (p / "run.parquet").is_file())
+        return sorted(
+            p.name.split("=", 1)[1]
+            for p in runs.iterdir()
+            if p.name.startswith("run_id=") and (p / "run.parquet").is_file()
+        )
 
     @contextmanager
     def lock(self):

@@ -41,25 +41,65 @@ from warehouse.store import Warehouse, process_alive
 STORE_VERSION = 1
 # the columns of _kernel_facts that the report's views and queries read (17 of its 39): the others would
 # only be copied
-KERNEL_FACT_COLUMNS = ["run_id", "rank", "kernel_id", "device", "stream", "step", "kind", "name", "start_ns",
-                       "end_ns", "dur_ns", "launch_call", "collective_name", "process_group", "category", "site",
-                       "phase_key"]
+KERNEL_FACT_COLUMNS = [
+    "run_id",
+    "rank",
+    "kernel_id",
+    "device",
+    "stream",
+    "step",
+    "kind",
+    "name",
+    "start_ns",
+    "end_ns",
+    "dur_ns",
+    "launch_call",
+    "collective_name",
+    "process_group",
+    "category",
+    "site",
+    "phase_key",
+]
 # Whole-run views, computed in this order (a view after the views it reads); RUN_VIEWS are stored and read
 # by the report, the others only feed them.
-COMPUTE_ORDER = ["kernel_category", "_kernel_facts", "kernel_summary", "category_summary", "kernel_overlap",
-                 "overlap_opportunity", "fusion_match", "step_breakdown", "rank_skew_summary"]
-RUN_VIEWS = ["kernel_summary", "category_summary", "overlap_opportunity", "fusion_match", "step_breakdown",
-             "rank_skew_summary"]
+COMPUTE_ORDER = [
+    "kernel_category",
+    "_kernel_facts",
+    "kernel_summary",
+    "category_summary",
+    "kernel_overlap",
+    "overlap_opportunity",
+    "fusion_match",
+    "step_breakdown",
+    "rank_skew_summary",
+]
+RUN_VIEWS = [
+    "kernel_summary",
+    "category_summary",
+    "overlap_opportunity",
+    "fusion_match",
+    "step_breakdown",
+    "rank_skew_summary",
+]
 # Step views: the rows of one (run_id, rank, step), in this order (critical_path first: the others read it).
 # _kernel_facts is only read per step by the report (its components and timeline), so only the stored
 # steps' rows are kept (17 columns): the whole run's would nearly double the run's size on disk.
-STEP_VIEWS = ["critical_path", "critical_path_summary", "stream_summary", "layer_pattern_summary", "layer_pattern",
-              "idle_gaps", "_kernel_facts"]
+STEP_VIEWS = [
+    "critical_path",
+    "critical_path_summary",
+    "stream_summary",
+    "layer_pattern_summary",
+    "layer_pattern",
+    "idle_gaps",
+    "_kernel_facts",
+]
 STORED_STEPS = "tracehouse_stored_steps"  # temp table of a report connection: the steps it can read stored
 
 
 def analyses_dir(warehouse: Warehouse) -> Path:
-    spec = repr((STORE_VERSION, views_fingerprint(RUN_VIEWS + STEP_VIEWS), RUN_VIEWS, STEP_VIEWS, KERNEL_FACT_COLUMNS))
+    spec = repr(
+        (STORE_VERSION, views_fingerprint(RUN_VIEWS + STEP_VIEWS), RUN_VIEWS, STEP_VIEWS, KERNEL_FACT_COLUMNS)
+    )
     return warehouse.root / "cache" / f"analyses-{hashlib.sha256(spec.encode()).hexdigest()[:16]}"
 
 
@@ -89,8 +129,12 @@ def store_analyses(warehouse: Warehouse, run_id: str, memory_limit: str | None =
     # stream, and the views after it read that file (a temp view over it): nothing is held in memory
     # between views, whatever the run's size.
     settings = {"temp_directory": str(work / "spill"), "preserve_insertion_order": "false"}
-    con = connect(warehouse, runs=[run_id], lockdown=False,
-                  settings=settings | ({"memory_limit": memory_limit} if memory_limit else {}))
+    con = connect(
+        warehouse,
+        runs=[run_id],
+        lockdown=False,
+        settings=settings | ({"memory_limit": memory_limit} if memory_limit else {}),
+    )
     manifest: dict = {"run_id": run_id, "steps": [], "types": {}, "step_types": {}}
     try:
         for view in COMPUTE_ORDER:
@@ -111,12 +155,18 @@ def store_analyses(warehouse: Warehouse, run_id: str, memory_limit: str | None =
             try:
                 for view in STEP_VIEWS:
                     manifest["step_types"][view] = types = _copy(
-                        con, view, None, folder / f"{view}.parquet",
-                        f"run_id = {sql_string(run_id)} AND rank = {int(rank)} AND step = {int(step)}")
+                        con,
+                        view,
+                        None,
+                        folder / f"{view}.parquet",
+                        f"run_id = {sql_string(run_id)} AND rank = {int(rank)} AND step = {int(step)}",
+                    )
                     # the step views after it read its rows (unless it is computed already: a whole-run view, or
                     # the step's critical_path)
                     if view not in COMPUTE_ORDER and f"TABLE temp.{view}" not in scoped:
-                        con.execute(f"CREATE TEMP VIEW {view} AS " + _typed_read([folder / f"{view}.parquet"], types))
+                        con.execute(
+                            f"CREATE TEMP VIEW {view} AS " + _typed_read([folder / f"{view}.parquet"], types)
+                        )
                         scoped.append(f"VIEW temp.{view}")
             finally:
                 unscope(con, scoped)
@@ -149,12 +199,18 @@ def _step_folder(rank: int, step: int) -> str:
 def _copy(con, view: str, columns: list[str] | None, path: Path, where: str | None = None) -> list[list[str]]:
     """Write a view's rows to a Parquet file; its columns' DuckDB types. HUGEINT (Parquet has none;
     DuckDB would write a lossy DOUBLE) is written as DECIMAL(38, 0) and cast back on reading."""
-    sql = f"SELECT {', '.join(columns) if columns else '*'} FROM {view}" + (f" WHERE {where}" if where else "")
+    sql = f"SELECT {', '.join(columns) if columns else '*'} FROM {view}" + (
+        f" WHERE {where}" if where else ""
+    )
     described = con.execute(f"DESCRIBE {sql}").fetchall()
     types = [[row[0], row[1]] for row in described]
-    exact = ", ".join(f'CAST("{name}" AS DECIMAL(38, 0)) AS "{name}"' if kind == "HUGEINT" else f'"{name}"'
-                      for name, kind in types)
-    con.execute(f"COPY (SELECT {exact} FROM ({sql})) TO {sql_string(path)} (FORMAT parquet, COMPRESSION zstd)")
+    exact = ", ".join(
+        f'CAST("{name}" AS DECIMAL(38, 0)) AS "{name}"' if kind == "HUGEINT" else f'"{name}"'
+        for name, kind in types
+    )
+    con.execute(
+        f"COPY (SELECT {exact} FROM ({sql})) TO {sql_string(path)} (FORMAT parquet, COMPRESSION zstd)"
+    )
     return types
 
 
@@ -164,10 +220,15 @@ def use_stored(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, run_ids: li
     Where they cannot be stored (a warehouse this user may only read), they are computed on `con` for
     this report alone."""
     try:
-        folders = [run_folder(warehouse, r) if is_stored(warehouse, r) else _store_now(warehouse, r) for r in run_ids]
+        folders = [
+            run_folder(warehouse, r) if is_stored(warehouse, r) else _store_now(warehouse, r) for r in run_ids
+        ]
     except (OSError, duckdb.IOException, duckdb.PermissionException) as e:
-        print(f"note: the analyses of run(s) {', '.join(run_ids)} could not be stored ({e}); computing them for "
-              "this report only (slower)", file=sys.stderr)
+        print(
+            f"note: the analyses of run(s) {', '.join(run_ids)} could not be stored ({e}); computing them for "
+            "this report only (slower)",
+            file=sys.stderr,
+        )
         # every column of _kernel_facts: the serving views (_kernel_work) read more than the stored steps keep
         materialize(con, COMPUTE_ORDER)
         return
@@ -175,12 +236,18 @@ def use_stored(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, run_ids: li
     for view in RUN_VIEWS:
         files = [f / f"{view}.parquet" for f in folders if (f / f"{view}.parquet").is_file()]
         if len(files) == len(folders):
-            con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS "
-                        + _typed_read(files, manifests[0]["types"][view]))
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {STORED_STEPS} (run_id VARCHAR, rank BIGINT, step BIGINT, folder VARCHAR)")
+            con.execute(
+                f"CREATE OR REPLACE TEMP VIEW {view} AS " + _typed_read(files, manifests[0]["types"][view])
+            )
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {STORED_STEPS} (run_id VARCHAR, rank BIGINT, step BIGINT, folder VARCHAR)"
+    )
     for folder, manifest in zip(folders, manifests):
         for rank, step in manifest["steps"]:
-            con.execute(f"INSERT INTO {STORED_STEPS} VALUES (?, ?, ?, ?)", [manifest["run_id"], rank, step, str(folder)])
+            con.execute(
+                f"INSERT INTO {STORED_STEPS} VALUES (?, ?, ?, ?)",
+                [manifest["run_id"], rank, step, str(folder)],
+            )
 
 
 def _store_now(warehouse: Warehouse, run_id: str) -> Path:
@@ -194,10 +261,13 @@ def use_stored_step(con: duckdb.DuckDBPyConnection, key: list) -> list[str]:
     temp views created (to drop after the step section), or [] when it is not stored."""
     # a guard on a table that can really be absent: a connection opened without stored=True
     # (engine.open) has no list of stored steps, and computes the step's views instead
-    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND temporary",
-                       [STORED_STEPS]).fetchall()[0][0]:
+    if not con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND temporary", [STORED_STEPS]
+    ).fetchall()[0][0]:
         return []
-    found = con.execute(f"SELECT folder FROM {STORED_STEPS} WHERE run_id = ? AND rank = ? AND step = ?", key).fetchall()
+    found = con.execute(
+        f"SELECT folder FROM {STORED_STEPS} WHERE run_id = ? AND rank = ? AND step = ?", key
+    ).fetchall()
     if not found:
         return []
     run_folder_ = Path(found[0][0])
@@ -205,7 +275,9 @@ def use_stored_step(con: duckdb.DuckDBPyConnection, key: list) -> list[str]:
     manifest = json.loads((run_folder_ / "manifest.json").read_text())
     views = []
     for view, types in manifest["step_types"].items():
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS " + _typed_read([folder / f"{view}.parquet"], types))
+        con.execute(
+            f"CREATE OR REPLACE TEMP VIEW {view} AS " + _typed_read([folder / f"{view}.parquet"], types)
+        )
         views.append(view)
     return views
 
@@ -223,11 +295,14 @@ def representative_step(con, run_id: str, phase: str | None) -> dict | None:
     (rank,) = con.execute("SELECT min(rank) FROM step_spans WHERE run_id = ?", [run_id]).fetchone()
     if rank is None:
         return None
-    rows = _rows(con, f"""
+    rows = _rows(
+        con,
+        f"""
         SELECT * FROM step_breakdown
         WHERE run_id = ? AND rank = ? AND activities > 0 {phase_clause}
         ORDER BY CASE phase WHEN 'decode' THEN 0 WHEN 'prefill' THEN 1 ELSE 2 END, wall_ns, step""",
-                  [run_id, rank] + params)
+        [run_id, rank] + params,
+    )
     if not rows:
         return None
     same_phase = [r for r in rows if r["phase"] == rows[0]["phase"]]
@@ -253,7 +328,9 @@ def scope_step_views(con, key: list) -> list[str]:
         return [f"VIEW temp.{name}" for name in stored]
     views = COMPUTED_STEP_VIEWS
     run_id, rank, _ = key
-    (attached,) = con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'catalog'").fetchone()
+    (attached,) = con.execute(
+        "SELECT count(*) FROM duckdb_databases() WHERE database_name = 'catalog'"
+    ).fetchone()
     schema = "catalog.main" if attached else "main"
     rows = f"run_id = {sql_string(run_id)} AND rank = {int(rank)}"
     try:

@@ -10,6 +10,7 @@ expectations (tests/test_situations.py); `tracehouse synth SITUATION -o DIR` wri
 A module registers its situations with `@situation(name, summary)`; every module of this package is
 imported, so a new situation is a new function in a module, nothing else.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -27,7 +28,7 @@ from tracehouse.errors import InvalidArgument
 class Situation:
     name: str
     summary: str
-    write: Callable[[Path], dict[str, Any]]   # writes the trace files into a folder, returns `expect`
+    write: Callable[[Path], dict[str, Any]]  # writes the trace files into a folder, returns `expect`
 
 
 SITUATIONS: dict[str, Situation] = {}
@@ -39,6 +40,7 @@ def situation(name: str, summary: str) -> Callable:
             raise ValueError(f"situation {name!r} registered twice")
         SITUATIONS[name] = Situation(name, summary, fn)
         return fn
+
     return register
 
 
@@ -56,9 +58,16 @@ def write_situation(name: str, out_dir: str | Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     s = SITUATIONS[name]
     expect = s.write(out)
-    truth = {"schema": "tracehouse-situation-truth/1", "situation": name, "summary": s.summary,
-             "time_unit": "ns", "expect": expect}
-    (out / "ground_truth.json").write_text(json.dumps(truth, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    truth = {
+        "schema": "tracehouse-situation-truth/1",
+        "situation": name,
+        "summary": s.summary,
+        "time_unit": "ns",
+        "expect": expect,
+    }
+    (out / "ground_truth.json").write_text(
+        json.dumps(truth, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+    )
     return out
 
 

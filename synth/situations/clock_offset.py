@@ -5,6 +5,7 @@ another host are off by a constant (seconds to days on a monotonic clock). The n
 collective ends at nearly the same instant on every rank of its group: the export estimates each rank's
 offset from those ends (sql/export_clock_offset) and shifts the ranks of the other host back by it.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -32,10 +33,12 @@ END_JITTER = {
 }
 
 
-@situation("ranks-two-hosts-clock-offset",
-           "four ranks on two hosts: ranks 2 and 3 stamped by a clock 4321.987654321 s ahead of ranks 0 and 1; "
-           "three steps with three all-reduces each, whose ends agree within a few µs once the offset is "
-           "taken out")
+@situation(
+    "ranks-two-hosts-clock-offset",
+    "four ranks on two hosts: ranks 2 and 3 stamped by a clock 4321.987654321 s ahead of ranks 0 and 1; "
+    "three steps with three all-reduces each, whose ends agree within a few µs once the offset is "
+    "taken out",
+)
 def ranks_two_hosts_clock_offset(out: Path) -> dict:
     for rank in range(4):
         off = OFFSETS[rank]
@@ -50,12 +53,34 @@ def ranks_two_hosts_clock_offset(out: Path) -> dict:
                 end = off + step * 1_000 * US + (300 + 150 * c) * US + END_JITTER[rank][i]
                 start = off + step * 1_000 * US + (160 + 150 * c + 5 * rank) * US
                 host = t0 + (150 + 150 * c) * US
-                tl.op("record_param_comms", host, host + 8 * US,
-                      args={"Collective name": "allreduce", "Process Group Name": "0", "Group size": 4,
-                            "In msg nelems": 1 << 20, "Out msg nelems": 1 << 20, "dtype": "BFloat16"})
-                tl.launch(ALLREDUCE, host + 2 * US, start, end - start, stream=20,
-                          args={"Collective name": "allreduce", "Process Group Name": "0", "Group size": 4,
-                                "In msg nelems": 1 << 20, "Out msg nelems": 1 << 20, "dtype": "BFloat16"})
+                tl.op(
+                    "record_param_comms",
+                    host,
+                    host + 8 * US,
+                    args={
+                        "Collective name": "allreduce",
+                        "Process Group Name": "0",
+                        "Group size": 4,
+                        "In msg nelems": 1 << 20,
+                        "Out msg nelems": 1 << 20,
+                        "dtype": "BFloat16",
+                    },
+                )
+                tl.launch(
+                    ALLREDUCE,
+                    host + 2 * US,
+                    start,
+                    end - start,
+                    stream=20,
+                    args={
+                        "Collective name": "allreduce",
+                        "Process Group Name": "0",
+                        "Group size": 4,
+                        "In msg nelems": 1 << 20,
+                        "Out msg nelems": 1 << 20,
+                        "dtype": "BFloat16",
+                    },
+                )
                 i += 1
         tl.write(out / f"rank-{rank}.pt.trace.json.gz")
     return {

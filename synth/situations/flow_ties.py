@@ -8,13 +8,17 @@ from synth.situations import situation
 from synth.situations.timeline import Timeline
 
 US = 1_000
-LAUNCHES = 600  # at 8 launches DuckDB's ASOF join happened to pick the launch; at 600 it picked the zero-length call
+LAUNCHES = (
+    600  # at 8 launches DuckDB's ASOF join happened to pick the launch; at 600 it picked the zero-length call
+)
 
 
-@situation("flow-tie-zero-length-call",
-           f"each of {LAUNCHES} kernel launches starts in the same microsecond as a zero-length "
-           "cudaFuncSetAttribute on its thread (written before the launch for half of them, after it for the "
-           "other half): every launch's CPU->GPU flow starts on the cudaLaunchKernel")
+@situation(
+    "flow-tie-zero-length-call",
+    f"each of {LAUNCHES} kernel launches starts in the same microsecond as a zero-length "
+    "cudaFuncSetAttribute on its thread (written before the launch for half of them, after it for the "
+    "other half): every launch's CPU->GPU flow starts on the cudaLaunchKernel",
+)
 def flow_tie_zero_length_call(out: Path) -> dict:
     tl = Timeline()
     t = 10 * US

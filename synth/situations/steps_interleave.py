@@ -25,6 +25,7 @@ every step and the all-reduce is exposed (20 us): it overlaps only another step'
 exposed figures classify a step's own activities (sql/step_breakdown.sql). host_tail is 0 (the GPU ends
 after the host leaves each step).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -38,10 +39,12 @@ GEMM = "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn"
 NCCL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 
 
-@situation("steps-interleaved",
-           "the host runs ahead: each step's GEMMs queue behind the previous step's on one stream while its "
-           "all-reduce starts at once on another, so a step's GPU span holds the previous step's work "
-           "(busy, not idle)")
+@situation(
+    "steps-interleaved",
+    "the host runs ahead: each step's GEMMs queue behind the previous step's on one stream while its "
+    "all-reduce starts at once on another, so a step's GPU span holds the previous step's work "
+    "(busy, not idle)",
+)
 def steps_interleaved(out: Path) -> dict:
     tl = Timeline()
     free7 = 0
@@ -58,8 +61,21 @@ def steps_interleaved(out: Path) -> dict:
             tl.launch(GEMM, at * US, start, 100 * US, stream=7)
             free7 = start + 100 * US
     tl.write(out / "rank-0.pt.trace.json.gz")
-    rows = {0: (0, 490, 14, 6, 400, 20, 0, 50), 1: (300, 890, 14, 6, 400, 20, 150, 0),
-            2: (600, 1290, 14, 6, 400, 20, 250, 0)}
-    cols = ["wall_start_us", "wall_end_us", "host_setup_us", "gpu_queued_us", "compute_us",
-            "exposed_comm_us", "other_steps_us", "gpu_idle_us"]
-    return {"step_breakdown": {str(step): dict(zip(cols, r)) | {"host_tail_us": 0} for step, r in rows.items()}}
+    rows = {
+        0: (0, 490, 14, 6, 400, 20, 0, 50),
+        1: (300, 890, 14, 6, 400, 20, 150, 0),
+        2: (600, 1290, 14, 6, 400, 20, 250, 0),
+    }
+    cols = [
+        "wall_start_us",
+        "wall_end_us",
+        "host_setup_us",
+        "gpu_queued_us",
+        "compute_us",
+        "exposed_comm_us",
+        "other_steps_us",
+        "gpu_idle_us",
+    ]
+    return {
+        "step_breakdown": {str(step): dict(zip(cols, r)) | {"host_tail_us": 0} for step, r in rows.items()}
+    }

@@ -19,6 +19,7 @@ none in sql/overlap_opportunity.sql), so the GEMM's dependency risk is `low`; on
 on stream 20 at the step's start, so the device has a second stream. The GEMM is 4 x 40 of 4 x 60 + 10
 us = 64 % of the step's GPU time and at least 75 % exclusive: verdict headroom, `try overlap`.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,7 +30,9 @@ from .timeline import Timeline
 US = 1_000
 
 GEMM = "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn"
-NORM = "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>(int, float)"
+NORM = (
+    "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>(int, float)"
+)
 NCCL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 
 
@@ -60,25 +63,36 @@ def _steps(tl: Timeline, launch_every: int) -> dict:
     return {"steps": steps}
 
 
-@situation("overlap-host-bound",
-           "two streams, kernels that run alone on the compute stream, but the host launches one every 200 us "
-           "for 40 us of work: the step is host-bound, so the report must not recommend overlapping them")
+@situation(
+    "overlap-host-bound",
+    "two streams, kernels that run alone on the compute stream, but the host launches one every 200 us "
+    "for 40 us of work: the step is host-bound, so the report must not recommend overlapping them",
+)
 def overlap_host_bound(out: Path) -> dict:
     tl = Timeline()
     _steps(tl, 200 * US)
     tl.write(out / "rank-0.pt.trace.json.gz")
-    return {"drawn": ["idle_gaps"], "not_drawn": ["overlap_opportunity"],
-            "withheld_reasons": {"overlap_opportunity": "host_bound"},
-            "overlap_row": {"name": GEMM, "verdict": "headroom", "recommendation": "try overlap"}}
+    return {
+        "drawn": ["idle_gaps"],
+        "not_drawn": ["overlap_opportunity"],
+        "withheld_reasons": {"overlap_opportunity": "host_bound"},
+        "overlap_row": {"name": GEMM, "verdict": "headroom", "recommendation": "try overlap"},
+    }
 
 
-@situation("overlap-gpu-bound",
-           "the same kernels on the same two streams, launched far ahead of the GPU: the step is GPU-bound and "
-           "the GEMM that runs alone is a real overlap opportunity")
+@situation(
+    "overlap-gpu-bound",
+    "the same kernels on the same two streams, launched far ahead of the GPU: the step is GPU-bound and "
+    "the GEMM that runs alone is a real overlap opportunity",
+)
 def overlap_gpu_bound(out: Path) -> dict:
     tl = Timeline()
     _steps(tl, 8 * US)
     tl.write(out / "rank-0.pt.trace.json.gz")
-    return {"drawn": ["overlap_opportunity"], "not_drawn": ["idle_gaps"], "withheld_reasons": {},
-            "overlap_row": {"name": GEMM, "verdict": "headroom", "recommendation": "try overlap"},
-            "overlap_subject": GEMM}
+    return {
+        "drawn": ["overlap_opportunity"],
+        "not_drawn": ["idle_gaps"],
+        "withheld_reasons": {},
+        "overlap_row": {"name": GEMM, "verdict": "headroom", "recommendation": "try overlap"},
+        "overlap_subject": GEMM,
+    }

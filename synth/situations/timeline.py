@@ -7,6 +7,7 @@ with explicit times, and writes them in Kineto's layout (TraceWriter): External 
 innermost enclosing `cpu_op` on the same thread, Python ids and parents from containment, every launch
 gets its correlation and `ac2g` flow pair.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -16,16 +17,30 @@ from typing import Any
 from ..catalog import device_properties
 from ..kineto import TraceWriter
 
-T0_NS = 1_765_000_000_000_000_000 // 1000 * 1000     # epoch-scale ns, as real traces carry
+T0_NS = 1_765_000_000_000_000_000 // 1000 * 1000  # epoch-scale ns, as real traces carry
 MAIN_TID = 4242
 PID = 4242
 
-NV_CALLS = {"kernel": "cudaLaunchKernel", "memcpy": "cudaMemcpyAsync", "memset": "cudaMemsetAsync",
-            "graph": "cudaGraphLaunch", "record": "cudaEventRecord", "wait": "cudaStreamWaitEvent",
-            "stream_sync": "cudaStreamSynchronize", "device_sync": "cudaDeviceSynchronize"}
-AMD_CALLS = {"kernel": "hipLaunchKernel", "memcpy": "hipMemcpyAsync", "memset": "hipMemsetAsync",
-             "graph": "hipGraphLaunch", "record": "hipEventRecord", "wait": "hipStreamWaitEvent",
-             "stream_sync": "hipStreamSynchronize", "device_sync": "hipDeviceSynchronize"}
+NV_CALLS = {
+    "kernel": "cudaLaunchKernel",
+    "memcpy": "cudaMemcpyAsync",
+    "memset": "cudaMemsetAsync",
+    "graph": "cudaGraphLaunch",
+    "record": "cudaEventRecord",
+    "wait": "cudaStreamWaitEvent",
+    "stream_sync": "cudaStreamSynchronize",
+    "device_sync": "cudaDeviceSynchronize",
+}
+AMD_CALLS = {
+    "kernel": "hipLaunchKernel",
+    "memcpy": "hipMemcpyAsync",
+    "memset": "hipMemsetAsync",
+    "graph": "hipGraphLaunch",
+    "record": "hipEventRecord",
+    "wait": "hipStreamWaitEvent",
+    "stream_sync": "hipStreamSynchronize",
+    "device_sync": "hipDeviceSynchronize",
+}
 GPU_CAT = {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset"}
 
 
@@ -41,12 +56,12 @@ class Range:
 
 @dataclass
 class Gpu:
-    kind: str                 # kernel / memcpy / memset
+    kind: str  # kernel / memcpy / memset
     name: str
     stream: int
     start: int
     end: int
-    corr: int | None          # None: no launch call in the trace
+    corr: int | None  # None: no launch call in the trace
     call: Range | None
     args: dict[str, Any] = field(default_factory=dict)
 
@@ -54,8 +69,15 @@ class Gpu:
 class Timeline:
     """One rank's trace. Times are ns from the trace's start (T0_NS is added when written)."""
 
-    def __init__(self, vendor: str = "nvidia", *, with_stack: bool = True, rank: int = 0, world_size: int = 1,
-                 device_name: str | None = None):
+    def __init__(
+        self,
+        vendor: str = "nvidia",
+        *,
+        with_stack: bool = True,
+        rank: int = 0,
+        world_size: int = 1,
+        device_name: str | None = None,
+    ):
         self.vendor = vendor
         self.calls = AMD_CALLS if vendor == "amd" else NV_CALLS
         self.with_stack = with_stack
@@ -63,18 +85,28 @@ class Timeline:
         self.device_name = device_name
         self.ranges: list[Range] = []
         self.gpu: list[Gpu] = []
-        self.syncs: list[tuple[str, int, int, int, int, dict]] = []   # (kind, stream, start, end, corr, extra)
+        self.syncs: list[tuple[str, int, int, int, int, dict]] = []  # (kind, stream, start, end, corr, extra)
         self._corr = 100
 
     # ---- host -----------------------------------------------------------------------------------
-    def op(self, name: str, start: int, end: int, *, tid: int = MAIN_TID, cat: str = "cpu_op",
-           args: dict | None = None) -> Range:
+    def op(
+        self,
+        name: str,
+        start: int,
+        end: int,
+        *,
+        tid: int = MAIN_TID,
+        cat: str = "cpu_op",
+        args: dict | None = None,
+    ) -> Range:
         """A host range: a `cpu_op` (aten op), `user_annotation` (ProfilerStep#N, a serving stage) ..."""
         r = Range(cat, name, tid, start, end, dict(args or {}))
         self.ranges.append(r)
         return r
 
-    def frame(self, file: str, line: int, func: str, start: int, end: int, *, tid: int = MAIN_TID) -> Range | None:
+    def frame(
+        self, file: str, line: int, func: str, start: int, end: int, *, tid: int = MAIN_TID
+    ) -> Range | None:
         """A `python_function` frame `file(line): func` (left out of traces recorded without stacks)."""
         if not self.with_stack:
             return None
@@ -84,8 +116,9 @@ class Timeline:
         """An `nn.Module: Name_0` frame, as PyTorch records it with with_stack=True."""
         if not self.with_stack:
             return None
-        return self.op(f"nn.Module: {name}", start, end, tid=tid, cat="python_function",
-                       args={"Python module id": 0})
+        return self.op(
+            f"nn.Module: {name}", start, end, tid=tid, cat="python_function", args={"Python module id": 0}
+        )
 
     def call(self, name: str, start: int, end: int, *, tid: int = MAIN_TID) -> Range:
         """A runtime call with a correlation of its own (cudaEventRecord, a sync, cudaGetDevice ...)."""
@@ -94,17 +127,36 @@ class Timeline:
         return self.op(name, start, end, tid=tid, cat=cat, args={"correlation": self._corr})
 
     # ---- GPU ------------------------------------------------------------------------------------
-    def launch(self, name: str, host_start: int, gpu_start: int, gpu_dur: int, *, stream: int = 7,
-               kind: str = "kernel", call: str | None = None, call_dur: int = 4_000, tid: int = MAIN_TID,
-               args: dict | None = None) -> Gpu:
+    def launch(
+        self,
+        name: str,
+        host_start: int,
+        gpu_start: int,
+        gpu_dur: int,
+        *,
+        stream: int = 7,
+        kind: str = "kernel",
+        call: str | None = None,
+        call_dur: int = 4_000,
+        tid: int = MAIN_TID,
+        args: dict | None = None,
+    ) -> Gpu:
         """A launch call on the host and the GPU activity it launched (correlation + ac2g flow)."""
         c = self.call(call or self.calls[kind], host_start, host_start + call_dur, tid=tid)
-        g = Gpu(kind, name, stream, gpu_start, gpu_start + gpu_dur, c.args["correlation"], c, dict(args or {}))
+        g = Gpu(
+            kind, name, stream, gpu_start, gpu_start + gpu_dur, c.args["correlation"], c, dict(args or {})
+        )
         self.gpu.append(g)
         return g
 
-    def graph(self, host_start: int, kernels: list[tuple[str, int, int, int]], *, call_dur: int = 12_000,
-              tid: int = MAIN_TID) -> list[Gpu]:
+    def graph(
+        self,
+        host_start: int,
+        kernels: list[tuple[str, int, int, int]],
+        *,
+        call_dur: int = 12_000,
+        tid: int = MAIN_TID,
+    ) -> list[Gpu]:
         """One graph launch replaying (name, stream, gpu_start, gpu_dur) activities, all on its correlation."""
         c = self.call(self.calls["graph"], host_start, host_start + call_dur, tid=tid)
         out = []
@@ -121,14 +173,22 @@ class Timeline:
             self.syncs.append(("Stream Sync", stream, start + 500, end, c.args["correlation"], {}))
         return c
 
-    def record_and_wait(self, record_at: int, wait_at: int, src_stream: int, dst_stream: int, *,
-                        tid: int = MAIN_TID) -> None:
+    def record_and_wait(
+        self, record_at: int, wait_at: int, src_stream: int, dst_stream: int, *, tid: int = MAIN_TID
+    ) -> None:
         """cudaEventRecord on src_stream, then cudaStreamWaitEvent on dst_stream (with its sync record)."""
         rec = self.call(self.calls["record"], record_at, record_at + 2_000, tid=tid)
         w = self.call(self.calls["wait"], wait_at, wait_at + 2_000, tid=tid)
-        self.syncs.append(("Stream Wait Event", dst_stream, wait_at + 800, wait_at + 2_000, w.args["correlation"],
-                           {"wait_on_stream": src_stream,
-                            "wait_on_cuda_event_record_corr_id": rec.args["correlation"]}))
+        self.syncs.append(
+            (
+                "Stream Wait Event",
+                dst_stream,
+                wait_at + 800,
+                wait_at + 2_000,
+                w.args["correlation"],
+                {"wait_on_stream": src_stream, "wait_on_cuda_event_record_corr_id": rec.args["correlation"]},
+            )
+        )
 
     # ---- writing --------------------------------------------------------------------------------
     def _ids(self) -> None:
@@ -139,8 +199,8 @@ class Timeline:
             by_tid.setdefault(r.tid, []).append(r)
         py_id = 1_000
         for tid, rs in by_tid.items():
-            ops: list[Range] = []      # open cpu_op stack
-            frames: list[Range] = []   # open python frame stack
+            ops: list[Range] = []  # open cpu_op stack
+            frames: list[Range] = []  # open python frame stack
             for r in rs:
                 while ops and ops[-1].end <= r.start:
                     ops.pop()
@@ -152,8 +212,12 @@ class Timeline:
                     ops.append(r)
                 elif r.cat == "python_function":
                     py_id += 1
-                    r.args.update({"Python id": py_id,
-                                   "Python parent id": frames[-1].args["Python id"] if frames else tid})
+                    r.args.update(
+                        {
+                            "Python id": py_id,
+                            "Python parent id": frames[-1].args["Python id"] if frames else tid,
+                        }
+                    )
                     frames.append(r)
                 elif ops:
                     r.args.setdefault("External id", ops[-1].args["External id"])
@@ -177,12 +241,16 @@ class Timeline:
             events.append((g.start, 1, g))
         events.sort(key=lambda e: (e[0], e[1], -(e[2].end if hasattr(e[2], "end") else 0)))
         dev = self.rank
-        sync_corrs = {corr for _, _, _, _, corr, _ in self.syncs}   # Kineto links a sync record to its call too
+        sync_corrs = {
+            corr for _, _, _, _, corr, _ in self.syncs
+        }  # Kineto links a sync record to its call too
         for _, _, e in events:
             if isinstance(e, Range):
                 w.x(e.cat, e.name, PID, e.tid, T0_NS + e.start, e.end - e.start, e.args)
-                if e.cat.startswith("cuda_") and (any(g.call is e for g in self.gpu if g.call is not None)
-                                                  or e.args.get("correlation") in sync_corrs):
+                if e.cat.startswith("cuda_") and (
+                    any(g.call is e for g in self.gpu if g.call is not None)
+                    or e.args.get("correlation") in sync_corrs
+                ):
                     w.flow("s", e.args["correlation"], PID, e.tid, T0_NS + e.start)
             else:
                 args: dict[str, Any] = {"device": dev, "stream": e.stream}
@@ -198,8 +266,15 @@ class Timeline:
                 if e.corr is not None:
                     w.flow("f", e.corr, dev, e.stream, T0_NS + e.start)
         for kind, stream, start, end, corr, extra in self.syncs:
-            w.x("cuda_sync", kind, dev, stream, T0_NS + start, end - start,
-                {"cuda_sync_kind": kind, **extra, "stream": stream, "correlation": corr, "device": dev})
+            w.x(
+                "cuda_sync",
+                kind,
+                dev,
+                stream,
+                T0_NS + start,
+                end - start,
+                {"cuda_sync_kind": kind, **extra, "stream": stream, "correlation": corr, "device": dev},
+            )
             w.flow("f", corr, dev, stream, T0_NS + start)
         end = max([r.end for r in self.ranges] + [g.end for g in self.gpu] + [0])
         w.meta("process_name", PID, 0, T0_NS, {"name": "python3"})

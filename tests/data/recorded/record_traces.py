@@ -46,6 +46,7 @@ graph capture, cannot take the others down); ``env.txt`` gets the torch / CUDA /
 GPU / NCCL versions and ``record_log.txt`` a summary. ``--device cpu`` runs the
 same logic on CPU (gloo, no streams/graphs) to test the script without a GPU.
 """
+
 import argparse
 import contextlib
 import gzip
@@ -86,20 +87,34 @@ def trace_stats(path):
         "cats": cats,
         "kernels": len(kern),
         "kernel_streams": sorted({e.get("args", {}).get("stream") for e in kern}, key=str),
-        "gpu_streams": sorted({e.get("args", {}).get("stream") for e in ev
-                               if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")}, key=str),
-        "nccl_kernels": sum(1 for e in kern if "nccl" in e.get("name", "").lower()
-                            or "onerank" in e.get("name", "").lower()),
-        "graph_kernels": sum(1 for e in kern if "graph id" in e.get("args", {})
-                             or "graph node id" in e.get("args", {})),
+        "gpu_streams": sorted(
+            {
+                e.get("args", {}).get("stream")
+                for e in ev
+                if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+            },
+            key=str,
+        ),
+        "nccl_kernels": sum(
+            1 for e in kern if "nccl" in e.get("name", "").lower() or "onerank" in e.get("name", "").lower()
+        ),
+        "graph_kernels": sum(
+            1 for e in kern if "graph id" in e.get("args", {}) or "graph node id" in e.get("args", {})
+        ),
         "cudaGraphLaunch": sum(1 for e in rt if e.get("name", "").startswith("cudaGraphLaunch")),
         "cudaEventRecord": sum(1 for e in rt if e.get("name", "").startswith("cudaEventRecord")),
         "cudaStreamWaitEvent": sum(1 for e in rt if e.get("name", "").startswith("cudaStreamWaitEvent")),
         "profiler_steps": sorted({e["name"] for e in ev if e.get("name", "").startswith("ProfilerStep#")}),
-        "comm_cpu_ops": sum(1 for e in ev if e.get("cat") == "cpu_op"
-                            and ("nccl" in e.get("name", "").lower()
-                                 or e.get("name", "").startswith("c10d::")
-                                 or e.get("name") == "record_param_comms")),
+        "comm_cpu_ops": sum(
+            1
+            for e in ev
+            if e.get("cat") == "cpu_op"
+            and (
+                "nccl" in e.get("name", "").lower()
+                or e.get("name", "").startswith("c10d::")
+                or e.get("name") == "record_param_comms"
+            )
+        ),
     }
 
 
@@ -202,6 +217,7 @@ class Ctx:
 
 def profiler(torch, ctx, out_path, wait, warmup, active):
     from torch.profiler import ProfilerActivity, profile, schedule
+
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ctx.cuda else [])
     kw = {}
     try:  # cudaStreamWaitEvent / cudaEventSynchronize as 'cuda_sync' events
@@ -216,8 +232,14 @@ def profiler(torch, ctx, out_path, wait, warmup, active):
             shutil.copyfileobj(fi, fo)
         os.remove(raw)
 
-    return profile(activities=acts, schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1),
-                   on_trace_ready=ready, record_shapes=True, with_stack=True, **kw)
+    return profile(
+        activities=acts,
+        schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1),
+        on_trace_ready=ready,
+        record_shapes=True,
+        with_stack=True,
+        **kw,
+    )
 
 
 class NoDist:
@@ -241,20 +263,24 @@ def init_pg(torch, ctx):
         print("RECORD_NO_NCCL=1: collectives skipped")
         return NoDist()
     import torch.distributed as dist
+
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(free_port())
     os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
     kw = {"device_id": torch.device(ctx.device)} if ctx.cuda else {}
-    dist.init_process_group("nccl" if ctx.cuda else "gloo", init_method="env://",
-                            world_size=1, rank=0, **kw)
+    dist.init_process_group("nccl" if ctx.cuda else "gloo", init_method="env://", world_size=1, rank=0, **kw)
     return dist
 
 
 def decode_setup(torch, ctx, model, B=8, S=512):
     d, h = 1024, 16
-    caches = [(torch.randn(B, h, S, d // h, device=ctx.device, dtype=model.head.weight.dtype),
-               torch.randn(B, h, S, d // h, device=ctx.device, dtype=model.head.weight.dtype))
-              for _ in model.layers]
+    caches = [
+        (
+            torch.randn(B, h, S, d // h, device=ctx.device, dtype=model.head.weight.dtype),
+            torch.randn(B, h, S, d // h, device=ctx.device, dtype=model.head.weight.dtype),
+        )
+        for _ in model.layers
+    ]
     pos = torch.tensor([S // 2], device=ctx.device)
     static_x = torch.randn(B, 1, d, device=ctx.device, dtype=model.head.weight.dtype)
     return caches, pos, static_x
@@ -317,22 +343,22 @@ def part_decode(torch, ctx, out, active=4):
         with profiler(torch, ctx, path, wait=1, warmup=1, active=active) as prof:
             for step in range(2 + active):
                 static_x.normal_()
-                ctx.record(ev_start)                  # main: cudaEventRecord
-                ctx.wait_event(side, ev_start)        # side: cudaStreamWaitEvent
-                with ctx.use(side):                   # independent work on side stream
+                ctx.record(ev_start)  # main: cudaEventRecord
+                ctx.wait_event(side, ev_start)  # side: cudaStreamWaitEvent
+                with ctx.use(side):  # independent work on side stream
                     c = torch.mm(a, bm)
                     c = torch.softmax(c.float(), dim=-1).to(dt)
                     side_sum = c.sum(dim=0)
                 ctx.record(ev_side, side)
-                for _ in range(2):                    # two decode tokens per step
+                for _ in range(2):  # two decode tokens per step
                     pos.add_(1)
                     logits = replay()
                 nxt = logits.argmax(-1)
-                dist.all_reduce(red)                                   # SUM (in place)
-                dist.all_reduce(red, op=avg)                           # AVG
-                dist.all_gather_into_tensor(gat_out, gat_in)           # copy
-                ctx.wait_event(None, ev_side)                          # main waits on side
-                score = (side_sum.float().sum() + nxt.float().sum())
+                dist.all_reduce(red)  # SUM (in place)
+                dist.all_reduce(red, op=avg)  # AVG
+                dist.all_gather_into_tensor(gat_out, gat_in)  # copy
+                ctx.wait_event(None, ev_side)  # main waits on side
+                score = side_sum.float().sum() + nxt.float().sum()
                 ctx.sync()
                 prof.step()
         print("decode score", float(score))
@@ -352,8 +378,9 @@ def part_train(torch, ctx, out, active=3):
     y = torch.randint(0, 8192, (B, T), device=ctx.device)
 
     # per-layer gradient buckets, all-reduced on the comm stream as soon as ready
-    buckets = [list(l.parameters()) for l in model.layers] + \
-              [list(model.norm.parameters()) + list(model.head.parameters())]
+    buckets = [list(l.parameters()) for l in model.layers] + [
+        list(model.norm.parameters()) + list(model.head.parameters())
+    ]
     owner = {id(p): i for i, ps in enumerate(buckets) for p in ps}
     state = {"ready": [0] * len(buckets), "done": []}
 
@@ -363,7 +390,7 @@ def part_train(torch, ctx, out, active=3):
         if state["ready"][i] < len(buckets[i]):
             return
         ev = ctx.event()
-        ctx.record(ev)                 # on the autograd (compute) stream
+        ctx.record(ev)  # on the autograd (compute) stream
         ctx.wait_event(comm, ev)
         with ctx.use(comm):
             grads = [q.grad for q in buckets[i]]
@@ -372,7 +399,7 @@ def part_train(torch, ctx, out, active=3):
             off = 0
             for g in grads:
                 n = g.numel()
-                g.copy_(flat[off:off + n].view_as(g))
+                g.copy_(flat[off : off + n].view_as(g))
                 off += n
             done = ctx.event()
             ctx.record(done, comm)
@@ -390,7 +417,7 @@ def part_train(torch, ctx, out, active=3):
         loss = torch.nn.functional.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.view(-1))
         loss.backward()
         for ev in state["done"]:
-            ctx.wait_event(None, ev)   # compute stream waits for each bucket
+            ctx.wait_event(None, ev)  # compute stream waits for each bucket
         opt.step()
         ctx.sync(comm)
         ctx.sync()
@@ -411,6 +438,7 @@ PARTS = {"capture": part_capture, "decode": part_decode, "train": part_train}
 
 def run_part(name, out, device, active):
     import torch
+
     ctx = Ctx(torch, device)
     t0 = time.time()
     fn = PARTS[name]
@@ -422,17 +450,28 @@ def run_part(name, out, device, active):
 
 def write_env(out, device):
     import torch
-    lines = [f"python {sys.version.split()[0]}", f"torch {torch.__version__}",
-             f"torch.version.cuda {torch.version.cuda}"]
+
+    lines = [
+        f"python {sys.version.split()[0]}",
+        f"torch {torch.__version__}",
+        f"torch.version.cuda {torch.version.cuda}",
+    ]
     if device.startswith("cuda"):
         p = torch.cuda.get_device_properties(0)
-        lines += [f"gpu {torch.cuda.get_device_name(0)}", f"sm {p.major}.{p.minor} x{p.multi_processor_count}",
-                  f"gpu_mem_bytes {p.total_memory}",
-                  f"nccl {'.'.join(map(str, torch.cuda.nccl.version()))}",
-                  f"cudnn {torch.backends.cudnn.version()}"]
+        lines += [
+            f"gpu {torch.cuda.get_device_name(0)}",
+            f"sm {p.major}.{p.minor} x{p.multi_processor_count}",
+            f"gpu_mem_bytes {p.total_memory}",
+            f"nccl {'.'.join(map(str, torch.cuda.nccl.version()))}",
+            f"cudnn {torch.backends.cudnn.version()}",
+        ]
         try:
-            smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                                 capture_output=True, text=True, timeout=30).stdout.strip()
+            smi = subprocess.run(
+                ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            ).stdout.strip()
             lines.append(f"nvidia-smi {smi}")
         except Exception as e:
             lines.append(f"nvidia-smi failed: {e}")
@@ -461,8 +500,13 @@ def main():
     t_start = time.time()
     env = dict(os.environ)
     for name in ["capture", "decode", "train"]:
-        f = os.path.join(a.out, {"capture": "h200_graph_capture", "decode": "h200_graph_decode",
-                                 "train": "h200_eager_train"}[name] + ".json.gz")
+        f = os.path.join(
+            a.out,
+            {"capture": "h200_graph_capture", "decode": "h200_graph_decode", "train": "h200_eager_train"}[
+                name
+            ]
+            + ".json.gz",
+        )
         tries = [None] if name == "capture" else [None, 2]
         i = 0
         while i < len(tries):
@@ -475,13 +519,16 @@ def main():
                 cmd += ["--active", str(active)]
             t0 = time.time()
             try:
-                r = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                                   timeout=60 if name == "capture" else 90)
+                r = subprocess.run(
+                    cmd, capture_output=True, text=True, env=env, timeout=60 if name == "capture" else 90
+                )
                 rc, txt = r.returncode, r.stdout + r.stderr
             except subprocess.TimeoutExpired as e:
                 rc, txt = "timeout", f"{e.stdout}\n{e.stderr}"
-            msg = (f"=== {name} active={active} no_nccl={env.get('RECORD_NO_NCCL', '0')} rc={rc} "
-                   f"{time.time() - t0:.1f}s\n{txt[-6000:]}\n")
+            msg = (
+                f"=== {name} active={active} no_nccl={env.get('RECORD_NO_NCCL', '0')} rc={rc} "
+                f"{time.time() - t0:.1f}s\n{txt[-6000:]}\n"
+            )
             print(msg, flush=True)
             log.write(msg)
             log.flush()
