@@ -11,8 +11,8 @@
 --   gpu_time_ns          BIGINT  sum of dur_ns of the step's activities in those categories
 --   share_of_wall        DOUBLE  gpu_time_ns / step_breakdown.wall_ns (NULL when the wall is 0)
 CREATE OR REPLACE VIEW step_components AS
-WITH named(component) AS (
-    VALUES ('attention'), ('moe'), ('gemm'), ('communication'), ('norm'), ('other')
+WITH named AS (
+    SELECT * FROM (VALUES ('attention'), ('moe'), ('gemm'), ('communication'), ('norm'), ('other')) AS v(component)
 ),
 by_category AS (
     SELECT run_id, rank, step, category, sum(dur_ns) AS ns
@@ -20,13 +20,23 @@ by_category AS (
     WHERE step IS NOT NULL
     GROUP BY run_id, rank, step, category
 ),
-grouped AS (
+ranked AS (
+    -- the categories of each row, largest first, as an ordered window (an ordered list() aggregate has no
+    -- Spark form: collect_list drops the order)
     SELECT c.run_id, c.rank, c.step, n.component IS NULL AS is_rest,  -- NULL: a category of the rest
-           list(c.category ORDER BY c.ns DESC, c.category) AS categories,
-           CAST(sum(c.ns) AS BIGINT) AS gpu_time_ns
+           ROW_NUMBER() OVER (PARTITION BY c.run_id, c.rank, c.step, n.component
+                              ORDER BY c.ns DESC, c.category) AS rn,
+           list(c.category) OVER (PARTITION BY c.run_id, c.rank, c.step, n.component
+                                  ORDER BY c.ns DESC, c.category
+                                  ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS categories,
+           sum(c.ns) OVER (PARTITION BY c.run_id, c.rank, c.step, n.component) AS group_ns
     FROM by_category AS c
     LEFT JOIN named AS n ON n.component = c.category
-    GROUP BY c.run_id, c.rank, c.step, n.component
+),
+grouped AS (
+    SELECT run_id, rank, step, is_rest, categories, CAST(group_ns AS BIGINT) AS gpu_time_ns
+    FROM ranked
+    WHERE rn = 1
 )
 SELECT g.run_id, g.rank, g.step,
        CASE WHEN g.is_rest THEN 'rest (' || array_to_string(g.categories, ', ') || ')'
