@@ -188,24 +188,54 @@ def connect_views(views: list[str], inputs: dict[str, Rows]) -> duckdb.DuckDBPyC
     return con
 
 
-def spark_views(spark, views: list[str], inputs: dict[str, Rows]):
-    """The same on Spark: a new session of `spark` (its own temporary views) holding the inputs, the
-    rule tables and the views, transpiled by warehouse.spark. Returns the session."""
+def _spark_inputs_folder() -> Path:
+    """A folder for the inputs' Parquet files, kept while the process runs (Spark reads them lazily, at
+    each query)."""
+    global _SPARK_INPUTS
+    if _SPARK_INPUTS is None:
+        _SPARK_INPUTS = tempfile.TemporaryDirectory(prefix="viewtest-spark-")
+    return Path(_SPARK_INPUTS.name)
+
+
+_SPARK_INPUTS: tempfile.TemporaryDirectory | None = None
+
+
+def spark_frame(session, name: str, rows: Rows):
+    """`rows` of `name` as a Spark DataFrame: typed and written by DuckDB (table_select, HUGEINT as
+    DECIMAL(38, 0)) to a Parquet file that Spark reads, as it reads the warehouse's stored tables. The
+    rows reach Spark as data, not as SQL text: a UNION ALL of one SELECT per row cost Spark's analyzer
+    its 2 GB heap on a few dozen rows."""
+    folder = _spark_inputs_folder()
+    path = folder / f"{len(list(folder.iterdir()))}-{name}.parquet"
+    con = duckdb.connect()
+    try:
+        con.execute(f"COPY ({table_select(name, rows, spark=True)}) TO '{path}' (FORMAT parquet)")
+    finally:
+        con.close()
+    return session.read.parquet(str(path))
+
+
+def spark_views(spark, views: list[str], inputs: dict[str, Rows], materialize: bool = False):
+    """The same on Spark: a new session of `spark` (its own temporary views) holding the inputs (as data
+    frames, spark_frame), the rule tables and the views, transpiled by warehouse.spark. Returns the
+    session. materialize: each view computed once as it is made (a local checkpoint, as
+    warehouse.spark.connect_spark(materialize=True) does), so the views above it read its rows and
+    Spark's analyzer never holds the whole tree (fusion_match over kernel_summary outgrows a 2 GB heap)."""
     from warehouse.spark import new_session, register_rule_tables, to_spark_sql
 
     build, read = plan(views, set(inputs))
     session = new_session(spark)
     register_rule_tables(session)
     for name in read:
-        session.sql(to_spark_sql(f'CREATE VIEW "{name}" AS {table_select(name, [], spark=True)}'))
+        spark_frame(session, name, []).createOrReplaceTempView(name)
     for name, rows in inputs.items():
-        # OR REPLACE: a rule table given replaces the shipped one
-        session.sql(
-            to_spark_sql(f'CREATE OR REPLACE VIEW "{name}" AS {table_select(name, rows, spark=True)}')
-        )
+        # replaces a shipped rule table that the case gives
+        spark_frame(session, name, rows).createOrReplaceTempView(name)
     texts = _graph()[1]
     for name in build:
         session.sql(to_spark_sql(texts[name]))
+        if materialize:
+            session.table(name).localCheckpoint(eager=True).createOrReplaceTempView(name)
     return session
 
 
