@@ -13,12 +13,10 @@ CASES = all_cases()
 # Views without a case yet, each with why: this list only shrinks (the test below fails on a view
 # missing from it and on a listed view that has a case).
 UNCOVERED: dict[str, str] = {
-    "_batch_annotation": "no case yet; only read through the views above it (their cases and end-to-end tests)",
     "_category_override": "no case yet; its rows are checked through tests/test_critical_path.py",
     "_critical_path_pred": "no case yet; its rows are checked through tests/test_cp_situations.py, tests/test_critical_path.py",
     "_fusion_chains": "no case yet; its rows are checked through tests/test_fusion_overlap.py, tests/test_fusion_situations.py",
     "_op_work": "no case yet; its rows are checked through tests/test_serving_views.py",
-    "_step_request": "no case yet; only read through the views above it (their cases and end-to-end tests)",
     "critical_path": "no case yet; its rows are checked through tests/test_critical_path.py, tests/test_cp_situations.py",
     "data_quality": "no case yet; its rows are checked through tests/test_data_quality.py",
     "export_clock_offset": "no case yet; its rows are checked through tests/test_export_clocks.py",
@@ -29,7 +27,6 @@ UNCOVERED: dict[str, str] = {
     "layer_pattern_summary": "no case yet; its rows are checked through tests/test_layer_pattern.py, tests/test_sites_layers_situations.py",
     "overlap_opportunity": "no case yet; its rows are checked through tests/test_fusion_overlap.py, tests/test_gaps_overlap_situations.py",
     "regression": "no case yet; its rows are checked through tests/test_demo.py, tests/test_first_contact.py",
-    "request_step_cost": "no case yet; its rows are checked through tests/test_request_cost.py",
     "trend": "no case yet; its rows are checked through tests/test_first_contact.py, tests/test_trend.py",
     # the report's figures moved into sql/ (landed beside the harness): checked against a situation's
     # hand-worked rows
