@@ -65,7 +65,7 @@ names AS (
     SELECT DISTINCT name, category FROM per_name
 ),
 step_names AS (
-    SELECT s.pattern_id, s.step, s.ops, n.name
+    SELECT s.pattern_id, s.step, s.ops, n.name, n.category
     FROM fusion_pattern_steps AS s
     JOIN names AS n
       ON ';' || s.categories || ';' LIKE '%;' || n.category || ';%'
@@ -81,10 +81,11 @@ step_ops AS (
     JOIN op_names AS o ON s.ops IS NOT NULL AND regexp_matches(o.op_name, s.ops)
 ),
 candidates AS (
-    -- activities that can be evidence for a step: name + category, and the launching op where both are known
+    -- activities that can be evidence for a step: name + category (the activity's own: a name's category can
+    -- depend on the launching op), and the launching op where both are known
     SELECT f.*, s.pattern_id, s.step, x.pos
     FROM facts AS f
-    JOIN step_names AS s ON s.name = f.name
+    JOIN step_names AS s ON s.name = f.name AND s.category = f.category
     JOIN positioned AS x ON x.run_id = f.run_id AND x.rank = f.rank AND x.kernel_id = f.kernel_id
     LEFT JOIN step_ops AS so ON so.pattern_id = s.pattern_id AND so.step = s.step AND so.op_name = f.op_name
     WHERE s.ops IS NULL OR f.op_name IS NULL OR so.op_name IS NOT NULL

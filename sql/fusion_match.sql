@@ -64,7 +64,7 @@ names AS (
     SELECT DISTINCT name, category FROM per_name
 ),
 fused_names AS (
-    SELECT p.pattern_id, n.name
+    SELECT p.pattern_id, n.name, n.category
     FROM fusion_patterns AS p
     JOIN names AS n
       ON ';' || p.fused_categories || ';' LIKE '%;' || n.category || ';%'
@@ -84,7 +84,8 @@ chain_stats AS (
 fused_acts AS (
     SELECT n.run_id, n.phase, f.pattern_id, n.name, sum(n.launches) AS launches, sum(n.time_ns) AS time_ns
     FROM per_name AS n
-    JOIN fused_names AS f ON f.name = n.name
+    -- the activity's own category (a name's can depend on its launching op): name regex AND fused_categories
+    JOIN fused_names AS f ON f.name = n.name AND f.category = n.category
     GROUP BY n.run_id, n.phase, f.pattern_id, n.name
 ),
 fused AS (

@@ -15,12 +15,10 @@ CASES = all_cases()
 UNCOVERED: dict[str, str] = {
     "_category_override": "no case yet; its rows are checked through tests/test_critical_path.py",
     "_critical_path_pred": "no case yet; its rows are checked through tests/test_cp_situations.py, tests/test_critical_path.py",
-    "_fusion_chains": "no case yet; its rows are checked through tests/test_fusion_overlap.py, tests/test_fusion_situations.py",
     "_op_work": "no case yet; its rows are checked through tests/test_serving_views.py",
     "critical_path": "no case yet; its rows are checked through tests/test_critical_path.py, tests/test_cp_situations.py",
     "data_quality": "no case yet; its rows are checked through tests/test_data_quality.py",
     "export_clock_offset": "no case yet; its rows are checked through tests/test_export_clocks.py",
-    "fusion_match": "no case yet; its rows are checked through tests/test_fusion_overlap.py, tests/test_fusion_situations.py",
     "kernel_category": "no case yet; its rows are checked through tests/test_catalog_rules.py, tests/test_category_situations.py",
     "kernel_launch_site": "no case yet; its rows are checked through tests/test_capture_attribution.py, tests/test_sites_layers_situations.py",
     "layer_pattern_summary": "no case yet; its rows are checked through tests/test_layer_pattern.py, tests/test_sites_layers_situations.py",
