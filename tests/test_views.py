@@ -15,7 +15,6 @@ CASES = all_cases()
 UNCOVERED: dict[str, str] = {
     "_category_override": "no case yet; its rows are checked through tests/test_critical_path.py",
     "_critical_path_pred": "no case yet; its rows are checked through tests/test_cp_situations.py, tests/test_critical_path.py",
-    "_op_work": "no case yet; its rows are checked through tests/test_serving_views.py",
     "critical_path": "no case yet; its rows are checked through tests/test_critical_path.py, tests/test_cp_situations.py",
     "data_quality": "no case yet; its rows are checked through tests/test_data_quality.py",
     "export_clock_offset": "no case yet; its rows are checked through tests/test_export_clocks.py",
