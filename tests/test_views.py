@@ -20,7 +20,6 @@ UNCOVERED: dict[str, str] = {
     "export_clock_offset": "no case yet; its rows are checked through tests/test_export_clocks.py",
     "kernel_category": "no case yet; its rows are checked through tests/test_catalog_rules.py, tests/test_category_situations.py",
     "kernel_launch_site": "no case yet; its rows are checked through tests/test_capture_attribution.py, tests/test_sites_layers_situations.py",
-    "layer_pattern_summary": "no case yet; its rows are checked through tests/test_layer_pattern.py, tests/test_sites_layers_situations.py",
     "regression": "no case yet; its rows are checked through tests/test_demo.py, tests/test_first_contact.py",
     "trend": "no case yet; its rows are checked through tests/test_first_contact.py, tests/test_trend.py",
     # the report's figures moved into sql/ (landed beside the harness): checked against a situation's
