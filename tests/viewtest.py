@@ -20,7 +20,9 @@ Lines that start with `#` are comments: say there how the expected rows were wor
 The column types come from the catalogue itself (every table and view built over an empty warehouse,
 `schema_catalog`), so a case names values, never types. The same case runs on DuckDB
 (tests/test_views.py) and on Spark when pyspark is installed (the views transpiled as in
-`warehouse.spark`, one Spark session for all cases; marked slow).
+`warehouse.spark`, one Spark session for all cases; marked slow). On Spark the inputs are data, not SQL
+text: DuckDB types and writes each input's rows (`=` cells included, evaluated by DuckDB) to a Parquet file
+that Spark reads as a data frame (`spark_frame`), HUGEINT as DECIMAL(38, 0).
 
 Tests that build their rows in Python (tests/test_critical_path.py's `Mini`, ...) use the same harness
 through `connect_views(views, inputs)`.
