@@ -33,9 +33,7 @@ UNCOVERED: dict[str, str] = {
     "trend": "no case yet; its rows are checked through tests/test_first_contact.py, tests/test_trend.py",
     # the report's figures moved into sql/ (landed beside the harness): checked against a situation's
     # hand-worked rows
-    "run_step_time": "no case yet; its rows are checked through tests/test_report_views.py",
     "step_components": "no case yet; its rows are checked through tests/test_report_views.py",
-    "step_kernel_time": "no case yet; its rows are checked through tests/test_report_views.py",
     "uncategorized": "no case yet; its rows are checked through tests/test_report_views.py",
 }
 
