@@ -33,7 +33,6 @@ UNCOVERED: dict[str, str] = {
     "trend": "no case yet; its rows are checked through tests/test_first_contact.py, tests/test_trend.py",
     # the report's figures moved into sql/ (landed beside the harness): checked against a situation's
     # hand-worked rows
-    "step_components": "no case yet; its rows are checked through tests/test_report_views.py",
     "uncategorized": "no case yet; its rows are checked through tests/test_report_views.py",
 }
 
