@@ -30,7 +30,6 @@ UNCOVERED: dict[str, str] = {
     "overlap_opportunity": "no case yet; its rows are checked through tests/test_fusion_overlap.py, tests/test_gaps_overlap_situations.py",
     "regression": "no case yet; its rows are checked through tests/test_demo.py, tests/test_first_contact.py",
     "request_step_cost": "no case yet; its rows are checked through tests/test_request_cost.py",
-    "trend": "no case yet; its rows are checked through tests/test_first_contact.py, tests/test_trend.py",
     # the report's figures moved into sql/ (landed beside the harness): checked against a situation's
     # hand-worked rows
     "uncategorized": "no case yet; its rows are checked through tests/test_report_views.py",
