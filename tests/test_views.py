@@ -28,7 +28,6 @@ UNCOVERED: dict[str, str] = {
     "layer_pattern": "no case yet; its rows are checked through tests/test_layer_pattern.py, tests/test_sites_layers_situations.py",
     "layer_pattern_summary": "no case yet; its rows are checked through tests/test_layer_pattern.py, tests/test_sites_layers_situations.py",
     "overlap_opportunity": "no case yet; its rows are checked through tests/test_fusion_overlap.py, tests/test_gaps_overlap_situations.py",
-    "regression": "no case yet; its rows are checked through tests/test_demo.py, tests/test_first_contact.py",
     "request_step_cost": "no case yet; its rows are checked through tests/test_request_cost.py",
     # the report's figures moved into sql/ (landed beside the harness): checked against a situation's
     # hand-worked rows
