@@ -3,7 +3,8 @@
 -- of the step's wall. The components: attention, moe, gemm, communication and norm, each as such;
 -- `other` as such (never merged: mostly what no category rule knows, see uncategorized); and one row
 -- `rest (c1, c2, ...)` summing every other category the step has (named largest first, ties by name).
--- A component without GPU time in the step has no row. Shares add to more than 1 when streams overlap.
+-- A component without GPU time in the step (no activity, or only zero-duration ones) has no row. Shares
+-- add to more than 1 when streams overlap.
 -- Columns:
 --   run_id, rank, step   the step (steps; step_breakdown gives its wall)
 --   component            attention, moe, gemm, communication, norm, other, or 'rest (...)'
@@ -19,6 +20,9 @@ by_category AS (
     FROM _kernel_facts
     WHERE step IS NOT NULL
     GROUP BY run_id, rank, step, category
+    -- a category whose activities took no time (zero durations) has no GPU time in the step: no row of
+    -- its own, not one of the rest's names
+    HAVING sum(dur_ns) > 0
 ),
 ranked AS (
     -- the categories of each row, largest first, as an ordered window (an ordered list() aggregate has no

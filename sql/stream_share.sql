@@ -4,15 +4,17 @@
 -- Columns:
 --   run_id, rank, device, stream   the stream (kernels)
 --   gpu_time_ns    BIGINT   sum of dur_ns of its activities
---   share          DOUBLE   gpu_time_ns / the run's GPU time (all ranks, devices, streams)
---   carries_work   BOOLEAN  share >= report_params.report_bar (1 %)
+--   share          DOUBLE   gpu_time_ns / the run's GPU time (all ranks, devices, streams); NULL when the
+--                           run has no GPU time (only zero-duration activities)
+--   carries_work   BOOLEAN  share >= report_params.report_bar (1 %); FALSE when share is NULL
 CREATE OR REPLACE VIEW stream_share AS
 WITH per_stream AS (
     SELECT run_id, rank, device, stream, sum(dur_ns) AS ns FROM kernels GROUP BY run_id, rank, device, stream
 ),
 shared AS (
-    SELECT *, ns / sum(ns) OVER (PARTITION BY run_id) AS share FROM per_stream
+    -- nullif: 0 / 0 is NaN on DuckDB and NULL on Spark; a run without GPU time has no shares
+    SELECT *, ns / nullif(sum(ns) OVER (PARTITION BY run_id), 0) AS share FROM per_stream
 )
 SELECT run_id, rank, device, stream, CAST(ns AS BIGINT) AS gpu_time_ns, share,
-       coalesce(ns >= (SELECT report_bar FROM report_params) * sum(ns) OVER (PARTITION BY run_id), FALSE) AS carries_work
+       coalesce(share >= (SELECT report_bar FROM report_params), FALSE) AS carries_work
 FROM shared;

@@ -42,8 +42,9 @@ points AS (
     WHERE m.rank IS NULL AND m.value IS NOT NULL
 ),
 history AS (
-    -- the previous max(k, noise_window) points; `recent` marks the k of the baseline window
-    SELECT c.line, c.seq, h.value AS hv, h.seq >= c.seq - p.k AS recent
+    -- the previous max(k, noise_window) points; `recent` marks the k of the baseline window, `in_noise`
+    -- the noise_window of the noise (a session may set k above noise_window)
+    SELECT c.line, c.seq, h.value AS hv, h.seq >= c.seq - p.k AS recent, h.seq >= c.seq - p.noise_window AS in_noise
     FROM points AS c
     CROSS JOIN all_trend_params AS p
     JOIN points AS h ON h.line = c.line AND h.seq < c.seq AND h.seq >= c.seq - greatest(p.k, p.noise_window)
@@ -51,7 +52,8 @@ history AS (
 stats AS (
     -- per point: the baseline (median of the k recent) and the centre of the noise window, in one pass
     SELECT line, seq, median(hv) FILTER (WHERE recent) AS baseline,
-           count(*) FILTER (WHERE recent) AS n_baseline, median(hv) AS centre, count(*) AS n_history
+           count(*) FILTER (WHERE recent) AS n_baseline, median(hv) FILTER (WHERE in_noise) AS centre,
+           count(*) FILTER (WHERE in_noise) AS n_history
     FROM history
     GROUP BY line, seq
 ),
@@ -59,6 +61,7 @@ mad AS (
     SELECT h.line, h.seq, median(abs(h.hv - c.centre)) AS mad
     FROM history AS h
     JOIN stats AS c ON c.line = h.line AND c.seq = h.seq
+    WHERE h.in_noise
     GROUP BY h.line, h.seq
 )
 SELECT pt.series, pt.phase, pt.metric, pt.seq, pt.run_id, pt.commit, pt.commit_time, pt.value, pt.better,

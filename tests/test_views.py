@@ -20,15 +20,8 @@ UNCOVERED: dict[str, str] = {
     "export_clock_offset": "no case yet; its rows are checked through tests/test_export_clocks.py",
     "kernel_category": "no case yet; its rows are checked through tests/test_catalog_rules.py, tests/test_category_situations.py",
     "kernel_launch_site": "no case yet; its rows are checked through tests/test_capture_attribution.py, tests/test_sites_layers_situations.py",
-    "regression": "no case yet; its rows are checked through tests/test_demo.py, tests/test_first_contact.py",
-    "trend": "no case yet; its rows are checked through tests/test_first_contact.py, tests/test_trend.py",
     # the report's figures moved into sql/ (landed beside the harness): checked against a situation's
     # hand-worked rows
-    "report_params": "no case yet; its rows are checked through tests/test_report_views.py",
-    "run_step_time": "no case yet; its rows are checked through tests/test_report_views.py",
-    "step_components": "no case yet; its rows are checked through tests/test_report_views.py",
-    "step_kernel_time": "no case yet; its rows are checked through tests/test_report_views.py",
-    "stream_share": "no case yet; its rows are checked through tests/test_report_views.py",
     "uncategorized": "no case yet; its rows are checked through tests/test_report_views.py",
 }
 

@@ -1,0 +1,1 @@
+SELECT metric, seq, flagged, first_commit, first_run_id, shift_start FROM regression ORDER BY metric, seq

@@ -1,0 +1,1 @@
+SELECT metric, band, flagged, first_commit FROM regression ORDER BY metric
