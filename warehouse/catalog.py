@@ -496,6 +496,9 @@ def read_kept(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, views: list[
     computed part cannot be pruned by a filter on run_id. {view: the runs read kept}."""
     import json
 
+    con.execute(f"SET VARIABLE {KEPT} = true")
+    if not derived_root(warehouse).is_dir():  # nothing derived yet: no fingerprints to compute
+        return {}
     schema = "catalog.main" if _attached(con) else "memory.main"
     published = set(published_runs(warehouse))
     focused_runs = con.execute(f"SELECT getvariable('{FOCUS}')").fetchone()[0]
@@ -518,7 +521,6 @@ def read_kept(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, views: list[
         # connection calls refresh_kept (warehouse.session does, before each query)
         con.execute(sql)
         out[view] = runs
-    con.execute(f"SET VARIABLE {KEPT} = true")
     return out
 
 

@@ -318,6 +318,7 @@ def use_stored(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, run_ids: li
         )
         for view in RUN_VIEWS:  # computed below as temp tables, from the catalogue's views
             con.execute(f"DROP VIEW IF EXISTS temp.{view}")
+        con.execute(f"SET VARIABLE {KEPT} = false")  # and kept so: a change of focus reads no kept rows
         # every column of _kernel_facts: the serving views (_kernel_work) read more than the stored steps keep
         materialize(con, COMPUTE_ORDER)
         return
