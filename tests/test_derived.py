@@ -151,6 +151,29 @@ def test_two_processes_deriving_one_run(own_synth_warehouse):
     _all_kept(wh, [run_id])
 
 
+def test_a_killed_derive_leaves_nothing_read_and_is_cleaned(own_synth_warehouse):
+    """A derive killed while writing leaves .rows.<pid>.tmp (never read: not rows.parquet); the next derive
+    of that run removes it once its process is gone, and keeps the rows."""
+    import subprocess
+    import sys
+
+    wh, runs = own_synth_warehouse
+    run_id = runs["training"]
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    folder = kept_dirs(wh, ["gpu_timeline"])["gpu_timeline"]
+    shutil.rmtree(kept_file(folder, run_id).parent)
+    kept_file(folder, run_id).parent.mkdir()
+    dead = kept_file(folder, run_id).parent / f".rows.{gone}.tmp"
+    dead.write_bytes(b"PAR1 half written")
+    assert missing_kept(wh, run_id) == ["gpu_timeline"]
+    assert _same_rows(connect(wh), "gpu_timeline") > 0  # computed for that run, kept for the others
+    derive_run(wh, run_id)
+    assert not dead.exists() and not missing_kept(wh, run_id)
+    _all_kept(wh, [run_id])
+
+
 def test_session_reads_rows_kept_after_it_opened(own_synth_warehouse):
     """A long-lived reader (Session) opened before a run is derived reads its kept rows once they are."""
     wh, runs = own_synth_warehouse

@@ -218,6 +218,10 @@ def _keep(con, view: str, folder: Path, run_id: str) -> None:
     """Write the view's rows of this run as its kept file (aside, then renamed) and its types.json once."""
     target = kept_file(folder, run_id)
     target.parent.mkdir(parents=True, exist_ok=True)
+    for abandoned in target.parent.glob(f".{KEPT_PARTIAL}.*.tmp"):  # of a derive killed mid-way
+        pid = abandoned.name.split(".")[-2]
+        if pid.isdigit() and not process_alive(int(pid)):
+            abandoned.unlink(missing_ok=True)
     partial = target.parent / f".{KEPT_PARTIAL}.{os.getpid()}.tmp"
     described = con.execute(f"DESCRIBE SELECT * FROM {view}").fetchall()
     types = [[row[0], row[1]] for row in described]
