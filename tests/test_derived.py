@@ -82,6 +82,11 @@ def test_the_header_declares_the_kept_views():
 
     for i, view in enumerate(COMPUTE_ORDER):
         assert reads(view) & set(COMPUTE_ORDER) <= set(COMPUTE_ORDER[:i]), view
+    # kept rows are a run's for good: no kept view may read what is replaced after ingest (--requests)
+    for view in RUN_VIEWS:
+        assert "step_requests" not in reads(view) | {
+            word for dep in reads(view) | {view} for word in view_dependencies(files[dep].read_text())
+        }, view
 
 
 def test_kept_rows_equal_computed_rows_synth(synth_warehouse):

@@ -334,6 +334,8 @@ def ingest(ctx, paths, labels, commit, capture, derive, requests_file):
             raise click.UsageError("--requests describes one run: give the files or the folder of one run")
 
     derive = derive or _default_derive()
+    # with --requests, the run is derived once they are attached (its diff facts read them)
+    now = "none" if requests is not None else derive
     store = _warehouse(ctx, must_exist=False)
     if _progress_enabled():  # a terminal: a live line per rank (bytes read, %, ETA); nothing when piped
         from ingest.progress import IngestProgress
@@ -345,9 +347,9 @@ def ingest(ctx, paths, labels, commit, capture, derive, requests_file):
             for f, r in zip(plan.files, assign_ranks(plan.files)[0])
         ]
         with IngestProgress(store.root, files) as shown:
-            outcomes = ingest_paths(store, list(paths), label_map, capture, shown.message, derive=derive)
+            outcomes = ingest_paths(store, list(paths), label_map, capture, shown.message, derive=now)
     else:
-        outcomes = ingest_paths(store, list(paths), label_map, capture, None, derive=derive)
+        outcomes = ingest_paths(store, list(paths), label_map, capture, None, derive=now)
     failed = 0
     for outcome in outcomes:
         for problem in outcome.problems:
@@ -363,6 +365,13 @@ def ingest(ctx, paths, labels, commit, capture, derive, requests_file):
             click.echo(f"  warning: {key}: {count}", err=True)
         if requests is not None:
             _attach_requests(store, outcome.run_id, requests, requests_file, replaced=not outcome.stored)
+            if outcome.stored and derive != "none":
+                from ingest.load import derive_one, start_derive
+
+                if derive == "wait":
+                    derive_one(store, outcome.run_id)
+                else:
+                    start_derive(store, [outcome.run_id])
     if failed:
         ctx.exit(1)
 
