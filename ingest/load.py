@@ -6,7 +6,9 @@ skipped, and it never raises for a bad file (those are returned as problems).
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,11 +29,13 @@ from ingest.run import (
     run_id_for,
     write_runs_row,
 )
-from warehouse.catalog import ensure_schema_files
+from warehouse.catalog import derived_root, ensure_schema_files
 from warehouse.diff_facts import stored_facts
 from warehouse.rules import RULES_VERSION
 from warehouse.store import Warehouse
-from warehouse.stored import store_analyses
+from warehouse.stored import derive_run
+
+DERIVE_CHOICES = ("wait", "background", "none")
 
 
 @dataclass
@@ -51,19 +55,28 @@ def ingest_paths(
     capture: Path | None = None,
     progress=None,
     analyse: bool = True,
+    derive: str | None = None,
 ) -> list[RunOutcome]:
-    """analyse: also compute and store each new run's report views (warehouse.stored)."""
-    with Ingestor(warehouse, progress, analyse) as ingestor:
+    """derive: what happens to each new run's derived rows (warehouse.stored: the kept rows of the
+    `materialized: per_run` views, the report's steps, the diff facts) once the run is published:
+    'wait': computed before this returns; 'background': a detached `tracehouse derive` process computes
+    them after this returns (start_derive); 'none': left to the first reader. Default: 'wait', or 'none'
+    with analyse=False."""
+    with Ingestor(warehouse, progress, analyse, derive) as ingestor:
         return ingestor.ingest(paths, labels, capture)
 
 
 class Ingestor:
     """Ingests many commands' worth of paths with one pool of worker processes (see RankPool)."""
 
-    def __init__(self, warehouse: Warehouse, progress=None, analyse: bool = True) -> None:
+    def __init__(
+        self, warehouse: Warehouse, progress=None, analyse: bool = True, derive: str | None = None
+    ) -> None:
         self.warehouse = warehouse
         self.progress = progress
-        self.analyse = analyse
+        self.derive = derive or ("wait" if analyse else "none")
+        if self.derive not in DERIVE_CHOICES:
+            raise ValueError(f"derive: one of {', '.join(DERIVE_CHOICES)}, not {self.derive!r}")
         self.pool = RankPool()
         ensure_schema_files(warehouse)
 
@@ -71,7 +84,7 @@ class Ingestor:
         self, paths: list[Path], labels: dict[str, str] | None = None, capture: Path | None = None
     ) -> list[RunOutcome]:
         labels = dict(labels or {})
-        return [
+        outcomes = [
             _ingest_plan(
                 self.warehouse,
                 plan.files,
@@ -80,10 +93,14 @@ class Ingestor:
                 self.progress,
                 plan.capture_dir,
                 self.pool,
-                self.analyse,
+                self.derive == "wait",
             )
             for plan in plan_runs(paths, capture)
         ]
+        new = [o.run_id for o in outcomes if o.stored and o.run_id]
+        if new and self.derive == "background":
+            start_derive(self.warehouse, new)
+        return outcomes
 
     def close(self) -> None:
         self.pool.close()
@@ -105,6 +122,7 @@ def _ingest_plan(
     pool: RankPool | None = None,
     analyse: bool = True,
 ) -> RunOutcome:
+    """analyse: derive the new run's rows before returning (`_store_analyses`)."""
     nsys_files = [f for f in files if is_nsys_input(f)]
     beside = (
         nsys_files if len(nsys_files) < len(files) else []
@@ -184,21 +202,46 @@ def _ingest_plan(
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _store_analyses(warehouse: Warehouse, run_id: str, progress) -> None:
-    """The report's views of the new run, computed once now (warehouse.stored): a report then reads them;
-    and the run's diff facts (warehouse.diff_facts), which a diff reads.
-    Bounded by ingest's memory limit. The run is published already; if this fails (a run too large for
-    that limit), the first report computes them instead, with more memory."""
+def _store_analyses(warehouse: Warehouse, run_id: str, progress) -> bool:
+    """The derived rows of the published run, computed now (`derive_one`), the progress line shown."""
     if progress:
-        progress(f"analysing run {run_id} (stored for its reports)")
+        progress(f"deriving run {run_id} (its kept rows and report steps)")
+    return derive_one(warehouse, run_id)
+
+
+def derive_one(warehouse: Warehouse, run_id: str) -> bool:
+    """The derived rows of one run (warehouse.stored.derive_run), and its diff facts (warehouse.diff_facts,
+    what `tracehouse diff` reads). Bounded by ingest's memory limit. The run is published already; if this
+    fails (a run too large for that limit), its readers compute what is not kept: False, with a note."""
     try:
-        store_analyses(warehouse, run_id, MEMORY_LIMIT)
-        stored_facts(warehouse, run_id, MEMORY_LIMIT)  # what `tracehouse diff` reads of the run (~1-2 s)
+        derive_run(warehouse, run_id, MEMORY_LIMIT)
+        stored_facts(warehouse, run_id, MEMORY_LIMIT)  # ~1-2 s
     except (duckdb.Error, OSError) as e:
         first_line = str(e).splitlines()[0] if str(e) else type(e).__name__
         eprint(
-            f"note: run {run_id} is stored; its report views were not ({first_line}): its first report "
-            "computes and stores them"
+            f"note: run {run_id} is stored; its derived rows were not ({first_line}): its readers compute "
+            "them, and its first report stores them"
+        )
+        return False
+    return True
+
+
+PROJECT = Path(__file__).resolve().parent.parent  # where `tracehouse` is importable from
+
+
+def start_derive(warehouse: Warehouse, run_ids: list[str]) -> subprocess.Popen:
+    """Start `tracehouse derive --background RUN...` detached (its own session, at a lower priority, its
+    output in <warehouse>/derived/.logs/): this process returns at once, the runs' readers compute what is
+    not kept yet, and the derive process keeps each view's rows as it finishes them."""
+    logs = derived_root(warehouse) / ".logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT), env.get("PYTHONPATH")) if p)
+    command = [sys.executable, "-c", "from tracehouse.cli import entry; entry()"]
+    command += ["--warehouse", str(warehouse.root), "derive", "--background", *run_ids]
+    with open(logs / f"{run_ids[0]}.log", "ab") as log:
+        return subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True
         )
 
 

@@ -32,6 +32,7 @@
 --   other_steps_ns, gpu_idle_ns, host_tail_ns   as above
 --   gpu_utilization    gpu busy / wall (0..1)
 --   activities         GPU activities of the step
+-- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`)
 CREATE OR REPLACE VIEW step_breakdown AS
 WITH s AS (
     SELECT *,

@@ -100,6 +100,9 @@ def pytest_report_header(config):
 # ../shared (every test that asks for them skips in the fast tier), Spark, the browser, killed processes,
 # the demo's whole history, Perfetto exports of whole runs, whole reports, diffs and trends.
 FAST = os.environ.get("TRACEHOUSE_TEST_FAST") == "1"
+# `tracehouse ingest` derives a run's rows in a background process by default; the tests' ingests wait for
+# them (as before), so no process outlives its test's warehouse (test_derived.py tests the background)
+os.environ.setdefault("TRACEHOUSE_DERIVE", "wait")
 SLOW_MODULES = {
     "test_spark",
     "test_pages",

@@ -270,9 +270,17 @@ def _parse_labels(items: tuple[str, ...], hint: str = "--label") -> dict[str, st
     help="Folder of capture traces (default: capture_traces/ beside the traces).",
 )
 @click.option(
+    "--wait",
+    "derive",
+    flag_value="wait",
+    help="Derive the new runs' rows (kept views, report steps) before returning.",
+)
+@click.option(
+    "--no-derive",
     "--no-analyses",
-    is_flag=True,
-    help="Do not compute the new runs' report views now (their first report will, and store them).",
+    "derive",
+    flag_value="none",
+    help="Derive nothing (readers compute; the first report derives the run).",
 )
 @click.option(
     "--requests",
@@ -283,13 +291,16 @@ def _parse_labels(items: tuple[str, ...], hint: str = "--label") -> dict[str, st
     "is stored already. One run per call.",
 )
 @click.pass_context
-def ingest(ctx, paths, labels, commit, capture, no_analyses, requests_file):
+def ingest(ctx, paths, labels, commit, capture, derive, requests_file):
     """Ingest trace files or profile directories into the warehouse.
 
     A directory is one run (its files are the ranks); files named together are one run.
     The same files ingested twice give the same run id and store nothing new. Prints the run ids.
-    Each new run's report views are then computed once and stored, so that `report` is quick
-    (they add about half to the ingest time; --no-analyses leaves that to the first report).
+    Once a run is published, ingest returns and `tracehouse derive RUN` computes its derived rows in the
+    background (the kept rows of gpu_timeline, kernel_summary and the report's views, the report's steps),
+    which later queries and reports read; a query asked before they are kept computes them itself, with
+    the same rows. --wait derives before returning, --no-derive not at all (default: background, or
+    $TRACEHOUSE_DERIVE: wait, background or none).
 
     \b
     Example:
@@ -322,6 +333,9 @@ def ingest(ctx, paths, labels, commit, capture, no_analyses, requests_file):
         if len(plan_runs(list(paths), capture)) != 1:
             raise click.UsageError("--requests describes one run: give the files or the folder of one run")
 
+    derive = derive or _default_derive()
+    # with --requests, the run is derived once they are attached (its diff facts read them)
+    now = "none" if requests is not None else derive
     store = _warehouse(ctx, must_exist=False)
     if _progress_enabled():  # a terminal: a live line per rank (bytes read, %, ETA); nothing when piped
         from ingest.progress import IngestProgress
@@ -333,11 +347,9 @@ def ingest(ctx, paths, labels, commit, capture, no_analyses, requests_file):
             for f, r in zip(plan.files, assign_ranks(plan.files)[0])
         ]
         with IngestProgress(store.root, files) as shown:
-            outcomes = ingest_paths(
-                store, list(paths), label_map, capture, shown.message, analyse=not no_analyses
-            )
+            outcomes = ingest_paths(store, list(paths), label_map, capture, shown.message, derive=now)
     else:
-        outcomes = ingest_paths(store, list(paths), label_map, capture, None, analyse=not no_analyses)
+        outcomes = ingest_paths(store, list(paths), label_map, capture, None, derive=now)
     failed = 0
     for outcome in outcomes:
         for problem in outcome.problems:
@@ -353,6 +365,63 @@ def ingest(ctx, paths, labels, commit, capture, no_analyses, requests_file):
             click.echo(f"  warning: {key}: {count}", err=True)
         if requests is not None:
             _attach_requests(store, outcome.run_id, requests, requests_file, replaced=not outcome.stored)
+            if outcome.stored and derive != "none":
+                from ingest.load import derive_one, start_derive
+
+                if derive == "wait":
+                    derive_one(store, outcome.run_id)
+                else:
+                    start_derive(store, [outcome.run_id])
+    if failed:
+        ctx.exit(1)
+
+
+def _default_derive() -> str:
+    """ingest's default for its new runs' derived rows: $TRACEHOUSE_DERIVE, else background."""
+    import os
+
+    from ingest.load import DERIVE_CHOICES
+
+    value = os.environ.get("TRACEHOUSE_DERIVE") or "background"
+    if value not in DERIVE_CHOICES:
+        raise TracehouseError(
+            f"TRACEHOUSE_DERIVE={value}: not a choice", hint="one of " + ", ".join(DERIVE_CHOICES)
+        )
+    return value
+
+
+@main.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("runs", nargs=-1)
+@click.option("--background", is_flag=True, hidden=True, help="Started by ingest: at a lower priority.")
+@click.pass_context
+def derive(ctx, runs, background):
+    """Compute runs' derived rows now: the kept rows of the `materialized: per_run` views, the report's
+    steps and the diff facts (nothing that is there already). Ingest starts this in the background for its
+    new runs; two at once on one run take turns. RUNS: run ids (default: every run).
+
+    \b
+    Example:
+      tracehouse derive 3f2a9c1d0b7e4a55
+    """
+    import os
+
+    from ingest.load import derive_one
+    from warehouse.catalog import published_runs
+
+    if background:
+        os.nice(10)  # behind the user's own commands
+    store = _warehouse(ctx)
+    known = published_runs(store)
+    unknown = [r for r in runs if r not in known]
+    if unknown:
+        raise TracehouseError(
+            f"no run {unknown[0]} in the warehouse", hint="`tracehouse runs` lists the run ids"
+        )
+    failed = 0
+    for run_id in runs or known:
+        ok = derive_one(store, run_id)
+        failed += not ok
+        click.echo(f"{run_id}\t{'derived' if ok else 'not derived'}")
     if failed:
         ctx.exit(1)
 

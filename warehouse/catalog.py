@@ -197,6 +197,8 @@ def catalog_fingerprint() -> str:
 def _site_rules_digest() -> bytes:
     """The user's launch-site rule file (TRACEHOUSE_SITE_RULES) and device peak file
     (TRACEHOUSE_DEVICE_PEAKS), by path and content: b'' when neither is set."""
+    if not any(os.environ.get(name) for name in USER_RULE_ENVS):
+        return b""  # without importing those modules (pyarrow: a tenth of a second of a reader)
     from warehouse.peaks import user_peaks_file
     from warehouse.site_rules import user_site_rules_file
 
@@ -216,14 +218,15 @@ def _site_rules_digest() -> bytes:
         return out + user.encode()
 
 
-def views_fingerprint(views: list[str]) -> str:
+def views_fingerprint(views: list[str], texts: dict[str, str] | None = None) -> str:
     """What the rows of these views depend on: the catalogue's versions, the rule files, and the SQL of
     these views and of every view they read, transitively. Stored per-run results (run metrics, stored
-    analyses) are keyed on it, so that editing an unrelated view does not recompute them. A view's
-    dependencies are the view names that appear as words in its SQL outside comments (a name in a string
-    counts too: that can only recompute more often, never less)."""
-    files = view_files()
-    texts = {name: path.read_text() for name, path in files.items()}
+    analyses, kept rows) are keyed on it, so that editing an unrelated view does not recompute them. A
+    view's dependencies are the view names that appear as words in its SQL outside comments (a name in a
+    string counts too: that can only recompute more often, never less).
+    texts: {view: its SQL} (read from sql/ when not given)."""
+    if texts is None:
+        texts = {name: path.read_text() for name, path in view_files().items()}
     needed, todo = set(), list(views)
     while todo:
         name = todo.pop()
@@ -334,6 +337,8 @@ def connect(
     con.execute(f"SET VARIABLE {ROOT} = ?", [str(warehouse.root)])
     con.execute("SET parquet_metadata_cache = true")
     focus(con, runs)
+    if not rules_file:  # a --rules file's categories are not those the rows were kept with
+        read_kept(con, warehouse)  # after focus, and again by each focus() on this connection
     for name, value in (settings or {}).items():
         con.execute(f"SET {name} = {sql_string(value)}")
     if lockdown:
@@ -352,6 +357,9 @@ def focus(con: duckdb.DuckDBPyConnection, runs: list[str] | None) -> None:
         con.execute(f"RESET VARIABLE {FOCUS}")
     else:
         con.execute(f"SET VARIABLE {FOCUS} = ?::VARCHAR[]", [list(runs)])
+    root, kept = con.execute(f"SELECT getvariable('{ROOT}'), getvariable('{KEPT}')").fetchone()
+    if kept and root:  # the per-run views: what is computed depends on the runs seen (read_kept)
+        read_kept(con, Warehouse(root))
 
 
 def materialize(
@@ -399,3 +407,139 @@ def connect_base(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
         con.execute(base_view_sql(table))
     register_rules(con)
     return con
+
+
+# ---- kept rows: the views whose header says `-- materialized: per_run` -----------------------------------
+#
+# A view so marked has its rows kept per run, computed once (warehouse.stored.derive_run: `tracehouse
+# derive`, started by ingest in the background) and read back by every reader:
+#
+#     <warehouse>/derived/<fingerprint>/<view>/types.json               the view's columns and DuckDB types
+#     <warehouse>/derived/<fingerprint>/<view>/run_id=<id>/rows.parquet  every row of that run (no run_id
+#                                                                         column: the folder's)
+#
+# The fingerprint is views_fingerprint([view]): the view's SQL and that of everything it reads, the rule
+# files and the versions, so an edited definition is never read from old rows. On every connection
+# (`connect`), the view of that name is a temp view (temp views come first in DuckDB's search path, also
+# for the views that read it): the kept rows of the runs that have them, UNION ALL the catalogue's own
+# view computed for the other runs. The rows are the same either way (tests/test_derived.py).
+
+MATERIALIZED_LINE = re.compile(r"^--\s*materialized:\s*(\w+)\b")
+KEPT_FILE = "rows.parquet"
+
+
+def per_run_views() -> list[str]:
+    """The views whose SQL header declares `-- materialized: per_run`, in the catalogue's file order."""
+    out = []
+    for name, path in view_files().items():
+        for line in path.read_text().splitlines():
+            if not line.startswith("--"):
+                break
+            found = MATERIALIZED_LINE.match(line)
+            if found and found.group(1) == "per_run":
+                out.append(name)
+    return out
+
+
+def derived_root(warehouse: Warehouse) -> Path:
+    return warehouse.root / "derived"
+
+
+_KEPT_DIRS: dict = {}  # kept_dirs' answers in this process (the SQL files do not change under a reader)
+
+
+def kept_dirs(warehouse: Warehouse, views: list[str] | None = None) -> dict[str, Path]:
+    """{view: the folder of its kept rows} for these per-run views (default: all of them)."""
+    key = (str(SQL_DIR), tuple(os.environ.get(name) for name in USER_RULE_ENVS))
+    if key not in _KEPT_DIRS:
+        texts = {name: path.read_text() for name, path in view_files().items()}
+        _KEPT_DIRS[key] = {v: views_fingerprint([v], texts) + "/" + v for v in per_run_views()}
+    found = _KEPT_DIRS[key]
+    return {v: derived_root(warehouse) / found[v] for v in (found if views is None else views)}
+
+
+def kept_file(folder: Path, run_id: str) -> Path:
+    return folder / f"run_id={run_id}" / KEPT_FILE
+
+
+def kept_runs(folder: Path) -> list[str]:
+    """The runs whose rows of this view are kept (the whole file exists: it is written aside, renamed)."""
+    if not (folder / "types.json").is_file():
+        return []
+    return sorted(
+        p.name.split("=", 1)[1]
+        for p in folder.iterdir()
+        if p.name.startswith("run_id=") and (p / KEPT_FILE).is_file()
+    )
+
+
+def typed_read(files: list[Path], types: list[list[str]], hive: bool = False) -> str:
+    """SELECT of kept Parquet files with each column cast back to the view's own type (Parquet has no
+    HUGEINT: kept as DECIMAL(38, 0)). hive: run_id comes from the files' run_id=<id> folders."""
+    columns = ", ".join(f'CAST("{name}" AS {kind}) AS "{name}"' for name, kind in types)
+    options = ", hive_partitioning = true, hive_types = {'run_id': 'VARCHAR'}" if hive else ""
+    return f"SELECT {columns} FROM read_parquet([{', '.join(sql_string(f) for f in files)}]{options})"
+
+
+def published_runs(warehouse: Warehouse) -> list[str]:
+    """The runs readers see (a runs row), not the schema's zero-row partition."""
+    return [r for r in warehouse.run_ids() if f"run_id={r}" != SCHEMA_PARTITION]
+
+
+KEPT = "tracehouse_kept"  # set on a connection whose per-run views read kept rows (connect)
+
+
+def read_kept(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, views: list[str] | None = None) -> dict:
+    """Make each per-run view of `con` read its kept rows for the runs that have them, and compute it for
+    the others; where every run the connection sees (its focus) is kept, nothing is computed. A view with
+    no kept rows is left to the catalogue. Called again when the focus changes (`focus`), as the
+    computed part cannot be pruned by a filter on run_id. {view: the runs read kept}."""
+    import json
+
+    con.execute(f"SET VARIABLE {KEPT} = true")
+    if not derived_root(warehouse).is_dir():  # nothing derived yet: no fingerprints to compute
+        return {}
+    schema = "catalog.main" if _attached(con) else "memory.main"
+    published = set(published_runs(warehouse))
+    focused_runs = con.execute(f"SELECT getvariable('{FOCUS}')").fetchone()[0]
+    seen = published if focused_runs is None else published & set(focused_runs)
+    out = {}
+    for view, folder in kept_dirs(warehouse, views).items():
+        runs = [r for r in kept_runs(folder) if r in published]
+        if not runs:
+            con.execute(f"DROP VIEW IF EXISTS temp.{view}")
+            continue
+        types = json.loads((folder / "types.json").read_text())
+        kept = typed_read([kept_file(folder, r) for r in runs], types, hive=True)
+        focused = f"(getvariable('{FOCUS}') IS NULL OR run_id IN (SELECT unnest(getvariable('{FOCUS}'))))"
+        sql = f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM ({kept}) WHERE {focused}"
+        if seen - set(runs):
+            # the other runs, computed (also runs published after this was made, for a long-lived reader)
+            listed = ", ".join(sql_string(r) for r in runs)
+            sql += f" UNION ALL SELECT * FROM {schema}.{view} WHERE run_id NOT IN ({listed})"
+        # else every run seen is kept: nothing computed; a run published later is read once a long-lived
+        # connection calls refresh_kept (warehouse.session does, before each query)
+        con.execute(sql)
+        out[view] = runs
+    return out
+
+
+def kept_signature(warehouse: Warehouse) -> tuple:
+    """What read_kept's views depend on: the published runs and the kept files (a few folder listings)."""
+    root = derived_root(warehouse)
+    kept = []
+    if root.is_dir():
+        for fingerprint in sorted(os.listdir(root)):
+            for view in sorted(os.listdir(root / fingerprint)) if (root / fingerprint).is_dir() else []:
+                if (root / fingerprint / view).is_dir():
+                    kept.append((fingerprint, view, tuple(kept_runs(root / fingerprint / view))))
+    return tuple(published_runs(warehouse)), tuple(kept)
+
+
+def refresh_kept(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, seen: tuple | None) -> tuple:
+    """For a long-lived connection: read_kept again when runs were published or rows kept since `seen`
+    (a kept_signature); the signature now."""
+    now = kept_signature(warehouse)
+    if now != seen:
+        read_kept(con, warehouse)
+    return now

@@ -19,7 +19,7 @@ from pathlib import Path
 import duckdb
 
 from tracehouse.errors import QueryError, QueryRefused, TracehouseError
-from warehouse.catalog import connect
+from warehouse.catalog import connect, kept_signature, refresh_kept
 from warehouse.query import check_read_only, duckdb_message, run_query
 from warehouse.store import Warehouse
 
@@ -34,14 +34,22 @@ class Session:
             )
         self.runs = runs
         self.con = connect(self.warehouse, runs=runs)
+        self.kept = kept_signature(self.warehouse)
+
+    def _refresh(self) -> None:
+        """The per-run views read the rows kept since the session opened (catalog.refresh_kept), and
+        compute the runs published since."""
+        self.kept = refresh_kept(self.con, self.warehouse, self.kept)
 
     def sql(self, query: str) -> tuple[list[str], list[tuple]]:
         """One read-only query: (column names, rows)."""
+        self._refresh()
         return run_query(self.con, query)
 
     def arrow(self, query: str, params: list | None = None):
         """One read-only query (with ? parameters) as a pyarrow Table."""
         text = check_read_only(query, self.con)
+        self._refresh()
         try:
             return self.con.sql(text, params=params or None).to_arrow_table()
         except duckdb.PermissionException as exc:

@@ -1,44 +1,64 @@
-"""Stored analyses: the views a run report reads, computed once per run and kept beside the tables.
+"""Derived rows: what `tracehouse derive RUN` computes once per run, after ingest, for every reader.
 
-A report of a large run asks for seconds of whole-run work (categories and launch sites of every GPU
-activity, the overlap sweep, fusion chains, the step breakdown) and for the critical path and the
-per-stream, layer and gap views of one step. Like a warehouse refreshing its materialized views at load,
-`tracehouse ingest` computes them once per run (`store_analyses`), with the very views of sql/, and the
-report reads the stored rows (`use_stored`): a report is then a few small reads, whatever the run's size.
+Two kinds, both computed by `derive_run` (with the very views of sql/):
+
+- **kept rows** of the views whose SQL header says `-- materialized: per_run` (RUN_VIEWS: gpu_timeline,
+  kernel_summary and the report's whole-run views), one Parquet file per (view, run) under
+  `<warehouse>/derived/<fingerprint>/<view>/run_id=<id>/` (warehouse.catalog, "kept rows"). Every
+  connection's view of that name reads them for the runs that have them and computes the others
+  (catalog.read_kept): `sql`, reports, diff, trend alike.
+- **stored steps**: the critical path and the per-stream, layer and gap views of the step a report shows
+  (STEP_VIEWS, for each of STEP_PICKS), which only a report reads (`use_stored_step`):
 
     <warehouse>/cache/analyses-<fingerprint>/<run_id>/
-        <view>.parquet        RUN_VIEWS: every row of the run
         step-<rank>-<step>/<view>.parquet   STEP_VIEWS: the rows of that step, for the steps in manifest.json
-        manifest.json         each stored view's column types, and the (rank, step) keys stored: the step
-                              the report picks for the whole run and for each phase (STEP_PICKS)
+        manifest.json         each stored view's column types, and the (rank, step) keys stored
 
-The fingerprint covers the SQL of the stored views and of every view they read, the rule files, and what
-is stored, so a changed definition is computed anew (by the next report, which stores it), never mixed
-with old rows. A step that is not stored (a changed rule for picking it) is computed from the views as
-before: slower, same rows. A folder appears whole or not at all (written aside, then renamed).
+Ingest publishes a run and returns; `tracehouse derive` runs after it, in the background unless asked to
+wait (ingest/load.py), and the first report of a run not derived yet derives it (`use_stored`). A reader
+never waits for it: what is not kept yet is computed by the reader. Nothing half-written is read (each
+file and folder is written aside, then renamed), and two processes deriving one run take turns (a lock
+file per run): the second finds the rows kept and stops.
 
-Why in warehouse/ and not reports/: these are the catalogue's own views materialized at load (as a
-warehouse refreshes its materialized views); ingest asks for them after publishing a run and every report
-reads them, so both stand on this module and neither reaches into the other. The rule that picks the step
-a report shows (representative_step, STEP_PICKS) is here for the same reason: ingest stores that step.
+The fingerprints cover the SQL of the views and of every view they read, and the rule files, so a changed
+definition is derived anew, never mixed with old rows. A step that is not stored (a changed rule for
+picking it) is computed from the views as before: slower, same rows.
+
+Why in warehouse/ and not reports/: these are the catalogue's own views materialized after load; ingest
+asks for them after publishing a run and every reader reads them, so both stand on this module and neither
+reaches into the other. The rule that picks the step a report shows (representative_step, STEP_PICKS) is
+here for the same reason: derive stores that step.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
 
-from warehouse.catalog import connect, materialize, views_fingerprint
+from warehouse.catalog import (
+    KEPT,
+    connect,
+    derived_root,
+    kept_dirs,
+    kept_file,
+    materialize,
+    per_run_views,
+    read_kept,
+    typed_read,
+    views_fingerprint,
+)
 from warehouse.quoting import sql_string
 from warehouse.store import Warehouse, process_alive
 
-STORE_VERSION = 1
+STORE_VERSION = 2
 # the columns of _kernel_facts that the report's views and queries read (17 of its 39): the others would
 # only be copied
 KERNEL_FACT_COLUMNS = [
@@ -60,22 +80,17 @@ KERNEL_FACT_COLUMNS = [
     "site",
     "phase_key",
 ]
-# Whole-run views, computed in this order (a view after the views it reads); RUN_VIEWS are stored and read
-# by the report, the others only feed them.
+# The views kept per run: those whose header says `-- materialized: per_run` (warehouse.catalog).
+RUN_VIEWS = per_run_views()
+# Whole-run views, computed in this order (a view after the views it reads): RUN_VIEWS are kept, the
+# others (helpers read by several of them) are computed once into a work folder and then dropped.
 COMPUTE_ORDER = [
     "kernel_category",
+    "gpu_timeline",
     "_kernel_facts",
     "kernel_summary",
     "category_summary",
     "kernel_overlap",
-    "overlap_opportunity",
-    "fusion_match",
-    "step_breakdown",
-    "rank_skew_summary",
-]
-RUN_VIEWS = [
-    "kernel_summary",
-    "category_summary",
     "overlap_opportunity",
     "fusion_match",
     "step_breakdown",
@@ -97,9 +112,8 @@ STORED_STEPS = "tracehouse_stored_steps"  # temp table of a report connection: t
 
 
 def analyses_dir(warehouse: Warehouse) -> Path:
-    spec = repr(
-        (STORE_VERSION, views_fingerprint(RUN_VIEWS + STEP_VIEWS), RUN_VIEWS, STEP_VIEWS, KERNEL_FACT_COLUMNS)
-    )
+    spec = repr((STORE_VERSION, views_fingerprint(STEP_VIEWS + ["step_breakdown"]), STEP_VIEWS, STEP_PICKS))
+    spec += repr(KERNEL_FACT_COLUMNS)
     return warehouse.root / "cache" / f"analyses-{hashlib.sha256(spec.encode()).hexdigest()[:16]}"
 
 
@@ -108,22 +122,58 @@ def run_folder(warehouse: Warehouse, run_id: str) -> Path:
 
 
 def is_stored(warehouse: Warehouse, run_id: str) -> bool:
-    return (run_folder(warehouse, run_id) / "manifest.json").is_file()
+    """Whether the run is derived: its stored steps and the kept rows of every RUN_VIEWS."""
+    return (run_folder(warehouse, run_id) / "manifest.json").is_file() and not missing_kept(warehouse, run_id)
+
+
+def missing_kept(warehouse: Warehouse, run_id: str) -> list[str]:
+    """The RUN_VIEWS whose rows of this run are not kept (yet)."""
+    return [
+        v for v, folder in kept_dirs(warehouse, RUN_VIEWS).items() if not kept_file(folder, run_id).is_file()
+    ]
+
+
+@contextmanager
+def _run_lock(warehouse: Warehouse, run_id: str):
+    """One process derives a run at a time; the next one waits, then finds the rows there."""
+    folder = derived_root(warehouse) / ".locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{run_id}.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def store_analyses(warehouse: Warehouse, run_id: str, memory_limit: str | None = None) -> Path:
-    """Compute the report's views for one run and store them (nothing if they are already stored).
+    """Derive one run (`derive_run`); its stored steps' folder."""
+    derive_run(warehouse, run_id, memory_limit)
+    return run_folder(warehouse, run_id)
 
-    memory_limit: DuckDB's (ingest passes its own; None: DuckDB's default, most of the machine's memory)."""
-    final = run_folder(warehouse, run_id)
+
+def derive_run(warehouse: Warehouse, run_id: str, memory_limit: str | None = None) -> None:
+    """Keep the RUN_VIEWS rows of one run and store its report steps; nothing that is there already.
+
+    memory_limit: DuckDB's (ingest's own; None: DuckDB's default, most of the machine's memory)."""
     if is_stored(warehouse, run_id):
-        return final
+        return
+    with _run_lock(warehouse, run_id):
+        if is_stored(warehouse, run_id):  # derived by the process we waited for
+            return
+        _derive_locked(warehouse, run_id, memory_limit)
+
+
+def _derive_locked(warehouse: Warehouse, run_id: str, memory_limit: str | None) -> None:
+    final = run_folder(warehouse, run_id)
     final.parent.mkdir(parents=True, exist_ok=True)
     _remove_abandoned(final.parent)
     partial = final.parent / f".{run_id}.{os.getpid()}.tmp"
     shutil.rmtree(partial, ignore_errors=True)
     work = partial / "work"
     (work / "spill").mkdir(parents=True)
+    missing = missing_kept(warehouse, run_id)
+    folders = kept_dirs(warehouse, RUN_VIEWS)
     # Not locked down (it writes its files; no user SQL runs on it); DuckDB spills to disk beyond the memory
     # limit where it can. Each whole-run view is computed once and written to Parquet as its rows
     # stream, and the views after it read that file (a temp view over it): nothing is held in memory
@@ -135,53 +185,94 @@ def store_analyses(warehouse: Warehouse, run_id: str, memory_limit: str | None =
         lockdown=False,
         settings=settings | ({"memory_limit": memory_limit} if memory_limit else {}),
     )
-    manifest: dict = {"run_id": run_id, "steps": [], "types": {}, "step_types": {}}
+    manifest: dict = {"run_id": run_id, "steps": [], "step_types": {}}
     try:
         for view in COMPUTE_ORDER:
-            target = (partial if view in RUN_VIEWS else work) / f"{view}.parquet"
+            if view in RUN_VIEWS:
+                if view in missing:
+                    _keep(con, view, folders[view], run_id)
+                    read_kept(con, warehouse, [view])  # the views after it read the kept rows
+                continue
+            target = work / f"{view}.parquet"
             types = _copy(con, view, KERNEL_FACT_COLUMNS if view == "_kernel_facts" else None, target)
             con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS " + _typed_read([target], types))
-            if view in RUN_VIEWS:
-                manifest["types"][view] = types
-        for phase in STEP_PICKS:
-            step = representative_step(con, run_id, phase)
-            if step is not None and [step["rank"], step["step"]] not in manifest["steps"]:
-                manifest["steps"].append([step["rank"], step["step"]])
-        for rank, step in manifest["steps"]:
-            key = [run_id, rank, step]
-            scoped = scope_step_views(con, key)
-            folder = partial / _step_folder(rank, step)
-            folder.mkdir()
-            try:
-                for view in STEP_VIEWS:
-                    manifest["step_types"][view] = types = _copy(
-                        con,
-                        view,
-                        None,
-                        folder / f"{view}.parquet",
-                        f"run_id = {sql_string(run_id)} AND rank = {int(rank)} AND step = {int(step)}",
-                    )
-                    # the step views after it read its rows (unless it is computed already: a whole-run view, or
-                    # the step's critical_path)
-                    if view not in COMPUTE_ORDER and f"TABLE temp.{view}" not in scoped:
-                        con.execute(
-                            f"CREATE TEMP VIEW {view} AS " + _typed_read([folder / f"{view}.parquet"], types)
-                        )
-                        scoped.append(f"VIEW temp.{view}")
-            finally:
-                unscope(con, scoped)
+        if not (final / "manifest.json").is_file():
+            _store_steps(con, run_id, partial, manifest)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
     finally:
         con.close()
     shutil.rmtree(work, ignore_errors=True)
+    if (final / "manifest.json").is_file():
+        shutil.rmtree(partial, ignore_errors=True)
+        return
     (partial / "manifest.json").write_text(json.dumps(manifest))
     try:
         os.rename(partial, final)  # a reader sees no folder or the whole folder
     except OSError:  # another process stored it first: same rows
         shutil.rmtree(partial, ignore_errors=True)
-    return final
+
+
+def _keep(con, view: str, folder: Path, run_id: str) -> None:
+    """Write the view's rows of this run as its kept file (aside, then renamed) and its types.json once."""
+    target = kept_file(folder, run_id)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for abandoned in target.parent.glob(f".{KEPT_PARTIAL}.*.tmp"):  # of a derive killed mid-way
+        pid = abandoned.name.split(".")[-2]
+        if pid.isdigit() and not process_alive(int(pid)):
+            abandoned.unlink(missing_ok=True)
+    partial = target.parent / f".{KEPT_PARTIAL}.{os.getpid()}.tmp"
+    described = con.execute(f"DESCRIBE SELECT * FROM {view}").fetchall()
+    types = [[row[0], row[1]] for row in described]
+    columns = ", ".join(
+        f'CAST("{name}" AS DECIMAL(38, 0)) AS "{name}"' if kind == "HUGEINT" else f'"{name}"'
+        for name, kind in types
+        if name != "run_id"  # the folder's (hive partition)
+    )
+    con.execute(
+        f"COPY (SELECT {columns} FROM {view} WHERE run_id = {sql_string(run_id)}) TO {sql_string(partial)} "
+        "(FORMAT parquet, COMPRESSION zstd)"
+    )
+    if not (folder / "types.json").is_file():
+        aside = folder / f".types.{os.getpid()}.tmp"
+        aside.write_text(json.dumps(types))
+        os.replace(aside, folder / "types.json")
+    os.replace(partial, target)  # a reader lists the run once its whole file is there
+
+
+KEPT_PARTIAL = "rows"
+
+
+def _store_steps(con, run_id: str, partial: Path, manifest: dict) -> None:
+    """The report's steps of the run (STEP_PICKS) and their STEP_VIEWS rows, into the partial folder."""
+    for phase in STEP_PICKS:
+        step = representative_step(con, run_id, phase)
+        if step is not None and [step["rank"], step["step"]] not in manifest["steps"]:
+            manifest["steps"].append([step["rank"], step["step"]])
+    for rank, step in manifest["steps"]:
+        key = [run_id, rank, step]
+        scoped = scope_step_views(con, key)
+        folder = partial / _step_folder(rank, step)
+        folder.mkdir()
+        try:
+            for view in STEP_VIEWS:
+                manifest["step_types"][view] = types = _copy(
+                    con,
+                    view,
+                    None,
+                    folder / f"{view}.parquet",
+                    f"run_id = {sql_string(run_id)} AND rank = {int(rank)} AND step = {int(step)}",
+                )
+                # the step views after it read its rows (unless it is computed already: a whole-run view, or
+                # the step's critical_path)
+                if view not in COMPUTE_ORDER and f"TABLE temp.{view}" not in scoped:
+                    con.execute(
+                        f"CREATE TEMP VIEW {view} AS " + _typed_read([folder / f"{view}.parquet"], types)
+                    )
+                    scoped.append(f"VIEW temp.{view}")
+        finally:
+            unscope(con, scoped)
 
 
 def _remove_abandoned(folder: Path) -> None:
@@ -215,9 +306,9 @@ def _copy(con, view: str, columns: list[str] | None, path: Path, where: str | No
 
 
 def use_stored(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, run_ids: list[str]) -> None:
-    """On a report connection: read RUN_VIEWS from the stored analyses of these runs (stored first where
-    missing), as temp views that shadow the catalogue's; record which steps `use_stored_step` can read.
-    Where they cannot be stored (a warehouse this user may only read), they are computed on `con` for
+    """On a report connection: derive these runs where they are not yet (derive_run), so that RUN_VIEWS
+    read their kept rows (catalog.read_kept, again now); record which steps `use_stored_step` can read.
+    Where they cannot be derived (a warehouse this user may only read), they are computed on `con` for
     this report alone."""
     try:
         folders = [
@@ -229,16 +320,15 @@ def use_stored(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, run_ids: li
             "this report only (slower)",
             file=sys.stderr,
         )
+        for view in RUN_VIEWS:  # computed below as temp tables, from the catalogue's views
+            con.execute(f"DROP VIEW IF EXISTS temp.{view}")
+        con.execute(f"SET VARIABLE {KEPT} = false")  # and kept so: a change of focus reads no kept rows
         # every column of _kernel_facts: the serving views (_kernel_work) read more than the stored steps keep
         materialize(con, COMPUTE_ORDER)
         return
+    if con.execute(f"SELECT getvariable('{KEPT}')").fetchone()[0]:  # not with a --rules file (connect)
+        read_kept(con, warehouse)  # the runs just derived
     manifests = [json.loads((f / "manifest.json").read_text()) for f in folders]
-    for view in RUN_VIEWS:
-        files = [f / f"{view}.parquet" for f in folders if (f / f"{view}.parquet").is_file()]
-        if len(files) == len(folders):
-            con.execute(
-                f"CREATE OR REPLACE TEMP VIEW {view} AS " + _typed_read(files, manifests[0]["types"][view])
-            )
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE {STORED_STEPS} (run_id VARCHAR, rank BIGINT, step BIGINT, folder VARCHAR)"
     )
@@ -357,5 +447,4 @@ def _rows(con, sql: str, params: list | dict) -> list[dict]:
 
 def _typed_read(files: list[Path], types: list[list[str]]) -> str:
     """SELECT of stored files with each column cast back to the view's own type (Parquet has no HUGEINT)."""
-    columns = ", ".join(f'CAST("{name}" AS {kind}) AS "{name}"' for name, kind in types)
-    return f"SELECT {columns} FROM read_parquet([{', '.join(sql_string(f) for f in files)}])"
+    return typed_read(files, types)

@@ -1,0 +1,212 @@
+"""Kept rows (issue 15's materialization layer): the views whose header says `-- materialized: per_run` are
+derived once per run (warehouse.stored.derive_run, `tracehouse derive`, started by ingest in the
+background) and read back by every connection (warehouse.catalog.read_kept), with the very rows the view
+computes: every row, every column, every type.
+
+The expected rows of each comparison are the catalogue's own view (`catalog.main.<view>`), computed from
+the tables on the same connection; the kept read is `<view>` (the temp view read_kept makes). Each test
+also checks which of the two the connection really read (the temp view's SQL), so that a comparison of a
+view with itself cannot pass for one of kept rows with computed ones.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+
+import pytest
+from conftest import TRACES, require_shared
+
+from ingest.load import ingest_paths
+from synth import write_scenario
+from warehouse.catalog import connect, focus, kept_dirs, kept_file, per_run_views
+from warehouse.session import Session
+from warehouse.store import Warehouse
+from warehouse.stored import COMPUTE_ORDER, RUN_VIEWS, derive_run, is_stored, missing_kept
+
+REAL = ["nvidia/a100_nccl_rank0.json.gz", "amd/mi300_qwen1.5-0.5b.json.gz"]
+
+
+def _temp_views(con) -> dict[str, str]:
+    """{view: its SQL} of the connection's temp views (read_kept's)."""
+    return dict(
+        con.execute("SELECT view_name, sql FROM duckdb_views() WHERE temporary AND NOT internal").fetchall()
+    )
+
+
+def _rows(con, sql: str) -> list[str]:
+    # repr keeps the Python type of each value (Decimal, int, float, None), so a HUGEINT read back as a
+    # DECIMAL differs; sorted: a view's rows have no order
+    return sorted(repr(row) for row in con.execute(sql).fetchall())
+
+
+def _same_rows(con, view: str) -> int:
+    kept_types = con.execute(f"DESCRIBE {view}").fetchall()
+    computed_types = con.execute(f"DESCRIBE catalog.main.{view}").fetchall()
+    assert kept_types == computed_types, view
+    kept = _rows(con, f"SELECT * FROM {view}")
+    assert kept == _rows(con, f"SELECT * FROM catalog.main.{view}"), view
+    return len(kept)
+
+
+def _all_kept(wh: Warehouse, runs: list[str] | None) -> None:
+    """Every RUN_VIEWS row of these runs read kept (no computed part), identical to the computed rows."""
+    con = connect(wh, runs=runs)
+    views = _temp_views(con)
+    counts = {}
+    for view in RUN_VIEWS:
+        assert view in views and "UNION" not in views[view], f"{view} read kept only"
+        counts[view] = _same_rows(con, view)
+    # the views a first question asks have rows on every run compared (a kept file of no rows is no test)
+    assert counts["gpu_timeline"] > 0 and counts["kernel_summary"] > 0 and counts["step_breakdown"] > 0
+
+
+def test_the_header_declares_the_kept_views():
+    """RUN_VIEWS are the views whose header line says so, and derive computes each after what it reads."""
+    assert set(RUN_VIEWS) == set(per_run_views())
+    assert {"gpu_timeline", "kernel_summary", "step_breakdown", "fusion_match"} <= set(RUN_VIEWS)
+    assert set(RUN_VIEWS) <= set(COMPUTE_ORDER)
+    from warehouse.catalog import view_dependencies, view_files
+
+    files = view_files()
+    direct = {name: view_dependencies(path.read_text()) & set(files) for name, path in files.items()}
+
+    def reads(view, seen=None):  # every view it reads, through other views too
+        seen = set() if seen is None else seen
+        for dep in direct[view] - seen:
+            seen.add(dep)
+            reads(dep, seen)
+        return seen
+
+    for i, view in enumerate(COMPUTE_ORDER):
+        assert reads(view) & set(COMPUTE_ORDER) <= set(COMPUTE_ORDER[:i]), view
+    # kept rows are a run's for good: no kept view may read what is replaced after ingest (--requests)
+    for view in RUN_VIEWS:
+        assert "step_requests" not in reads(view) | {
+            word for dep in reads(view) | {view} for word in view_dependencies(files[dep].read_text())
+        }, view
+
+
+def test_kept_rows_equal_computed_rows_synth(synth_warehouse):
+    wh, runs = synth_warehouse
+    assert all(is_stored(wh, r) for r in runs.values()), "the fixture's ingest (--wait) derived every run"
+    _all_kept(wh, None)
+    for run_id in runs.values():
+        _all_kept(wh, [run_id])
+
+
+@pytest.mark.parametrize("rel", REAL)
+def test_kept_rows_equal_computed_rows_real(tmp_path, rel):
+    require_shared()
+    wh = Warehouse(tmp_path / "wh")
+    [outcome] = ingest_paths(wh, [TRACES / rel], derive="wait")
+    assert not outcome.problems and is_stored(wh, outcome.run_id)
+    _all_kept(wh, None)
+
+
+def test_runs_not_kept_are_computed(own_synth_warehouse):
+    """One run's kernel_summary not kept: the view reads the others kept and computes that one; focused on
+    a kept run it computes nothing; a file being written (not renamed yet) is not read."""
+    wh, runs = own_synth_warehouse
+    gone, kept = runs["training"], runs["serving-decode"]
+    folder = kept_dirs(wh, ["kernel_summary"])["kernel_summary"]
+    shutil.rmtree(kept_file(folder, gone).parent)
+    kept_file(folder, gone).parent.mkdir()
+    (kept_file(folder, gone).parent / f".rows.{os.getpid()}.tmp").write_bytes(b"half a parquet file")
+    assert missing_kept(wh, gone) == ["kernel_summary"]
+    con = connect(wh)
+    sql = _temp_views(con)["kernel_summary"]
+    assert "UNION" in sql and gone not in sql.split("UNION")[0], "the run not kept is computed"
+    assert _same_rows(con, "kernel_summary") > 0
+    assert con.execute("SELECT count(*) FROM kernel_summary WHERE run_id = ?", [gone]).fetchone()[0] > 0
+    focus(con, [kept])  # a report's focus: every run it sees is kept
+    assert "UNION" not in _temp_views(con)["kernel_summary"]
+    assert _same_rows(con, "kernel_summary") > 0
+    focus(con, [gone])
+    assert "UNION" in _temp_views(con)["kernel_summary"]
+    assert _same_rows(con, "kernel_summary") > 0
+
+
+def test_two_processes_deriving_one_run(own_synth_warehouse):
+    """Two derives of one run at once (two threads, each its own connection, as two processes would be):
+    both return, the rows are kept once, nothing partial is left, the rows are the computed ones."""
+    wh, runs = own_synth_warehouse
+    run_id = runs["serving-prefill"]
+    for folder in kept_dirs(wh, RUN_VIEWS).values():
+        shutil.rmtree(kept_file(folder, run_id).parent)
+    assert not is_stored(wh, run_id)
+    errors = []
+
+    def derive():
+        try:
+            derive_run(wh, run_id)
+        except BaseException as exc:  # noqa: BLE001 - reported by the assert below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=derive) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and is_stored(wh, run_id)
+    for folder in kept_dirs(wh, RUN_VIEWS).values():
+        assert [p.name for p in kept_file(folder, run_id).parent.iterdir()] == ["rows.parquet"]
+    _all_kept(wh, [run_id])
+
+
+def test_a_killed_derive_leaves_nothing_read_and_is_cleaned(own_synth_warehouse):
+    """A derive killed while writing leaves .rows.<pid>.tmp (never read: not rows.parquet); the next derive
+    of that run removes it once its process is gone, and keeps the rows."""
+    import subprocess
+    import sys
+
+    wh, runs = own_synth_warehouse
+    run_id = runs["training"]
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    folder = kept_dirs(wh, ["gpu_timeline"])["gpu_timeline"]
+    shutil.rmtree(kept_file(folder, run_id).parent)
+    kept_file(folder, run_id).parent.mkdir()
+    dead = kept_file(folder, run_id).parent / f".rows.{gone}.tmp"
+    dead.write_bytes(b"PAR1 half written")
+    assert missing_kept(wh, run_id) == ["gpu_timeline"]
+    assert _same_rows(connect(wh), "gpu_timeline") > 0  # computed for that run, kept for the others
+    derive_run(wh, run_id)
+    assert not dead.exists() and not missing_kept(wh, run_id)
+    _all_kept(wh, [run_id])
+
+
+def test_session_reads_rows_kept_after_it_opened(own_synth_warehouse):
+    """A long-lived reader (Session) opened before a run is derived reads its kept rows once they are."""
+    wh, runs = own_synth_warehouse
+    run_id = runs["training"]
+    for folder in kept_dirs(wh, RUN_VIEWS).values():
+        shutil.rmtree(kept_file(folder, run_id).parent)
+    with Session(wh) as th:
+        before = th.sql("SELECT * FROM gpu_timeline ORDER BY ALL")
+        assert "UNION" in _temp_views(th.con)["gpu_timeline"]
+        derive_run(wh, run_id)
+        assert th.sql("SELECT * FROM gpu_timeline ORDER BY ALL") == before
+        assert "UNION" not in _temp_views(th.con)["gpu_timeline"]
+
+
+def test_ingest_derives_in_the_background(tmp_path, cli_runner, monkeypatch):
+    """`tracehouse ingest` returns once the run is published; the derive it starts keeps the rows after."""
+    from tracehouse.cli import main
+
+    monkeypatch.delenv("TRACEHOUSE_DERIVE", raising=False)
+    run = write_scenario("serving-decode", tmp_path / "run", ranks=1, steps=2, layers=1)
+    wh = tmp_path / "wh"
+    res = cli_runner.invoke(main, ["--warehouse", str(wh), "ingest", str(run)])
+    assert res.exit_code == 0, res.output
+    run_id = res.output.split()[0]
+    deadline = time.monotonic() + 600  # minutes on a loaded machine; seconds on a quiet one
+    while not is_stored(Warehouse(wh), run_id) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert is_stored(Warehouse(wh), run_id), (wh / "derived" / ".logs" / f"{run_id}.log").read_text()
+    _all_kept(Warehouse(wh), [run_id])
+    res = cli_runner.invoke(main, ["--warehouse", str(wh), "derive", run_id])
+    assert res.exit_code == 0 and res.output == f"{run_id}\tderived\n", res.output
