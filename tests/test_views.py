@@ -19,7 +19,6 @@ UNCOVERED: dict[str, str] = {
     "_fusion_chains": "no case yet; its rows are checked through tests/test_fusion_overlap.py, tests/test_fusion_situations.py",
     "_op_work": "no case yet; its rows are checked through tests/test_serving_views.py",
     "_step_request": "no case yet; only read through the views above it (their cases and end-to-end tests)",
-    "critical_path": "no case yet; its rows are checked through tests/test_critical_path.py, tests/test_cp_situations.py",
     "data_quality": "no case yet; its rows are checked through tests/test_data_quality.py",
     "export_clock_offset": "no case yet; its rows are checked through tests/test_export_clocks.py",
     "fusion_match": "no case yet; its rows are checked through tests/test_fusion_overlap.py, tests/test_fusion_situations.py",
