@@ -15,11 +15,9 @@ CASES = all_cases()
 UNCOVERED: dict[str, str] = {
     "_batch_annotation": "no case yet; only read through the views above it (their cases and end-to-end tests)",
     "_category_override": "no case yet; its rows are checked through tests/test_critical_path.py",
-    "_critical_path_pred": "no case yet; its rows are checked through tests/test_cp_situations.py, tests/test_critical_path.py",
     "_fusion_chains": "no case yet; its rows are checked through tests/test_fusion_overlap.py, tests/test_fusion_situations.py",
     "_op_work": "no case yet; its rows are checked through tests/test_serving_views.py",
     "_step_request": "no case yet; only read through the views above it (their cases and end-to-end tests)",
-    "data_quality": "no case yet; its rows are checked through tests/test_data_quality.py",
     "export_clock_offset": "no case yet; its rows are checked through tests/test_export_clocks.py",
     "fusion_match": "no case yet; its rows are checked through tests/test_fusion_overlap.py, tests/test_fusion_situations.py",
     "kernel_category": "no case yet; its rows are checked through tests/test_catalog_rules.py, tests/test_category_situations.py",
