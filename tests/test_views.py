@@ -18,7 +18,6 @@ UNCOVERED: dict[str, str] = {
     "_fusion_chains": "no case yet; its rows are checked through tests/test_fusion_overlap.py, tests/test_fusion_situations.py",
     "_op_work": "no case yet; its rows are checked through tests/test_serving_views.py",
     "_step_request": "no case yet; only read through the views above it (their cases and end-to-end tests)",
-    "export_clock_offset": "no case yet; its rows are checked through tests/test_export_clocks.py",
     "fusion_match": "no case yet; its rows are checked through tests/test_fusion_overlap.py, tests/test_fusion_situations.py",
     "kernel_category": "no case yet; its rows are checked through tests/test_catalog_rules.py, tests/test_category_situations.py",
     "kernel_launch_site": "no case yet; its rows are checked through tests/test_capture_attribution.py, tests/test_sites_layers_situations.py",
