@@ -20,7 +20,6 @@ UNCOVERED: dict[str, str] = {
     "_step_request": "no case yet; only read through the views above it (their cases and end-to-end tests)",
     "fusion_match": "no case yet; its rows are checked through tests/test_fusion_overlap.py, tests/test_fusion_situations.py",
     "kernel_category": "no case yet; its rows are checked through tests/test_catalog_rules.py, tests/test_category_situations.py",
-    "kernel_launch_site": "no case yet; its rows are checked through tests/test_capture_attribution.py, tests/test_sites_layers_situations.py",
     "layer_pattern": "no case yet; its rows are checked through tests/test_layer_pattern.py, tests/test_sites_layers_situations.py",
     "layer_pattern_summary": "no case yet; its rows are checked through tests/test_layer_pattern.py, tests/test_sites_layers_situations.py",
     "overlap_opportunity": "no case yet; its rows are checked through tests/test_fusion_overlap.py, tests/test_gaps_overlap_situations.py",
