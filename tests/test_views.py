@@ -14,12 +14,10 @@ CASES = all_cases()
 # missing from it and on a listed view that has a case).
 UNCOVERED: dict[str, str] = {
     "_batch_annotation": "no case yet; only read through the views above it (their cases and end-to-end tests)",
-    "_category_override": "no case yet; its rows are checked through tests/test_critical_path.py",
     "_fusion_chains": "no case yet; its rows are checked through tests/test_fusion_overlap.py, tests/test_fusion_situations.py",
     "_op_work": "no case yet; its rows are checked through tests/test_serving_views.py",
     "_step_request": "no case yet; only read through the views above it (their cases and end-to-end tests)",
     "fusion_match": "no case yet; its rows are checked through tests/test_fusion_overlap.py, tests/test_fusion_situations.py",
-    "kernel_category": "no case yet; its rows are checked through tests/test_catalog_rules.py, tests/test_category_situations.py",
     "layer_pattern": "no case yet; its rows are checked through tests/test_layer_pattern.py, tests/test_sites_layers_situations.py",
     "layer_pattern_summary": "no case yet; its rows are checked through tests/test_layer_pattern.py, tests/test_sites_layers_situations.py",
     "overlap_opportunity": "no case yet; its rows are checked through tests/test_fusion_overlap.py, tests/test_gaps_overlap_situations.py",
