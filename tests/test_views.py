@@ -31,7 +31,6 @@ UNCOVERED: dict[str, str] = {
     "step_components": "no case yet; its rows are checked through tests/test_report_views.py",
     "step_kernel_time": "no case yet; its rows are checked through tests/test_report_views.py",
     "stream_share": "no case yet; its rows are checked through tests/test_report_views.py",
-    "uncategorized": "no case yet; its rows are checked through tests/test_report_views.py",
 }
 
 
