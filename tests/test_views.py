@@ -54,11 +54,11 @@ def spark():
 # Cases that cannot run on Spark through this harness, and why (skipped with the reason; their views stay
 # compared with DuckDB on Spark over stored tables in tests/test_spark.py).
 _CP_ON_SPARK = (
-    "the harness gives each input row as its own SELECT (a UNION ALL per table); over those rows Spark 4.0 "
+    "the harness gives each input row as its own SELECT (a UNION ALL per table); over those rows Spark (4.3) "
     "fails on the critical-path views while DuckDB passes: critical_path's analyzer runs out of its 2 GB heap "
     "(DeduplicateRelations, after 567 s), _critical_path_pred's result task fails to deserialize its plan "
-    "(ClassCastException: DefaultSerializationProxy to UnionExec.children). Both views run on Spark over "
-    "stored tables in tests/test_spark.py"
+    "(ClassCastException: DefaultSerializationProxy to UnionExec.children; also with a 6 GB heap). Both "
+    "views run on Spark over stored tables in tests/test_spark.py"
 )
 SPARK_SKIP: dict[str, str] = {
     "critical_path/cross_stream_launch_bound": _CP_ON_SPARK,
