@@ -56,13 +56,13 @@ def spark():
 _CP_ON_SPARK = (
     "the harness gives each input row as its own SELECT (a UNION ALL per table); over those rows Spark (4.3) "
     "fails on the critical-path views while DuckDB passes: critical_path's analyzer runs out of its 2 GB heap "
-    "(DeduplicateRelations, after 567 s), _critical_path_pred's result task fails to deserialize its plan "
+    "(DeduplicateRelations, after 567 s; with 6 GB it gets past that and fails as the next does), _critical_path_pred's result task fails to deserialize its plan "
     "(ClassCastException: DefaultSerializationProxy to UnionExec.children; also with a 6 GB heap). Both "
     "views run on Spark over stored tables in tests/test_spark.py"
 )
 SPARK_SKIP: dict[str, str] = {
     "critical_path/cross_stream_launch_bound": _CP_ON_SPARK,
-    # the same view tree over fewer rows; not run to its end on Spark (measured: the case above)
+    # with SPARK_DRIVER_MEMORY=6g its analysis passes, then it fails like _critical_path_pred (measured)
     "critical_path/graph_launch_in_earlier_step": _CP_ON_SPARK,
     "_critical_path_pred/ties_graph_copy_handoff_inferred": _CP_ON_SPARK,
 }
