@@ -69,7 +69,7 @@
 --   node_lo_ns      where the walk leaves the node: its start, except a blocking sync call, which is
 --                   left at its end (the time inside it is the sync_wait edge)
 --   pred_type, pred_id  the chosen predecessor (NULL when the node has none)
---   ready_ns        when that dependency was satisfied (clamped as above)
+--   ready_ns        when that dependency was satisfied (clamped as above); NULL when the node has none
 --   edge            stream_order / event_wait / inferred_wait / launch / host_sync / program_order /
 --                   thread_handoff
 --   edge_kind       the path segment kind of the edge: kernel_gap / sync_wait / launch_delay / gpu_queued
@@ -398,7 +398,8 @@ SELECT c.run_id, c.rank, 'cpu', c.op_id, cs.step, c.name, CAST(NULL AS VARCHAR),
        CASE WHEN st.end_ns > c.start_ns THEN 'gpu' WHEN c.ho_id IS NOT NULL OR c.prev_id IS NOT NULL THEN 'cpu' END,
        CASE WHEN st.end_ns > c.start_ns THEN st.kernel_id ELSE coalesce(c.ho_id, c.prev_id) END,
        CASE WHEN st.end_ns > c.start_ns THEN st.end_ns
-            WHEN c.ho_id IS NOT NULL THEN LEAST(c.ho_end, c.start_ns) ELSE LEAST(c.prev_end, c.start_ns) END,
+            WHEN c.ho_id IS NOT NULL THEN LEAST(c.ho_end, c.start_ns)
+            WHEN c.prev_id IS NOT NULL THEN LEAST(c.prev_end, c.start_ns) END,
        CASE WHEN st.end_ns > c.start_ns THEN 'host_sync' WHEN c.ho_id IS NOT NULL THEN 'thread_handoff'
             WHEN c.prev_id IS NOT NULL THEN 'program_order' END,
        CASE WHEN st.end_ns > c.start_ns THEN 'sync_wait' WHEN c.ho_id IS NOT NULL OR c.prev_id IS NOT NULL THEN 'cpu' END,
@@ -413,7 +414,7 @@ UNION ALL
 SELECT c.run_id, c.rank, 'cpu_issue', c.op_id, cs.step, c.name, CAST(NULL AS VARCHAR), CAST(NULL AS BIGINT),
        c.start_ns, c.end_ns, c.start_ns,
        CASE WHEN c.ho_id IS NOT NULL OR c.prev_id IS NOT NULL THEN 'cpu' END, coalesce(c.ho_id, c.prev_id),
-       LEAST(coalesce(c.ho_end, c.prev_end), c.start_ns),
+       CASE WHEN c.ho_id IS NOT NULL OR c.prev_id IS NOT NULL THEN LEAST(coalesce(c.ho_end, c.prev_end), c.start_ns) END,
        CASE WHEN c.ho_id IS NOT NULL THEN 'thread_handoff' WHEN c.prev_id IS NOT NULL THEN 'program_order' END,
        CASE WHEN c.ho_id IS NOT NULL OR c.prev_id IS NOT NULL THEN 'cpu' END, par.name, c.parent_op_id
 FROM call_prev c

@@ -12,18 +12,7 @@ CASES = all_cases()
 
 # Views without a case yet, each with why: this list only shrinks (the test below fails on a view
 # missing from it and on a listed view that has a case).
-UNCOVERED: dict[str, str] = {
-    "_category_override": "no case yet; its rows are checked through tests/test_critical_path.py",
-    "_critical_path_pred": "no case yet; its rows are checked through tests/test_cp_situations.py, tests/test_critical_path.py",
-    "critical_path": "no case yet; its rows are checked through tests/test_critical_path.py, tests/test_cp_situations.py",
-    "data_quality": "no case yet; its rows are checked through tests/test_data_quality.py",
-    "export_clock_offset": "no case yet; its rows are checked through tests/test_export_clocks.py",
-    "kernel_category": "no case yet; its rows are checked through tests/test_catalog_rules.py, tests/test_category_situations.py",
-    "kernel_launch_site": "no case yet; its rows are checked through tests/test_capture_attribution.py, tests/test_sites_layers_situations.py",
-    # the report's figures moved into sql/ (landed beside the harness): checked against a situation's
-    # hand-worked rows
-    "uncategorized": "no case yet; its rows are checked through tests/test_report_views.py",
-}
+UNCOVERED: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
@@ -43,9 +32,28 @@ def spark():
     return spark_session("local[1]", app_name="tracehouse-view-cases")
 
 
+# Cases that cannot run on Spark through this harness, and why (skipped with the reason; their views stay
+# compared with DuckDB on Spark over stored tables in tests/test_spark.py).
+_CP_ON_SPARK = (
+    "the harness gives each input row as its own SELECT (a UNION ALL per table); over those rows Spark (4.3) "
+    "fails on the critical-path views while DuckDB passes: critical_path's analyzer runs out of its 2 GB heap "
+    "(DeduplicateRelations, after 567 s; with 6 GB it gets past that and fails as the next does), _critical_path_pred's result task fails to deserialize its plan "
+    "(ClassCastException: DefaultSerializationProxy to UnionExec.children; also with a 6 GB heap). Both "
+    "views run on Spark over stored tables in tests/test_spark.py"
+)
+SPARK_SKIP: dict[str, str] = {
+    "critical_path/cross_stream_launch_bound": _CP_ON_SPARK,
+    # with SPARK_DRIVER_MEMORY=6g its analysis passes, then it fails like _critical_path_pred (measured)
+    "critical_path/graph_launch_in_earlier_step": _CP_ON_SPARK,
+    "_critical_path_pred/ties_graph_copy_handoff_inferred": _CP_ON_SPARK,
+}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_view_case_spark(spark, case):
+    if case.id in SPARK_SKIP:
+        pytest.skip(SPARK_SKIP[case.id])
     compare(case, *run_spark(spark, case))
 
 

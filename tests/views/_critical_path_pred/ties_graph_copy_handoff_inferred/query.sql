@@ -1,0 +1,3 @@
+SELECT node_type, node_id, step, node_lo_ns, pred_type, pred_id, ready_ns, edge, edge_kind, edge_name, edge_op_id
+FROM _critical_path_pred
+ORDER BY node_type, node_id
