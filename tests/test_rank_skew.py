@@ -189,7 +189,7 @@ def sampled_2ranks(tmp_path_factory):
     from warehouse.store import Warehouse
 
     wh = Warehouse(tmp_path_factory.mktemp("rs_real") / "wh")
-    (outcome,) = ingest_paths(wh, [TRACES / "multirank" / "sampled_2ranks"])
+    (outcome,) = ingest_paths(wh, [TRACES / "multirank" / "sampled_2ranks"], analyse=False)  # views computed
     return connect(wh), outcome.run_id
 
 
