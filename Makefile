@@ -4,13 +4,16 @@ PY := $(VENV)/bin/python
 
 .PHONY: test test-fast demo bench lint format clean fuzz screenshots
 # the lint and the format first (the pinned ruff's default rules and its formatter, pyproject.toml): a
-# finding or an unformatted file fails the tests, in CI too (`make format` rewrites the files)
+# finding or an unformatted file fails the tests, in CI too (`make format` rewrites the files).
+# Every test, both tiers (~1,800): 52 min in CI, ~66 min with -n auto on the 2 shared dev cores
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q -n auto
 
-# a few minutes, for development: no real traces, Spark, browser or whole-run exports (tests/conftest.py FAST)
+# for development: every module's unit, view and synthesized-situation tests (~1,300), not those marked
+# slow (the real traces of ../shared, Spark, the browser, killed processes, whole reports, diffs, trends
+# and exports of whole runs: tests/conftest.py SLOW_MODULES, SLOW_TESTS); its time: bench/results.md
 test-fast: $(VENV)/.installed
 	TRACEHOUSE_TEST_FAST=1 $(PY) -m pytest -q -n auto -m "not slow"
 

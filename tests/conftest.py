@@ -136,6 +136,14 @@ SLOW_TESTS = {
     "test_capture_attribution::test_same_files_with_capture_are_another_run",
     "test_capture_attribution::test_synth_serving_decode_sites_equal_ground_truth",
     "test_capture_attribution::test_recorded_h200_replay_from_its_capture",
+    # the largest single tests left in the fast tier (CPU seconds, bench/results.md "test suite", 2026-12-02):
+    # six windowed Perfetto exports of a 2-rank run (2.7-3.1 s each measured alone, plus each window's views;
+    # 3 min of wall at load 18, the longest of the tier); a whole run report computed from the views and again
+    # from the stored analyses (21.7 s); a whole diff from the views beside the CLI's stored one (11.2 s).
+    # Their modules' other tests stay in the fast tier.
+    "test_export_tiles::test_windows_cutting_through_gaps_and_comm",
+    "test_engine::test_a_report_connection_reads_stored_analyses_and_the_same_report",
+    "test_diff_store::test_cli_diff_reads_the_store",
 }
 
 

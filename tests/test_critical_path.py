@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from conftest import ORACLES, real_trace_files, require_shared
+from conftest import ORACLES, RunFocused, real_trace_files, require_shared
 
 SQL_DIR = ROOT / "sql"
 CP_VIEWS = ["_critical_path_pred", "critical_path", "critical_stream", "critical_path_summary"]
@@ -412,10 +412,11 @@ def synth_runs(tmp_path_factory):
         out = write_scenario(kw.pop("scenario"), base / case, **kw)
         truth = load_truth(out)
         files = sorted(out.glob("*.trace.json.gz"))
-        [outcome] = ingest_paths(wh, [out] if len(files) > 1 else files)
+        [outcome] = ingest_paths(wh, [out] if len(files) > 1 else files, analyse=False)
         assert not outcome.problems, outcome.problems
         runs[case] = (outcome.run_id, truth)
-    return cp_connect(wh), runs
+    # each query sweeps the critical path of the run it names only, not of all three
+    return RunFocused(cp_connect(wh), [run_id for run_id, _ in runs.values()]), runs
 
 
 def _sql_steps(con, run_id: str, rank: int) -> list[int]:
@@ -556,7 +557,7 @@ def test_recorded_h200_paths(tmp_path, name):
     if not src.exists():
         pytest.skip(f"{src} missing")
     wh = Warehouse(tmp_path / "wh")
-    [_outcome] = ingest_paths(wh, [src])
+    [_outcome] = ingest_paths(wh, [src], analyse=False)  # cp_connect computes the views, reads nothing stored
     con = cp_connect(wh)
     sums = con.execute(
         "SELECT step, SUM(dur_ns), MAX(start_ns + dur_ns) - MIN(start_ns) FROM critical_path GROUP BY step"

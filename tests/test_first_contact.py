@@ -155,7 +155,8 @@ def test_a_server_args_json_beside_the_traces_is_skipped_not_refused(tmp_path):
     folder = tmp_path / "sglang-profile"
     write_trace(folder / "TP-0.trace.json.gz", simple_events())
     (folder / "server_args.json").write_text(json.dumps({"model_path": "Qwen/Qwen3-8B", "tp_size": 1}))
-    result = _run(["--warehouse", str(tmp_path / "wh"), "ingest", str(folder)])
+    # --no-analyses: what is skipped is the point, not the report views (they are not read here)
+    result = _run(["--warehouse", str(tmp_path / "wh"), "ingest", str(folder), "--no-analyses"])
     assert result.exit_code == 0, result.output
     assert "stored\t1 file(s)" in result.stdout and "non-trace files skipped: 1" in result.stderr
 
@@ -164,7 +165,8 @@ def test_reingest_with_new_labels_says_so_and_label_sets_them(tiny, tmp_path):
     src = tmp_path / "copy"
     shutil.copytree(tiny[2].parent, src)  # same bytes: the same run
     wh = tmp_path / "wh"
-    first = _run(["--warehouse", str(wh), "ingest", str(src), "--label", "model=llama"])
+    # --no-analyses: the labels are the point, no report is read (a re-ingest stores nothing either way)
+    first = _run(["--warehouse", str(wh), "ingest", str(src), "--label", "model=llama", "--no-analyses"])
     run_id = first.stdout.split("\t")[0]
     again = _run(["--warehouse", str(wh), "ingest", str(src), "--label", "model=qwen", "--commit", "abc"])
     assert again.exit_code == 0 and "already in the warehouse" in again.stdout

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from conftest import RunFocused
 from conftest import query_rows as _rows
 
 from synth.truth import load_truth
@@ -261,11 +262,11 @@ def synth_runs(tmp_path_factory):
     ids, truths = {}, {}
     for scenario in ("serving-decode", "serving-prefill"):
         run_dir = write_scenario(scenario, tmp / scenario, ranks=2, steps=2, layers=2)
-        (outcome,) = ingest_paths(wh, [run_dir])
+        (outcome,) = ingest_paths(wh, [run_dir], analyse=False)  # the views are computed, not read stored
         ids[scenario] = outcome.run_id
         truths[scenario] = load_truth(run_dir)
     con = connect(wh)
-    yield con, ids, truths
+    yield RunFocused(con, ids.values()), ids, truths
     con.close()
 
 

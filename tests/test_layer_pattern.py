@@ -164,7 +164,7 @@ def synth_runs(tmp_path_factory):
     runs = []
     for i, case in enumerate(CASES):
         out = write_scenario("serving-decode", base / f"run{i}", **case)
-        (outcome,) = ingest_paths(wh, [out])
+        (outcome,) = ingest_paths(wh, [out], analyse=False)  # the views are computed, not read stored
         runs.append((outcome.run_id, load_truth(out)))
     return connect(wh), runs
 
@@ -251,7 +251,8 @@ def sglang_decode(tmp_path_factory):
     from warehouse.store import Warehouse
 
     wh = Warehouse(tmp_path_factory.mktemp("lp_real") / "wh")
-    (outcome,) = ingest_paths(wh, [TRACES / "inference" / "sglang_decode" / "sglang_Qwen3-8B_decode.json.gz"])
+    trace = TRACES / "inference" / "sglang_decode" / "sglang_Qwen3-8B_decode.json.gz"
+    (outcome,) = ingest_paths(wh, [trace], analyse=False)  # the views are computed, not read stored
     return connect(wh), outcome.run_id
 
 

@@ -136,7 +136,7 @@ def synth_runs(tmp_path_factory):
     runs = []
     for i, case in enumerate(CASES):
         out = write_scenario("serving-decode", base / f"run{i}", **case)
-        (outcome,) = ingest_paths(wh, [out])
+        (outcome,) = ingest_paths(wh, [out], analyse=False)  # the views are computed, not read stored
         runs.append((outcome.run_id, load_truth(out)))
     return connect(wh), runs
 
@@ -189,7 +189,7 @@ def sampled_2ranks(tmp_path_factory):
     from warehouse.store import Warehouse
 
     wh = Warehouse(tmp_path_factory.mktemp("rs_real") / "wh")
-    (outcome,) = ingest_paths(wh, [TRACES / "multirank" / "sampled_2ranks"])
+    (outcome,) = ingest_paths(wh, [TRACES / "multirank" / "sampled_2ranks"], analyse=False)  # views computed
     return connect(wh), outcome.run_id
 
 
