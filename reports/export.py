@@ -1420,7 +1420,6 @@ def _analysis(
         "the run report's takeaways",
         _takeaways,
         warehouse,
-        con,
         run_id,
         tracks,
         procs,
