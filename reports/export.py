@@ -1486,9 +1486,11 @@ def _takeaways(warehouse, run_id, tracks: _Tracks, procs, windows, progress) -> 
     _say(progress, "the run report's takeaways")
     # the report's connection within the export's memory and spill (it reads views that are not stored too,
     # the serving section's, over the whole run), spilling beside the export's connection
+    spill = _spill_dir(warehouse) / "report"
+    spill.mkdir(parents=True, exist_ok=True)  # DuckDB makes the last folder only
     settings = {
         "memory_limit": MEMORY_LIMIT,
-        "temp_directory": str(_spill_dir(warehouse) / "report"),
+        "temp_directory": str(spill),
         "max_temp_directory_size": SPILL_LIMIT,
     }
     con = open_connection(warehouse, runs=[run_id], stored=True, settings=settings)
