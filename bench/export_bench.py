@@ -10,7 +10,7 @@ connection's memory limit (reports.export.MEMORY_LIMIT: 1/8 of the machine withi
 TRACEHOUSE_EXPORT_MEMORY overrides it, and is passed to the children). Each row records the machine's
 load average when it ended (the machine may be shared) and the notes of tracks the export could not draw.
 
-    python bench/export_bench.py [--size 300000000 [--size ...]] [--ranks 1] [--tmp DIR] [--out FILE]
+    python bench/export_bench.py [--size 300000000 [--size ...]] [--ranks 1] [--tmp DIR] [--keep DIR] [--out FILE]
 
 Prints one markdown table; --out appends it to FILE (bench/results.md's "export" section).
 """
@@ -18,6 +18,7 @@ Prints one markdown table; --out appends it to FILE (bench/results.md's "export"
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import subprocess
@@ -45,6 +46,12 @@ def main() -> None:
     ap.add_argument("--tmp", default=None)
     ap.add_argument("--out", default=None)
     ap.add_argument(
+        "--keep",
+        default=None,
+        help="keep the synthesized runs and their warehouse in this folder, and reuse them when there (a "
+        "1 GB run takes ~15 min to write and ingest on 2 cores)",
+    )
+    ap.add_argument(
         "--rows",
         default=",".join(label for label, _ in ROWS),
         help="comma-separated rows to run (default all: " + ", ".join(label for label, _ in ROWS) + ")",
@@ -60,17 +67,25 @@ def main() -> None:
         "| trace JSON | GPU activities | host ops | ingest | row | wall | peak RSS | file | load | not drawn |",
         "|---:|---:|---:|---:|---|---:|---:|---:|---:|---|",
     ]
-    with tempfile.TemporaryDirectory(dir=a.tmp) as tmp:
+    with contextlib.ExitStack() as stack:
+        tmp = a.keep or stack.enter_context(tempfile.TemporaryDirectory(dir=a.tmp))
         for size in sizes:
-            root = Path(tmp) / f"s{size}"
-            run_dir = write_scenario(
-                "serving-decode", root / "run", ranks=a.ranks, layers=8, target_size=size, seed=1
-            )
+            root = Path(tmp) / f"s{size}-r{a.ranks}"
             json_bytes = size
             wh = Warehouse(root / "wh")
-            t = time.perf_counter()
-            [outcome] = ingest_paths(wh, [run_dir])  # analyses stored, as `tracehouse ingest`
-            ingest_s = time.perf_counter() - t
+            done_file = root / "ingested"
+            if done_file.exists():  # --keep: written and ingested by an earlier run
+                run_id, ingest_s = done_file.read_text().split()
+                ingest_s = float(ingest_s)
+            else:
+                run_dir = write_scenario(
+                    "serving-decode", root / "run", ranks=a.ranks, layers=8, target_size=size, seed=1
+                )
+                t = time.perf_counter()
+                [outcome] = ingest_paths(wh, [run_dir])  # analyses stored, as `tracehouse ingest`
+                ingest_s = time.perf_counter() - t
+                run_id = outcome.run_id
+                done_file.write_text(f"{run_id} {ingest_s:.1f}")
             print(
                 f"  {size / 1e6:.0f} MB ingested in {ingest_s:.0f} s (load {os.getloadavg()[0]:.1f})",
                 flush=True,
@@ -98,7 +113,7 @@ def main() -> None:
                         "--warehouse",
                         str(wh.root),
                         "export",
-                        outcome.run_id,
+                        run_id,
                         "-o",
                         str(out),
                     ]

@@ -29,8 +29,10 @@ step's host window joined with its GPU span), on all ranks or one (`--rank`). A 
 overlaps the window (a zero-length one when it lies in it), whole: durations are never clipped. A flow
 is written when both its ends are exported.
 
-Memory: every table is read in start order in record batches and written as it is read; only the open
-slices of each track (lanes) are held. DuckDB's memory limit is MEMORY_LIMIT (1/8 of the machine within
+Memory: every table is read per rank in tiles of about TILE_ROWS rows by start time (_row_tiles), each tile in
+start order in record batches and written as it is read; only the open slices of each track (lanes) are held.
+A tile's query joins narrow per-rank temp tables (the activities' categories, the launch links), never the
+wide host rows (one whole-run query ran a 1 GB run out of 2 GB). DuckDB's memory limit is MEMORY_LIMIT (1/8 of the machine within
 512 MB..2 GB; TRACEHOUSE_EXPORT_MEMORY), its spill SPILL_LIMIT. No analysis is a whole-rank query: the per-step
 ones (critical path, layers, data_quality's per-step flags STEP_FLAGS) are computed per batch of STEP_BATCH
 steps over the rank's rows that overlap the batch's span (temp tables: _scope), so their work is that of the
@@ -68,6 +70,8 @@ from warehouse.store import Warehouse
 from warehouse.stored import is_stored
 
 BATCH = 20_000
+# rows of one table per tile of the GPU, host and Python tracks (_row_tiles): what one sorted query holds
+TILE_ROWS = int(os.environ.get("TRACEHOUSE_EXPORT_TILE_ROWS", "200000"))
 FAR = 1 << 62  # an open window's bound
 SEQ = 1  # the one packet sequence of the file
 
@@ -608,7 +612,7 @@ def export_run(
         run_id = resolve_run(lookup, run)
     finally:
         lookup.close()
-    spill = warehouse.staging_dir / f"export-{os.getpid()}"
+    spill = _spill_dir(warehouse)
     con = open_connection(
         warehouse,
         runs=[run_id],
@@ -676,36 +680,103 @@ def export_run(
             shutil.rmtree(spill, ignore_errors=True)
 
 
+def _spill_dir(warehouse: Warehouse) -> Path:
+    """Where this export's DuckDB connections spill (removed when it ends)."""
+    return warehouse.staging_dir / f"export-{os.getpid()}"
+
+
 def _say(progress, text: str) -> None:
     if progress:
         progress(text)
 
 
+def _row_tiles(con, table: str, run_id: str, rank: int) -> list[tuple[int, int]]:
+    """[lo, hi) tiles of start time holding about TILE_ROWS of the rank's rows of `table` in its window each
+    (cut at approximate quantiles of their starts; the first from -FAR, the last to FAR: together they hold
+    every row once). A tile's query sorts and joins that many rows, whatever the run's size: one query over
+    a 1 GB run's activities, sorted whole, ran out of a 2 GB limit (bench/results.md)."""
+    where = f"t.run_id = ? AND t.rank = ? AND {_overlaps('t')}"
+    rows = f"FROM {table} AS t JOIN export_window AS w ON w.rank = t.rank WHERE {where}"
+    [(n,)] = con.execute(f"SELECT count(*) {rows}", [run_id, rank]).fetchall()
+    parts = -(-n // TILE_ROWS)
+    if parts <= 1:
+        return [(-FAR, FAR)]
+    fractions = ", ".join(f"{i / parts:.6f}" for i in range(1, parts))
+    [(cuts,)] = con.execute(
+        f"SELECT approx_quantile(t.start_ns, [{fractions}]) {rows}", [run_id, rank]
+    ).fetchall()
+    return list(pairwise([-FAR, *sorted(set(cuts)), FAR]))
+
+
+@contextmanager
+def _launch_links(con, run_id: str, rank: int):
+    """While inside: temp.export_flow, one row per GPU activity of the rank in its window whose launch call
+    (kernels.launch_op_id) is exported too (the two ends of a flow), with the call's start; narrow, so each
+    tile joins it instead of the wide host rows."""
+    try:
+        con.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE export_flow AS
+            SELECT k.kernel_id, k.launch_op_id, lo.start_ns AS op_start_ns
+            FROM kernels AS k
+            JOIN export_window AS w ON w.rank = k.rank
+            JOIN cpu_ops AS lo ON lo.run_id = k.run_id AND lo.rank = k.rank AND lo.op_id = k.launch_op_id
+            WHERE k.run_id = ? AND k.rank = ? AND {_overlaps("k")} AND {_overlaps("lo")}""",
+            [run_id, rank],
+        )
+        yield
+    finally:
+        con.execute("DROP TABLE IF EXISTS temp.export_flow")
+
+
 def _gpu(con, run_id, tracks: _Tracks, procs, stream_names, summary, progress) -> None:
     _say(progress, "GPU activities")
     n = flows = 0
-    # the categories first, into a temp table (DuckDB spills it): joined to the activities inside the streamed
-    # query, activity_category ran out of memory where the materialized table does not (a 57,768-activity run
-    # at a 150 MB limit; the 1 GB benchmark run at 2 GB, bench/results.md)
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE export_category AS SELECT rank, kernel_id, category "
-        "FROM activity_category WHERE run_id = ?",
-        [run_id],
-    )
+    for rank in sorted(procs):
+        # the tracks first, in (device, stream) order, whichever tile a stream first appears in
+        for device, stream in con.execute(
+            f"""
+            SELECT DISTINCT k.device, k.stream FROM kernels AS k JOIN export_window AS w ON w.rank = k.rank
+            WHERE k.run_id = ? AND k.rank = ? AND {_overlaps("k")}
+            ORDER BY 1 NULLS FIRST, 2 NULLS FIRST""",
+            [run_id, rank],
+        ).fetchall():
+            label = (stream_names.get((rank, device, stream)) or f"stream {stream}").strip()
+            tracks.track(procs[rank], ("gpu", rank, device, stream), f"GPU {device} {label}", rank + 1)
+        # the categories of the rank into a temp table (narrow; DuckDB spills it), over the rank's rows only
+        with _scope(con, run_id, rank, None):
+            con.execute(
+                "CREATE OR REPLACE TEMP TABLE export_category AS SELECT a.kernel_id, k.start_ns, a.category "
+                "FROM activity_category AS a JOIN kernels AS k ON k.run_id = a.run_id AND k.rank = a.rank "
+                "AND k.kernel_id = a.kernel_id WHERE a.run_id = ? AND a.rank = ?",
+                [run_id, rank],
+            )
+        try:
+            with _launch_links(con, run_id, rank):
+                for lo, hi in _row_tiles(con, "kernels", run_id, rank):
+                    n, flows = _gpu_tile(con, run_id, rank, lo, hi, tracks, procs, stream_names, n, flows)
+        finally:
+            con.execute("DROP TABLE IF EXISTS temp.export_category")
+    summary.counts["gpu"] = n
+    summary.counts["flows"] = flows
+
+
+def _gpu_tile(con, run_id, rank, lo, hi, tracks: _Tracks, procs, stream_names, n, flows) -> tuple[int, int]:
     sql = f"""
-        SELECT k.rank, k.device, k.stream, k.kernel_id, k.kind, k.name, k.start_ns, coalesce(k.dur_ns, 0) AS dur_ns,
+        SELECT k.device, k.stream, k.kernel_id, k.kind, k.name, k.start_ns, coalesce(k.dur_ns, 0) AS dur_ns,
                k.step, k.correlation, k.launch_call, k.grid, k.block, k.bytes, k.collective_name,
                c.category, s.file AS site_file, s.line AS site_line, s.function AS site_function,
-               lo.op_id IS NOT NULL AND {_overlaps("lo")} AS has_flow
+               f.kernel_id IS NOT NULL AS has_flow
         FROM kernels AS k
         JOIN export_window AS w ON w.rank = k.rank
-        LEFT JOIN cpu_ops AS lo ON lo.run_id = k.run_id AND lo.rank = k.rank AND lo.op_id = k.launch_op_id
-        LEFT JOIN temp.export_category AS c ON c.rank = k.rank AND c.kernel_id = k.kernel_id
+        LEFT JOIN (SELECT kernel_id, category FROM temp.export_category WHERE start_ns >= ? AND start_ns < ?) AS c
+          ON c.kernel_id = k.kernel_id
+        LEFT JOIN (SELECT kernel_id FROM temp.export_flow) AS f ON f.kernel_id = k.kernel_id
         LEFT JOIN kernel_sites AS s ON s.run_id = k.run_id AND s.rank = k.rank AND s.kernel_id = k.kernel_id
-        WHERE k.run_id = ? AND {_overlaps("k")}
-        ORDER BY k.rank, k.device NULLS FIRST, k.stream NULLS FIRST, k.start_ns, k.kernel_id"""
-    for r in _batches(con, sql, [run_id]):
-        rank, device, stream = r["rank"], r["device"], r["stream"]
+        WHERE k.run_id = ? AND k.rank = ? AND k.start_ns >= ? AND k.start_ns < ? AND {_overlaps("k")}
+        ORDER BY k.device NULLS FIRST, k.stream NULLS FIRST, k.start_ns, k.kernel_id"""
+    for r in _batches(con, sql, [lo, hi, run_id, rank, lo, hi]):
+        device, stream = r["device"], r["stream"]
         label = (stream_names.get((rank, device, stream)) or f"stream {stream}").strip()
         track = tracks.track(procs[rank], ("gpu", rank, device, stream), f"GPU {device} {label}", rank + 1)
         lane = tracks.place(track, r["start_ns"], r["dur_ns"], nest=False)
@@ -736,34 +807,51 @@ def _gpu(con, run_id, tracks: _Tracks, procs, stream_names, summary, progress) -
             lane, r["start_ns"], r["dur_ns"], f"[{category}] {r['name']}", r["kind"], args, terminating=term
         )
         n += 1
-    summary.counts["gpu"] = n
-    summary.counts["flows"] = flows
-    con.execute("DROP TABLE IF EXISTS temp.export_category")
+    return n, flows
+
+
+def _host_key(rank: int, pid, tid, cat, stream) -> tuple[tuple, str]:
+    if cat == "cuda_sync":
+        return ("sync", rank, pid, stream), f"GPU sync records stream {stream}"
+    return ("host", rank, pid, tid), f"thread {tid} (pid {pid})"
 
 
 def _host(con, run_id, tracks: _Tracks, procs, summary, progress) -> None:
     _say(progress, "host ops")
     n = 0
+    for rank in sorted(procs):
+        # the tracks first, in the order of their first op (by pid, tid, start)
+        for pid, tid, cat, stream in con.execute(
+            f"""
+            SELECT o.pid, o.tid, if(o.cat = 'cuda_sync', 'cuda_sync', NULL) AS sync, if(sync IS NULL, NULL, o.stream)
+            FROM cpu_ops AS o JOIN export_window AS w ON w.rank = o.rank
+            WHERE o.run_id = ? AND o.rank = ? AND {_overlaps("o")}
+            GROUP BY ALL ORDER BY o.pid, o.tid, min(o.start_ns), 3 NULLS FIRST, 4 NULLS FIRST""",
+            [run_id, rank],
+        ).fetchall():
+            key, name = _host_key(rank, pid, tid, cat, stream)
+            tracks.track(procs[rank], key, name, rank + 1)
+        with _launch_links(con, run_id, rank):
+            for lo, hi in _row_tiles(con, "cpu_ops", run_id, rank):
+                n = _host_tile(con, run_id, rank, lo, hi, tracks, procs, n)
+    summary.counts["host"] = n
+
+
+def _host_tile(con, run_id, rank, lo, hi, tracks: _Tracks, procs, n) -> int:
     sql = f"""
         WITH launched AS (
-            SELECT k.rank, k.launch_op_id, list(k.kernel_id ORDER BY k.kernel_id) AS kernel_ids
-            FROM kernels AS k JOIN export_window AS w ON w.rank = k.rank
-            WHERE k.run_id = ? AND k.launch_op_id IS NOT NULL AND {_overlaps("k")}
-            GROUP BY k.rank, k.launch_op_id
+            SELECT launch_op_id, list(kernel_id ORDER BY kernel_id) AS kernel_ids FROM temp.export_flow
+            WHERE op_start_ns >= ? AND op_start_ns < ? GROUP BY launch_op_id
         )
-        SELECT o.rank, o.op_id, o.pid, o.tid, o.cat, o.name, o.start_ns, coalesce(o.dur_ns, 0) AS dur_ns,
+        SELECT o.op_id, o.pid, o.tid, o.cat, o.name, o.start_ns, coalesce(o.dur_ns, 0) AS dur_ns,
                o.external_id, o.correlation, o.input_dims, o.stream, o.sync_kind, l.kernel_ids
         FROM cpu_ops AS o
         JOIN export_window AS w ON w.rank = o.rank
-        LEFT JOIN launched AS l ON l.rank = o.rank AND l.launch_op_id = o.op_id
-        WHERE o.run_id = ? AND {_overlaps("o")}
-        ORDER BY o.rank, o.pid, o.tid, o.start_ns, o.dur_ns DESC, o.op_id"""
-    for r in _batches(con, sql, [run_id, run_id]):
-        rank = r["rank"]
-        if r["cat"] == "cuda_sync":
-            key, name = ("sync", rank, r["pid"], r["stream"]), f"GPU sync records stream {r['stream']}"
-        else:
-            key, name = ("host", rank, r["pid"], r["tid"]), f"thread {r['tid']} (pid {r['pid']})"
+        LEFT JOIN launched AS l ON l.launch_op_id = o.op_id
+        WHERE o.run_id = ? AND o.rank = ? AND o.start_ns >= ? AND o.start_ns < ? AND {_overlaps("o")}
+        ORDER BY o.pid, o.tid, o.start_ns, o.dur_ns DESC, o.op_id"""
+    for r in _batches(con, sql, [lo, hi, run_id, rank, lo, hi]):
+        key, name = _host_key(rank, r["pid"], r["tid"], r["cat"], r["stream"])
         track = tracks.track(procs[rank], key, name, rank + 1)
         lane = tracks.place(track, r["start_ns"], r["dur_ns"], nest=True)
         flows = tuple(_flow_id(rank, k) for k in (r["kernel_ids"] or ()))
@@ -778,25 +866,35 @@ def _host(con, run_id, tracks: _Tracks, procs, summary, progress) -> None:
         }
         tracks.w.slice(lane, r["start_ns"], r["dur_ns"], r["name"], r["cat"] or "host", args, flows=flows)
         n += 1
-    summary.counts["host"] = n
+    return n
 
 
 def _python(con, run_id, tracks: _Tracks, procs, summary, progress) -> None:
     _say(progress, "Python frames")
     n = 0
-    sql = f"""
-        SELECT f.rank, f.frame_id, f.pid, f.tid, f.name, f.start_ns, coalesce(f.dur_ns, 0) AS dur_ns
-        FROM python_frames AS f JOIN export_window AS w ON w.rank = f.rank
-        WHERE f.run_id = ? AND {_overlaps("f")}
-        ORDER BY f.rank, f.pid, f.tid, f.start_ns, f.dur_ns DESC, f.frame_id"""
-    for r in _batches(con, sql, [run_id]):
-        rank = r["rank"]
-        track = tracks.track(
-            procs[rank], ("python", rank, r["pid"], r["tid"]), f"python thread {r['tid']}", rank + 1
-        )
-        lane = tracks.place(track, r["start_ns"], r["dur_ns"], nest=True)
-        tracks.w.slice(lane, r["start_ns"], r["dur_ns"], r["name"], "python", {"frame_id": r["frame_id"]})
-        n += 1
+    for rank in sorted(procs):
+        for pid, tid in con.execute(
+            f"""
+            SELECT DISTINCT f.pid, f.tid FROM python_frames AS f JOIN export_window AS w ON w.rank = f.rank
+            WHERE f.run_id = ? AND f.rank = ? AND {_overlaps("f")} ORDER BY 1, 2""",
+            [run_id, rank],
+        ).fetchall():
+            tracks.track(procs[rank], ("python", rank, pid, tid), f"python thread {tid}", rank + 1)
+        for lo, hi in _row_tiles(con, "python_frames", run_id, rank):
+            sql = f"""
+                SELECT f.frame_id, f.pid, f.tid, f.name, f.start_ns, coalesce(f.dur_ns, 0) AS dur_ns
+                FROM python_frames AS f JOIN export_window AS w ON w.rank = f.rank
+                WHERE f.run_id = ? AND f.rank = ? AND f.start_ns >= ? AND f.start_ns < ? AND {_overlaps("f")}
+                ORDER BY f.pid, f.tid, f.start_ns, f.dur_ns DESC, f.frame_id"""
+            for r in _batches(con, sql, [run_id, rank, lo, hi]):
+                track = tracks.track(
+                    procs[rank], ("python", rank, r["pid"], r["tid"]), f"python thread {r['tid']}", rank + 1
+                )
+                lane = tracks.place(track, r["start_ns"], r["dur_ns"], nest=True)
+                tracks.w.slice(
+                    lane, r["start_ns"], r["dur_ns"], r["name"], "python", {"frame_id": r["frame_id"]}
+                )
+                n += 1
     summary.counts["python"] = n
 
 
@@ -1317,8 +1415,20 @@ def _analysis(
         con.execute("DROP TABLE IF EXISTS temp.export_comm")
         any_step = {st for r, st, a, b, _ in walls if r == rank and a < hi and b > lo}
         counts["flags"] += _flags(flag_rows + step_flags, starts, rank, lo, any_step, tracks, group, pid)
-    counts["takeaways"] = _takeaways(warehouse, run_id, tracks, procs, windows, progress)
-    if counts["takeaways"] < 0:
+    counts["takeaways"] = _guard(
+        summary,
+        "the run report's takeaways",
+        _takeaways,
+        warehouse,
+        run_id,
+        tracks,
+        procs,
+        windows,
+        progress,
+    )
+    if counts["takeaways"] is None:
+        counts["takeaways"] = 0
+    elif counts["takeaways"] < 0:
         counts["takeaways"] = 0
         summary.notes.append(
             "no report takeaways: the run's analyses are not stored (ingested with "
@@ -1374,7 +1484,16 @@ def _takeaways(warehouse, run_id, tracks: _Tracks, procs, windows, progress) -> 
         # (they are stored at ingest; `ingest --no-analyses` leaves them to the first report)
         return -1
     _say(progress, "the run report's takeaways")
-    con = open_connection(warehouse, runs=[run_id], stored=True)
+    # the report's connection within the export's memory and spill (it reads views that are not stored too,
+    # the serving section's, over the whole run), spilling beside the export's connection
+    spill = _spill_dir(warehouse) / "report"
+    spill.mkdir(parents=True, exist_ok=True)  # DuckDB makes the last folder only
+    settings = {
+        "memory_limit": MEMORY_LIMIT,
+        "temp_directory": str(spill),
+        "max_temp_directory_size": SPILL_LIMIT,
+    }
+    con = open_connection(warehouse, runs=[run_id], stored=True, settings=settings)
     try:
         report = build_run_report(con, run_id)
     finally:

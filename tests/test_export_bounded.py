@@ -177,3 +177,20 @@ def test_gpu_tracks_that_do_not_fit_fail_in_one_line_nothing_written(
     assert "did not fit DuckDB's memory limit" in result.output and "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1
     assert not list(tmp_path.iterdir())
+
+
+def test_takeaways_that_do_not_fit_are_left_out_and_said(decode, tmp_path, monkeypatch):
+    """The run report inside the export (its takeaways) reads views that are not stored, over the whole run: when
+    it runs out of the export's memory the takeaways are not drawn and the file says so; the rest is written."""
+    wh, run_id = decode
+    monkeypatch.setattr(export, "is_stored", lambda *_: True)
+
+    def report(con, run):
+        raise duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block (test)")
+
+    monkeypatch.setattr(export, "build_run_report", report)
+    out = tmp_path / "t.pftrace"
+    summary = export_run(wh, run_id, out)
+    assert any(n.startswith("the run report's takeaways not drawn: Out of Memory") for n in summary.notes)
+    assert summary.counts["takeaways"] == 0 and summary.counts["gpu"] > 0
+    assert not _slices(out, "takeaway") and _slices(out, "critical_path")

@@ -156,3 +156,44 @@ def test_windows_cutting_through_gaps_and_comm(runs, tmp_path, monkeypatch):
         cut_gap = [r for r in want["idle_gap"] if r[2] < lo < r[2] + r[3] or r[2] < hi < r[2] + r[3]]
         cut_comm = [r for r in want["exposed_comm"] if r[1] < lo < r[1] + r[2] or r[1] < hi < r[1] + r[2]]
         assert cut_gap or cut_comm  # a bound falls inside one of them (the case under test)
+
+
+def _content(path):
+    """Every track (name, parent's name, order) and every slice (track name, start, dur, name, args, flows) of
+    an export, as sorted lists: the file's content whatever order its packets come in."""
+    tracks, slices = read_slices(path.read_bytes())
+    name = {u: d.get("name") or d.get("process_name") or "" for u, d in tracks.items()}
+    described = sorted(
+        (name[u], name.get(d.get("parent"), ""), d.get("rank_order") or 0) for u, d in tracks.items()
+    )
+    rows = sorted(
+        (
+            name[s["track"]],
+            s["start_ns"],
+            s["dur_ns"] if s["dur_ns"] is not None else -1,
+            s.get("name"),
+            repr(sorted(s.get("args", {}).items())),
+            tuple(s.get("flows", ())),
+            tuple(s.get("terminating", ())),
+        )
+        for s in slices
+    )
+    return described, rows
+
+
+@pytest.mark.parametrize("rows_per_tile", [1, 3])
+def test_tracks_cut_into_row_tiles_hold_the_same_slices(runs, tmp_path, monkeypatch, rows_per_tile):
+    """The GPU, host and Python tracks are read per tile of about TILE_ROWS rows of each rank (in bounded
+    memory): cut into tiles of 1 or 3 rows, the export holds exactly the tracks (with their order), slices,
+    args and flows of the export read as one tile, for every rank, a window cutting through the run, and
+    overlap sub-tracks (graph-replay-no-capture overlaps on one stream)."""
+    wh, ids = runs
+    for name, kw in (("decode", {}), ("graph-replay-no-capture", {}), ("decode", {"rank": 1})):
+        whole = tmp_path / f"{name}-whole.pftrace"
+        monkeypatch.setattr(export, "TILE_ROWS", 10**9)
+        export_run(wh, ids[name], whole, analysis=False, **kw)
+        cut = tmp_path / f"{name}-cut.pftrace"
+        monkeypatch.setattr(export, "TILE_ROWS", rows_per_tile)
+        summary = export_run(wh, ids[name], cut, analysis=False, **kw)
+        assert summary.counts["gpu"] > rows_per_tile and summary.counts["host"] > rows_per_tile
+        assert _content(cut) == _content(whole), name
