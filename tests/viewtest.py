@@ -417,9 +417,9 @@ def run_duckdb(case: Case) -> tuple[list[str], list[tuple]]:
         con.close()
 
 
-def run_spark(spark, case: Case) -> tuple[list[str], list[tuple]]:
+def run_spark(spark, case: Case, materialize: bool = False) -> tuple[list[str], list[tuple]]:
     from warehouse.spark import to_spark_sql
 
-    session = spark_views(spark, [case.view], case.inputs)
+    session = spark_views(spark, [case.view], case.inputs, materialize=materialize)
     frame = session.sql(to_spark_sql(case.query))
     return list(frame.columns), [tuple(r) for r in frame.collect()]
