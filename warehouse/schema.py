@@ -225,7 +225,7 @@ COLUMNS: dict[str, list[tuple[str, pa.DataType, str]]] = {
         ("capture_kernel_name", STR, "the kernel name in the capture"),
         ("match", STR, "how replay and capture were aligned (name, order, stream, greedy)"),
         ("graph_correlation", I64, "correlation of the graph launch that replayed it"),
-        ("stack", pa.list_(STR), "the Python stack of the launch, innermost last"),
+        ("stack", pa.list_(STR), "the Python stack of the launch, innermost first"),
     ],
     "step_requests": [  # the run's requests file given at ingest (ingest/requests.py); zero rows without one
         ("rank", I32, "the rank the row is about (NULL: every rank that has the step)"),
