@@ -257,7 +257,7 @@ def test_the_reporting_bar_is_read_from_report_params(figures):
     from reports.run import build_run_report
 
     wh, run_id, _ = figures
-    c = connect(wh)
+    c = connect(wh, kept=False)  # computed views: the session's report_params reaches overlap_opportunity
     try:
         shipped = build_run_report(c, run_id)
         assert c.execute("SELECT * FROM report_params").fetchall() == [(0.01, 25, 10)]

@@ -317,11 +317,15 @@ def connect(
     lockdown: bool = True,
     runs: list[str] | None = None,
     settings: dict[str, str] | None = None,
+    kept: bool = True,
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with every table and view; with lockdown, it can read nothing else.
 
     runs: focus the connection on these runs only (see `focus`).
-    settings: DuckDB settings made before the lockdown (e.g. memory_limit, temp_directory)."""
+    settings: DuckDB settings made before the lockdown (e.g. memory_limit, temp_directory).
+    kept: the per-run views read their kept rows where a run has them (read_kept); False: every view is
+    computed from the tables, so a view this session replaces (a temp view of report_params, say) is
+    followed by every view above it."""
     ensure_schema_files(warehouse)
     path = catalog_file(warehouse)
     # A fresh in-memory database per connection, so that settings (the lockdown below) never leak
@@ -337,7 +341,7 @@ def connect(
     con.execute(f"SET VARIABLE {ROOT} = ?", [str(warehouse.root)])
     con.execute("SET parquet_metadata_cache = true")
     focus(con, runs)
-    if not rules_file:  # a --rules file's categories are not those the rows were kept with
+    if kept and not rules_file:  # a --rules file's categories are not those the rows were kept with
         read_kept(con, warehouse)  # after focus, and again by each focus() on this connection
     for name, value in (settings or {}).items():
         con.execute(f"SET {name} = {sql_string(value)}")
