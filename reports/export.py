@@ -729,6 +729,12 @@ def _launch_links(con, run_id: str, rank: int):
         con.execute("DROP TABLE IF EXISTS temp.export_flow")
 
 
+def _gpu_track(tracks: _Tracks, procs, stream_names, rank: int, device, stream) -> int:
+    """The track of a (rank, device, stream), named by the stream's recorded name (declared on first use)."""
+    label = (stream_names.get((rank, device, stream)) or f"stream {stream}").strip()
+    return tracks.track(procs[rank], ("gpu", rank, device, stream), f"GPU {device} {label}", rank + 1)
+
+
 def _gpu(con, run_id, tracks: _Tracks, procs, stream_names, summary, progress) -> None:
     _say(progress, "GPU activities")
     n = flows = 0
@@ -741,8 +747,7 @@ def _gpu(con, run_id, tracks: _Tracks, procs, stream_names, summary, progress) -
             ORDER BY 1 NULLS FIRST, 2 NULLS FIRST""",
             [run_id, rank],
         ).fetchall():
-            label = (stream_names.get((rank, device, stream)) or f"stream {stream}").strip()
-            tracks.track(procs[rank], ("gpu", rank, device, stream), f"GPU {device} {label}", rank + 1)
+            _gpu_track(tracks, procs, stream_names, rank, device, stream)
         # the categories of the rank into a temp table (narrow; DuckDB spills it), over the rank's rows only
         with _scope(con, run_id, rank, None):
             con.execute(
@@ -777,8 +782,7 @@ def _gpu_tile(con, run_id, rank, lo, hi, tracks: _Tracks, procs, stream_names, n
         ORDER BY k.device NULLS FIRST, k.stream NULLS FIRST, k.start_ns, k.kernel_id"""
     for r in _batches(con, sql, [lo, hi, run_id, rank, lo, hi]):
         device, stream = r["device"], r["stream"]
-        label = (stream_names.get((rank, device, stream)) or f"stream {stream}").strip()
-        track = tracks.track(procs[rank], ("gpu", rank, device, stream), f"GPU {device} {label}", rank + 1)
+        track = _gpu_track(tracks, procs, stream_names, rank, device, stream)
         lane = tracks.place(track, r["start_ns"], r["dur_ns"], nest=False)
         category = r["category"] or ("memory" if r["kind"] in ("memcpy", "memset") else "other")
         site = (
