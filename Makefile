@@ -11,9 +11,10 @@ test: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q -n auto
 
-# for development: every module's unit, view and synthesized-situation tests (~1,300), not those marked
+# for development (< 3 min on 2 cores): unit, view and synthesized-situation tests (~1,150), not those marked
 # slow (the real traces of ../shared, Spark, the browser, killed processes, whole reports, diffs, trends
-# and exports of whole runs: tests/conftest.py SLOW_MODULES, SLOW_TESTS); its time: bench/results.md
+# and exports of whole runs: tests/conftest.py SLOW_MODULES, SLOW_TESTS), nor any test over 1 s in a measured
+# run (tests/slow_tests.txt, kept by tests/tier.py); its time: bench/results.md
 test-fast: $(VENV)/.installed
 	TRACEHOUSE_TEST_FAST=1 $(PY) -m pytest -q -n auto -m "not slow"
 

@@ -147,6 +147,14 @@ SLOW_TESTS = {
 }
 
 
+# and every test whose call alone took the fast tier's budget (1 s) in a measured run: tests/tier.py
+SLOW_BY_TIME = {
+    line.strip()
+    for line in (Path(__file__).with_name("slow_tests.txt")).read_text().splitlines()
+    if line.strip() and not line.startswith("#")
+}
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
@@ -159,6 +167,7 @@ def pytest_collection_modifyitems(config, items):
             or f"{module}::{getattr(item, 'originalname', item.name)}" in SLOW_TESTS
             or real
             or "real_warehouse" in item.fixturenames
+            or item.nodeid in SLOW_BY_TIME
         ):
             item.add_marker(pytest.mark.slow)
 
