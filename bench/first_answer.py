@@ -127,7 +127,9 @@ DERIVE_MODES = {"background": [], "wait": ["--wait"], "none": ["--no-derive"]}
 
 
 def bench_trace(trace: Path, reps: int, tmp: Path, hta_skip: str | None) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # as an installed tool runs: its modules' bytecode cached (pip compiles what it installs; this checkout's
+    # own modules are compiled once into __pycache__), also where PYTHONDONTWRITEBYTECODE is set
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {"PYTHONPATH": str(ROOT)}
     trace_dir = tmp / "hta-trace"
     trace_dir.mkdir(exist_ok=True)
     link = trace_dir / trace.name

@@ -29,8 +29,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tracehouse.errors import TracehouseError
-from warehouse.diff_facts import facts_dir
 from warehouse.schema import schema
+from warehouse.stored import forget_derived
 
 TABLE = "step_requests"
 SCHEMA = schema(TABLE)  # declared in warehouse.schema
@@ -163,6 +163,6 @@ def attach_requests(warehouse, run_id: str, table: pa.Table) -> dict[str, int]:
     )
     with warehouse.lock():
         write_requests(table, warehouse.partition(TABLE, run_id))
-        # what a diff stored of the run (its per-request medians) is stale now: the next diff computes it
-        (facts_dir(warehouse) / f"{run_id}.json").unlink(missing_ok=True)
+    # what was derived of the run (a diff's per-request medians) is stale now: the next derive computes it
+    forget_derived(warehouse, run_id)
     return {"rows": table.num_rows, "unmatched": unmatched}

@@ -26,6 +26,7 @@
 --   bound               compute (intensity >= ridge) or memory; memory for bytes-only families
 --   attainable_tflops   min(peak_tflops, intensity × peak_tbps): the roofline at this intensity
 --   pct_of_bound        100 × achieved_tflops / attainable_tflops; bytes-only: 100 × achieved_tbps / peak_tbps
+-- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`)
 CREATE OR REPLACE VIEW kernel_roofline AS
 WITH grouped AS (
     SELECT run_id, phase, kernel, min(category) AS category, min(family) AS family,

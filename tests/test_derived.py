@@ -210,3 +210,30 @@ def test_ingest_derives_in_the_background(tmp_path, cli_runner, monkeypatch):
     _all_kept(Warehouse(wh), [run_id])
     res = cli_runner.invoke(main, ["--warehouse", str(wh), "derive", run_id])
     assert res.exit_code == 0 and res.output == f"{run_id}\tderived\n", res.output
+
+
+def test_a_label_change_forgets_what_was_derived_from_the_old_row(own_synth_warehouse):
+    """`hardware` picks the device peaks that kernel_roofline and step_roofline hold a run to (kept rows):
+    a new label removes every row derived from the run, so no reader sees the old peaks; derived again,
+    the kept rows equal the computed ones under the new label."""
+    from warehouse.labels import set_labels
+
+    wh, runs = own_synth_warehouse
+    run_id = runs["serving-decode"]
+    assert not missing_kept(wh, run_id) and {"kernel_roofline", "step_roofline"} <= set(RUN_VIEWS)
+    query = "SELECT DISTINCT device FROM kernel_roofline WHERE run_id = ?"
+    con = connect(wh)
+    before = con.execute(query, [run_id]).fetchall()
+    con.close()
+    assert before and before != [("NVIDIA B200",)]
+    set_labels(wh, run_id, {"hardware": "NVIDIA B200"})
+    assert sorted(missing_kept(wh, run_id)) == sorted(RUN_VIEWS) and not is_stored(wh, run_id)
+    assert not list((wh.root / "cache").glob(f"*/{run_id}*"))  # report steps, diff facts, metrics
+    con = connect(wh)
+    assert con.execute(query, [run_id]).fetchall() == [("NVIDIA B200",)]  # computed: the new peaks
+    con.close()
+    derive_run(wh, run_id)
+    _all_kept(wh, [run_id])
+    con = connect(wh)
+    assert con.execute(query, [run_id]).fetchall() == [("NVIDIA B200",)]  # kept: the new peaks
+    con.close()

@@ -365,15 +365,22 @@ def ingest(ctx, paths, labels, commit, capture, derive, requests_file):
             click.echo(f"  warning: {key}: {count}", err=True)
         if requests is not None:
             _attach_requests(store, outcome.run_id, requests, requests_file, replaced=not outcome.stored)
-            if outcome.stored and derive != "none":
-                from ingest.load import derive_one, start_derive
-
-                if derive == "wait":
-                    derive_one(store, outcome.run_id)
-                else:
-                    start_derive(store, [outcome.run_id])
+            _derive(store, [outcome.run_id], derive)  # what was derived before them is forgotten
     if failed:
         ctx.exit(1)
+
+
+def _derive(store, run_ids: list[str], mode: str) -> None:
+    """Derive these runs' rows as `mode` says: 'wait' (now), 'background' (a detached process), 'none'."""
+    if mode == "none":
+        return
+    from ingest.load import derive_one, start_derive
+
+    if mode == "wait":
+        for run_id in run_ids:
+            derive_one(store, run_id)
+    else:
+        start_derive(store, run_ids)
 
 
 def _default_derive() -> str:
@@ -468,7 +475,8 @@ def label(ctx, run, labels):
 
     Ingesting the same files again stores nothing, new labels included: this changes them. Keys with
     meaning (model, commit, commit_time, series, framework, hardware) update their column too; phase
-    cannot change after ingest.
+    cannot change after ingest. What was derived from the run is computed anew (labels give batch sizes,
+    `hardware` the device peaks): in the background, as after ingest ($TRACEHOUSE_DERIVE).
 
     \b
     Example:
@@ -480,8 +488,10 @@ def label(ctx, run, labels):
 
     changes = {k: (v if v != "" else None) for k, v in _parse_labels(labels, "LABELS").items()}
     run_id = resolve_run(_connect(ctx), run)
-    new = set_labels(_warehouse(ctx), run_id, changes)
+    store = _warehouse(ctx)
+    new = set_labels(store, run_id, changes)  # and forgets what was derived from the old labels
     click.echo(f"{run_id}\t{_labels_text(new)}")
+    _derive(store, [run_id], _default_derive())
 
 
 @main.command(context_settings=CONTEXT_SETTINGS)

@@ -3,7 +3,9 @@
 A run's files never change (its id is their content hash), so ingesting them again with new labels
 stores nothing; this is the way to correct or add labels afterwards. Only the run's `runs` row is
 rewritten, whole, under the warehouse's publish lock, by an atomic rename: a reader sees the old row
-or the new one, never a half-written file.
+or the new one, never a half-written file. What was derived from the run (kept rows, report steps, diff
+facts, metrics) is removed after (warehouse.stored.forget_derived): labels give batch sizes and tokens,
+`hardware` the device peaks.
 
 The keys with a column of their own (model, commit, commit_time, series, framework, hardware) update
 that column too, as a label given at ingest does. `phase` is refused: it decides at ingest which steps
@@ -19,6 +21,7 @@ import pyarrow.parquet as pq
 
 from tracehouse.errors import TracehouseError
 from warehouse.store import Warehouse
+from warehouse.stored import forget_derived
 
 COLUMN_KEYS = ("model", "commit", "commit_time", "series", "framework", "hardware")
 
@@ -51,4 +54,5 @@ def set_labels(warehouse: Warehouse, run_id: str, changes: dict[str, str | None]
         partial = path.with_name(f".run.{os.getpid()}.tmp")
         pq.write_table(new, partial, compression="zstd")
         os.replace(partial, path)
+    forget_derived(warehouse, run_id)  # its views read the labels and `hardware`: derived anew
     return labels

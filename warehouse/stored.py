@@ -59,7 +59,7 @@ from warehouse.quoting import sql_string
 from warehouse.store import Warehouse, process_alive
 
 STORE_VERSION = 2
-# the columns of _kernel_facts that the report's views and queries read (17 of its 39): the others would
+# the columns of _kernel_facts that the report's views and queries read (18 of its 39): the others would
 # only be copied
 KERNEL_FACT_COLUMNS = [
     "run_id",
@@ -79,6 +79,7 @@ KERNEL_FACT_COLUMNS = [
     "category",
     "site",
     "phase_key",
+    "cpu_op_id",  # _kernel_work's join to the launching op
 ]
 # The views kept per run: those whose header says `-- materialized: per_run` (warehouse.catalog).
 RUN_VIEWS = per_run_views()
@@ -88,6 +89,7 @@ COMPUTE_ORDER = [
     "kernel_category",
     "gpu_timeline",
     "_kernel_facts",
+    "steps",
     "kernel_summary",
     "category_summary",
     "kernel_overlap",
@@ -95,6 +97,11 @@ COMPUTE_ORDER = [
     "fusion_match",
     "step_breakdown",
     "rank_skew_summary",
+    # the serving section's chain (reports/serving.py): each helper computed once, not once per view
+    "_op_work",
+    "_kernel_work",
+    "step_roofline",
+    "kernel_roofline",
 ]
 # Step views: the rows of one (run_id, rank, step), in this order (critical_path first: the others read it).
 # _kernel_facts is only read per step by the report (its components and timeline), so only the stored
@@ -144,6 +151,25 @@ def _run_lock(warehouse: Warehouse, run_id: str):
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def forget_derived(warehouse: Warehouse, run_id: str) -> int:
+    """Remove every row derived from this run, of any fingerprint: its kept view rows (derived/), its report
+    steps, diff facts and run metrics (cache/). For a change to what the run's views read besides its
+    files: `tracehouse label` (labels state batch sizes and tokens, `hardware` picks the device peaks) and
+    a new requests file. Under the run's derive lock, so a derive running with the old row finishes first
+    and its rows go too; the next derive (or reader) computes them anew. Returns how many were removed."""
+    root, cache = derived_root(warehouse), warehouse.root / "cache"
+    removed = 0
+    with _run_lock(warehouse, run_id):
+        found = [*root.glob(f"*/*/run_id={run_id}"), *cache.glob(f"*/{run_id}"), *cache.glob(f"*/{run_id}.*")]
+        for path in found:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+            removed += 1
+    return removed
 
 
 def store_analyses(warehouse: Warehouse, run_id: str, memory_limit: str | None = None) -> Path:
