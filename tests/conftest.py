@@ -11,6 +11,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from tier import listed as listed_slow
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -148,11 +149,7 @@ SLOW_TESTS = {
 
 
 # and every test whose call alone took the fast tier's budget (1 s) in a measured run: tests/tier.py
-SLOW_BY_TIME = {
-    line.strip()
-    for line in (Path(__file__).with_name("slow_tests.txt")).read_text().splitlines()
-    if line.strip() and not line.startswith("#")
-}
+SLOW_BY_TIME = listed_slow()
 
 
 def pytest_collection_modifyitems(config, items):
