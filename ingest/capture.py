@@ -50,11 +50,10 @@ import pyarrow.parquet as pq
 from ingest.files import files_size, is_trace_file
 from ingest.rank import staged
 from tracehouse.errors import TracehouseError
-from warehouse.schema import schema
+from warehouse.schema import rows_table
 
 TABLE = "kernel_sites"
 
-SCHEMA = schema("kernel_sites")  # declared in warehouse.schema
 
 BS_PATTERNS = (
     re.compile(r"\bbs\s*=\s*(\d+)"),
@@ -477,7 +476,7 @@ def attribute_rank(out_dir: Path, rank: int, windows: list[CaptureWindow]) -> tu
     ops_file = out_dir / "cpu_ops" / f"rank-{rank:05d}.parquet"
     rows: list[dict] = []
     if not kernels_file.is_file():
-        return pa.Table.from_pylist(rows, schema=SCHEMA), 0
+        return rows_table(TABLE, rows), 0
     con = duckdb.connect()
     try:
         kernels = con.execute(GRAPH_KERNELS_SQL, [str(kernels_file)]).fetchall()
@@ -528,7 +527,7 @@ def attribute_rank(out_dir: Path, rank: int, windows: list[CaptureWindow]) -> tu
                 }
             )
     rows.sort(key=lambda r: r["kernel_id"])
-    return pa.Table.from_pylist(rows, schema=SCHEMA), len(kernels)
+    return rows_table(TABLE, rows), len(kernels)
 
 
 def write_kernel_sites(table: pa.Table, out_dir: Path, rank: int) -> None:
@@ -594,7 +593,7 @@ def write_empty(out_dir: Path) -> None:
     target = out_dir / TABLE
     if target.is_dir() and any(target.iterdir()):
         return
-    write_kernel_sites(pa.Table.from_pylist([], schema=SCHEMA), out_dir, 0)
+    write_kernel_sites(rows_table(TABLE, []), out_dir, 0)
 
 
 COVERAGE_SQL = """

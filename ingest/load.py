@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 
 from ingest.capture import attribute_run, capture_files, coverage
 from ingest.files import FileProblem, file_sha256
@@ -175,16 +174,9 @@ def _ingest_plan(
                 attribute_run(capture, [r.rank for r in good], staging / "out", staging / "work", pool)
             )
         attributed = coverage(staging / "out")
-        table = build_runs_row(run_id, good, good_files, labels, notes, skipped, RULES_VERSION, attributed)
-        if extra_warnings:
-            warnings = dict(table.column("warnings")[0].as_py())
-            warnings.update(extra_warnings)
-            wfield = table.schema.field("warnings")
-            table = table.set_column(
-                table.schema.get_field_index("warnings"),
-                wfield,
-                pa.array([sorted(warnings.items())], type=wfield.type),
-            )
+        table = build_runs_row(
+            run_id, good, good_files, labels, notes, skipped, RULES_VERSION, attributed, extra_warnings
+        )
         write_runs_row(table, staging / "out")
         shutil.rmtree(staging / "work", ignore_errors=True)
         stored = warehouse.publish(staging, run_id)

@@ -29,11 +29,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tracehouse.errors import TracehouseError
-from warehouse.schema import schema
+from warehouse.schema import rows_table
 from warehouse.stored import forget_derived
 
 TABLE = "step_requests"
-SCHEMA = schema(TABLE)  # declared in warehouse.schema
 FILE_NAME = "requests.parquet"
 HINT = (
     "one row per (step, request): step, request_id, and optionally tokens, kv_tokens, phase (prefill|decode), "
@@ -131,7 +130,7 @@ def read_requests(path: Path) -> pa.Table:
             )
         seen[key] = where
         rows.append(row)
-    return pa.Table.from_pylist(rows, schema=SCHEMA)
+    return rows_table(TABLE, rows)
 
 
 def write_requests(table: pa.Table, partition: Path) -> None:
@@ -147,7 +146,7 @@ def write_empty(out_dir: Path) -> None:
     target = out_dir / TABLE
     if target.is_dir() and any(target.iterdir()):
         return
-    write_requests(pa.Table.from_pylist([], schema=SCHEMA), target)
+    write_requests(rows_table(TABLE, []), target)
 
 
 def attach_requests(warehouse, run_id: str, table: pa.Table) -> dict[str, int]:

@@ -31,7 +31,7 @@ from ingest.rank import RankResult, ingest_rank
 from ingest.requests import write_empty as write_empty_requests
 from ingest.source import new_inflater
 from tracehouse.errors import TraceFormatError, TracehouseError
-from warehouse.schema import SCHEMA_VERSION, schema
+from warehouse.schema import SCHEMA_VERSION, rows_table
 
 
 @dataclass
@@ -299,11 +299,14 @@ def build_runs_row(
     skipped: list[str],
     rules_version: str,
     attributed: tuple[int, int] | None = None,
+    extra_warnings: dict[str, int] | None = None,
 ) -> pa.Table:
     """The one row of `runs` for this run (see PRODUCT.md, Tables).
 
     attributed: (activities, GPU ns) that have a Python launch site, from the trace or from capture
-    traces (ingest/capture.py coverage); stored as attributed_activities / attributed_gpu_ns."""
+    traces (ingest/capture.py coverage); stored as attributed_activities / attributed_gpu_ns.
+    extra_warnings: counts said of the run as a whole (files that could not be read, graph attribution),
+    each replacing a rank's count of the same name."""
     results = sorted(results, key=lambda r: r.rank)
     first = results[0]
     dist = (
@@ -323,6 +326,7 @@ def build_runs_row(
         warnings[note] = warnings.get(note, 0) + 1
     if skipped:
         warnings["non-trace files skipped"] = len(skipped)
+    warnings.update(extra_warnings or {})
     phases = {n.phase for n in named if n.phase}
     graph = sum(r.hints.get("graph_launched", 0) for r in results)
     eager = sum(r.hints.get("eager_launched", 0) for r in results)
@@ -390,7 +394,7 @@ def build_runs_row(
         "attributed_activities": attributed[0] if attributed else None,
         "attributed_gpu_ns": attributed[1] if attributed else None,
     }
-    return pa.Table.from_pylist([row], schema=schema("runs"))  # declared in warehouse.schema
+    return rows_table("runs", [row])  # declared in warehouse.schema
 
 
 def write_runs_row(table: pa.Table, out_dir: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from conftest import real_trace_files
 
 from warehouse.schema import (
@@ -192,3 +193,58 @@ def test_the_runs_row_says_which_schema_wrote_it(situation_warehouse):
     wh, _, _ = situation_warehouse
     versions = connect(wh).execute("SELECT DISTINCT schema_version FROM runs").fetchall()
     assert versions == [(SCHEMA_VERSION,)]
+
+
+def test_rows_table_equals_pyarrows_conversion_of_the_same_rows():
+    """rows_table builds the declared table through DuckDB; every value kind the declared tables hold
+    (64-bit integers past 2^53, UTC timestamps to the microsecond, maps as dicts or pairs in their order,
+    lists of structs, NULLs, a column left out, non-ASCII text) comes back as pyarrow's own conversion."""
+    from datetime import datetime, timezone
+
+    from warehouse.schema import rows_table
+
+    runs = [
+        {
+            "run_id": "0123456789abcdef",
+            "ingested_at": datetime(2026, 12, 3, 9, 1, 2, 345678, tzinfo=timezone.utc),
+            "files": [{"name": "a", "path": "/x/ä", "size": 2**40, "rank": 3, "json_bytes": 2**53 + 1}],
+            "labels": {"b": "1", "a": "2"},
+            "world_size": None,
+            "base_time_ns": 1733212345678901234,
+            "event_counts": [("z", 1), ("a", 2**62)],
+            "warnings": [],
+            "metadata": '{"x": "\\u0000"}',
+        },
+        {"run_id": None, "labels": None, "files": []},
+    ]
+    sites = [{"rank": 0, "kernel_id": 2**40, "stack": ["a.py(1): f", "b.py(2): g"], "line": 7}]
+    requests = [{"rank": 1, "step": 3, "request_id": "r-1", "tokens": 512, "phase": "prefill"}]
+    for table, rows in [("runs", runs), ("kernel_sites", sites), ("step_requests", requests), ("runs", [])]:
+        built = rows_table(table, rows)
+        expected = pa.Table.from_pylist(rows, schema=schema(table))
+        assert built.schema == expected.schema, table
+        assert built.to_pylist() == expected.to_pylist(), table
+    with pytest.raises(duckdb.Error, match="x"):  # a value not of its column's type: an error, never a NULL
+        rows_table("step_requests", [{"rank": 0, "step": "x"}])
+
+
+def test_an_ingest_process_does_not_import_pandas(tmp_path):
+    """pyarrow imports pandas (where installed) on its first conversion of Python values; ingest never
+    converts one (rows_table, empty tables from batches), so a user with pandas does not pay its import."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("pandas") is None:
+        pytest.skip("pandas is not installed here: nothing to import (pip install -e '.[frames]' to test it)")
+    from synth import write_scenario
+
+    trace = write_scenario("training", tmp_path / "trace", seed=3, ranks=1, steps=1, layers=1)
+    code = (
+        "import sys; from pathlib import Path; from ingest.load import ingest_paths; "
+        "from warehouse.store import Warehouse; "
+        f"ingest_paths(Warehouse(Path({str(tmp_path / 'wh')!r})), [Path({str(trace)!r})], derive='none'); "
+        "print('pandas' in sys.modules)"
+    )
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "False", found.stderr
