@@ -44,13 +44,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ingest.files import files_size, is_trace_file
 from ingest.rank import staged
 from tracehouse.errors import TracehouseError
-from warehouse.schema import rows_table
+from warehouse.schema import write_rows
 
 TABLE = "kernel_sites"
 
@@ -470,13 +468,13 @@ WHERE lower(cat) = 'user_annotation' ORDER BY start_ns DESC
 """
 
 
-def attribute_rank(out_dir: Path, rank: int, windows: list[CaptureWindow]) -> tuple[pa.Table, int]:
+def attribute_rank(out_dir: Path, rank: int, windows: list[CaptureWindow]) -> tuple[list[dict], int]:
     """kernel_sites rows of one rank, from its staged kernels and cpu_ops; and its replayed activities."""
     kernels_file = out_dir / "kernels" / f"rank-{rank:05d}.parquet"
     ops_file = out_dir / "cpu_ops" / f"rank-{rank:05d}.parquet"
     rows: list[dict] = []
     if not kernels_file.is_file():
-        return rows_table(TABLE, rows), 0
+        return rows, 0
     con = duckdb.connect()
     try:
         kernels = con.execute(GRAPH_KERNELS_SQL, [str(kernels_file)]).fetchall()
@@ -527,13 +525,13 @@ def attribute_rank(out_dir: Path, rank: int, windows: list[CaptureWindow]) -> tu
                 }
             )
     rows.sort(key=lambda r: r["kernel_id"])
-    return rows_table(TABLE, rows), len(kernels)
+    return rows, len(kernels)
 
 
-def write_kernel_sites(table: pa.Table, out_dir: Path, rank: int) -> None:
+def write_kernel_sites(rows: list[dict], out_dir: Path, rank: int) -> None:
     target = out_dir / TABLE
     target.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, target / f"rank-{rank:05d}.parquet", compression="zstd")
+    write_rows(TABLE, rows, target / f"rank-{rank:05d}.parquet")
 
 
 def _read_capture_job(job: tuple) -> list[CaptureWindow] | None:
@@ -580,9 +578,9 @@ def attribute_run(
         warnings["capture traces without a capture window"] = len(files)
     missed = 0
     for rank in ranks:
-        table, replayed = attribute_rank(out_dir, rank, windows)
-        write_kernel_sites(table, out_dir, rank)
-        missed += replayed - table.num_rows
+        rows, replayed = attribute_rank(out_dir, rank, windows)
+        write_kernel_sites(rows, out_dir, rank)
+        missed += replayed - len(rows)
     if missed:
         warnings["replayed activities without a capture launch"] = missed
     return warnings
@@ -593,7 +591,7 @@ def write_empty(out_dir: Path) -> None:
     target = out_dir / TABLE
     if target.is_dir() and any(target.iterdir()):
         return
-    write_kernel_sites(rows_table(TABLE, []), out_dir, 0)
+    write_kernel_sites([], out_dir, 0)
 
 
 COVERAGE_SQL = """

@@ -174,10 +174,10 @@ def _ingest_plan(
                 attribute_run(capture, [r.rank for r in good], staging / "out", staging / "work", pool)
             )
         attributed = coverage(staging / "out")
-        table = build_runs_row(
+        row = build_runs_row(
             run_id, good, good_files, labels, notes, skipped, RULES_VERSION, attributed, extra_warnings
         )
-        write_runs_row(table, staging / "out")
+        write_runs_row(row, staging / "out")
         shutil.rmtree(staging / "work", ignore_errors=True)
         stored = warehouse.publish(staging, run_id)
         if stored and analyse:
@@ -187,8 +187,8 @@ def _ingest_plan(
             names,
             stored=stored,
             problems=problems,
-            warnings=dict(table.column("warnings")[0].as_py()),
-            n_kernels=table.column("n_kernels")[0].as_py(),
+            warnings=dict(row["warnings"]),
+            n_kernels=row["n_kernels"],
         )
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -45,7 +45,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 
 from ingest.files import (
     REPORT_SUFFIXES,
@@ -62,34 +61,6 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 SCHEMA_MAJOR = "3"
 BATCH_ROWS = int(os.environ.get("TRACEHOUSE_NSYS_BATCH", "65536"))
 HINT = "the file was skipped; export the report again with `nsys export --type sqlite REPORT.nsys-rep`"
-
-# The columns of the typed `events` table (ingest/sql/type_events.sql) this path fills; the others are NULL.
-EVENT_SCHEMA = pa.schema(
-    [
-        ("ev_id", pa.int64()),
-        ("ph", pa.string()),
-        ("cat", pa.string()),
-        ("name", pa.string()),
-        ("pid", pa.string()),
-        ("tid", pa.string()),
-        ("start_ns", pa.int64()),
-        ("dur_ns", pa.int64()),
-        ("correlation", pa.int64()),
-        ("stream", pa.int64()),
-        ("device", pa.int32()),
-        ("grid", pa.string()),
-        ("block", pa.string()),
-        ("registers", pa.int32()),
-        ("shared_memory", pa.int64()),
-        ("bytes", pa.int64()),
-        ("input_dims", pa.string()),
-        ("sequence_number", pa.int64()),
-        ("wait_on_stream", pa.int64()),
-        ("wait_on_event_corr", pa.int64()),
-        ("sync_kind", pa.string()),
-        ("dur_clamped", pa.bool_()),
-    ]
-)
 
 EVENTS_DDL = """
 CREATE OR REPLACE TABLE events (
@@ -424,6 +395,8 @@ class _Events:
     ) -> None:
         """Rows of `query` (SQLite) into `target` through `select` (DuckDB over the batch), BATCH_ROWS at a time:
         Python only moves columns; every conversion is SQL."""
+        import pyarrow as pa  # only here: an nsys export's batches (a PyTorch trace's ingest never imports it)
+
         cur = sq.execute(query, params)
         names = [d[0] for d in cur.description]
         while rows := cur.fetchmany(BATCH_ROWS):

@@ -24,12 +24,12 @@ import csv
 import os
 from pathlib import Path
 
+import duckdb
 import orjson
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from tracehouse.errors import TracehouseError
-from warehouse.schema import rows_table
+from warehouse.quoting import sql_string
+from warehouse.schema import write_rows
 from warehouse.stored import forget_derived
 
 TABLE = "step_requests"
@@ -92,8 +92,8 @@ def _records(path: Path) -> list[tuple[int, dict]]:
     raise RequestsFileError(f"{path}: unknown requests file type {suffix or '(none)'!r}")
 
 
-def read_requests(path: Path) -> pa.Table:
-    """The requests file as a step_requests table (without run_id); a bad file raises RequestsFileError."""
+def read_requests(path: Path) -> list[dict]:
+    """The requests file as step_requests rows (without run_id); a bad file raises RequestsFileError."""
     path = Path(path)
     if not path.is_file():
         raise RequestsFileError(f"--requests {path}: no such file")
@@ -130,14 +130,14 @@ def read_requests(path: Path) -> pa.Table:
             )
         seen[key] = where
         rows.append(row)
-    return rows_table(TABLE, rows)
+    return rows
 
 
-def write_requests(table: pa.Table, partition: Path) -> None:
+def write_requests(rows: list[dict], partition: Path) -> None:
     """Write (or replace) a run's step_requests file atomically: a reader sees the old rows or the new."""
     partition.mkdir(parents=True, exist_ok=True)
     partial = partition / f".{FILE_NAME}.{os.getpid()}.tmp"
-    pq.write_table(table, partial, compression="zstd")
+    write_rows(TABLE, rows, partial)
     os.replace(partial, partition / FILE_NAME)
 
 
@@ -146,22 +146,23 @@ def write_empty(out_dir: Path) -> None:
     target = out_dir / TABLE
     if target.is_dir() and any(target.iterdir()):
         return
-    write_requests(rows_table(TABLE, []), target)
+    write_requests([], target)
 
 
-def attach_requests(warehouse, run_id: str, table: pa.Table) -> dict[str, int]:
+def attach_requests(warehouse, run_id: str, rows: list[dict]) -> dict[str, int]:
     """Store (replace) a stored run's step_requests; returns counts to tell the user: rows stored, and rows
     whose step (on their rank, or on any rank) the run does not have (kept, but they match no step)."""
-    spans = pq.read_table(warehouse.partition("step_spans", run_id), columns=["rank", "step"]).to_pylist()
-    steps = {(s["rank"], s["step"]) for s in spans}
-    any_rank = {s["step"] for s in spans}
+    files = sql_string(str(warehouse.partition("step_spans", run_id) / "*.parquet"))
+    with duckdb.connect() as con:
+        steps = set(con.execute(f"SELECT rank, step FROM read_parquet({files})").fetchall())
+    any_rank = {step for _, step in steps}
     unmatched = sum(
         1
-        for r in table.to_pylist()
+        for r in rows
         if (r["step"] not in any_rank if r["rank"] is None else (r["rank"], r["step"]) not in steps)
     )
     with warehouse.lock():
-        write_requests(table, warehouse.partition(TABLE, run_id))
+        write_requests(rows, warehouse.partition(TABLE, run_id))
     # what was derived of the run (a diff's per-request medians) is stale now: the next derive computes it
     forget_derived(warehouse, run_id)
-    return {"rows": table.num_rows, "unmatched": unmatched}
+    return {"rows": len(rows), "unmatched": unmatched}

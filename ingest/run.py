@@ -20,8 +20,6 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import orjson
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ingest import jsonscan
 from ingest.capture import write_empty
@@ -31,7 +29,7 @@ from ingest.rank import RankResult, ingest_rank
 from ingest.requests import write_empty as write_empty_requests
 from ingest.source import new_inflater
 from tracehouse.errors import TraceFormatError, TracehouseError
-from warehouse.schema import SCHEMA_VERSION, rows_table
+from warehouse.schema import SCHEMA_VERSION, write_rows
 
 
 @dataclass
@@ -300,7 +298,7 @@ def build_runs_row(
     rules_version: str,
     attributed: tuple[int, int] | None = None,
     extra_warnings: dict[str, int] | None = None,
-) -> pa.Table:
+) -> dict:
     """The one row of `runs` for this run (see PRODUCT.md, Tables).
 
     attributed: (activities, GPU ns) that have a Python launch site, from the trace or from capture
@@ -394,16 +392,16 @@ def build_runs_row(
         "attributed_activities": attributed[0] if attributed else None,
         "attributed_gpu_ns": attributed[1] if attributed else None,
     }
-    return rows_table("runs", [row])  # declared in warehouse.schema
+    return row
 
 
-def write_runs_row(table: pa.Table, out_dir: Path) -> None:
+def write_runs_row(row: dict, out_dir: Path) -> None:
     """The runs row, written last; a run without capture rows gets its zero-row kernel_sites file here, and
     its zero-row step_requests file (a requests file given at ingest replaces it once the run is stored)."""
     write_empty(out_dir)
     write_empty_requests(out_dir)
     (out_dir / "runs").mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, out_dir / "runs" / "run.parquet", compression="zstd")
+    write_rows("runs", [row], out_dir / "runs" / "run.parquet")  # as warehouse.schema declares it
 
 
 def say(message: str) -> None:

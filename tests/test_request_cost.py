@@ -296,7 +296,7 @@ def test_reader_reads_every_format(tmp_path):
         {"rank": 1, "step": 3, "request_id": "r1", "tokens": 1, "kv_tokens": 91, "phase": None},
     ]
     for name in ("a.csv", "a.jsonl", "a.json"):
-        rows = read_requests(tmp_path / name).to_pylist()
+        rows = read_requests(tmp_path / name)
         assert [{k: v for k, v in r.items() if k != "line"} for r in rows] == want, name
 
 

@@ -29,11 +29,14 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
-import pyarrow as pa
 
 from tracehouse.errors import TracehouseError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 RULES_DIR = Path(__file__).resolve().parents[1] / "sql" / "rules"
 SHIPPED_RULES = RULES_DIR / "kernel_categories.csv"
@@ -265,6 +268,8 @@ def load_category_rules(user_file: str | Path | None = None) -> pa.Table:
     Python frame around the launch; NULL: none) and ``rules_version`` (the same on every row: the version of the whole table).
     Raises RulesError (a ValueError) naming the file and line of a bad rule.
     """
+    import pyarrow as pa  # only to build the rule table (ingest reads RULES_VERSION, never the rules)
+
     con = regex_judge()
     try:
         shipped = _parse(SHIPPED_RULES.read_text(encoding="utf-8"), str(SHIPPED_RULES), con)

@@ -1,9 +1,9 @@
-"""The declared schema of every stored table: its columns, their Arrow types and their order, and a line
-on what each column holds.
+"""The declared schema of every stored table: its columns, their types (each a DuckDB type and an Arrow
+type) and their order, and a line on what each column holds.
 
-This is the one place that says what a table is. Ingest writes to it (the DuckDB-written tables are cast
-to it column by column at the write, ingest.rank.write_tables; `runs` and `kernel_sites` are built from
-it in Arrow), a new warehouse gets its zero-row files from it (`write_schema_files`, the `run_id=_schema`
+This is the one place that says what a table is. Ingest writes to it (the DuckDB-built tables are cast
+to it column by column at the write, ingest.rank.write_tables; the rows ingest builds in Python, `runs`,
+`kernel_sites` and `step_requests`, are written by write_rows), a new warehouse gets its zero-row files from it (`write_schema_files`, the `run_id=_schema`
 partition that gives each table its columns before any run lands), tests check that what ingest writes
 equals it (tests/test_schema.py), and `tracehouse schema TABLE` prints its column lines (warehouse.docs).
 
@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING
 
 from warehouse.store import SCHEMA_PARTITION  # noqa: F401 - re-exported: the folder of each table's zero-row file
 
@@ -30,30 +28,50 @@ from warehouse.store import SCHEMA_PARTITION  # noqa: F401 - re-exported: the fo
 # (tests/test_schema.py holds the digest of each version's columns and fails until it is bumped)
 SCHEMA_VERSION = 2  # 2: table step_requests
 
-STR, I32, I64, F64, BOOL = pa.string(), pa.int32(), pa.int64(), pa.float64(), pa.bool_()
+if TYPE_CHECKING:
+    import pyarrow as pa
 
-# table -> [(column, Arrow type, what it holds)], in file order
-COLUMNS: dict[str, list[tuple[str, pa.DataType, str]]] = {
+# A declared type, without pyarrow (ingest writes through DuckDB and never imports pyarrow, which imports
+# numpy: 0.15-0.2 s of a small trace's ingest process): a DuckDB type name for a plain type, a tuple for a
+# nested one. duckdb_type and arrow_type render it; the Arrow types are those ingest wrote when this module
+# was introduced.
+Declared = str | tuple
+STR, I32, I64, F64, BOOL = "VARCHAR", "INTEGER", "BIGINT", "DOUBLE", "BOOLEAN"
+UTC_TIME = "TIMESTAMP WITH TIME ZONE"  # Arrow timestamp[us, tz=UTC]
+
+
+def list_of(item: Declared) -> tuple:
+    return ("list", item)
+
+
+def map_of(key: Declared, value: Declared) -> tuple:
+    return ("map", key, value)
+
+
+def struct_of(*fields: tuple[str, Declared]) -> tuple:
+    return ("struct", fields)
+
+
+# table -> [(column, declared type, what it holds)], in file order
+COLUMNS: dict[str, list[tuple[str, Declared, str]]] = {
     "runs": [
         ("run_id", STR, "content-derived id of the run: the hash of its files' sha256 (16 hex digits)"),
-        ("ingested_at", pa.timestamp("us", tz="UTC"), "when this run was ingested"),
+        ("ingested_at", UTC_TIME, "when this run was ingested"),
         (
             "files",
-            pa.list_(
-                pa.struct(
-                    [
-                        ("name", STR),
-                        ("path", STR),
-                        ("size", I64),
-                        ("sha256", STR),
-                        ("rank", I32),
-                        ("json_bytes", I64),
-                    ]
+            list_of(
+                struct_of(
+                    ("name", STR),
+                    ("path", STR),
+                    ("size", I64),
+                    ("sha256", STR),
+                    ("rank", I32),
+                    ("json_bytes", I64),
                 )
             ),
             "the run's trace files: name, path as given, size in bytes, sha256, rank, inflated JSON bytes",
         ),
-        ("labels", pa.map_(STR, STR), "labels given with --label (and set later with `tracehouse label`)"),
+        ("labels", map_of(STR, STR), "labels given with --label (and set later with `tracehouse label`)"),
         ("framework", STR, "sglang | vllm | tensorrt-llm | pytorch (detected, or --label framework=)"),
         ("model", STR, "the model, where the trace or a label names it"),
         ("hardware", STR, "the GPU name from the trace's deviceProperties (or --label hardware=)"),
@@ -79,8 +97,8 @@ COLUMNS: dict[str, list[tuple[str, pa.DataType, str]]] = {
         ("trace_start_ns", I64, "first event start over the run's ranks (the trace's time base, ns)"),
         ("trace_end_ns", I64, "last event end over the run's ranks"),
         ("n_kernels", I64, "GPU activities (kernels, memcpy, memset) over the run's ranks"),
-        ("event_counts", pa.map_(STR, I64), "events read, per kind"),
-        ("warnings", pa.map_(STR, I64), "what was skipped or repaired, with counts"),
+        ("event_counts", map_of(STR, I64), "events read, per kind"),
+        ("warnings", map_of(STR, I64), "what was skipped or repaired, with counts"),
         ("metadata", STR, "the trace's top-level metadata, JSON"),
         ("device_properties", STR, "the trace's deviceProperties, JSON"),
         ("schema_version", I32, "the version of this schema the run was written with"),
@@ -225,7 +243,7 @@ COLUMNS: dict[str, list[tuple[str, pa.DataType, str]]] = {
         ("capture_kernel_name", STR, "the kernel name in the capture"),
         ("match", STR, "how replay and capture were aligned (name, order, stream, greedy)"),
         ("graph_correlation", I64, "correlation of the graph launch that replayed it"),
-        ("stack", pa.list_(STR), "the Python stack of the launch, innermost first"),
+        ("stack", list_of(STR), "the Python stack of the launch, innermost first"),
     ],
     "step_requests": [  # the run's requests file given at ingest (ingest/requests.py); zero rows without one
         ("rank", I32, "the rank the row is about (NULL: every rank that has the step)"),
@@ -243,33 +261,45 @@ STORED_TABLES = tuple(COLUMNS)  # runs first, then the per-rank tables: warehous
 
 def schema(table: str) -> pa.Schema:
     """The Arrow schema of a stored table (the column lines are column_docs: not written into the files)."""
-    return pa.schema([(name, kind) for name, kind, _ in COLUMNS[table]])
+    import pyarrow as pa
+
+    return pa.schema([(name, arrow_type(kind)) for name, kind, _ in COLUMNS[table]])
 
 
 def column_docs(table: str) -> dict[str, str]:
     return {name: doc for name, _, doc in COLUMNS[table]}
 
 
-def duckdb_type(kind: pa.DataType) -> str:
-    """The DuckDB type that reads and writes as this Arrow type (the types COLUMNS uses)."""
-    simple = {
-        pa.string(): "VARCHAR",
-        pa.int32(): "INTEGER",
-        pa.int64(): "BIGINT",
-        pa.float64(): "DOUBLE",
-        pa.bool_(): "BOOLEAN",
+def duckdb_type(kind: Declared) -> str:
+    """The DuckDB type that reads and writes as this declared type (and as its arrow_type)."""
+    if isinstance(kind, str):
+        return kind
+    if kind[0] == "list":
+        return f"{duckdb_type(kind[1])}[]"
+    if kind[0] == "map":
+        return f"MAP({duckdb_type(kind[1])}, {duckdb_type(kind[2])})"
+    return "STRUCT(" + ", ".join(f'"{name}" {duckdb_type(t)}' for name, t in kind[1]) + ")"
+
+
+def arrow_type(kind: Declared) -> pa.DataType:
+    """The Arrow type of a declared type (what pyarrow reads from the files ingest writes)."""
+    import pyarrow as pa
+
+    plain = {
+        STR: pa.string(),
+        I32: pa.int32(),
+        I64: pa.int64(),
+        F64: pa.float64(),
+        BOOL: pa.bool_(),
+        UTC_TIME: pa.timestamp("us", tz="UTC"),
     }
-    if kind in simple:
-        return simple[kind]
-    if pa.types.is_timestamp(kind):
-        return "TIMESTAMP WITH TIME ZONE" if kind.tz else "TIMESTAMP"
-    if pa.types.is_map(kind):
-        return f"MAP({duckdb_type(kind.key_type)}, {duckdb_type(kind.item_type)})"
-    if pa.types.is_list(kind):
-        return f"{duckdb_type(kind.value_type)}[]"
-    if pa.types.is_struct(kind):
-        return "STRUCT(" + ", ".join(f'"{f.name}" {duckdb_type(f.type)}' for f in kind) + ")"
-    raise ValueError(f"no DuckDB type declared for {kind}")
+    if isinstance(kind, str):
+        return plain[kind]
+    if kind[0] == "list":
+        return pa.list_(arrow_type(kind[1]))
+    if kind[0] == "map":
+        return pa.map_(arrow_type(kind[1]), arrow_type(kind[2]))
+    return pa.struct([(name, arrow_type(t)) for name, t in kind[1]])
 
 
 def cast_select(table: str, source: str) -> str:
@@ -286,7 +316,7 @@ def cast_select(table: str, source: str) -> str:
 def mismatches(table: str, found: pa.Schema) -> list[str]:
     """How a written file's schema differs from the declared one (names, types, order; not nullability,
     nor the names Parquet gives list and map entries): one line each, empty when it conforms."""
-    declared = [(name, _canonical(kind)) for name, kind, _ in COLUMNS[table]]
+    declared = [(name, _canonical(arrow_type(kind))) for name, kind, _ in COLUMNS[table]]
     got = [(f.name, _canonical(f.type)) for f in found]
     if [n for n, _ in got] != [n for n, _ in declared]:
         missing = [n for n, _ in declared if n not in dict(got)]
@@ -300,6 +330,8 @@ def mismatches(table: str, found: pa.Schema) -> list[str]:
 
 
 def _canonical(kind: pa.DataType) -> str:
+    import pyarrow as pa
+
     if pa.types.is_list(kind):
         return f"list<{_canonical(kind.value_type)}>"
     if pa.types.is_map(kind):
@@ -311,7 +343,10 @@ def _canonical(kind: pa.DataType) -> str:
 
 def columns_digest() -> str:
     """sha256 of every table's column names and types, in order (not their lines of documentation)."""
-    spec = [(table, [(name, _canonical(kind)) for name, kind, _ in COLUMNS[table]]) for table in COLUMNS]
+    spec = [
+        (table, [(name, _canonical(arrow_type(kind))) for name, kind, _ in COLUMNS[table]])
+        for table in COLUMNS
+    ]
     return hashlib.sha256(repr(spec).encode()).hexdigest()
 
 
@@ -325,67 +360,54 @@ def write_schema_files(out: Path) -> None:
     for table in STORED_TABLES:
         folder = out / table
         folder.mkdir(parents=True, exist_ok=True)
-        pq.write_table(rows_table(table, []), folder / zero_row_file(table), compression="zstd")
+        write_rows(table, [], folder / zero_row_file(table))
 
 
-def rows_table(table: str, rows: list[dict]) -> pa.Table:
-    """The declared table holding these rows (a dict per row, keyed by column name; a column left out is
-    NULL; a map column may be given as a dict or a list of (key, value) pairs), equal to
-    `pa.Table.from_pylist(rows, schema=schema(table))`.
+def write_rows(table: str, rows: list[dict], path: Path) -> None:
+    """Write these rows as a Parquet file of the declared table (zstd, as every table's files): a dict per
+    row, keyed by column name; a column or a struct key left out is NULL; a map may be given as a dict or
+    as (key, value) pairs, in their order. What pyarrow reads back equals
+    `pa.Table.from_pylist(rows, schema=schema(table))` (tests/test_schema.py).
 
-    Built by DuckDB from the rows' JSON, not by pyarrow from Python values: pyarrow's conversion of Python
-    values imports pandas wherever pandas is installed (0.3-0.5 s, a sixth of a small trace's ingest
-    process, for a library ingest never uses). Every value of the declared types survives JSON exactly
-    (64-bit integers, strings, UTC timestamps; no float column is built this way)."""
-    declared = schema(table)
-    if not rows:
-        return pa.Table.from_batches([], schema=declared)  # no conversion at all
-    row_type = pa.struct(list(declared))
+    DuckDB writes it, from the rows' JSON, so that ingest never imports pyarrow (and with it numpy, and
+    pandas where installed: pyarrow imports pandas on its first conversion of Python values). Every value
+    of the declared types survives JSON exactly (64-bit integers, strings, UTC timestamps to the
+    microsecond); a value not of its column's type is an error, never a NULL (json_transform_strict)."""
     import duckdb
     import orjson
 
-    # strict: a value that is not of its column's type is an error, not a NULL
+    from warehouse.quoting import sql_string
+
+    row_type = struct_of(*[(name, kind) for name, kind, _ in COLUMNS[table]])
+    names = ", ".join(f'r."{name}"' for name, _, _ in COLUMNS[table])
     with duckdb.connect() as con:
-        found = con.sql(
-            "SELECT r.* FROM (SELECT unnest(json_transform_strict($rows, $shape)) AS r)",
-            params={
+        con.execute(
+            f"COPY (SELECT {names} FROM (SELECT unnest(json_transform_strict($rows, $shape)) AS r)) "
+            f"TO {sql_string(str(path))} (FORMAT parquet, COMPRESSION zstd)",
+            {
                 "rows": orjson.dumps([_complete(row, row_type) for row in rows]).decode(),
                 "shape": orjson.dumps([_json_shape(row_type)]).decode(),
             },
-        ).to_arrow_table()
-    return pa.Table.from_arrays([_as_type(found[f.name], f.type) for f in declared], schema=declared)
+        )
 
 
-def _as_type(column: pa.ChunkedArray, kind: pa.DataType) -> pa.ChunkedArray:
-    """column as the declared type. DuckDB's Arrow output differs from the declaration only in the name of
-    UTC (timestamp[us, tz=Etc/UTC] for TIMESTAMPTZ): the same values, so a view, not a cast (Table.cast
-    imports pyarrow.compute, 0.1-0.15 s, to change nothing)."""
-    if column.type == kind:
-        return column
-    if pa.types.is_timestamp(column.type) and pa.types.is_timestamp(kind) and column.type.unit == kind.unit:
-        return pa.chunked_array([chunk.view(kind) for chunk in column.chunks], kind)
-    return column.cast(kind)
-
-
-def _complete(value, kind: pa.DataType):
+def _complete(value, kind: Declared):
     """value with every key of its struct types present (a key left out is None, as from_pylist reads it)
     and each map as a JSON object (a dict or (key, value) pairs, in their order)."""
-    if value is None:
-        return None
-    if pa.types.is_struct(kind):
-        return {f.name: _complete(value.get(f.name), f.type) for f in kind}
-    if pa.types.is_list(kind):
-        return [_complete(item, kind.value_type) for item in value]
-    if pa.types.is_map(kind):
-        return dict(value)
-    return value
+    if value is None or isinstance(kind, str):
+        return value
+    if kind[0] == "struct":
+        return {name: _complete(value.get(name), t) for name, t in kind[1]}
+    if kind[0] == "list":
+        return [_complete(item, kind[1]) for item in value]
+    return dict(value)
 
 
-def _json_shape(kind: pa.DataType):
+def _json_shape(kind: Declared):
     """The structure json_transform reads a value of this type with: an object per struct, a one-item list
     per list, the DuckDB type name otherwise."""
-    if pa.types.is_struct(kind):
-        return {f.name: _json_shape(f.type) for f in kind}
-    if pa.types.is_list(kind):
-        return [_json_shape(kind.value_type)]
-    return duckdb_type(kind)
+    if isinstance(kind, str) or kind[0] == "map":
+        return duckdb_type(kind)
+    if kind[0] == "struct":
+        return {name: _json_shape(t) for name, t in kind[1]}
+    return [_json_shape(kind[1])]
