@@ -25,6 +25,8 @@
 --                        for at least half the wait (e.g. the host running ahead of the previous step's
 --                        GPU work), else `unseen_work_or_clock_offset` (work from before the profiled
 --                        window, or host and GPU clocks offset); NULL when the step is not gpu_queued
+-- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`): data_quality and
+--                          run_metrics read it (its windows' range join: 18 s a query on a 1 GB run)
 CREATE OR REPLACE VIEW step_queueing AS
 WITH acts AS (
     SELECT run_id, rank, step, kernel_id, start_ns,

@@ -388,10 +388,29 @@ def materialize(
     all read within them (e.g. one step of one rank), as the other rows are gone.
     """
     schema = "catalog.main" if _attached(con) else "main"
+    kept = _temp_views(con)  # read_kept's: the kept rows, and the other runs computed
     for name in views:
         keep = ", ".join(columns[name]) if columns and name in columns else "*"
-        sql = f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {keep} FROM {schema}.{name}"
-        con.execute(sql + (f" WHERE {where}" if where else ""), params or [])
+        rows = f" WHERE {where}" if where else ""
+        if name in kept:  # computed once from that view (a table cannot replace a view of the same name)
+            con.execute(
+                f"CREATE OR REPLACE TEMP TABLE {name}__rows AS SELECT {keep} FROM temp.{name}{rows}",
+                params or [],
+            )
+            con.execute(f"DROP VIEW temp.{name}")
+            con.execute(f"ALTER TABLE temp.{name}__rows RENAME TO {name}")
+            continue
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {keep} FROM {schema}.{name}{rows}", params or []
+        )
+
+
+def _temp_views(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE temporary").fetchall()}
+
+
+def _temp_tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()}
 
 
 def _attached(con: duckdb.DuckDBPyConnection) -> bool:
@@ -508,7 +527,10 @@ def read_kept(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, views: list[
     focused_runs = con.execute(f"SELECT getvariable('{FOCUS}')").fetchone()[0]
     seen = published if focused_runs is None else published & set(focused_runs)
     out = {}
+    computed = _temp_tables(con)  # a view `materialize` computed on this connection: its rows are there
     for view, folder in kept_dirs(warehouse, views).items():
+        if view in computed:
+            continue
         runs = [r for r in kept_runs(folder) if r in published]
         if not runs:
             con.execute(f"DROP VIEW IF EXISTS temp.{view}")
