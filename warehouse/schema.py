@@ -19,6 +19,7 @@ and a sum of ns, exact as integers up to 2^53 ns, about 104 days).
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -373,22 +374,40 @@ def write_rows(table: str, rows: list[dict], path: Path) -> None:
     pandas where installed: pyarrow imports pandas on its first conversion of Python values). Every value
     of the declared types survives JSON exactly (64-bit integers, strings, UTC timestamps to the
     microsecond); a value not of its column's type is an error, never a NULL (json_transform_strict)."""
-    import duckdb
     import orjson
 
     from warehouse.quoting import sql_string
 
-    row_type = struct_of(*[(name, kind) for name, kind, _ in COLUMNS[table]])
-    names = ", ".join(f'r."{name}"' for name, _, _ in COLUMNS[table])
-    with duckdb.connect() as con:
+    target = f"TO {sql_string(str(path))} (FORMAT parquet, COMPRESSION zstd)"
+    with _writer() as con:
+        if not rows:  # the declared columns, no row: nothing to convert
+            columns = ", ".join(f'CAST(NULL AS {duckdb_type(k)}) AS "{n}"' for n, k, _ in COLUMNS[table])
+            con.execute(f"COPY (SELECT {columns} WHERE false) {target}")
+            return
+        row_type = struct_of(*[(name, kind) for name, kind, _ in COLUMNS[table]])
+        names = ", ".join(f'r."{name}"' for name, _, _ in COLUMNS[table])
         con.execute(
-            f"COPY (SELECT {names} FROM (SELECT unnest(json_transform_strict($rows, $shape)) AS r)) "
-            f"TO {sql_string(str(path))} (FORMAT parquet, COMPRESSION zstd)",
+            f"COPY (SELECT {names} FROM (SELECT unnest(json_transform_strict($rows, $shape)) AS r)) {target}",
             {
                 "rows": orjson.dumps([_complete(row, row_type) for row in rows]).decode(),
                 "shape": orjson.dumps([_json_shape(row_type)]).decode(),
             },
         )
+
+
+_WRITER: tuple[int, object] | None = None  # (pid, the in-memory DuckDB database write_rows writes with)
+
+
+def _writer():
+    """A cursor on this process's one in-memory DuckDB database for write_rows: opening a database costs
+    10-40 ms, and an ingest writes a dozen small files (the zero-row files of a new warehouse, the runs
+    row). One per process (a child made by fork gets its own)."""
+    import duckdb
+
+    global _WRITER
+    if _WRITER is None or _WRITER[0] != os.getpid():
+        _WRITER = (os.getpid(), duckdb.connect(":memory:"))
+    return _WRITER[1].cursor()
 
 
 def _complete(value, kind: Declared):
