@@ -201,12 +201,13 @@ def _store_analyses(warehouse: Warehouse, run_id: str, progress) -> bool:
     return derive_one(warehouse, run_id)
 
 
-def derive_one(warehouse: Warehouse, run_id: str) -> bool:
+def derive_one(warehouse: Warehouse, run_id: str, progress=None) -> bool:
     """The derived rows of one run (warehouse.stored.derive_run), and its diff facts (warehouse.diff_facts,
     what `tracehouse diff` reads). Bounded by ingest's memory limit. The run is published already; if this
-    fails (a run too large for that limit), its readers compute what is not kept: False, with a note."""
+    fails (a run too large for that limit), its readers compute what is not kept: False, with a note.
+    progress: called with a line as each view is done (derive_run), or None."""
     try:
-        derive_run(warehouse, run_id, MEMORY_LIMIT)
+        derive_run(warehouse, run_id, MEMORY_LIMIT, progress)
         stored_facts(warehouse, run_id, MEMORY_LIMIT)  # ~1-2 s
     except (duckdb.Error, OSError) as e:
         first_line = str(e).splitlines()[0] if str(e) else type(e).__name__

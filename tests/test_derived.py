@@ -270,3 +270,18 @@ def test_new_requests_forget_the_kept_request_cost(own_synth_warehouse, tmp_path
     con = connect(wh)
     assert con.execute(query, [run_id]).fetchall() == computed  # kept: the new requests
     con.close()
+
+
+def test_derive_says_each_view_as_it_is_done(own_synth_warehouse):
+    """derive_run's progress gets a line per view it computes, in COMPUTE_ORDER, then the report's steps
+    (`tracehouse derive` shows them on a terminal: a 1 GB run's derive takes minutes)."""
+    from warehouse.stored import COMPUTE_ORDER, forget_derived
+
+    wh, runs = own_synth_warehouse
+    run_id = runs["training"]
+    forget_derived(wh, run_id)
+    lines: list[str] = []
+    derive_run(wh, run_id, progress=lines.append)
+    assert [line.split(" ")[0] for line in lines[:-1]] == COMPUTE_ORDER
+    assert lines[-1].startswith("the report's steps: ") and lines[-1].endswith(" s")
+    _all_kept(wh, [run_id])

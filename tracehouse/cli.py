@@ -424,9 +424,14 @@ def derive(ctx, runs, background):
         raise TracehouseError(
             f"no run {unknown[0]} in the warehouse", hint="`tracehouse runs` lists the run ids"
         )
+
+    def progress(message: str) -> None:  # on a terminal: each view as it is kept (a 1 GB run takes minutes)
+        if _progress_enabled() and not background:
+            click.echo(f"  {run_id}: {message}", err=True)
+
     failed = 0
     for run_id in runs or known:
-        ok = derive_one(store, run_id)
+        ok = derive_one(store, run_id, progress)
         failed += not ok
         click.echo(f"{run_id}\t{'derived' if ok else 'not derived'}")
     if failed:

@@ -38,6 +38,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -181,19 +182,20 @@ def store_analyses(warehouse: Warehouse, run_id: str, memory_limit: str | None =
     return run_folder(warehouse, run_id)
 
 
-def derive_run(warehouse: Warehouse, run_id: str, memory_limit: str | None = None) -> None:
+def derive_run(warehouse: Warehouse, run_id: str, memory_limit: str | None = None, progress=None) -> None:
     """Keep the RUN_VIEWS rows of one run and store its report steps; nothing that is there already.
 
-    memory_limit: DuckDB's (ingest's own; None: DuckDB's default, most of the machine's memory)."""
+    memory_limit: DuckDB's (ingest's own; None: DuckDB's default, most of the machine's memory).
+    progress: called with a line as each view is done (its name and seconds), or None."""
     if is_stored(warehouse, run_id):
         return
     with _run_lock(warehouse, run_id):
         if is_stored(warehouse, run_id):  # derived by the process we waited for
             return
-        _derive_locked(warehouse, run_id, memory_limit)
+        _derive_locked(warehouse, run_id, memory_limit, progress)
 
 
-def _derive_locked(warehouse: Warehouse, run_id: str, memory_limit: str | None) -> None:
+def _derive_locked(warehouse: Warehouse, run_id: str, memory_limit: str | None, progress=None) -> None:
     final = run_folder(warehouse, run_id)
     final.parent.mkdir(parents=True, exist_ok=True)
     _remove_abandoned(final.parent)
@@ -216,17 +218,24 @@ def _derive_locked(warehouse: Warehouse, run_id: str, memory_limit: str | None) 
     )
     manifest: dict = {"run_id": run_id, "steps": [], "step_types": {}}
     try:
-        for view in COMPUTE_ORDER:
+        for i, view in enumerate(COMPUTE_ORDER, 1):
+            started = time.perf_counter()
             if view in RUN_VIEWS:
-                if view in missing:
-                    _keep(con, view, folders[view], run_id)
-                    read_kept(con, warehouse, [view])  # the views after it read the kept rows
-                continue
-            target = work / f"{view}.parquet"
-            types = _copy(con, view, KERNEL_FACT_COLUMNS if view == "_kernel_facts" else None, target)
-            con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS " + _typed_read([target], types))
+                if view not in missing:
+                    continue
+                _keep(con, view, folders[view], run_id)
+                read_kept(con, warehouse, [view])  # the views after it read the kept rows
+            else:
+                target = work / f"{view}.parquet"
+                types = _copy(con, view, KERNEL_FACT_COLUMNS if view == "_kernel_facts" else None, target)
+                con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS " + _typed_read([target], types))
+            if progress:
+                progress(f"{view} ({i}/{len(COMPUTE_ORDER)}): {time.perf_counter() - started:.1f} s")
         if not (final / "manifest.json").is_file():
+            started = time.perf_counter()
             _store_steps(con, run_id, partial, manifest)
+            if progress:
+                progress(f"the report's steps: {time.perf_counter() - started:.1f} s")
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
