@@ -26,7 +26,8 @@
 --                        GPU work), else `unseen_work_or_clock_offset` (work from before the profiled
 --                        window, or host and GPU clocks offset); NULL when the step is not gpu_queued
 -- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`): data_quality and
---                          run_metrics read it (its windows' range join: 18 s a query on a 1 GB run)
+--                          run_metrics read it (42 s a query on a 1 GB run with the range join of its
+--                          windows with every activity of the rank; ~9 s with islands and a sweep)
 CREATE OR REPLACE VIEW step_queueing AS
 WITH acts AS (
     SELECT run_id, rank, step, kernel_id, start_ns,
@@ -69,25 +70,63 @@ firsts AS (
 win AS (
     SELECT run_id, rank, step, launched_ns AS lo, start_ns AS hi FROM firsts WHERE launched_ns < start_ns
 ),
-clipped AS (
-    SELECT w.run_id, w.rank, w.step, greatest(k.start_ns, w.lo) AS s, least(k.end_ns, w.hi) AS e, k.kernel_id
-    FROM win w
-    JOIN kernels k ON k.run_id = w.run_id AND k.rank = w.rank AND k.end_ns > w.lo AND k.start_ns < w.hi
+window_ranks AS (
+    SELECT DISTINCT run_id, rank FROM win
 ),
-islands AS (
-    SELECT c.*, SUM(CASE WHEN c.s > c.prev_e THEN 1 ELSE 0 END) OVER (
-                    PARTITION BY run_id, rank, step ORDER BY s, kernel_id
-                    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS island
+rank_islands AS (
+    -- the rank's busy time as disjoint islands (the union of its activities: one sort of the rank's rows),
+    -- each with the busy time of the islands before it
+    SELECT run_id, rank, lo, hi,
+           coalesce(sum(hi - lo) OVER (PARTITION BY run_id, rank ORDER BY lo
+                                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS busy_before
     FROM (
-        SELECT c.*, coalesce(MAX(e) OVER (PARTITION BY run_id, rank, step ORDER BY s, kernel_id
-                                          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), c.s) AS prev_e
-        FROM clipped c
-    ) c
+        SELECT run_id, rank, island, MIN(start_ns) AS lo, MAX(end_ns) AS hi
+        FROM (
+            SELECT *, SUM(CASE WHEN prev_end IS NULL OR start_ns > prev_end THEN 1 ELSE 0 END) OVER (
+                          PARTITION BY run_id, rank ORDER BY start_ns, kernel_id
+                          ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS island
+            FROM (
+                SELECT k.run_id, k.rank, k.kernel_id, k.start_ns, k.end_ns,
+                       MAX(k.end_ns) OVER (PARTITION BY k.run_id, k.rank ORDER BY k.start_ns, k.kernel_id
+                                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+                FROM kernels k
+                JOIN window_ranks r ON r.run_id = k.run_id AND r.rank = k.rank
+            ) t
+        ) t
+        GROUP BY run_id, rank, island
+    ) t
+),
+points AS (
+    -- the islands and both ends of every window in one time order (an island before a window's end at the
+    -- same time): the busy time before a point t is that of the islands before the last island starting
+    -- at or before t, plus that island up to t. The islands are disjoint and sorted, so the running max of
+    -- their lo, hi and busy_before is that last island's.
+    SELECT run_id, rank, lo AS t, 0 AS kind, CAST(NULL AS BIGINT) AS step, lo AS i_lo, hi AS i_hi,
+           busy_before AS i_before, CAST(NULL AS BOOLEAN) AS at_hi
+    FROM rank_islands
+    UNION ALL
+    SELECT run_id, rank, lo, 1, step, NULL, NULL, NULL, FALSE FROM win
+    UNION ALL
+    SELECT run_id, rank, hi, 1, step, NULL, NULL, NULL, TRUE FROM win
+),
+busy_before_point AS (
+    SELECT run_id, rank, step, at_hi,
+           coalesce(last_before + least(t, last_hi) - last_lo, 0) AS busy_to_t
+    FROM (
+        SELECT *,
+               MAX(i_lo) OVER (PARTITION BY run_id, rank ORDER BY t, kind ROWS UNBOUNDED PRECEDING) AS last_lo,
+               MAX(i_hi) OVER (PARTITION BY run_id, rank ORDER BY t, kind ROWS UNBOUNDED PRECEDING) AS last_hi,
+               MAX(i_before) OVER (PARTITION BY run_id, rank ORDER BY t, kind ROWS UNBOUNDED PRECEDING)
+                   AS last_before
+        FROM points
+    ) t
+    WHERE kind = 1
 ),
 busy AS (
-    SELECT run_id, rank, step, SUM(hi - lo) AS busy_ns
-    FROM (SELECT run_id, rank, step, island, MIN(s) AS lo, MAX(e) AS hi FROM islands
-          GROUP BY run_id, rank, step, island) t
+    -- the rank's busy time inside the window [lo, hi): busy before hi minus busy before lo
+    SELECT run_id, rank, step,
+           SUM(CASE WHEN at_hi THEN busy_to_t ELSE -busy_to_t END) AS busy_ns
+    FROM busy_before_point
     GROUP BY run_id, rank, step
 ),
 out AS (
