@@ -48,7 +48,8 @@ import duckdb
 from ingest.files import files_size, is_trace_file
 from ingest.rank import staged
 from tracehouse.errors import TracehouseError
-from warehouse.schema import write_rows
+from warehouse.quoting import sql_string
+from warehouse.schema import COLUMNS, I32, I64, STR, cast_select, rows_select, write_rows
 
 TABLE = "kernel_sites"
 
@@ -468,64 +469,146 @@ WHERE lower(cat) = 'user_annotation' ORDER BY start_ns DESC
 """
 
 
-def attribute_rank(out_dir: Path, rank: int, windows: list[CaptureWindow]) -> tuple[list[dict], int]:
-    """kernel_sites rows of one rank, from its staged kernels and cpu_ops; and its replayed activities."""
+def attribute_rank(out_dir: Path, rank: int, windows: list[CaptureWindow]) -> tuple[int, int]:
+    """Write the kernel_sites file of one rank, from its staged kernels and cpu_ops and the capture
+    windows; returns (its rows, the rank's replayed activities).
+
+    Python aligns each graph launch with a capture window (a few hundred replays of a few graph shapes
+    a step, each aligned once per shape) and names each distinct alignment; DuckDB then writes a row
+    per replayed activity by joining the activities, by their position in their graph launch, with the
+    alignment of that launch and the launches of the window (a million rows never pass through Python)."""
     kernels_file = out_dir / "kernels" / f"rank-{rank:05d}.parquet"
     ops_file = out_dir / "cpu_ops" / f"rank-{rank:05d}.parquet"
-    rows: list[dict] = []
     if not kernels_file.is_file():
-        return rows, 0
+        write_kernel_sites([], out_dir, rank)
+        return 0, 0
     con = duckdb.connect()
     try:
         kernels = con.execute(GRAPH_KERNELS_SQL, [str(kernels_file)]).fetchall()
         annotations = con.execute(ANNOTATIONS_SQL, [str(ops_file)]).fetchall() if ops_file.is_file() else []
+        graphs: dict[int, list] = defaultdict(list)
+        for k in kernels:
+            graphs[k[0]].append(k)
+        window_number = {id(w): i for i, w in enumerate(windows)}
+        cache: dict = {}
+        alignments: dict[tuple, int] = {}  # (window number, its pairs) -> alignment number
+        replays: list[dict] = []  # one per graph launch that has an alignment
+        sites = 0
+        for corr, ks in graphs.items():
+            acts = [Replayed(k[1], k[2], k[3], k[4], k[5], k[6]) for k in ks]
+            t, tid = ks[0][7], ks[0][8]
+            bs = None
+            for a_tid, a_name, a_start, a_end in annotations:  # innermost (latest start) first
+                if a_start <= t <= a_end and (tid is None or str(a_tid) == str(tid)):
+                    bs = _bs_of(a_name)
+                    if bs is not None:
+                        break
+            window = _choose(windows, rank, bs, len(acts))
+            if window is None:
+                continue
+            signature = (id(window), tuple((a.stream, a.kind, a.name) for a in acts))
+            # the fork-join order depends on timing, so a cached alignment is reused only for the same shape
+            pairs = cache.get(signature) if len(signature[1]) and len({a.stream for a in acts}) == 1 else None
+            if pairs is None:
+                pairs = align(window.launches, acts)
+                cache[signature] = pairs
+            key = (window_number[id(window)], tuple(pairs))
+            replays.append(
+                {"graph_correlation": corr, "alignment": alignments.setdefault(key, len(alignments))}
+            )
+            sites += len(pairs)
+        _write_sites(con, rank, kernels_file, windows, alignments, replays, out_dir)
     finally:
         con.close()
-    graphs: dict[int, list] = defaultdict(list)
-    for k in kernels:
-        graphs[k[0]].append(k)
-    cache: dict = {}
-    for corr, ks in graphs.items():
-        acts = [Replayed(k[1], k[2], k[3], k[4], k[5], k[6]) for k in ks]
-        t, tid = ks[0][7], ks[0][8]
-        bs = None
-        for a_tid, a_name, a_start, a_end in annotations:  # innermost (latest start) first
-            if a_start <= t <= a_end and (tid is None or str(a_tid) == str(tid)):
-                bs = _bs_of(a_name)
-                if bs is not None:
-                    break
-        window = _choose(windows, rank, bs, len(acts))
-        if window is None:
-            continue
-        signature = (id(window), tuple((a.stream, a.kind, a.name) for a in acts))
-        # the fork-join order depends on timing, so a cached alignment is reused only for the same shape
-        pairs = cache.get(signature) if len(signature[1]) and len({a.stream for a in acts}) == 1 else None
-        if pairs is None:
-            pairs = align(window.launches, acts)
-            cache[signature] = pairs
-        for r, c, match in pairs:
-            launch = window.launches[c]
-            rows.append(
+    return sites, len(kernels)
+
+
+SITES_SQL = """
+WITH replayed AS (  -- GRAPH_KERNELS_SQL's activities, numbered in its order within their graph launch
+    SELECT kernel_id, correlation,
+           row_number() OVER (PARTITION BY correlation ORDER BY start_ns, kernel_id) - 1 AS position
+    FROM read_parquet($kernels)
+    WHERE linked AND regexp_matches(launch_call, '(?i)graphlaunch')
+)
+SELECT $rank AS rank, r.kernel_id, l.file, l.line, l.function, l.cpu_op_name, l.cpu_op_input_dims,
+       'capture' AS source, l.capture_file, l.capture_window, l.capture_seq, l.capture_kernel_name,
+       p.match, g.graph_correlation, l.stack
+FROM replayed AS r
+JOIN capture_replays AS g ON g.graph_correlation = r.correlation
+JOIN capture_pairs AS p ON p.alignment = g.alignment AND p.position = r.position
+JOIN capture_launches AS l ON l.window = p.window AND l.launch = p.launch
+ORDER BY r.kernel_id
+"""
+
+
+def _write_sites(con, rank, kernels_file, windows, alignments, replays, out_dir) -> None:
+    """kernel_sites of one rank from the named alignments (attribute_rank), written by DuckDB."""
+    pairs, used = [], set()
+    for (window, aligned), alignment in alignments.items():
+        for position, launch, match in aligned:
+            pairs.append(
                 {
-                    "rank": rank,
-                    "kernel_id": acts[r].kernel_id,
-                    "file": launch.file,
-                    "line": launch.line,
-                    "function": launch.function,
-                    "cpu_op_name": launch.cpu_op_name,
-                    "cpu_op_input_dims": launch.cpu_op_input_dims,
-                    "source": "capture",
-                    "capture_file": window.file,
-                    "capture_window": window.index,
-                    "capture_seq": launch.seq,
-                    "capture_kernel_name": launch.name,
+                    "alignment": alignment,
+                    "position": position,
+                    "window": window,
+                    "launch": launch,
                     "match": match,
-                    "graph_correlation": corr,
-                    "stack": launch.stack,
                 }
             )
-    rows.sort(key=lambda r: r["kernel_id"])
-    return rows, len(kernels)
+            used.add((window, launch))
+    if not replays:
+        write_kernel_sites([], out_dir, rank)
+        return
+    launches = []
+    for window, c in sorted(used):
+        w, launch = windows[window], windows[window].launches[c]
+        launches.append(
+            {
+                "window": window,
+                "launch": c,
+                "file": launch.file,
+                "line": launch.line,
+                "function": launch.function,
+                "cpu_op_name": launch.cpu_op_name,
+                "cpu_op_input_dims": launch.cpu_op_input_dims,
+                "capture_file": w.file,
+                "capture_window": w.index,
+                "capture_seq": launch.seq,
+                "capture_kernel_name": launch.name,
+                "stack": launch.stack,
+            }
+        )
+    declared = {name: kind for name, kind, _ in COLUMNS[TABLE]}
+    load(con, "capture_replays", [("graph_correlation", I64), ("alignment", I32)], replays)
+    load(
+        con,
+        "capture_pairs",
+        [("alignment", I32), ("position", I32), ("window", I32), ("launch", I32), ("match", STR)],
+        pairs,
+    )
+    site_columns = [
+        "file", "line", "function", "cpu_op_name", "cpu_op_input_dims",
+        "capture_file", "capture_window", "capture_seq", "capture_kernel_name", "stack",
+    ]  # fmt: skip
+    load(
+        con,
+        "capture_launches",
+        [("window", I32), ("launch", I32)] + [(name, declared[name]) for name in site_columns],
+        launches,
+    )
+    target = out_dir / TABLE
+    target.mkdir(parents=True, exist_ok=True)
+    path = target / f"rank-{rank:05d}.parquet"
+    con.execute(
+        f"COPY (SELECT {cast_select(TABLE, 'sites', with_rank=True)} FROM ({SITES_SQL}) AS sites) "
+        f"TO {sql_string(str(path))} (FORMAT parquet, COMPRESSION zstd)",
+        {"kernels": str(kernels_file), "rank": rank},
+    )
+
+
+def load(con: duckdb.DuckDBPyConnection, name: str, columns: list[tuple], rows: list[dict]) -> None:
+    select, params = rows_select(columns, rows)
+    con.execute(f"CREATE TEMP TABLE {name} AS {select}", params)
 
 
 def write_kernel_sites(rows: list[dict], out_dir: Path, rank: int) -> None:
@@ -578,9 +661,8 @@ def attribute_run(
         warnings["capture traces without a capture window"] = len(files)
     missed = 0
     for rank in ranks:
-        rows, replayed = attribute_rank(out_dir, rank, windows)
-        write_kernel_sites(rows, out_dir, rank)
-        missed += replayed - len(rows)
+        sites, replayed = attribute_rank(out_dir, rank, windows)
+        missed += replayed - sites
     if missed:
         warnings["replayed activities without a capture launch"] = missed
     return warnings

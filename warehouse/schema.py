@@ -303,14 +303,15 @@ def arrow_type(kind: Declared) -> pa.DataType:
     return pa.struct([(name, arrow_type(t)) for name, t in kind[1]])
 
 
-def cast_select(table: str, source: str) -> str:
+def cast_select(table: str, source: str, with_rank: bool = False) -> str:
     """SELECT of the staging table `source` as the declared columns, in order, each cast to its type: what
     ingest writes for a DuckDB-built table (a column whose type follows the trace's data, a JSON field
-    read as DOUBLE in one file and BIGINT in the next, lands as declared). `rank` comes from the caller."""
+    read as DOUBLE in one file and BIGINT in the next, lands as declared). `rank` comes from the caller,
+    unless with_rank (then `source` has it too)."""
     return ", ".join(
-        f'CAST("{name}" AS {duckdb_type(kind)}) AS "{name}"'
+        f'CAST({source}."{name}" AS {duckdb_type(kind)}) AS "{name}"'
         for name, kind, _ in COLUMNS[table]
-        if name != "rank"
+        if with_rank or name != "rank"
     )
 
 
@@ -374,8 +375,6 @@ def write_rows(table: str, rows: list[dict], path: Path) -> None:
     pandas where installed: pyarrow imports pandas on its first conversion of Python values). Every value
     of the declared types survives JSON exactly (64-bit integers, strings, UTC timestamps to the
     microsecond); a value not of its column's type is an error, never a NULL (json_transform_strict)."""
-    import orjson
-
     from warehouse.quoting import sql_string
 
     target = f"TO {sql_string(str(path))} (FORMAT parquet, COMPRESSION zstd)"
@@ -384,15 +383,25 @@ def write_rows(table: str, rows: list[dict], path: Path) -> None:
             columns = ", ".join(f'CAST(NULL AS {duckdb_type(k)}) AS "{n}"' for n, k, _ in COLUMNS[table])
             con.execute(f"COPY (SELECT {columns} WHERE false) {target}")
             return
-        row_type = struct_of(*[(name, kind) for name, kind, _ in COLUMNS[table]])
-        names = ", ".join(f'r."{name}"' for name, _, _ in COLUMNS[table])
-        con.execute(
-            f"COPY (SELECT {names} FROM (SELECT unnest(json_transform_strict($rows, $shape)) AS r)) {target}",
-            {
-                "rows": orjson.dumps([_complete(row, row_type) for row in rows]).decode(),
-                "shape": orjson.dumps([_json_shape(row_type)]).decode(),
-            },
-        )
+        select, params = rows_select([(name, kind) for name, kind, _ in COLUMNS[table]], rows)
+        con.execute(f"COPY ({select}) {target}", params)
+
+
+def rows_select(columns: list[tuple[str, Declared]], rows: list[dict]) -> tuple[str, dict]:
+    """A DuckDB SELECT (and its parameters) of these rows (dicts keyed by column name, as write_rows takes
+    them) as the columns [(column, declared type)], in their order: for the few rows Python builds (a
+    thousand, not a million: they go through one JSON document)."""
+    import orjson
+
+    row_type = struct_of(*columns)
+    names = ", ".join(f'r."{column}"' for column, _ in columns)
+    return (
+        f"SELECT {names} FROM (SELECT unnest(json_transform_strict($rows, $shape)) AS r)",
+        {
+            "rows": orjson.dumps([_complete(row, row_type) for row in rows]).decode(),
+            "shape": orjson.dumps([_json_shape(row_type)]).decode(),
+        },
+    )
 
 
 _WRITER: tuple[int, object] | None = None  # (pid, the in-memory DuckDB database write_rows writes with)
