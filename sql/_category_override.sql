@@ -8,7 +8,7 @@
 --   category, rule_name      the op rule that decides it
 CREATE OR REPLACE VIEW _category_override AS
 WITH op_rules AS (
-    SELECT rule_order, rule_name, category, pattern, op_pattern, op_shape
+    SELECT rule_order, rule_name, category, pattern, op_pattern, op_pattern_literals, op_shape
     FROM category_rules
     WHERE op_pattern IS NOT NULL
 ),
@@ -26,7 +26,10 @@ name_rules AS (
     -- every (op name, op rule) whose op_pattern matches the op's name
     SELECT n.name, r.rule_order, r.op_shape
     FROM op_names AS n
-    JOIN op_rules AS r ON regexp_matches(n.name, r.op_pattern)
+    JOIN op_rules AS r
+        ON CASE WHEN coalesce(array_length(r.op_pattern_literals), 0) = 0
+              OR list_bool_or(list_transform(r.op_pattern_literals, lambda l: contains(lower(n.name), l)))
+             THEN regexp_matches(n.name, r.op_pattern) ELSE false END
 ),
 roots_raw AS (
     SELECT o.run_id, o.rank, o.op_id, o.name, coalesce(replace(o.input_dims, ' ', ''), '') AS dims
@@ -141,12 +144,15 @@ under AS (
 -- module rules: the innermost nn.Module frame around the launch (python_frames), reached by walking down
 -- from the matching module frames through frames that are not modules themselves, 6 levels
 mod_rules AS (
-    SELECT rule_order, module_pattern FROM category_rules WHERE module_pattern IS NOT NULL
+    SELECT rule_order, module_pattern, module_pattern_literals FROM category_rules WHERE module_pattern IS NOT NULL
 ),
 mod_names AS (
     SELECT n.name, r.rule_order
     FROM (SELECT DISTINCT name FROM frames WHERE is_module) AS n
-    JOIN mod_rules AS r ON regexp_matches(n.name, r.module_pattern)
+    JOIN mod_rules AS r
+        ON CASE WHEN coalesce(array_length(r.module_pattern_literals), 0) = 0
+              OR list_bool_or(list_transform(r.module_pattern_literals, lambda l: contains(lower(n.name), l)))
+             THEN regexp_matches(n.name, r.module_pattern) ELSE false END
 ),
 f0 AS (
     SELECT f.run_id, f.rank, f.frame_id, m.rule_order
@@ -203,7 +209,9 @@ hit_names AS (
     SELECT h.name, h.kind, h.rule_order
     FROM (SELECT DISTINCT name, kind, rule_order FROM hit_activities) AS h
     JOIN category_rules AS r ON r.rule_order = h.rule_order
-    WHERE regexp_matches(h.name, r.pattern)
+    WHERE CASE WHEN coalesce(array_length(r.pattern_literals), 0) = 0
+              OR list_bool_or(list_transform(r.pattern_literals, lambda l: contains(lower(h.name), l)))
+             THEN regexp_matches(h.name, r.pattern) ELSE false END
 ),
 best_op AS (
     SELECT a.run_id, a.rank, a.kernel_id, a.name, a.kind, min(a.rule_order) AS rule_order
@@ -217,7 +225,10 @@ plain AS (
     SELECT h.name, h.kind, min(r.rule_order) AS rule_order
     FROM (SELECT DISTINCT name, kind FROM best_op) AS h
     LEFT JOIN category_rules AS r
-        ON r.op_pattern IS NULL AND r.module_pattern IS NULL AND regexp_matches(h.name, r.pattern)
+        ON r.op_pattern IS NULL AND r.module_pattern IS NULL
+        AND CASE WHEN coalesce(array_length(r.pattern_literals), 0) = 0
+              OR list_bool_or(list_transform(r.pattern_literals, lambda l: contains(lower(h.name), l)))
+             THEN regexp_matches(h.name, r.pattern) ELSE false END
     GROUP BY h.name, h.kind
 )
 SELECT b.run_id, b.rank, b.kernel_id, r.category, r.rule_name

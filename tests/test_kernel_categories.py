@@ -28,6 +28,7 @@ from warehouse.rules import (
     SHIPPED_RULES,
     VERSION_FILE,
     load_category_rules,
+    match_literals,
     shipped_rules_sha256,
 )
 
@@ -195,6 +196,9 @@ def test_shipped_rules_table():
         "op_pattern",
         "op_shape",
         "module_pattern",
+        "pattern_literals",
+        "op_pattern_literals",
+        "module_pattern_literals",
         "rules_version",
     ]
     assert rules.schema.field("rule_order").type == pa.int32()
@@ -366,3 +370,49 @@ def test_other_share_per_real_trace():
         f"reported but not held to the {OTHER_LIMIT_PCT} % limit\n{table}"
     )
     assert not over, f"`other` above {OTHER_LIMIT_PCT} % of GPU time in {over}\n{table}"
+
+
+@pytest.mark.parametrize(
+    "pattern, literals",
+    [
+        ("(?i)(rms_?norm|layer_?norm)", ["layer", "norm"]),  # each branch: its longest sure run
+        ("^(Cijk_|nvjet_)", ["cijk_", "nvjet_"]),
+        ("(?i)((^|[^b])gemm|gemv)", ["gemm", "gemv"]),
+        ("ab?c", ["a"]),  # an optional letter cuts the run
+        ("(fooo)+bar", ["fooo"]),  # a repeat of at least one keeps its literal; the longest run wins
+        ("(a|)x", ["x"]),
+        ("(a|)", []),  # an empty branch: nothing is sure
+        ("x{0,3}", []),
+        (".*", []),
+        ("", []),
+        (r"ab\pNcd", []),  # RE2 syntax that Python's parser refuses: no prefilter, never a wrong one
+    ],
+)
+def test_match_literals(pattern, literals):
+    assert match_literals(pattern) == literals
+
+
+def test_every_match_contains_a_literal():
+    """The prefilter is a necessary condition: every name a shipped pattern matches (RE2, as the views)
+    contains one of its literals, lowercased; on the reviewed fixture names, every rule's patterns."""
+    rules = load_category_rules().to_pylist()
+    names = sorted({row["name"] for row in csv.DictReader(FIXTURE.open())})
+    con = duckdb.connect()
+    con.execute("CREATE TABLE names AS SELECT unnest(?) AS name", [names])
+    checked = 0
+    for rule in rules:
+        for column in ("pattern", "op_pattern", "module_pattern"):
+            pattern, literals = rule[column], rule[f"{column}_literals"]
+            if not pattern:
+                continue
+            assert literals == match_literals(pattern)
+            matched = [
+                r[0]
+                for r in con.execute(
+                    "SELECT name FROM names WHERE regexp_matches(name, ?)", [pattern]
+                ).fetchall()
+            ]
+            for name in matched:
+                assert not literals or any(lit in name.lower() for lit in literals), (rule["rule_name"], name)
+            checked += len(matched)
+    assert checked > len(names) / 2  # the fixture's names do meet the rules

@@ -257,6 +257,59 @@ def _parse(text: str, source: str, con: object | None) -> list[dict[str, object]
     return rows
 
 
+def match_literals(pattern: str | None) -> list[str]:
+    """Lowercase substrings, one of which the lowercased text of every match of `pattern` contains ([]:
+    none is sure, or no pattern). `(?i)(rms_?norm|layer_?norm)` gives ["norm"]; `^(Cijk_|nvjet_)`
+    ["cijk_", "nvjet_"]; `.*` [].
+
+    The views test these (`contains(lower(name), literal)`) before the regular expression: DuckDB compiles
+    a pattern read from a table once per row it is tried on (~0.1 ms each: 46 name rules on 32 kernel
+    names were most of a kernel_summary query), and the substring test spares that for the pairs that
+    cannot match. A necessary condition only, so the rows are the same; lowercasing both sides keeps it
+    necessary under `(?i)` (for ASCII names: RE2 folds a few non-ASCII letters, such as U+017F to s,
+    that lower() leaves alone)."""
+    if not pattern:
+        return []
+    try:
+        from re import _parser as sre_parse  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover - Python < 3.11
+        import sre_parse  # type: ignore[no-redef]
+    try:
+        parsed = sre_parse.parse(pattern)
+    except Exception:  # noqa: BLE001 - the loader has already validated it with RE2
+        return []
+    found = _needed(list(parsed), sre_parse)
+    return sorted(found) if found else []
+
+
+def _needed(items: list, sre_parse) -> set[str] | None:
+    """For a sequence of parsed regex items: a set of lowercase literals one of which every match
+    contains, the most selective one found (its shortest literal the longest); None when none is sure."""
+    choices: list[set[str]] = []
+    run: list[str] = []
+    for op, arg in items + [(None, None)]:
+        if op is sre_parse.LITERAL:
+            run.append(chr(arg))
+            continue
+        if run:
+            choices.append({"".join(run).lower()})
+            run = []
+        if op is sre_parse.SUBPATTERN:
+            need = _needed(list(arg[-1]), sre_parse)
+        elif op is sre_parse.BRANCH:
+            branches = [_needed(list(branch), sre_parse) for branch in arg[1]]
+            need = None if any(b is None for b in branches) else set().union(*branches)
+        elif op in (sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT) and arg[0] >= 1:
+            need = _needed(list(arg[2]), sre_parse)
+        else:
+            need = None
+        if need:
+            choices.append(need)
+    if not choices:
+        return None
+    return max(choices, key=lambda need: (min(len(x) for x in need), -len(need)))
+
+
 def load_category_rules(user_file: str | Path | None = None) -> pa.Table:
     """The effective rule table: user rules (if any) first, then the shipped ones.
 
@@ -265,7 +318,9 @@ def load_category_rules(user_file: str | Path | None = None) -> pa.Table:
     the activity name; '' matches every name), ``op_pattern`` (regex searched in the names of the launching
     op chain; NULL: the rule is on the name alone), ``op_shape`` (a shape condition of OP_SHAPES on that op's
     input dims; NULL: none), ``module_pattern`` (regex searched in the name of the innermost ``nn.Module: ...``
-    Python frame around the launch; NULL: none) and ``rules_version`` (the same on every row: the version of the whole table).
+    Python frame around the launch; NULL: none), ``pattern_literals``, ``op_pattern_literals`` and
+    ``module_pattern_literals`` (each pattern's match_literals: a prefilter, never a condition of its own)
+    and ``rules_version`` (the same on every row: the version of the whole table).
     Raises RulesError (a ValueError) naming the file and line of a bad rule.
     """
     import pyarrow as pa  # only to build the rule table (ingest reads RULES_VERSION, never the rules)
@@ -305,6 +360,13 @@ def load_category_rules(user_file: str | Path | None = None) -> pa.Table:
             "op_pattern": pa.array([r["op_pattern"] for r in rules], type=pa.string()),
             "op_shape": pa.array([r["op_shape"] for r in rules], type=pa.string()),
             "module_pattern": pa.array([r["module_pattern"] for r in rules], type=pa.string()),
+            **{
+                f"{column}_literals": pa.array(
+                    [match_literals(r[column]) for r in rules],
+                    type=pa.list_(pa.string()),  # type: ignore[arg-type]
+                )
+                for column in ("pattern", "op_pattern", "module_pattern")
+            },
             "rules_version": pa.array([version] * len(rules), type=pa.string()),
         }
     )

@@ -527,6 +527,8 @@ def _arrow_to_spark(spark: SparkSession, table):
             return T.BooleanType()
         if pa.types.is_string(t) or pa.types.is_large_string(t):
             return T.StringType()
+        if pa.types.is_list(t):
+            return T.ArrayType(spark_type(t.value_type))
         raise TypeError(f"no Spark type for the Arrow type {t}")
 
     schema = T.StructType([T.StructField(f.name, spark_type(f.type), f.nullable) for f in table.schema])
