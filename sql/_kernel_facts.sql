@@ -5,6 +5,7 @@
 --   category      VARCHAR  the activity's category (activity_category)
 --   site          VARCHAR  'file(line): function' of its Python launch site (NULL: none known)
 --   site_source   VARCHAR  'trace' or 'capture'
+--   module_path   VARCHAR  the nn.Module chain around its launch (kernel_launch_site.module_path; NULL: none)
 --   phase_key     VARCHAR  kernels.phase, 'unknown' when NULL (so that it can be grouped and joined)
 CREATE OR REPLACE VIEW _kernel_facts AS
 SELECT
@@ -12,6 +13,7 @@ SELECT
     coalesce(o.category, c.category, 'other') AS category,
     s.site,
     s.site_source,
+    s.module_path,
     coalesce(k.phase, 'unknown') AS phase_key
 FROM kernels AS k
 -- activity_category, written out: the name's category unless an op rule decides (_category_override, few rows)

@@ -176,7 +176,7 @@ regions AS (
 -- residual add, so the block starts one kernel into the layer). Candidates lie within one period either
 -- side of the block's first matched position:
 --   module: where the kernel's layer module changes. The layer module of a kernel is the component of its
---           nn.Module path (kernel_launch_site.module_path) of the layer class: of the module classes with
+--           nn.Module path (_kernel_facts.module_path) of the layer class: of the module classes with
 --           two or more instances in the step (at one depth of the path), the one around the most kernels,
 --           the outermost on a tie (Qwen3DecoderLayer_0 .. _35, ViTLayer_0 .. _11; not BERT's three
 --           Embedding_N, nor the Linear_N inside each layer);
@@ -184,10 +184,11 @@ regions AS (
 -- the earliest module candidate wins, else the earliest norm candidate, else the block's first position.
 -- repeats = ⌊(block end − start) / period⌋ full layers from there.
 module_paths AS (
-    SELECT f.run_id, f.rank, f.step, f.device, f.stream, f.kernel_id, s.module_path
-    FROM all_kernel_facts AS f
-    JOIN kernel_launch_site AS s ON s.run_id = f.run_id AND s.rank = f.rank AND s.kernel_id = f.kernel_id
-    WHERE f.step IS NOT NULL AND s.module_path IS NOT NULL
+    -- _kernel_facts' module_path: kernel_launch_site's, which a join here would compute again for the whole
+    -- run (every activity's stack; no filter on the step reaches it)
+    SELECT run_id, rank, step, device, stream, kernel_id, module_path
+    FROM all_kernel_facts
+    WHERE step IS NOT NULL AND module_path IS NOT NULL
 ),
 mod_parts AS (
     SELECT run_id, rank, step, device, stream, kernel_id, u.part, u.depth,

@@ -60,7 +60,7 @@ from warehouse.quoting import sql_string
 from warehouse.store import Warehouse, process_alive
 
 STORE_VERSION = 2
-# the columns of _kernel_facts that the report's views and queries read (18 of its 39): the others would
+# the columns of _kernel_facts that the report's views and queries read (19 of its 40): the others would
 # only be copied
 KERNEL_FACT_COLUMNS = [
     "run_id",
@@ -79,6 +79,7 @@ KERNEL_FACT_COLUMNS = [
     "process_group",
     "category",
     "site",
+    "module_path",  # layer_pattern_summary's layer modules
     "phase_key",
     "cpu_op_id",  # _kernel_work's join to the launching op
 ]
