@@ -617,6 +617,12 @@ def write_kernel_sites(rows: list[dict], out_dir: Path, rank: int) -> None:
     write_rows(TABLE, rows, target / f"rank-{rank:05d}.parquet")
 
 
+def _attribute_rank_job(job: tuple) -> tuple[int, int]:
+    """attribute_rank of one rank (run in a worker process)."""
+    out_dir, rank, windows = job
+    return attribute_rank(Path(out_dir), rank, windows)
+
+
 def _read_capture_job(job: tuple) -> list[CaptureWindow] | None:
     """One capture trace's windows (run in a worker process); None when the file cannot be read."""
     path, work_dir, details, label = job
@@ -627,11 +633,17 @@ def _read_capture_job(job: tuple) -> list[CaptureWindow] | None:
 
 
 def attribute_run(
-    capture: Path | None, ranks: list[int], out_dir: Path, work_dir: Path, pool=None
+    capture: Path | None,
+    ranks: list[int],
+    out_dir: Path,
+    work_dir: Path,
+    pool=None,
+    rank_bytes: int | None = None,
 ) -> dict[str, int]:
     """Read the capture traces once and write kernel_sites for every rank; returns warnings for the run.
 
-    pool: an ingest.run.RankPool, to read the capture traces side by side (default: one by one)."""
+    pool: an ingest.run.RankPool, to read the capture traces, and then attribute the ranks, side by side
+    (default: one by one); rank_bytes: the ranks' JSON bytes, which tell the pool whether that pays."""
     warnings: dict[str, int] = {}
     windows: list[CaptureWindow] = []
     files = capture_files(capture)
@@ -659,10 +671,12 @@ def attribute_run(
             windows.extend(found)
     if files and not windows:
         warnings["capture traces without a capture window"] = len(files)
-    missed = 0
-    for rank in ranks:
-        sites, replayed = attribute_rank(out_dir, rank, windows)
-        missed += replayed - sites
+    jobs = [(str(out_dir), rank, windows) for rank in ranks]
+    if pool is not None:
+        counts = pool.map(jobs, _attribute_rank_job, input_bytes=rank_bytes)
+    else:
+        counts = [_attribute_rank_job(job) for job in jobs]
+    missed = sum(replayed - sites for sites, replayed in counts)
     if missed:
         warnings["replayed activities without a capture launch"] = missed
     return warnings

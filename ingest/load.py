@@ -171,7 +171,14 @@ def _ingest_plan(
         extra_warnings = {"files that could not be read": len(problems)} if problems else {}
         if captures:  # graph attribution: kernel_sites per rank, from the capture traces
             extra_warnings.update(
-                attribute_run(capture, [r.rank for r in good], staging / "out", staging / "work", pool)
+                attribute_run(
+                    capture,
+                    [r.rank for r in good],
+                    staging / "out",
+                    staging / "work",
+                    pool,
+                    rank_bytes=sum(r.json_bytes for r in good),
+                )
             )
         attributed = coverage(staging / "out")
         row = build_runs_row(

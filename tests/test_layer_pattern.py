@@ -25,11 +25,11 @@ SQL = ROOT / "sql"
 
 
 def _views_on(rows: list[tuple]) -> duckdb.DuckDBPyConnection:
-    """The two views over `_kernel_facts` (stream 7 of rank 0, step 0), `kernel_launch_site` and `step_spans`
-    alone (tests/viewtest.py).
+    """The two views over `_kernel_facts` (stream 7 of rank 0, step 0) and `step_spans` alone
+    (tests/viewtest.py).
 
     rows: (name, category, dur_ns, stream[, module_path]), in start order; each activity starts 1 µs after
-    the previous one.
+    the previous one; module_path is _kernel_facts' (its launch's nn.Module path), when the row gives one.
     """
     from viewtest import connect_views
 
@@ -47,18 +47,13 @@ def _views_on(rows: list[tuple]) -> duckdb.DuckDBPyConnection:
             "start_ns": 1000 * i,
             "end_ns": 1000 * i + r[2],
             "dur_ns": r[2],
+            "module_path": r[4] if len(r) > 4 else None,
         }
-        for i, r in enumerate(rows)
-    ]
-    # the nn.Module path of each launch (kernel_launch_site.module_path), when the row gives one
-    sites = [
-        {"run_id": "r", "rank": 0, "kernel_id": i, "module_path": r[4] if len(r) > 4 else None}
         for i, r in enumerate(rows)
     ]
     spans = [{"run_id": "r", "rank": 0, "step": 0, "phase": "decode", "start_ns": 0, "end_ns": 10_000_000}]
     return connect_views(
-        ["layer_pattern_summary", "layer_pattern"],
-        {"_kernel_facts": facts, "kernel_launch_site": sites, "step_spans": spans},
+        ["layer_pattern_summary", "layer_pattern"], {"_kernel_facts": facts, "step_spans": spans}
     )
 
 
