@@ -101,8 +101,12 @@ frame_actions AS (
     FROM (SELECT DISTINCT name FROM python_frames WHERE file IS NOT NULL
           UNION
           SELECT name FROM capture_split WHERE file IS NOT NULL) AS n
-    -- the literal (a substring every match contains) spares the regular expression for most pairs
-    JOIN launch_site_rules AS r ON contains(n.name, r.literal) AND regexp_matches(n.name, r.pattern)
+    -- a substring every match contains first (warehouse.rules.match_literals): it spares most pairs the
+    -- pattern's compilation
+    JOIN launch_site_rules AS r
+        ON CASE WHEN coalesce(array_length(r.literals), 0) = 0
+              OR list_bool_or(list_transform(r.literals, lambda l: contains(lower(n.name), l)))
+             THEN regexp_matches(n.name, r.pattern) ELSE false END
     GROUP BY n.name
 ),
 flagged AS (

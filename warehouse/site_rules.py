@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from warehouse.rules import RULES_DIR, RulesError, check_pattern, read_rule_csv, regex_judge
+from warehouse.rules import RULES_DIR, RulesError, check_pattern, match_literals, read_rule_csv, regex_judge
 
 SHIPPED_SITE_RULES = RULES_DIR / "launch_site_plumbing.csv"
 SITE_VERSION_FILE = RULES_DIR / "launch_site_plumbing.version.json"
@@ -44,32 +44,6 @@ def shipped_site_rules_sha256() -> str:
 def user_site_rules_file() -> str | None:
     """The user's rule file named by TRACEHOUSE_SITE_RULES (None when unset or empty)."""
     return os.environ.get(USER_SITE_RULES_ENV) or None
-
-
-def required_literal(pattern: str) -> str:
-    """The longest run of plain characters that every match of `pattern` contains ('' when none is sure).
-
-    The view tests `contains(name, literal)` before the regular expression: DuckDB compiles a pattern
-    read from a table once per row, and the substring test spares that for the frames that cannot match."""
-    try:
-        from re import _parser as sre_parse  # type: ignore[attr-defined]
-    except ImportError:  # pragma: no cover - Python < 3.11
-        import sre_parse  # type: ignore[no-redef]
-    try:
-        parsed = sre_parse.parse(pattern)
-    except Exception:  # noqa: BLE001 - the loader has already validated it with RE2
-        return ""
-    if parsed.state.flags & 2:  # re.IGNORECASE: a literal would have to match in any case
-        return ""
-    best, run = "", []
-    for op, arg in list(parsed) + [(None, None)]:
-        if op is sre_parse.LITERAL:
-            run.append(chr(arg))
-            continue
-        if len("".join(run)) > len(best):
-            best = "".join(run)
-        run = []
-    return best
 
 
 def _parse(text: str, source: str, con: object | None) -> list[dict[str, object]]:
@@ -109,8 +83,9 @@ def load_site_rules(user_file: str | Path | None = None) -> pa.Table:
     """The effective plumbing rules: user rules (if any) first, then the shipped ones.
 
     Columns: rule_order (int32, 1-based effective order: the lowest wins), rule_name, action
-    (plumbing | site), pattern, literal (a substring every match contains, '' when none: see
-    required_literal), rules_version (of the whole table). Raises RulesError on a bad rule."""
+    (plumbing | site), pattern, literals (lowercase substrings one of which every match contains, empty
+    when none is sure: warehouse.rules.match_literals), rules_version (of the whole table). Raises
+    RulesError on a bad rule."""
     con = regex_judge()
     try:
         rules = _parse(SHIPPED_SITE_RULES.read_text(encoding="utf-8"), str(SHIPPED_SITE_RULES), con)
@@ -142,7 +117,9 @@ def load_site_rules(user_file: str | Path | None = None) -> pa.Table:
             "rule_name": pa.array([r["rule_name"] for r in rules], type=pa.string()),
             "action": pa.array([r["action"] for r in rules], type=pa.string()),
             "pattern": pa.array([r["pattern"] for r in rules], type=pa.string()),
-            "literal": pa.array([required_literal(str(r["pattern"])) for r in rules], type=pa.string()),
+            "literals": pa.array(
+                [match_literals(str(r["pattern"])) for r in rules], type=pa.list_(pa.string())
+            ),
             "rules_version": pa.array([version] * len(rules), type=pa.string()),
         }
     )
