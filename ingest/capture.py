@@ -543,6 +543,9 @@ ORDER BY r.kernel_id
 
 def _write_sites(con, rank, kernels_file, windows, alignments, replays, out_dir) -> None:
     """kernel_sites of one rank from the named alignments (attribute_rank), written by DuckDB."""
+    if not replays:
+        write_kernel_sites([], out_dir, rank)
+        return
     pairs, used = [], set()
     for (window, aligned), alignment in alignments.items():
         for position, launch, match in aligned:
@@ -556,9 +559,6 @@ def _write_sites(con, rank, kernels_file, windows, alignments, replays, out_dir)
                 }
             )
             used.add((window, launch))
-    if not replays:
-        write_kernel_sites([], out_dir, rank)
-        return
     launches = []
     for window, c in sorted(used):
         w, launch = windows[window], windows[window].launches[c]
