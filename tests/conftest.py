@@ -107,6 +107,9 @@ FAST = os.environ.get("TRACEHOUSE_TEST_FAST") == "1"
 # test_derived.py compares kept and computed rows (and the background derive); the session warehouses
 # (synth_warehouse, real_warehouse) are ingested through ingest_paths, which waits for them.
 os.environ.setdefault("TRACEHOUSE_DERIVE", "none")
+# Nor does a test's `sql` or `ingest` process start a query server that would outlive it (tracehouse.serve):
+# tests/test_serve.py starts its own, in a folder of its own, and stops it.
+os.environ.setdefault("TRACEHOUSE_SERVE", "off")
 SLOW_MODULES = {
     "test_spark",
     "test_pages",

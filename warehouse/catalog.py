@@ -8,6 +8,7 @@ so building it twice gives the same catalogue. Views in sql/ are ordered by the 
 from __future__ import annotations
 
 import fcntl
+import functools
 import graphlib
 import hashlib
 import os
@@ -233,22 +234,50 @@ def views_fingerprint(views: list[str], texts: dict[str, str] | None = None) -> 
         if name in needed or name not in texts:
             continue
         needed.add(name)
-        code = re.sub(r"--[^\n]*|/\*.*?\*/", " ", texts[name], flags=re.DOTALL)  # the SQL, not its comments
-        todo.extend(set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", code)) & texts.keys())
+        todo.extend(_words(texts[name]) & texts.keys())
     digest = hashlib.sha256()
     for part in (str(CATALOG_VERSION), duckdb.__version__):
         digest.update(part.encode() + b"\0")
     for name in sorted(needed):
         digest.update(name.encode() + b"\0" + texts[name].encode())
+    digest.update(_shipped_rules_and_code(str(SQL_DIR)))
+    digest.update(_site_rules_digest())
+    return digest.hexdigest()[:16]
+
+
+@functools.cache
+def _words(sql: str) -> frozenset[str]:
+    """The identifiers of a SQL text outside its comments (views_fingerprint's dependencies)."""
+    code = re.sub(r"--[^\n]*|/\*.*?\*/", " ", sql, flags=re.DOTALL)
+    return frozenset(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", code))
+
+
+def _shipped_rules_and_code(sql_dir: str) -> bytes:
+    """What every views_fingerprint hashes after the views' SQL: the shipped rule files and the code
+    that loads them. Their bytes are read once per process and version of the files (size and mtime): a
+    reader fingerprints every kept view, and reading them again for each was most of the time it took to
+    open a derived warehouse."""
     code = [
         Path(__file__).with_name(name)
         for name in ("catalog.py", "rules.py", "fusion.py", "site_rules.py", "peaks.py")
     ]
-    for path in sorted((SQL_DIR / "rules").rglob("*")) + code:  # the rule files and the code that loads them
-        if path.is_file() and path.suffix in (".csv", ".json", ".py"):
-            digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    digest.update(_site_rules_digest())
-    return digest.hexdigest()[:16]
+    paths = [
+        p for p in sorted((Path(sql_dir) / "rules").rglob("*")) + code if p.suffix in (".csv", ".json", ".py")
+    ]
+    versions = []
+    for path in paths:
+        try:
+            stat = path.stat()
+        except OSError:
+            continue
+        if path.is_file():
+            versions.append((str(path), stat.st_size, stat.st_mtime_ns))
+    return _file_bytes(tuple(versions))
+
+
+@functools.lru_cache(maxsize=8)
+def _file_bytes(versions: tuple) -> bytes:
+    return b"".join(Path(path).name.encode() + b"\0" + Path(path).read_bytes() for path, _, _ in versions)
 
 
 def build_catalog(

@@ -36,20 +36,20 @@ class Session:
         self.con = connect(self.warehouse, runs=runs)
         self.kept = kept_signature(self.warehouse)
 
-    def _refresh(self) -> None:
+    def refresh(self) -> None:
         """The per-run views read the rows kept since the session opened (catalog.refresh_kept), and
         compute the runs published since."""
         self.kept = refresh_kept(self.con, self.warehouse, self.kept)
 
     def sql(self, query: str) -> tuple[list[str], list[tuple]]:
         """One read-only query: (column names, rows)."""
-        self._refresh()
+        self.refresh()
         return run_query(self.con, query)
 
     def arrow(self, query: str, params: list | None = None):
         """One read-only query (with ? parameters) as a pyarrow Table."""
         text = check_read_only(query, self.con)
-        self._refresh()
+        self.refresh()
         try:
             return self.con.sql(text, params=params or None).to_arrow_table()
         except duckdb.PermissionException as exc:
