@@ -367,6 +367,11 @@ def derive(ctx, runs, background):
     from warehouse.catalog import published_runs
 
     if background:  # behind the user's own commands: the CPU only when they leave it idle
+        import time
+
+        # and after the questions that follow an ingest at once (a run's readers compute what is not kept
+        # yet: on 2 cores, a derive beside them, even at idle priority, slowed them by 0.15-0.3 s)
+        time.sleep(_seconds_env("TRACEHOUSE_DERIVE_DELAY", 3.0))
         try:
             os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # Linux; inherited by DuckDB's threads
         except (AttributeError, OSError):
@@ -390,6 +395,15 @@ def derive(ctx, runs, background):
         click.echo(f"{run_id}\t{'derived' if ok else 'not derived'}")
     if failed:
         ctx.exit(1)
+
+
+def _seconds_env(name: str, default: float) -> float:
+    import os
+
+    try:
+        return max(0.0, float(os.environ.get(name) or default))
+    except ValueError:
+        return default
 
 
 def _attach_requests(store, run_id: str, requests, path: Path, replaced: bool) -> None:
@@ -537,7 +551,7 @@ def sql(ctx, query, fmt, engine, master):
       tracehouse sql < questions.sql
       tracehouse sql --engine spark --master spark://head:7077 "select * from category_summary"
     """
-    from warehouse.engine import opens_quickly
+    from warehouse.engine import opens_quickly, served
     from warehouse.query import check_read_only
     from warehouse.session import split_statements
 
@@ -559,7 +573,7 @@ def sql(ctx, query, fmt, engine, master):
     if con is None:
         con = _connect(ctx, engine, master)
     print_answers(con, queries, fmt)
-    if engine == "duckdb":  # the next question is answered by a warm reader (tracehouse.serve)
+    if served(engine):  # the next question is answered by a warm reader (tracehouse.serve)
         from tracehouse.client import start_server
 
         start_server()
