@@ -12,9 +12,12 @@ For each trace, in the same run, interleaved (A, B, A, B, ...) and best of --rep
   its rows in the background (`tracehouse derive`, which the `sql` process runs beside); also with
   `--wait` (derived before ingest returns) and `--no-derive`. Before the next timing the bench waits
   for the background derive to finish (untimed), so that no measure runs beside another's.
+  The first answer starts with no query server running (the bench stops it; ingest starts one, as for
+  a user), and is also timed with `TRACEHOUSE_SERVE=off`.
 - **repeated question**: HTA has no store: a new question is a new process that loads the trace again
   and asks one breakdown. tracehouse: one `tracehouse sql` process on the warehouse already built and
-  derived (gpu_timeline's rows kept).
+  derived (gpu_timeline's rows kept), with a warm query server (tracehouse.serve: it answered a question
+  of this warehouse before) and without one. The server's CPU time is counted with its client's.
 - `tracehouse sql "select count(*) from runs"` as one process, beside its floor (a Python process that
   imports duckdb and answers `select 1`: no `sql` process can be faster), and the two answers asked again on one
   Python Session (warehouse.session: the long-lived reader; catalogue opened once).
