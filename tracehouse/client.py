@@ -40,6 +40,9 @@ PROTOCOL = 1
 
 
 def serving_enabled() -> bool:
+    """TRACEHOUSE_SERVE is not off, and the platform has Unix sockets and user ids (not Windows)."""
+    if not (hasattr(socket, "AF_UNIX") and hasattr(os, "getuid")):
+        return False
     return os.environ.get(SERVE_ENV, "").strip().lower() not in ("off", "0", "no", "false")
 
 
@@ -69,11 +72,14 @@ def identity() -> str:
 
 def socket_dir() -> Path:
     """A folder only this user can enter (a socket path must be short: /tmp, not the cache folder)."""
-    return Path(os.environ.get("TRACEHOUSE_SERVE_DIR") or f"/tmp/tracehouse-{os.getuid()}")
+    uid = os.getuid() if hasattr(os, "getuid") else "user"
+    return Path(os.environ.get("TRACEHOUSE_SERVE_DIR") or f"/tmp/tracehouse-{uid}")
 
 
 def private_dir() -> Path | None:
     """socket_dir(), created 0700; None when it is not this user's alone (then no server is used)."""
+    if not serving_enabled():
+        return None
     folder = socket_dir()
     try:
         folder.mkdir(mode=0o700, exist_ok=True)

@@ -169,6 +169,12 @@ def idle_seconds() -> float:
 
 def run(idle_s: float | None = None) -> int:
     """Serve until idle; 0 also when another server of this identity is running (it answers)."""
+    if not client.serving_enabled():
+        print(
+            "tracehouse serve: TRACEHOUSE_SERVE is off (or this platform has no Unix sockets)",
+            file=sys.stderr,
+        )
+        return 1
     path = client.socket_path()
     if path is None:
         print(
