@@ -369,9 +369,11 @@ def derive(ctx, runs, background):
     if background:  # behind the user's own commands: the CPU only when they leave it idle
         import time
 
+        from tracehouse.client import seconds_env
+
         # and after the questions that follow an ingest at once (a run's readers compute what is not kept
         # yet: on 2 cores, a derive beside them, even at idle priority, slowed them by 0.15-0.3 s)
-        time.sleep(_seconds_env("TRACEHOUSE_DERIVE_DELAY", 3.0))
+        time.sleep(seconds_env("TRACEHOUSE_DERIVE_DELAY", 3.0))
         try:
             os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # Linux; inherited by DuckDB's threads
         except (AttributeError, OSError):
@@ -395,15 +397,6 @@ def derive(ctx, runs, background):
         click.echo(f"{run_id}\t{'derived' if ok else 'not derived'}")
     if failed:
         ctx.exit(1)
-
-
-def _seconds_env(name: str, default: float) -> float:
-    import os
-
-    try:
-        return max(0.0, float(os.environ.get(name) or default))
-    except ValueError:
-        return default
 
 
 def _attach_requests(store, run_id: str, requests, path: Path, replaced: bool) -> None:

@@ -46,6 +46,15 @@ def serving_enabled() -> bool:
     return os.environ.get(SERVE_ENV, "").strip().lower() not in ("off", "0", "no", "false")
 
 
+def seconds_env(name: str, default: float) -> float:
+    """A number of seconds from the environment (TRACEHOUSE_SERVE_IDLE, TRACEHOUSE_DERIVE_DELAY), at least
+    0; the default when unset or not a number."""
+    try:
+        return max(0.0, float(os.environ.get(name) or default))
+    except ValueError:
+        return default
+
+
 def identity() -> str:
     """A digest of the code, the interpreter and the settings a server's answers depend on: a server
     serves the clients of its own identity only (the socket is named after it), so editing a view or

@@ -81,7 +81,10 @@ class Server:
             return {"stopped": os.getpid()}
         if request.get("protocol") != client.PROTOCOL or request.get("fmt") not in ("table", "csv", "json"):
             return {"fallback": "request"}
-        held = self.session(str(request.get("warehouse")))
+        try:
+            held = self.session(str(request.get("warehouse")))
+        except Exception as exc:  # noqa: BLE001 - a warehouse it cannot open: the CLI says why
+            return {"fallback": f"{type(exc).__name__}: {exc}"}
         if held is None:
             return {"fallback": "no warehouse"}
         session, lock = held
@@ -160,13 +163,6 @@ class Server:
             return any(lock.locked() for _, lock in self.sessions.values())
 
 
-def idle_seconds() -> float:
-    try:
-        return float(os.environ.get(IDLE_ENV) or DEFAULT_IDLE_S)
-    except ValueError:
-        return DEFAULT_IDLE_S
-
-
 def run(idle_s: float | None = None) -> int:
     """Serve until idle; 0 also when another server of this identity is running (it answers)."""
     if not client.serving_enabled():
@@ -195,7 +191,7 @@ def run(idle_s: float | None = None) -> int:
         import tracehouse.output  # noqa: F401
         import warehouse.session  # noqa: F401
 
-        Server(path, idle_seconds() if idle_s is None else idle_s).serve()
+        Server(path, client.seconds_env(IDLE_ENV, DEFAULT_IDLE_S) if idle_s is None else idle_s).serve()
     finally:
         os.close(lock)
     return 0
