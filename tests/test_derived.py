@@ -121,9 +121,35 @@ def test_runs_not_kept_are_computed(own_synth_warehouse):
     focus(con, [kept])  # a report's focus: every run it sees is kept
     assert "UNION" not in _temp_views(con)["kernel_summary"]
     assert _same_rows(con, "kernel_summary") > 0
-    focus(con, [gone])
-    assert "UNION" in _temp_views(con)["kernel_summary"]
-    assert _same_rows(con, "kernel_summary") > 0
+    focus(con, [gone])  # no run it sees is kept: the catalogue's view computes it, with no kept part
+    assert "kernel_summary" not in _temp_views(con)
+    assert con.execute("SELECT count(*) FROM kernel_summary").fetchone()[0] > 0
+
+
+def test_an_ad_hoc_reader_reads_kept_the_views_it_asks(own_synth_warehouse):
+    """A kept_asked connection (`sql`, a Session) makes no kept view until a query names one, then makes
+    that view's and those it reads (step_breakdown reads gpu_timeline), with the rows an eager connection
+    and the computed view give; a query of tables makes none (on a partly derived warehouse each costs
+    its computed part's binding, ~0.2 s)."""
+    from warehouse.query import run_query
+
+    wh, runs = own_synth_warehouse
+    gone = runs["training"]
+    for folder in kept_dirs(wh, RUN_VIEWS).values():
+        shutil.rmtree(kept_file(folder, gone).parent)
+    con = connect(wh, kept_asked=True)
+    assert _temp_views(con) == {}
+    run_query(con, "SELECT count(*) FROM kernels")
+    assert _temp_views(con) == {}
+    _, asked = run_query(con, "SELECT * FROM Step_Breakdown ORDER BY ALL")  # names are case-blind
+    made = _temp_views(con)
+    assert {"step_breakdown", "gpu_timeline"} <= made.keys() and "kernel_summary" not in made
+    assert all("UNION" in sql for sql in made.values()), "the run not kept is computed"
+    assert sorted(map(repr, asked)) == _rows(connect(wh), "SELECT * FROM step_breakdown")
+    assert sorted(map(repr, asked)) == _rows(con, "SELECT * FROM catalog.main.step_breakdown")
+    focus(con, [runs["serving-decode"]])  # a change of focus makes again what was asked, no more
+    assert _temp_views(con).keys() == made.keys()
+    assert all("UNION" not in sql for sql in _temp_views(con).values())
 
 
 def test_two_processes_deriving_one_run(own_synth_warehouse):

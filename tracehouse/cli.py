@@ -41,11 +41,12 @@ def _engine_warehouse(ctx: click.Context):
     return root if is_uri(root) else _warehouse(ctx)
 
 
-def _connect(ctx: click.Context, engine: str = "duckdb", master: str | None = None):
-    """The command's connection: warehouse.engine.open, the one connection factory (DuckDB or Spark)."""
+def _connect(ctx: click.Context, engine: str = "duckdb", master: str | None = None, kept_asked: bool = False):
+    """The command's connection: warehouse.engine.open, the one connection factory (DuckDB or Spark).
+    kept_asked: an ad-hoc query's (engine.open)."""
     from warehouse.engine import open as open_connection
 
-    return open_connection(_engine_warehouse(ctx), engine, master=master)
+    return open_connection(_engine_warehouse(ctx), engine, master=master, kept_asked=kept_asked)
 
 
 def _progress_enabled() -> bool:
@@ -554,7 +555,7 @@ def sql(ctx, query, fmt, engine, master):
         )
     # parse and check on the connection the queries run on where it opens quickly (DuckDB: a second
     # database cost 0.03-0.1 s); for an engine that starts a JVM, before it starts
-    con = _connect(ctx, engine, master) if opens_quickly(engine) else None
+    con = _connect(ctx, engine, master, kept_asked=True) if opens_quickly(engine) else None
     if query is None or query == "-":
         queries = split_statements(sys.stdin.read(), con)
         if not queries:
@@ -564,7 +565,7 @@ def sql(ctx, query, fmt, engine, master):
     for text in queries:  # refuse a script before any of it runs
         check_read_only(text, con)
     if con is None:
-        con = _connect(ctx, engine, master)
+        con = _connect(ctx, engine, master, kept_asked=True)
     print_answers(con, queries, fmt)
     if served(engine):  # the next question is answered by a warm reader (tracehouse.serve)
         from tracehouse.client import start_server

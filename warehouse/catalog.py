@@ -347,6 +347,7 @@ def connect(
     runs: list[str] | None = None,
     settings: dict[str, str] | None = None,
     kept: bool = True,
+    kept_asked: bool = False,
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with every table and view; with lockdown, it can read nothing else.
 
@@ -354,7 +355,11 @@ def connect(
     settings: DuckDB settings made before the lockdown (e.g. memory_limit, temp_directory).
     kept: the per-run views read their kept rows where a run has them (read_kept); False: every view is
     computed from the tables, so a view this session replaces (a temp view of report_params, say) is
-    followed by every view above it."""
+    followed by every view above it.
+    kept_asked: read kept rows only for the per-run views a query names (and the views they read), when
+    it runs through read_kept_for (warehouse.query.run_query does): an ad-hoc reader (`sql`, a Session)
+    asks of one or two views, and each kept view over a partly derived warehouse costs its computed
+    branch's binding (~0.2 s) when it is made; the answers are the same."""
     ensure_schema_files(warehouse)
     path = catalog_file(warehouse)
     # A fresh in-memory database per connection, so that settings (the lockdown below) never leak
@@ -369,6 +374,8 @@ def connect(
         build_catalog(con, warehouse, rules_file)
     con.execute(f"SET VARIABLE {ROOT} = ?", [str(warehouse.root)])
     con.execute("SET parquet_metadata_cache = true")
+    if kept_asked:
+        con.execute(f"SET VARIABLE {KEPT_ASKED} = []::VARCHAR[]")
     focus(con, runs)
     if kept and not rules_file:  # a --rules file's categories are not those the rows were kept with
         read_kept(con, warehouse)  # after focus, and again by each focus() on this connection
@@ -541,26 +548,35 @@ def published_runs(warehouse: Warehouse) -> list[str]:
 KEPT = "tracehouse_kept"  # set on a connection whose per-run views read kept rows (connect)
 
 
+KEPT_ASKED = "tracehouse_kept_asked"  # connect(kept_asked=True): the per-run views read kept so far
+
+
 def read_kept(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, views: list[str] | None = None) -> dict:
     """Make each per-run view of `con` read its kept rows for the runs that have them, and compute it for
     the others; where every run the connection sees (its focus) is kept, nothing is computed. A view with
-    no kept rows is left to the catalogue. Called again when the focus changes (`focus`), as the
-    computed part cannot be pruned by a filter on run_id. {view: the runs read kept}."""
+    none of the seen runs kept is left to the catalogue. Called again when the focus changes (`focus`),
+    as the computed part cannot be pruned by a filter on run_id. views: these only (default: every
+    per-run view, or on a kept_asked connection those asked so far). {view: the runs read kept}."""
     import json
 
     con.execute(f"SET VARIABLE {KEPT} = true")
     if not derived_root(warehouse).is_dir():  # nothing derived yet: no fingerprints to compute
         return {}
+    focused_runs, asked = con.execute(
+        f"SELECT getvariable('{FOCUS}'), getvariable('{KEPT_ASKED}')"
+    ).fetchone()
+    if views is None and asked is not None:
+        views = asked
     schema = "catalog.main" if _attached(con) else "memory.main"
     published = set(published_runs(warehouse))
-    focused_runs = con.execute(f"SELECT getvariable('{FOCUS}')").fetchone()[0]
     seen = published if focused_runs is None else published & set(focused_runs)
     out = {}
     computed = _temp_tables(con)  # a view `materialize` computed on this connection: its rows are there
     for view, folder in kept_dirs(warehouse, views).items():
         if view in computed:
             continue
-        runs = [r for r in kept_runs(folder) if r in published]
+        # only runs seen: a kept run outside the focus adds no row, and with none the view is computed
+        runs = [r for r in kept_runs(folder) if r in seen]
         if not runs:
             con.execute(f"DROP VIEW IF EXISTS temp.{view}")
             continue
@@ -577,6 +593,39 @@ def read_kept(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, views: list[
         con.execute(sql)
         out[view] = runs
     return out
+
+
+def read_kept_for(con: duckdb.DuckDBPyConnection, query: str) -> None:
+    """On a kept_asked connection (connect), before `query` runs: the per-run views it names, and those
+    they read (their SQL's words, transitively, as views_fingerprint finds dependencies: a word too many
+    only makes a view more), read their kept rows from now on."""
+    [(root, kept, asked)] = con.execute(  # fetchall: an unfinished result would refuse a con.sql() after
+        f"SELECT getvariable('{ROOT}'), getvariable('{KEPT}'), getvariable('{KEPT_ASKED}')"
+    ).fetchall()
+    if asked is None or not kept or not root:
+        return
+    texts = _view_texts()
+    needed, todo = set(), list(_words(query.lower()) & texts.keys())
+    while todo:
+        name = todo.pop()
+        if name not in needed:
+            needed.add(name)
+            todo.extend(_words(texts[name]) & texts.keys())
+    new = sorted(needed & set(_per_run_views()) - set(asked))
+    if new:
+        con.execute(f"SET VARIABLE {KEPT_ASKED} = ?::VARCHAR[]", [sorted(set(asked) | set(new))])
+        read_kept(con, Warehouse(root), new)
+
+
+@functools.cache
+def _view_texts() -> dict[str, str]:
+    """{view: its SQL} of sql/, read once per process (a reader's SQL files do not change under it)."""
+    return {name: path.read_text() for name, path in view_files().items()}
+
+
+@functools.cache
+def _per_run_views() -> tuple[str, ...]:
+    return tuple(per_run_views())
 
 
 def kept_signature(warehouse: Warehouse) -> tuple:

@@ -79,6 +79,7 @@ def open(
     master: str | None = None,
     rules_file: str | None = None,
     settings: dict[str, str] | None = None,
+    kept_asked: bool = False,
 ) -> Connection:
     """A connection to every table and view of the warehouse, read-only (it can read nothing else).
 
@@ -92,6 +93,8 @@ def open(
     rules_file: a kernel category rules file whose rules come before the shipped ones.
     settings: DuckDB settings made before the lockdown (memory_limit, temp_directory, ...); an engine
     without them ignores them.
+    kept_asked: an ad-hoc reader's connection (DuckDB): the per-run views read their kept rows once a
+    query run through `run_query` names them (catalog.connect); a report's reads every view kept.
 
     An unknown engine, a URI to an engine that reads local folders only, or an engine that cannot start
     (no pyspark, no Java) is a TracehouseError: one line and a hint.
@@ -103,7 +106,7 @@ def open(
     runs = None if runs is None else list(runs)
     if engine == "spark":
         return _open_spark(warehouse, runs, master, rules_file)
-    return _open_duckdb(warehouse, runs, stored, rules_file, settings)
+    return _open_duckdb(warehouse, runs, stored, rules_file, settings, kept_asked)
 
 
 def is_uri(root: str) -> bool:
@@ -117,6 +120,7 @@ def _open_duckdb(
     stored: bool,
     rules_file: str | None,
     settings: dict[str, str] | None,
+    kept_asked: bool = False,
 ) -> duckdb.DuckDBPyConnection:
     if isinstance(warehouse, str):
         if is_uri(warehouse):
@@ -125,7 +129,7 @@ def _open_duckdb(
                 hint="--engine spark reads s3a://, gs:// and hdfs:// warehouses",
             )
         warehouse = Warehouse(warehouse)
-    con = connect(warehouse, rules_file=rules_file, runs=runs, settings=settings)
+    con = connect(warehouse, rules_file=rules_file, runs=runs, settings=settings, kept_asked=kept_asked)
     if stored:
         use_stored(con, warehouse, runs)  # the whole-run views, stored once per run (computed now if not yet)
     return con

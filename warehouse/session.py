@@ -19,7 +19,7 @@ from pathlib import Path
 import duckdb
 
 from tracehouse.errors import QueryError, QueryRefused, TracehouseError
-from warehouse.catalog import connect, kept_signature, refresh_kept
+from warehouse.catalog import connect, kept_signature, read_kept_for, refresh_kept
 from warehouse.query import check_read_only, duckdb_message, run_query
 from warehouse.store import Warehouse
 
@@ -33,7 +33,7 @@ class Session:
                 hint="check the path, or create one with `tracehouse ingest PATH`",
             )
         self.runs = runs
-        self.con = connect(self.warehouse, runs=runs)
+        self.con = connect(self.warehouse, runs=runs, kept_asked=True)
         self.kept = kept_signature(self.warehouse)
 
     def refresh(self) -> None:
@@ -50,6 +50,7 @@ class Session:
         """One read-only query (with ? parameters) as a pyarrow Table."""
         text = check_read_only(query, self.con)
         self.refresh()
+        read_kept_for(self.con, text)
         try:
             return self.con.sql(text, params=params or None).to_arrow_table()
         except duckdb.PermissionException as exc:
