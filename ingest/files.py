@@ -33,6 +33,27 @@ def is_export_name(path: Path) -> bool:
     return path.name.lower().endswith(EXPORT_SUFFIXES + REPORT_SUFFIXES)
 
 
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def is_report(path: Path) -> bool:
+    return path.name.lower().endswith(REPORT_SUFFIXES)
+
+
+def is_sqlite(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) == SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def is_nsys_input(path: Path) -> bool:
+    """A file ingest.nsys reads or refuses: an SQLite database (by its bytes) or an .nsys-rep report (here,
+    so that ingesting JSON traces does not import the Nsight reader and sqlite3)."""
+    return path.is_file() and (is_report(path) or is_sqlite(path))
+
+
 def is_trace_file(path: Path) -> bool:
     return (
         path.is_file()

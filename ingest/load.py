@@ -16,8 +16,7 @@ from pathlib import Path
 import duckdb
 
 from ingest.capture import attribute_run, capture_files, coverage
-from ingest.files import FileProblem, file_sha256
-from ingest.nsys import ingest_exports, is_nsys_input
+from ingest.files import FileProblem, file_sha256, is_nsys_input
 from ingest.rank import MEMORY_LIMIT
 from ingest.run import (
     RankPool,
@@ -144,6 +143,8 @@ def _ingest_plan(
     staging = warehouse.new_staging()
     try:
         if nsys_files:  # each process of each export is a rank (ingest/nsys.py)
+            from ingest.nsys import ingest_exports
+
             results = ingest_exports(
                 files,
                 labels.get("phase"),

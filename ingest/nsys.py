@@ -47,17 +47,16 @@ from pathlib import Path
 import duckdb
 
 from ingest.files import (
-    REPORT_SUFFIXES,
     FileProblem,
     file_sha256,
     files_size,
+    is_report,
 )
 from ingest.naming import parse_trace_name
 from ingest.rank import RankResult, run_transforms, work_connection, write_tables
 from ingest.run import RankPool, borrowed
 from tracehouse.errors import TraceFormatError, TracehouseError
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 SCHEMA_MAJOR = "3"
 BATCH_ROWS = int(os.environ.get("TRACEHOUSE_NSYS_BATCH", "65536"))
 HINT = "the file was skipped; export the report again with `nsys export --type sqlite REPORT.nsys-rep`"
@@ -128,23 +127,7 @@ class NsysRank:
     devices: list[int]
 
 
-# ---- detection and validation --------------------------------------------------------------------
-def is_report(path: Path) -> bool:
-    return path.name.lower().endswith(REPORT_SUFFIXES)
-
-
-def is_sqlite(path: Path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return f.read(16) == SQLITE_MAGIC
-    except OSError:
-        return False
-
-
-def is_nsys_input(path: Path) -> bool:
-    """A file this module reads or refuses: an SQLite database (by its bytes) or an .nsys-rep report."""
-    return path.is_file() and (is_report(path) or is_sqlite(path))
-
+# ---- detection (ingest.files: is_report, is_sqlite, is_nsys_input) and validation --------------------
 
 def _refuse(path: Path, what: str) -> TraceFormatError:
     return TraceFormatError(str(path), what, hint=HINT)

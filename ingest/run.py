@@ -13,10 +13,8 @@ import hashlib
 import json
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from multiprocessing import get_context
 from pathlib import Path
 
 import orjson
@@ -162,7 +160,7 @@ class RankPool:
 
     def __init__(self, workers: int | None = None) -> None:
         self.workers = workers or os.cpu_count() or 1
-        self._pool: ProcessPoolExecutor | None = None
+        self._pool = None  # a concurrent.futures.ProcessPoolExecutor once started
 
     def map(self, jobs: list[tuple], fn=None, done=None, input_bytes: int | None = None) -> list:
         """fn(job) for every job (default: ingest one rank file), in worker processes when it pays;
@@ -176,6 +174,10 @@ class RankPool:
                 if done:
                     done(job)
             return results
+        # imported here: a run of one file (most runs) never starts a pool, and the imports are 0.01 s
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+        from multiprocessing import get_context
+
         if self._pool is None:
             # each worker's DuckDB gets its share of the cores instead of all of them
             share = max(1, (os.cpu_count() or 1) // self.workers)
