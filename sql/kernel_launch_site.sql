@@ -58,18 +58,71 @@ WITH launch_frames AS (
     FROM kernels AS k
     JOIN python_frames AS f ON f.run_id = k.run_id AND f.rank = k.rank AND f.frame_id = k.python_frame_id
 ),
--- the trace's stacks: the launch's innermost frame and every frame of its thread that encloses it (Python
--- frames of one thread nest in time), innermost first: by start descending, then the shorter, then the
--- later-recorded (a child can share its parent's start and end to the ns)
-trace_frames AS (
-    SELECT 'trace' AS source, l.run_id, l.rank, l.leaf_id AS key_id,
-           row_number() OVER (PARTITION BY l.run_id, l.rank, l.leaf_id
-                              ORDER BY a.start_ns DESC, a.dur_ns, a.frame_id DESC) AS depth,
-           a.name, a.file, a.line, a.function
+-- The trace's stacks: the launch's innermost frame and every frame of its thread that encloses it (Python
+-- frames of one thread nest in time). Found in time linear in the frames, not in frames x launches (a
+-- thread's every frame against every launch frame of it was 28M pairs on a 15 MB trace, 12.8 s at 16x
+-- its frames): first the frames that can enclose a launch frame at all (the first launch frame starting
+-- at or after a frame's start starts within it: one sorted pass), then those frames against the launch
+-- frames of the same time bucket (a thread's span cut into as many buckets as it has such frames; a frame
+-- is listed in each bucket it covers, a launch frame in the bucket of its start, so each enclosing pair
+-- meets exactly once).
+frame_marks AS (
+    SELECT run_id, rank, pid, tid, frame_id, start_ns, dur_ns, 0 AS is_launch FROM python_frames
+    UNION ALL
+    SELECT run_id, rank, pid, tid, NULL, start_ns, NULL, 1 FROM launch_frames
+),
+marks_counted AS (
+    -- launch frames before each frame in start order (at one start, frames before launch frames)
+    SELECT *, sum(is_launch) OVER (PARTITION BY run_id, rank, pid, tid ORDER BY start_ns, is_launch
+                                  ROWS UNBOUNDED PRECEDING) AS launches_before
+    FROM frame_marks
+),
+launch_order AS (
+    SELECT run_id, rank, pid, tid, start_ns,
+           row_number() OVER (PARTITION BY run_id, rank, pid, tid ORDER BY start_ns) AS launch_no
+    FROM launch_frames
+),
+enclosing_candidates AS (
+    SELECT c.run_id, c.rank, c.pid, c.tid, c.frame_id, c.start_ns, c.dur_ns
+    FROM marks_counted AS c
+    JOIN launch_order AS n
+      ON n.run_id = c.run_id AND n.rank = c.rank AND n.pid = c.pid AND n.tid = c.tid
+     AND n.launch_no = c.launches_before + 1
+    WHERE c.is_launch = 0 AND n.start_ns <= c.start_ns + c.dur_ns
+),
+thread_buckets AS (
+    SELECT run_id, rank, pid, tid, min(start_ns) AS t0,
+           greatest((max(start_ns + dur_ns) - min(start_ns)) // count(*), 1) AS width
+    FROM enclosing_candidates
+    GROUP BY run_id, rank, pid, tid
+),
+candidate_buckets AS (
+    SELECT c.run_id, c.rank, c.pid, c.tid, c.frame_id, c.start_ns, c.dur_ns,
+           unnest(range((c.start_ns - b.t0) // b.width, (c.start_ns + c.dur_ns - b.t0) // b.width + 1)) AS bucket
+    FROM enclosing_candidates AS c
+    JOIN thread_buckets AS b ON b.run_id = c.run_id AND b.rank = c.rank AND b.pid = c.pid AND b.tid = c.tid
+),
+launch_buckets AS (
+    SELECT l.*, (l.start_ns - b.t0) // b.width AS bucket
     FROM launch_frames AS l
-    JOIN python_frames AS a
-      ON a.run_id = l.run_id AND a.rank = l.rank AND a.pid = l.pid AND a.tid = l.tid
-     AND a.start_ns <= l.start_ns AND a.start_ns + a.dur_ns >= l.end_ns
+    JOIN thread_buckets AS b ON b.run_id = l.run_id AND b.rank = l.rank AND b.pid = l.pid AND b.tid = l.tid
+),
+enclosing AS (
+    SELECT l.run_id, l.rank, l.leaf_id, c.frame_id, c.start_ns, c.dur_ns
+    FROM launch_buckets AS l
+    JOIN candidate_buckets AS c
+      ON c.run_id = l.run_id AND c.rank = l.rank AND c.pid = l.pid AND c.tid = l.tid AND c.bucket = l.bucket
+     AND c.start_ns <= l.start_ns AND c.start_ns + c.dur_ns >= l.end_ns
+),
+-- innermost first: by start descending, then the shorter, then the later-recorded (a child can share its
+-- parent's start and end to the ns)
+trace_frames AS (
+    SELECT 'trace' AS source, e.run_id, e.rank, e.leaf_id AS key_id,
+           row_number() OVER (PARTITION BY e.run_id, e.rank, e.leaf_id
+                              ORDER BY e.start_ns DESC, e.dur_ns, e.frame_id DESC) AS depth,
+           a.name, a.file, a.line, a.function
+    FROM enclosing AS e
+    JOIN python_frames AS a ON a.run_id = e.run_id AND a.rank = e.rank AND a.frame_id = e.frame_id
 ),
 -- the capture's stacks, split like python_frames splits a frame name (ingest/sql/40_python_frames.sql)
 capture_names AS (

@@ -341,3 +341,82 @@ FIRST_CATEGORY = {
     "amd/mi300_qwen1.5-0.5b.json.gz": "norm",
     "nvidia/h100_falconsai-nsfw.json.gz": "norm",
 }
+
+
+# The trace's stack of a launch, by its definition: every frame of the launch frame's thread that encloses
+# it, a join of each launch frame with its thread's every frame (kernel_launch_site finds the same pairs
+# in time linear in the frames; this is the quadratic join it replaced).
+_DEFINITION = """
+enclosing AS (
+    SELECT l.run_id, l.rank, l.leaf_id, a.frame_id, a.start_ns, a.dur_ns
+    FROM launch_frames AS l
+    JOIN python_frames AS a
+      ON a.run_id = l.run_id AND a.rank = l.rank AND a.pid = l.pid AND a.tid = l.tid
+     AND a.start_ns <= l.start_ns AND a.start_ns + a.dur_ns >= l.end_ns
+),"""
+
+
+def _random_stacks(rng, threads: int) -> tuple[list[dict], list[dict]]:
+    """Python frames that nest per thread (children that share their parent's start or end to the ns,
+    zero-length frames, one frame as long as the thread, gaps), and kernels launched from some of them."""
+    frames, kernels = [], []
+
+    def grow(tid: str, start: int, end: int, depth: int) -> None:
+        me = len(frames)
+        frames.append(
+            {
+                "run_id": "r",
+                "rank": 0,
+                "frame_id": me,
+                "pid": "1",
+                "tid": tid,
+                "start_ns": start,
+                "dur_ns": end - start,
+                "name": f"m.py({me}): f",
+                "file": "m.py",
+                "line": me,
+                "function": "f",
+            }
+        )
+        if rng.random() < 0.5:
+            kernels.append(
+                {
+                    "run_id": "r",
+                    "rank": 0,
+                    "kernel_id": len(kernels),
+                    "name": "k",
+                    "kind": "kernel",
+                    "dur_ns": 1,
+                    "python_frame_id": me,
+                }
+            )
+        at = start
+        while depth < 6 and at < end and rng.random() < 0.8:
+            lo = at if rng.random() < 0.3 else rng.randint(at, end)
+            hi = end if rng.random() < 0.2 else rng.randint(lo, end)
+            grow(tid, lo, hi, depth + 1)
+            at = hi + (0 if rng.random() < 0.3 else 1)
+
+    for t in range(threads):
+        grow(str(t), 0, 10_000, 0)
+    return frames, kernels
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_trace_stacks_are_every_enclosing_frame(seed):
+    """kernel_launch_site's stacks (so its sites, module paths, plumbing counts) are those of the plain
+    containment join, on random nested frames with the ties that order a stack."""
+    import random
+
+    from viewtest import _graph, connect_views
+
+    frames, kernels = _random_stacks(random.Random(seed), threads=3)
+    con = connect_views(["kernel_launch_site"], {"python_frames": frames, "kernels": kernels})
+    text = _graph()[1]["kernel_launch_site"]
+    start, end = text.index("frame_marks AS ("), text.index("-- innermost first")
+    reference = text[:start] + _DEFINITION.lstrip("\n") + "\n" + text[end:]
+    query = "SELECT * FROM kernel_launch_site ORDER BY ALL"
+    got = con.execute(query).fetchall()
+    con.execute(reference)  # CREATE OR REPLACE: the same view, with the definitional join
+    assert got == con.execute(query).fetchall()
+    assert sum(1 for row in got if row[8] is not None) > 0  # some launches have a site
