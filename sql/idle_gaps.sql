@@ -51,6 +51,8 @@
 -- at or before t (an ordered pass over the islands' starts and the points); the wait time in [x, y) is
 -- C(y) - C(x).
 -- Each part is partitioned by rank (and scope), so that a query for one rank or scope computes only that.
+-- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`): a step's gaps
+--                         need the whole rank's ordered passes (a filter on step reaches none of them)
 CREATE OR REPLACE VIEW idle_gaps AS
 WITH device_order AS (
     SELECT run_id, rank, device, kernel_id, name, step, start_ns, launch_start_ns, launch_dur_ns,

@@ -100,6 +100,7 @@ COMPUTE_ORDER = [
     "overlap_opportunity",
     "fusion_match",
     "step_breakdown",
+    "idle_gaps",
     "rank_skew",
     "rank_skew_summary",
     # the serving section's chain (reports/serving.py): each helper computed once, not once per view
