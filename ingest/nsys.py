@@ -129,6 +129,7 @@ class NsysRank:
 
 # ---- detection (ingest.files: is_report, is_sqlite, is_nsys_input) and validation --------------------
 
+
 def _refuse(path: Path, what: str) -> TraceFormatError:
     return TraceFormatError(str(path), what, hint=HINT)
 
