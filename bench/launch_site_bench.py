@@ -39,16 +39,21 @@ enclosing AS (
 """
 
 
+def with_plain_join(text: str) -> str:
+    """kernel_launch_site's SQL with its enclosing frames found by the plain join (the definition)."""
+    return (
+        text[: text.index("frame_marks AS (")]
+        + PLAIN_JOIN.lstrip("\n")
+        + text[text.index("-- innermost first") :]
+    )
+
+
 def stacks_query(plain: bool) -> str:
     """The view's trace stacks (its CTEs up to trace_frames), with the plain join when `plain`."""
     text = view_files()["kernel_launch_site"].read_text()
     head = text[text.index("WITH launch_frames AS (") : text.index("-- the capture's stacks")]
     if plain:
-        head = (
-            head[: head.index("frame_marks AS (")]
-            + PLAIN_JOIN.lstrip("\n")
-            + head[head.index("-- innermost first") :]
-        )
+        head = with_plain_join(head)
     return head.rstrip().rstrip(",") + "\nSELECT count(*), sum(hash(key_id, depth, name)) FROM trace_frames"
 
 

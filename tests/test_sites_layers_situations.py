@@ -13,9 +13,10 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
-from conftest import TRACES, RunFocused, require_shared
+from conftest import ROOT, TRACES, RunFocused, require_shared
 from conftest import query_rows as _rows
 
 from warehouse.catalog import connect
@@ -343,19 +344,6 @@ FIRST_CATEGORY = {
 }
 
 
-# The trace's stack of a launch, by its definition: every frame of the launch frame's thread that encloses
-# it, a join of each launch frame with its thread's every frame (kernel_launch_site finds the same pairs
-# in time linear in the frames; this is the quadratic join it replaced).
-_DEFINITION = """
-enclosing AS (
-    SELECT l.run_id, l.rank, l.leaf_id, a.frame_id, a.start_ns, a.dur_ns
-    FROM launch_frames AS l
-    JOIN python_frames AS a
-      ON a.run_id = l.run_id AND a.rank = l.rank AND a.pid = l.pid AND a.tid = l.tid
-     AND a.start_ns <= l.start_ns AND a.start_ns + a.dur_ns >= l.end_ns
-),"""
-
-
 def _random_stacks(rng, threads: int) -> tuple[list[dict], list[dict]]:
     """Python frames that nest per thread (children that share their parent's start or end to the ns,
     zero-length frames, one frame as long as the thread, gaps), and kernels launched from some of them."""
@@ -410,11 +398,12 @@ def test_trace_stacks_are_every_enclosing_frame(seed):
 
     from viewtest import _graph, connect_views
 
+    sys.path.insert(0, str(ROOT / "bench"))
+    from launch_site_bench import with_plain_join  # the definition: each launch frame x its thread's frames
+
     frames, kernels = _random_stacks(random.Random(seed), threads=3)
     con = connect_views(["kernel_launch_site"], {"python_frames": frames, "kernels": kernels})
-    text = _graph()[1]["kernel_launch_site"]
-    start, end = text.index("frame_marks AS ("), text.index("-- innermost first")
-    reference = text[:start] + _DEFINITION.lstrip("\n") + "\n" + text[end:]
+    reference = with_plain_join(_graph()[1]["kernel_launch_site"])
     query = "SELECT * FROM kernel_launch_site ORDER BY ALL"
     got = con.execute(query).fetchall()
     con.execute(reference)  # CREATE OR REPLACE: the same view, with the definitional join
