@@ -687,3 +687,49 @@ def test_sync_crossings_match_hta(real_warehouse, name):
     # the path covers HTA's wall clock and more: no zero-weight edges drop time
     span_us = sum(d for _, d, _ in rows) / 1000
     assert span_us >= hta[version]["cp_length_us"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_calls_step_is_the_latest_step_holding_its_start(seed):
+    """_critical_path_pred's call_step (bucketed, linear) against its definition (every call against every
+    step span of its rank), on random step spans that overlap, touch, nest, are empty or cover the whole
+    rank, and calls before, between, on the edges of and after them, on two ranks."""
+    import random
+
+    from viewtest import _graph, connect_views
+
+    rng = random.Random(seed)
+    spans, ops = [], []
+    for rank in (0, 1):
+        for step in range(rng.randint(1, 12)):
+            start = rng.randint(0, 10_000)
+            end = start + rng.choice([0, 1, rng.randint(1, 3_000)])
+            spans.append({"run_id": "r", "rank": rank, "step": step, "start_ns": start, "end_ns": end})
+        if rng.random() < 0.5:
+            spans.append({"run_id": "r", "rank": rank, "step": 99, "start_ns": 0, "end_ns": 10_000})
+        edges = [s["start_ns"] for s in spans] + [s["end_ns"] for s in spans]
+        for op_id in range(300):
+            start = rng.choice(edges) if rng.random() < 0.3 else rng.randint(-500, 14_000)
+            ops.append(
+                {
+                    "run_id": "r",
+                    "rank": rank,
+                    "op_id": op_id,
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "start_ns": start,
+                    "dur_ns": 5,
+                }
+            )
+    text = _graph()[1]["_critical_path_pred"]
+    ctes = text[text.index("calls AS (") : text.index("blocking_copy AS (")].rstrip().rstrip(",")
+    definition = """
+        SELECT c.run_id, c.rank, c.op_id, MAX(s.step) AS step
+        FROM (SELECT * FROM cpu_ops WHERE cat IN ('cuda_runtime', 'cuda_driver')) AS c
+        JOIN step_spans s
+          ON s.run_id = c.run_id AND s.rank = c.rank AND c.start_ns >= s.start_ns AND c.start_ns < s.end_ns
+        GROUP BY c.run_id, c.rank, c.op_id ORDER BY ALL"""
+    con = connect_views([], {"cpu_ops": ops, "step_spans": spans})
+    expected = con.execute(definition).fetchall()
+    assert con.execute(f"WITH {ctes} SELECT * FROM call_step ORDER BY ALL").fetchall() == expected
+    assert len(expected) > 50  # calls that some step holds, on both ranks
