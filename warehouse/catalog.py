@@ -511,8 +511,7 @@ def kept_dirs(warehouse: Warehouse, views: list[str] | None = None) -> dict[str,
     """{view: the folder of its kept rows} for these per-run views (default: all of them)."""
     key = (str(SQL_DIR), tuple(os.environ.get(name) for name in USER_RULE_ENVS))
     if key not in _KEPT_DIRS:
-        texts = {name: path.read_text() for name, path in view_files().items()}
-        _KEPT_DIRS[key] = {v: views_fingerprint([v], texts) + "/" + v for v in per_run_views()}
+        _KEPT_DIRS[key] = {v: views_fingerprint([v], _view_texts()) + "/" + v for v in _per_run_views()}
     found = _KEPT_DIRS[key]
     return {v: derived_root(warehouse) / found[v] for v in (found if views is None else views)}
 
