@@ -125,7 +125,7 @@ def test_ingest_without_analysis_stores_none(tmp_path):
     assert report.step is not None and is_stored(wh, outcome.run_id)
 
 
-def test_fingerprints_follow_only_what_the_stored_rows_depend_on(tmp_path, monkeypatch):
+def test_fingerprints_follow_only_what_the_stored_rows_depend_on(tmp_path, monkeypatch, request):
     """Editing a view changes the key of the stored rows that read it, directly or through other views,
     and of nothing else: trend's views do not recompute analyses or run metrics; a report view does not
     recompute run metrics; _kernel_facts (read by both) recomputes both."""
@@ -135,10 +135,12 @@ def test_fingerprints_follow_only_what_the_stored_rows_depend_on(tmp_path, monke
     sql = tmp_path / "sql"
     shutil.copytree(catalog.SQL_DIR, sql)
     monkeypatch.setattr(catalog, "SQL_DIR", sql)
+    request.addfinalizer(catalog.forget_sql)  # the next test in this process reads the real sql/ again
+    catalog.forget_sql()
     wh = Warehouse(tmp_path / "wh")
 
     def keys():
-        catalog._KEPT_DIRS.clear()  # the kept views' folders are found once per process: the SQL was edited
+        catalog.forget_sql()  # the SQL files are read once per process: they were edited
         kept = sorted(str(p) for p in catalog.kept_dirs(wh).values())
         return (analyses_dir(wh).name, kept), metrics_dir(wh).name
 

@@ -627,6 +627,14 @@ def _per_run_views() -> tuple[str, ...]:
     return tuple(per_run_views())
 
 
+def forget_sql() -> None:
+    """Forget what this process read of sql/ (its view texts, per-run views, kept folders): for a caller
+    that edits the SQL files under a running process (tests); readers never need it."""
+    _KEPT_DIRS.clear()
+    _view_texts.cache_clear()
+    _per_run_views.cache_clear()
+
+
 def kept_signature(warehouse: Warehouse) -> tuple:
     """What read_kept's views depend on: the published runs and the kept files (a few folder listings)."""
     root = derived_root(warehouse)
