@@ -24,6 +24,8 @@ import duckdb
 import orjson
 
 from ingest import jsonscan
+from ingest.memory import work_threads
+from ingest.source import join_pieces
 from tracehouse.errors import TraceFormatError
 from warehouse.quoting import sql_identifier, sql_string
 
@@ -143,8 +145,14 @@ def load_raw_events(
     """
     label = str(source.path) if source is not None else str(events_file)
     warnings: dict[str, int] = dict(source.warnings) if source is not None else {}
+    pieces = source.pieces if source is not None and source.pieces else [events_file]
+    if len(pieces) == 1 and pieces[0] != events_file:
+        pieces[0].replace(events_file)
+        pieces = [events_file]
     try:
-        _load_sizes(con, events_file, "strict", extra_args)
+        if len(pieces) == 1 or not _load_pieces(con, pieces, extra_args):
+            join_pieces(pieces, events_file)
+            _load_sizes(con, events_file, "strict", extra_args)
     except duckdb.InvalidInputException as exc:
         malformed = "Malformed JSON" in str(exc)
         try:
@@ -313,6 +321,75 @@ def type_events_sql(extra_columns: list[str]) -> str:
 
 def _type_events(con: duckdb.DuckDBPyConnection, extra_args: dict[str, str] | None) -> None:
     con.execute(type_events_sql(list(extra_args or {})))
+
+
+# ---- the fast path of a large array: its pieces decoded side by side ------------------------------------
+PIECE_MIN = 4 << 20  # a smaller piece costs more in statements than it saves
+PIECES_PER_THREAD = 4  # pieces are of unequal cost: several per thread keep the threads equally busy
+
+
+def piece_bytes(path: Path) -> int | None:
+    """The size of the pieces read_trace should cut this file's event array into, or None (one thread:
+    one file). From the file's size (its JSON is about 8x a gzip file's size: an estimate is enough)."""
+    threads = work_threads()
+    if threads < 2:
+        return None
+    with open(path, "rb") as f:
+        gzipped = f.read(2) == b"\x1f\x8b"
+    json_bytes = path.stat().st_size * (8 if gzipped else 1)
+    return max(PIECE_MIN, json_bytes // (PIECES_PER_THREAD * threads))
+
+
+def _load_pieces(
+    con: duckdb.DuckDBPyConnection, pieces: list[Path], extra_args: dict[str, str] | None
+) -> bool:
+    """The strict fast path over pieces of the array (read_trace's), work_threads() at a time: each piece is
+    read and typed by one thread (as one file is: in file order), into events_piece_<k> with its own
+    ev_id from 0; `events` is then the view of the pieces in order, ev_id offset by the events of the
+    pieces before (the same rows as one read of the whole array: tests/test_decode_pieces.py). False,
+    with nothing left behind, when any piece is refused (a bad value, a huge event, or a cut that fell
+    inside a string): the caller reads the joined array as one file, with its repairs."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import sqlglot  # only here (a large trace): its import is 0.05-0.2 s
+
+    keys = dict(ARGS_KEYS)
+    if _looks_legacy(pieces[0]):
+        keys["external_id"] = LEGACY_EXTERNAL_ID
+    keys.update(extra_args or {})
+    arg_columns = ", ".join(f"args.{sql_identifier(key)} AS {column}" for column, key in keys.items())
+    typed = sqlglot.parse_one(type_events_sql(list(extra_args or {})), read="duckdb").expression.sql("duckdb")
+    con.execute("SET threads = 1")  # each piece in file order on the thread that reads it
+
+    def load(k: int, piece: Path) -> int:
+        cursor = con.cursor()  # its own temp view raw_events
+        try:
+            cursor.execute(
+                f"""
+                CREATE TEMP VIEW raw_events AS
+                SELECT row_number() OVER () - 1 AS ev_id, ph, cat, name, pid, tid, ts, dur, id, bp, {arg_columns}
+                FROM read_json({sql_string(piece)}, format = 'array', columns = {_columns_spec(keys, typed=True)},
+                               maximum_object_size = {OBJECT_SIZES[0]})
+                """
+            )
+            cursor.execute(f"CREATE OR REPLACE TABLE events_piece_{k} AS {typed}")
+            return cursor.execute(f"SELECT count(*) FROM events_piece_{k}").fetchone()[0]
+        finally:
+            cursor.close()
+
+    try:
+        with ThreadPoolExecutor(work_threads()) as pool:
+            counts = list(pool.map(load, range(len(pieces)), pieces))
+    except duckdb.Error:
+        for k in range(len(pieces)):
+            con.execute(f"DROP TABLE IF EXISTS events_piece_{k}")
+        return False
+    parts, before = [], 0
+    for k, count in enumerate(counts):
+        parts.append(f"SELECT * REPLACE (ev_id + {before} AS ev_id) FROM events_piece_{k}")
+        before += count
+    con.execute("CREATE OR REPLACE VIEW events AS " + " UNION ALL ".join(parts))
+    return True
 
 
 # ---- the salvage path: split the array into events, repair or skip each ------------------------------

@@ -44,3 +44,9 @@ def memory_limit(env: dict | None = None, available: int | None = None) -> str:
         workers = 1
     free = available_memory() if available is None else available
     return f"{max(MIN_MEMORY_LIMIT, free // 2 // workers) // 10**6}MB"
+
+
+def work_threads() -> int:
+    """Threads one ingest connection uses: TRACEHOUSE_THREADS (ingest.run.RankPool sets it for ranks
+    ingested side by side), else the cores, at most 2."""
+    return int(os.environ.get("TRACEHOUSE_THREADS") or max(1, min(2, os.cpu_count() or 1)))

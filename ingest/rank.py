@@ -15,7 +15,6 @@ the staging area, so that a trace larger than memory spills to disk instead of f
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,9 +23,9 @@ from pathlib import Path
 
 import duckdb
 
-from ingest.decode import event_warnings, load_raw_events
-from ingest.memory import memory_limit
-from ingest.source import TraceSource, read_trace
+from ingest.decode import event_warnings, load_raw_events, piece_bytes
+from ingest.memory import memory_limit, work_threads
+from ingest.source import TraceSource, read_trace, remove_array
 from tracehouse.errors import TraceFormatError
 from warehouse.quoting import sql_string
 from warehouse.schema import cast_select
@@ -90,8 +89,7 @@ def run_transforms(
         [stage_phase, label_phase],
     )
     # Ranks ingested side by side share the cores (RankPool sets TRACEHOUSE_THREADS for its workers).
-    threads = int(os.environ.get("TRACEHOUSE_THREADS") or max(1, min(2, os.cpu_count() or 1)))
-    con.execute(f"SET threads = {threads}")
+    con.execute(f"SET threads = {work_threads()}")
     for sql_file in TRANSFORMS:
         began = time.perf_counter()
         con.execute(sql_file.read_text())
@@ -133,7 +131,7 @@ def staged(
     work_dir.mkdir(parents=True, exist_ok=True)
     events_file = work_dir / "events.json"
     try:
-        source = read_trace(path, events_file)
+        source = read_trace(path, events_file, piece_bytes(path))
         if on_stage is not None:
             on_stage("read", None)
         con = (connect or work_connection)(work_dir)
@@ -142,7 +140,7 @@ def staged(
                 repairs = load_raw_events(con, events_file, source, extra_args=extra_args)
             except duckdb.Error as exc:
                 raise TraceFormatError(str(path), f"invalid trace JSON ({_first_line(exc)})", "event array")
-            events_file.unlink(missing_ok=True)
+            remove_array(events_file)
             if on_stage is not None:
                 on_stage("decode", con)
             run_transforms(con, stage_phase, label_phase, on_file)
@@ -153,7 +151,7 @@ def staged(
         finally:
             con.close()
     finally:
-        events_file.unlink(missing_ok=True)
+        remove_array(events_file)
 
 
 def write_tables(con: duckdb.DuckDBPyConnection, out_dir: Path, rank: int) -> dict[str, int]:

@@ -56,6 +56,87 @@ class TraceSource:
     truncation: str | None = None  # set when the events after some point were lost (salvaged file)
     warnings: dict[str, int] = field(default_factory=dict)  # repairs made while reading the bytes
     empty_reason: str | None = None  # set by decode when no event has a timestamp: nothing to ingest
+    # The array as written: [events_file], or with read_trace's piece_bytes the files it was cut into
+    # (each a valid array, cut between two events; decode reads them side by side, join_pieces undoes it)
+    pieces: list[Path] = field(default_factory=list)
+
+
+# A cut between two events: the `}` that closes one, the comma, the `{` (and first key) of the next.
+# Found in bytes already known to be inside the array; it can still fall inside a string or a nested
+# object, and then the piece before it is not valid JSON (it ends inside a string or an open bracket):
+# decode sees that and reads the joined array instead, so a wrong cut costs time, never rows.
+_EVENT_CUT = re.compile(rb'\}\s*,\s*\{\s*"')
+
+
+class _ArrayPieces:
+    """Writes the event array to one file, or (piece_bytes) to consecutive files of about that many
+    bytes each, cut between two events: piece k ends `...}]`, piece k+1 starts `[` where the array had
+    the comma between them."""
+
+    def __init__(self, events_file: Path, piece_bytes: int | None):
+        self.events_file = events_file
+        self.piece_bytes = piece_bytes
+        self.paths: list[Path] = []
+        self.out = None
+        self.written = 0
+        self._next()
+
+    def _next(self) -> None:
+        if self.out is not None:
+            self.out.close()
+        path = self.events_file if self.piece_bytes is None else piece_path(self.events_file, len(self.paths))
+        self.paths.append(path)
+        self.out = open(path, "wb")  # noqa: SIM115 - open across write() calls; closed by _next and __exit__
+        self.written = 0
+
+    def write(self, data) -> None:
+        """Bytes of the array, in order (a cut is always before an event's `{`: the last piece holds the
+        array's last event and its close)."""
+        view, start = memoryview(data), 0
+        while self.piece_bytes is not None and self.written + len(view) - start >= self.piece_bytes:
+            cut = _EVENT_CUT.search(view, start + max(0, self.piece_bytes - self.written))
+            if cut is None:
+                break
+            self.out.write(view[start : cut.start() + 1])
+            self.out.write(b"]")
+            self._next()
+            self.out.write(b"[")
+            self.written = 1
+            start = cut.start() + cut.group(0).index(b",") + 1
+        self.out.write(view[start:])
+        self.written += len(view) - start
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.out.close()
+
+
+def piece_path(events_file: Path, k: int) -> Path:
+    return events_file.with_name(f"{events_file.stem}.{k}{events_file.suffix}")
+
+
+def remove_array(events_file: Path) -> None:
+    """Remove the event array's file and its pieces, whichever exist."""
+    events_file.unlink(missing_ok=True)
+    for piece in events_file.parent.glob(f"{events_file.stem}.*{events_file.suffix}"):
+        piece.unlink(missing_ok=True)
+
+
+def join_pieces(pieces: list[Path], events_file: Path) -> None:
+    """Write the array the pieces were cut from to events_file, byte for byte (each cut: `]` + `[` back
+    to the comma), and remove the pieces."""
+    if pieces == [events_file]:
+        return
+    with open(events_file, "wb") as out:
+        for k, piece in enumerate(pieces):
+            data = piece.read_bytes()
+            if k > 0:
+                out.write(b",")
+                data = data[1:]
+            out.write(data[:-1] if k < len(pieces) - 1 else data)
+            piece.unlink()
 
 
 class _Damage:
@@ -215,8 +296,9 @@ _DAMAGED_HINT = (
 _SECOND_DOCUMENT = re.compile(rb'"traceEvents"\s*:')
 
 
-def read_trace(path: Path, events_file: Path) -> TraceSource:
-    """Inflate `path`, write its event array to `events_file`, and return what was found."""
+def read_trace(path: Path, events_file: Path, piece_bytes: int | None = None) -> TraceSource:
+    """Inflate `path`, write its event array to `events_file`, and return what was found. piece_bytes:
+    write it instead to pieces of about that many bytes (piece_path(events_file, k), in source.pieces)."""
     label = str(path)
     digest = hashlib.sha256()
     source = TraceSource(path=path, size=path.stat().st_size, sha256="")
@@ -226,7 +308,7 @@ def read_trace(path: Path, events_file: Path) -> TraceSource:
     tail = b""
     aligned = True  # the tail still starts at the array's `[`
     carry = b""  # the last bytes of the previous piece, to find a key cut between two pieces
-    with open(path, "rb") as stream, open(events_file, "wb") as out:
+    with open(path, "rb") as stream, _ArrayPieces(events_file, piece_bytes) as out:
         for piece in _pieces(stream, label, digest, damage):
             source.json_bytes += len(piece)
             if not found:
@@ -314,8 +396,7 @@ def read_trace(path: Path, events_file: Path) -> TraceSource:
                     damage.where if damage.what else f"byte {end_at}",
                     hint=_DAMAGED_HINT,
                 )
-            out.write(tail[:cut])
-            out.write(b"]")
+            out.write(tail[:cut] + b"]")
             source.truncation = f"file truncated at byte {end_at}" + (
                 f" ({damage.what} at {damage.where})" if damage.what else ""
             )
@@ -329,4 +410,5 @@ def read_trace(path: Path, events_file: Path) -> TraceSource:
     source.metadata.update(after)
     source.sha256 = digest.hexdigest()
     source.events_file = events_file
+    source.pieces = out.paths
     return source
