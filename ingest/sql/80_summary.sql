@@ -18,27 +18,41 @@ WHERE ph = 'X' AND gpu_kind IS NULL AND start_ns IS NOT NULL
   AND cat_lc NOT IN ('cuda_sync', 'gpu_user_annotation', 'trace', 'overhead')
   AND (cat_lc IN ('mtia_ccp_events') OR pid IN (SELECT pid FROM device_pids));
 
+-- (events is read in two scans: by phase and category, and every per-event count in one pass)
 CREATE OR REPLACE TABLE rank_summary AS
-SELECT 'events' AS kind, coalesce(ph, '?') || ':' || coalesce(cat, '') AS key, count(*) AS value
-FROM events GROUP BY ALL
+WITH by_phase AS (
+    SELECT ph, cat, count(*) AS n FROM events GROUP BY ph, cat
+),
+per_event AS (
+    SELECT count(*) FILTER (WHERE dur_clamped) AS clamped,
+           count(*) FILTER (WHERE start_ns IS NULL AND ph NOT IN ('M')) AS no_timestamp,
+           count(*) FILTER (WHERE ph IS NULL) AS no_phase,
+           count(*) FILTER (WHERE gpu_kind IS NOT NULL AND start_ns IS NOT NULL) AS gpu_activities,
+           count(*) FILTER (
+               WHERE ph = 'X' AND gpu_kind IS NULL
+                 AND cat_lc NOT IN ('cpu_op', 'user_annotation', 'gpu_user_annotation', 'cuda_runtime',
+                                    'cuda_driver', 'runtime', 'driver', 'python_function', 'cuda_sync', 'trace',
+                                    'overhead', 'fwdbwd', 'hip_runtime', 'mtia_runtime', 'mtia_ccp_events',
+                                    'cpu_instant_event', 'gpu_op')
+           ) AS unknown_category,
+           min(start_ns) FILTER (WHERE ph = 'X') AS trace_start_ns,
+           max(start_ns + dur_ns) FILTER (WHERE ph = 'X') AS trace_end_ns
+    FROM events
+)
+SELECT 'events' AS kind, coalesce(ph, '?') || ':' || coalesce(cat, '') AS key, sum(n) AS value
+FROM by_phase GROUP BY ALL
 UNION ALL
-SELECT 'warning', 'negative durations clamped to 0', count(*) FROM events WHERE dur_clamped
+SELECT 'warning', 'negative durations clamped to 0', clamped FROM per_event
 UNION ALL
-SELECT 'warning', 'events without a timestamp skipped', count(*)
-FROM events WHERE start_ns IS NULL AND ph NOT IN ('M')
+SELECT 'warning', 'events without a timestamp skipped', no_timestamp FROM per_event
 UNION ALL
-SELECT 'warning', 'events without a phase (ph) skipped', count(*) FROM events WHERE ph IS NULL
+SELECT 'warning', 'events without a phase (ph) skipped', no_phase FROM per_event
 UNION ALL
-SELECT 'warning', 'duplicate GPU activities dropped', (SELECT count(*) FROM events WHERE gpu_kind IS NOT NULL AND start_ns IS NOT NULL) - (SELECT count(*) FROM kernels)
+SELECT 'warning', 'duplicate GPU activities dropped', gpu_activities - (SELECT count(*) FROM kernels) FROM per_event
 UNION ALL
 SELECT 'warning', 'flows without a partner', count(*) FROM flows WHERE src_ns IS NULL OR dst_ns IS NULL
 UNION ALL
-SELECT 'warning', 'events of unknown category', count(*)
-FROM events
-WHERE ph = 'X' AND gpu_kind IS NULL
-  AND cat_lc NOT IN ('cpu_op', 'user_annotation', 'gpu_user_annotation', 'cuda_runtime', 'cuda_driver',
-                     'runtime', 'driver', 'python_function', 'cuda_sync', 'trace', 'overhead', 'fwdbwd',
-                     'hip_runtime', 'mtia_runtime', 'mtia_ccp_events', 'cpu_instant_event', 'gpu_op')
+SELECT 'warning', 'events of unknown category', unknown_category FROM per_event
 UNION ALL
 -- Device activity of a kind that is not a GPU kernel, copy or fill (an MTIA `mtia_ccp_events` record, a
 -- new accelerator's category): none of it is in `kernels`, so GPU time, categories and steps leave it
@@ -70,6 +84,6 @@ SELECT 'hint', 'eager_launched', count(*) FROM kernels WHERE linked AND launch_c
 UNION ALL
 SELECT 'hint', 'main_device', coalesce((SELECT device FROM kernels GROUP BY device ORDER BY count(*) DESC, device LIMIT 1), -1)
 UNION ALL
-SELECT 'span', 'trace_start_ns', (SELECT min(start_ns) FROM events WHERE ph = 'X')
+SELECT 'span', 'trace_start_ns', trace_start_ns FROM per_event
 UNION ALL
-SELECT 'span', 'trace_end_ns', (SELECT max(start_ns + dur_ns) FROM events WHERE ph = 'X');
+SELECT 'span', 'trace_end_ns', trace_end_ns FROM per_event;
