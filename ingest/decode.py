@@ -315,29 +315,39 @@ def type_events_sql(extra_columns: list[str]) -> str:
     import sqlglot  # here only: 0.05-0.2 s of every ingest's start, for the few that ask extra args
 
     tree = sqlglot.parse_one(TYPE_EVENTS_SQL, read="duckdb")
-    tree.expression.select(*(sqlglot.exp.column(c, quoted=True) for c in extra_columns), copy=False)
+    tree.select(*(sqlglot.exp.column(c, quoted=True) for c in extra_columns), copy=False)
     return tree.sql(dialect="duckdb")
 
 
 def _type_events(con: duckdb.DuckDBPyConnection, extra_args: dict[str, str] | None) -> None:
-    con.execute(type_events_sql(list(extra_args or {})))
+    con.execute(f"CREATE OR REPLACE TABLE events AS {type_events_sql(list(extra_args or {}))}")
 
 
 # ---- the fast path of a large array: its pieces decoded side by side ------------------------------------
-PIECE_MIN = 4 << 20  # a smaller piece costs more in statements than it saves
-PIECES_PER_THREAD = 4  # pieces are of unequal cost: several per thread keep the threads equally busy
+# One piece per thread: every reader of `events` then scans a union of that many tables, which costs more
+# the more tables (4 per thread: the transforms +45 % on a 300 MB trace; 1: +5 %); and an array under
+# 64 MB is not cut: the statements cost about what the threads save (bench/decode_pieces.py).
+CUT_FROM = 64 << 20
 
 
 def piece_bytes(path: Path) -> int | None:
-    """The size of the pieces read_trace should cut this file's event array into, or None (one thread:
-    one file). From the file's size (its JSON is about 8x a gzip file's size: an estimate is enough)."""
+    """The size of the pieces read_trace should cut this file's event array into (one per thread), or
+    None: one file (one thread, or a small array). From the JSON's size: a gzip file's own trailer (its
+    size mod 4 GiB, taken past the compressed size), else the file's size."""
     threads = work_threads()
     if threads < 2:
         return None
+    size = path.stat().st_size
+    json_bytes = size
     with open(path, "rb") as f:
-        gzipped = f.read(2) == b"\x1f\x8b"
-    json_bytes = path.stat().st_size * (8 if gzipped else 1)
-    return max(PIECE_MIN, json_bytes // (PIECES_PER_THREAD * threads))
+        if f.read(2) == b"\x1f\x8b" and size >= 18:
+            f.seek(-4, 2)
+            json_bytes = int.from_bytes(f.read(4), "little")
+            while json_bytes < size:
+                json_bytes += 1 << 32
+    if json_bytes < CUT_FROM:
+        return None
+    return json_bytes // threads + (1 << 20)  # the last piece is not a sliver
 
 
 def _load_pieces(
@@ -351,14 +361,12 @@ def _load_pieces(
     inside a string): the caller reads the joined array as one file, with its repairs."""
     from concurrent.futures import ThreadPoolExecutor
 
-    import sqlglot  # only here (a large trace): its import is 0.05-0.2 s
-
     keys = dict(ARGS_KEYS)
     if _looks_legacy(pieces[0]):
         keys["external_id"] = LEGACY_EXTERNAL_ID
     keys.update(extra_args or {})
     arg_columns = ", ".join(f"args.{sql_identifier(key)} AS {column}" for column, key in keys.items())
-    typed = sqlglot.parse_one(type_events_sql(list(extra_args or {})), read="duckdb").expression.sql("duckdb")
+    typed = type_events_sql(list(extra_args or {}))
     con.execute("SET threads = 1")  # each piece in file order on the thread that reads it
 
     def load(k: int, piece: Path) -> int:

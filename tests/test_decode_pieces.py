@@ -7,7 +7,10 @@ be cut (inside a string, inside a nested object), which read the joined array in
 
 from __future__ import annotations
 
+import gzip
 import json
+import sys
+from pathlib import Path
 
 import pytest
 from broken_traces import KINDS, make_case
@@ -18,6 +21,7 @@ from ingest.rank import work_connection
 from ingest.source import join_pieces, piece_path, read_trace, remove_array
 from tracehouse.errors import TraceFormatError
 
+ROOT = Path(__file__).resolve().parents[1]
 SMALL_PIECE = 2048  # bytes: every test trace is cut into several pieces
 
 
@@ -127,3 +131,47 @@ def test_pieces_join_back_to_the_array_byte_for_byte(tmp_path):
     join_pieces(source.pieces, events_file)
     assert events_file.read_bytes() == text[source.array_offset : text.rindex(b"]") + 1]
     assert not any(p.exists() for p in source.pieces)
+
+
+def test_the_array_is_cut_in_one_piece_per_thread_from_64_mb(tmp_path, monkeypatch):
+    from ingest import decode
+
+    trace = write_trace(tmp_path / "t.json.gz", _launches(2000))
+    json_bytes = len(gzip.decompress(trace.read_bytes()))
+    monkeypatch.setenv("TRACEHOUSE_THREADS", "2")
+    assert decode.piece_bytes(trace) is None, "a small array is one file"
+    monkeypatch.setattr(decode, "CUT_FROM", json_bytes)
+    assert decode.piece_bytes(trace) == json_bytes // 2 + (1 << 20)  # the gzip trailer's size
+    plain = tmp_path / "t.json"
+    plain.write_bytes(gzip.decompress(trace.read_bytes()))
+    assert decode.piece_bytes(plain) == json_bytes // 2 + (1 << 20)
+    monkeypatch.setenv("TRACEHOUSE_THREADS", "1")
+    assert decode.piece_bytes(trace) is None, "one thread: one file"
+
+
+def test_a_rank_ingested_from_pieces_has_the_same_tables(tmp_path, monkeypatch):
+    """Every table of a rank (the transforms read `events` as the view of the pieces) as from one file."""
+    from ingest import rank
+
+    sys.path.insert(0, str(ROOT))
+    from synth import write_scenario
+
+    write_scenario("serving-decode", tmp_path / "synth", ranks=1, seed=3)
+    (trace,) = sorted((tmp_path / "synth").glob("*.trace.json*"))
+    monkeypatch.setenv("TRACEHOUSE_THREADS", "2")
+    tables = {}
+    for label, size in (("one file", None), ("pieces", 64 << 10)):
+        monkeypatch.setattr(rank, "piece_bytes", lambda path, size=size: size)
+        with rank.staged(trace, tmp_path / label) as staged:
+            assert (label == "pieces") == (
+                staged.con.execute(
+                    "SELECT count(*) FROM duckdb_views() WHERE view_name = 'events'"
+                ).fetchone()[0]
+                == 1
+            )
+            tables[label] = {
+                name: staged.con.execute(f"SELECT * FROM {source} ORDER BY {order}").fetchall()
+                for name, (source, order) in rank.TABLES.items()
+            }
+    assert tables["pieces"] == tables["one file"]
+    assert len(tables["pieces"]["kernels"]) > 100

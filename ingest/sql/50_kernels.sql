@@ -13,6 +13,7 @@ GROUP BY dst_event_id;
 CREATE OR REPLACE TABLE launch_by_correlation AS
 SELECT correlation, min(ev_id) AS launch_id FROM host_api WHERE correlation IS NOT NULL GROUP BY correlation;
 
+-- (narrow: the columns linking and stepping read; 70_kernels_final.sql reads the rest from `events` once)
 CREATE OR REPLACE TABLE gpu_linked AS
 SELECT
     e.ev_id AS kernel_id,
@@ -23,11 +24,7 @@ SELECT
     e.start_ns,
     e.dur_ns,
     coalesce(e.correlation, l.flow_correlation) AS correlation,
-    e.external_id,
-    coalesce(c.launch_id, l.flow_launch_id) AS launch_id,
-    e.grid, e.block, e.registers, e.shared_memory, e.occupancy, e.bytes,
-    e.collective_name, e.process_group, e.in_msg_nelems, e.out_msg_nelems, e.group_size, e.dtype,
-    e.pid, e.tid
+    coalesce(c.launch_id, l.flow_launch_id) AS launch_id
 FROM events e
 LEFT JOIN gpu_flow_links l ON l.kernel_id = e.ev_id
 LEFT JOIN launch_by_correlation c ON c.correlation = coalesce(e.correlation, l.flow_correlation)

@@ -45,16 +45,18 @@ SELECT u.kernel_id,
             WHEN u.t <= w.gpu_end_ns THEN w.step END
 FROM unlinked u ASOF LEFT JOIN gpu_windows w ON u.t >= w.gpu_start_ns;
 
+-- the one wide table: the linked activities with the event's own columns, read from `events` once
 CREATE OR REPLACE TABLE kernels AS
 SELECT k.kernel_id, k.device, k.stream, k.kind, k.name, k.start_ns, k.dur_ns,
        k.start_ns + k.dur_ns AS end_ns,
-       k.correlation, k.external_id, k.launch_id IS NOT NULL AS linked, k.launch_call,
+       k.correlation, e.external_id, k.launch_id IS NOT NULL AS linked, k.launch_call,
        k.launch_id AS launch_op_id, k.launch_start_ns, k.launch_dur_ns, k.launch_tid,
        k.cpu_op_id, k.python_frame_id, s.step, st.phase,
-       k.grid, k.block, k.registers, k.shared_memory, k.occupancy, k.bytes,
-       k.collective_name, k.process_group, k.in_msg_nelems, k.out_msg_nelems, k.group_size, k.dtype,
-       k.pid, k.tid
+       e.grid, e.block, e.registers, e.shared_memory, e.occupancy, e.bytes,
+       e.collective_name, e.process_group, e.in_msg_nelems, e.out_msg_nelems, e.group_size, e.dtype,
+       e.pid, e.tid
 FROM kernel_launch k
+JOIN events e ON e.ev_id = k.kernel_id
 LEFT JOIN kernel_step s USING (kernel_id)
 LEFT JOIN steps st ON st.step = s.step
 ORDER BY k.start_ns, k.kernel_id;

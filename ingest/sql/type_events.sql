@@ -8,7 +8,7 @@
 -- (8.64e10 µs) is set to 0 (dur_absurd); both are counted (ingest/decode.py event_warnings).
 -- dur_missing: a complete event (ph X) without a duration (read as 0, counted). Extra `args` columns a
 -- caller asked for (ingest/capture.py) are appended to the select list (ingest/decode.py type_events_sql).
-CREATE OR REPLACE TABLE events AS
+-- This file is the SELECT alone: decode makes `events` of it (or, over the array's pieces, each piece's table).
 SELECT
     ev_id,
     ph,
@@ -58,4 +58,4 @@ SELECT
     TRY_CAST(wait_on_event_corr AS BIGINT) AS wait_on_event_corr,
     sync_kind,
     (ph = 'X' AND ts IS NOT NULL AND dur IS NULL) AS dur_missing
-FROM raw_events;
+FROM raw_events
