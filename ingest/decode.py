@@ -325,9 +325,9 @@ def _type_events(con: duckdb.DuckDBPyConnection, extra_args: dict[str, str] | No
 
 # ---- the fast path of a large array: its pieces decoded side by side ------------------------------------
 # One piece per thread: every reader of `events` then scans a union of that many tables, which costs more
-# the more tables (4 per thread: the transforms +45 % on a 300 MB trace; 1: +5 %); and an array under
-# 64 MB is not cut: the statements cost about what the threads save (bench/decode_pieces.py).
-CUT_FROM = 64 << 20
+# the more tables (4 per thread: the transforms +45 % on a 300 MB trace; 1: +5 %). Under 8 MB the
+# statements cost about what the threads save; from 15 MB decode is ~1.4x faster (bench/decode_pieces.py).
+CUT_FROM = 8 << 20
 
 
 def piece_bytes(path: Path) -> int | None:

@@ -133,7 +133,7 @@ def test_pieces_join_back_to_the_array_byte_for_byte(tmp_path):
     assert not any(p.exists() for p in source.pieces)
 
 
-def test_the_array_is_cut_in_one_piece_per_thread_from_64_mb(tmp_path, monkeypatch):
+def test_the_array_is_cut_in_one_piece_per_thread_from_8_mb(tmp_path, monkeypatch):
     from ingest import decode
 
     trace = write_trace(tmp_path / "t.json.gz", _launches(2000))
