@@ -134,14 +134,20 @@ W_TS_RANGE = "timestamps out of range skipped"
 
 
 def load_raw_events(
-    con: duckdb.DuckDBPyConnection, events_file: Path, source=None, extra_args: dict[str, str] | None = None
+    con: duckdb.DuckDBPyConnection,
+    events_file: Path,
+    source=None,
+    extra_args: dict[str, str] | None = None,
+    decoder: PieceDecoder | None = None,
 ) -> dict[str, int]:
     """Create the typed table `events` (ingest/sql/type_events.sql) from the event array in events_file.
 
     `source` (ingest.source.TraceSource) names the file in errors and positions; `extra_args` adds
     columns (column -> `args` key, read as text) for a caller that needs more keys. Returns the warnings
     (what was repaired or skipped, with counts). When no event has a timestamp, says why in
-    source.empty_reason (ingest.run refuses such a file: nothing usable remains).
+    source.empty_reason (ingest.run refuses such a file: nothing usable remains). The array's pieces
+    (source.pieces) are decoded side by side: by `decoder`, where it was read_trace's on_piece (decoding
+    began while the file was read), else here.
     """
     label = str(source.path) if source is not None else str(events_file)
     warnings: dict[str, int] = dict(source.warnings) if source is not None else {}
@@ -149,8 +155,12 @@ def load_raw_events(
     if len(pieces) == 1 and pieces[0] != events_file:
         pieces[0].replace(events_file)
         pieces = [events_file]
+    if len(pieces) > 1 and (decoder is None or not decoder.started):  # pieces read_trace did not announce
+        decoder = PieceDecoder(con, extra_args)
+        for k, piece in enumerate(pieces):
+            decoder.add(k, piece)
     try:
-        if len(pieces) == 1 or not _load_pieces(con, pieces, extra_args):
+        if len(pieces) == 1 or not decoder.finish():
             join_pieces(pieces, events_file)
             _load_sizes(con, events_file, "strict", extra_args)
     except duckdb.InvalidInputException as exc:
@@ -350,54 +360,79 @@ def piece_bytes(path: Path) -> int | None:
     return json_bytes // threads + (1 << 20)  # the last piece is not a sliver
 
 
-def _load_pieces(
-    con: duckdb.DuckDBPyConnection, pieces: list[Path], extra_args: dict[str, str] | None
-) -> bool:
-    """The strict fast path over pieces of the array (read_trace's), work_threads() at a time: each piece is
-    read and typed by one thread (as one file is: in file order), into events_piece_<k> with its own
-    ev_id from 0; `events` is then the view of the pieces in order, ev_id offset by the events of the
-    pieces before (the same rows as one read of the whole array: tests/test_decode_pieces.py). False,
-    with nothing left behind, when any piece is refused (a bad value, a huge event, or a cut that fell
-    inside a string): the caller reads the joined array as one file, with its repairs."""
-    from concurrent.futures import ThreadPoolExecutor
+class PieceDecoder:
+    """The strict fast path over the pieces of the array (read_trace's), decoded as read_trace closes
+    them (`add` is its on_piece), work_threads() at a time, while the rest of the file is still being
+    inflated: each piece is read and typed by one thread (as one file is: in file order) into
+    events_piece_<k> with its own ev_id from 0; `finish` makes `events` the view of the pieces in order,
+    ev_id offset by the events of the pieces before (the same rows as one read of the whole array:
+    tests/test_decode_pieces.py), or returns False, with nothing left behind, when any piece was refused
+    (a bad value, a huge event, or a cut that fell inside a string): the caller then reads the joined
+    array as one file, with its repairs. `close` waits for what was started (always call it)."""
 
-    keys = dict(ARGS_KEYS)
-    if _looks_legacy(pieces[0]):
-        keys["external_id"] = LEGACY_EXTERNAL_ID
-    keys.update(extra_args or {})
-    arg_columns = ", ".join(f"args.{sql_identifier(key)} AS {column}" for column, key in keys.items())
-    typed = type_events_sql(list(extra_args or {}))
-    con.execute("SET threads = 1")  # each piece in file order on the thread that reads it
+    def __init__(self, con: duckdb.DuckDBPyConnection, extra_args: dict[str, str] | None = None):
+        self.con = con
+        self.extra_args = extra_args
+        self.pool = None
+        self.loads: list = []
 
-    def load(k: int, piece: Path) -> int:
-        cursor = con.cursor()  # its own temp view raw_events
+    @property
+    def started(self) -> bool:
+        return self.pool is not None
+
+    def add(self, k: int, piece: Path) -> None:
+        if self.pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            keys = dict(ARGS_KEYS)
+            if _looks_legacy(piece):
+                keys["external_id"] = LEGACY_EXTERNAL_ID
+            keys.update(self.extra_args or {})
+            arg_columns = ", ".join(f"args.{sql_identifier(key)} AS {column}" for column, key in keys.items())
+            self.select = (
+                f"row_number() OVER () - 1 AS ev_id, ph, cat, name, pid, tid, ts, dur, id, bp, {arg_columns}"
+            )
+            self.options = f"format = 'array', columns = {_columns_spec(keys, typed=True)}, maximum_object_size = {OBJECT_SIZES[0]}"
+            self.typed = type_events_sql(list(self.extra_args or {}))
+            self.con.execute("SET threads = 1")  # each piece in file order on the thread that reads it
+            self.pool = ThreadPoolExecutor(work_threads())
+        self.loads.append(self.pool.submit(self._load, k, piece))
+
+    def _load(self, k: int, piece: Path) -> int:
+        cursor = self.con.cursor()  # its own temp view raw_events
         try:
             cursor.execute(
-                f"""
-                CREATE TEMP VIEW raw_events AS
-                SELECT row_number() OVER () - 1 AS ev_id, ph, cat, name, pid, tid, ts, dur, id, bp, {arg_columns}
-                FROM read_json({sql_string(piece)}, format = 'array', columns = {_columns_spec(keys, typed=True)},
-                               maximum_object_size = {OBJECT_SIZES[0]})
-                """
+                f"CREATE TEMP VIEW raw_events AS SELECT {self.select} FROM read_json({sql_string(piece)}, {self.options})"
             )
-            cursor.execute(f"CREATE OR REPLACE TABLE events_piece_{k} AS {typed}")
+            cursor.execute(f"CREATE OR REPLACE TABLE events_piece_{k} AS {self.typed}")
             return cursor.execute(f"SELECT count(*) FROM events_piece_{k}").fetchone()[0]
         finally:
             cursor.close()
 
-    try:
-        with ThreadPoolExecutor(work_threads()) as pool:
-            counts = list(pool.map(load, range(len(pieces)), pieces))
-    except duckdb.Error:
-        for k in range(len(pieces)):
-            con.execute(f"DROP TABLE IF EXISTS events_piece_{k}")
-        return False
-    parts, before = [], 0
-    for k, count in enumerate(counts):
-        parts.append(f"SELECT * REPLACE (ev_id + {before} AS ev_id) FROM events_piece_{k}")
-        before += count
-    con.execute("CREATE OR REPLACE VIEW events AS " + " UNION ALL ".join(parts))
-    return True
+    def finish(self) -> bool:
+        try:
+            counts = [load.result() for load in self.loads]
+        except duckdb.Error:
+            self.close()
+            return False
+        parts, before = [], 0
+        for k, count in enumerate(counts):
+            parts.append(f"SELECT * REPLACE (ev_id + {before} AS ev_id) FROM events_piece_{k}")
+            before += count
+        self.con.execute("CREATE OR REPLACE VIEW events AS " + " UNION ALL ".join(parts))
+        return True
+
+    def close(self) -> None:
+        """Wait for the pieces started; drop their tables unless `events` reads them."""
+        if self.pool is None:
+            return
+        self.pool.shutdown(wait=True)
+        (is_view,) = self.con.execute(
+            "SELECT count(*) FROM duckdb_views() WHERE view_name = 'events' AND NOT internal"
+        ).fetchone()
+        if not is_view:
+            for k in range(len(self.loads)):
+                self.con.execute(f"DROP TABLE IF EXISTS events_piece_{k}")
 
 
 # ---- the salvage path: split the array into events, repair or skip each ------------------------------

@@ -1,7 +1,8 @@
 """Ingest of one trace file (one rank): the stages, in order, from bytes to Parquet files.
 
-    1. source.read_trace     inflate, split metadata from the event array (streaming)
-    2. decode.load_raw_events   the array -> typed columns (DuckDB's JSON reader)
+    1. source.read_trace     inflate, split metadata from the event array (streaming), cut into pieces
+    2. decode.load_raw_events   the array -> typed columns (DuckDB's JSON reader; the pieces side by
+                              side, each from when it is written)
     3. sql/NN_*.sql           type, nest, link and step the events (set-based SQL, in file order)
     4. write_tables           one Parquet file per table, for this rank, as warehouse.schema declares it
 
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import duckdb
 
-from ingest.decode import event_warnings, load_raw_events, piece_bytes
+from ingest.decode import PieceDecoder, event_warnings, load_raw_events, piece_bytes
 from ingest.memory import memory_limit, work_threads
 from ingest.source import TraceSource, read_trace, remove_array
 from tracehouse.errors import TraceFormatError
@@ -120,7 +121,8 @@ def staged(
     on_file: Callable[[Path, float], None] | None = None,
 ) -> Iterator[Staged]:
     """The stage sequence every reader of a Kineto file shares (a rank, a capture trace, the benchmark):
-    read_trace -> a work connection -> load_raw_events -> the ingest/sql transforms -> event_warnings.
+    a work connection -> read_trace (its array's pieces decoded as they are written) -> load_raw_events
+    -> the ingest/sql transforms -> event_warnings. (So "read" below includes the pieces decoded by then.)
 
     Yields the Staged file with its connection open; the connection is closed and the event array's
     copy removed on leaving, whatever happens. `extra_args`: more `args` keys to read (column -> key);
@@ -131,15 +133,24 @@ def staged(
     work_dir.mkdir(parents=True, exist_ok=True)
     events_file = work_dir / "events.json"
     try:
-        source = read_trace(path, events_file, piece_bytes(path))
-        if on_stage is not None:
-            on_stage("read", None)
         con = (connect or work_connection)(work_dir)
         try:
+            # the array's pieces are decoded as they are written (ingest/decode.py PieceDecoder)
+            decoder = PieceDecoder(con, extra_args)
             try:
-                repairs = load_raw_events(con, events_file, source, extra_args=extra_args)
-            except duckdb.Error as exc:
-                raise TraceFormatError(str(path), f"invalid trace JSON ({_first_line(exc)})", "event array")
+                source = read_trace(path, events_file, piece_bytes(path), on_piece=decoder.add)
+                if on_stage is not None:
+                    on_stage("read", None)
+                try:
+                    repairs = load_raw_events(
+                        con, events_file, source, extra_args=extra_args, decoder=decoder
+                    )
+                except duckdb.Error as exc:
+                    raise TraceFormatError(
+                        str(path), f"invalid trace JSON ({_first_line(exc)})", "event array"
+                    )
+            finally:
+                decoder.close()
             remove_array(events_file)
             if on_stage is not None:
                 on_stage("decode", con)

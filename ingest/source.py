@@ -73,9 +73,10 @@ class _ArrayPieces:
     bytes each, cut between two events: piece k ends `...}]`, piece k+1 starts `[` where the array had
     the comma between them."""
 
-    def __init__(self, events_file: Path, piece_bytes: int | None):
+    def __init__(self, events_file: Path, piece_bytes: int | None, on_piece=None):
         self.events_file = events_file
         self.piece_bytes = piece_bytes
+        self.on_piece = on_piece
         self.paths: list[Path] = []
         self.out = None
         self.written = 0
@@ -83,7 +84,7 @@ class _ArrayPieces:
 
     def _next(self) -> None:
         if self.out is not None:
-            self.out.close()
+            self._close_piece()
         path = self.events_file if self.piece_bytes is None else piece_path(self.events_file, len(self.paths))
         self.paths.append(path)
         self.out = open(path, "wb")  # noqa: SIM115 - open across write() calls; closed by _next and __exit__
@@ -109,8 +110,16 @@ class _ArrayPieces:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc) -> None:
+    def _close_piece(self) -> None:
         self.out.close()
+        if self.on_piece is not None:
+            self.on_piece(len(self.paths) - 1, self.paths[-1])
+
+    def __exit__(self, error_type, *exc) -> None:
+        if error_type is None and len(self.paths) > 1:
+            self._close_piece()  # the last piece, complete; an array of one piece is one file: not announced
+        else:
+            self.out.close()
 
 
 def piece_path(events_file: Path, k: int) -> Path:
@@ -296,9 +305,11 @@ _DAMAGED_HINT = (
 _SECOND_DOCUMENT = re.compile(rb'"traceEvents"\s*:')
 
 
-def read_trace(path: Path, events_file: Path, piece_bytes: int | None = None) -> TraceSource:
+def read_trace(path: Path, events_file: Path, piece_bytes: int | None = None, on_piece=None) -> TraceSource:
     """Inflate `path`, write its event array to `events_file`, and return what was found. piece_bytes:
-    write it instead to pieces of about that many bytes (piece_path(events_file, k), in source.pieces)."""
+    write it instead to pieces of about that many bytes (piece_path(events_file, k), in source.pieces);
+    on_piece(k, path) is called as each piece is complete (when there are two or more), so that it can
+    be decoded while the rest is read (decode.PieceDecoder.add)."""
     label = str(path)
     digest = hashlib.sha256()
     source = TraceSource(path=path, size=path.stat().st_size, sha256="")
@@ -308,7 +319,7 @@ def read_trace(path: Path, events_file: Path, piece_bytes: int | None = None) ->
     tail = b""
     aligned = True  # the tail still starts at the array's `[`
     carry = b""  # the last bytes of the previous piece, to find a key cut between two pieces
-    with open(path, "rb") as stream, _ArrayPieces(events_file, piece_bytes) as out:
+    with open(path, "rb") as stream, _ArrayPieces(events_file, piece_bytes, on_piece) as out:
         for piece in _pieces(stream, label, digest, damage):
             source.json_bytes += len(piece)
             if not found:

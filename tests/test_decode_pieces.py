@@ -26,7 +26,8 @@ SMALL_PIECE = 2048  # bytes: every test trace is cut into several pieces
 
 
 def decoded(trace, work, piece_bytes):
-    """(rows of events in ev_id order, warnings, pieces written) or the refusal's text."""
+    """(rows of events in ev_id order, warnings, pieces written, whether events is the pieces' view) or
+    the refusal's text."""
     work.mkdir(parents=True, exist_ok=True)
     events_file = work / "events.json"
     try:
@@ -36,6 +37,9 @@ def decoded(trace, work, piece_bytes):
         try:
             warnings = load_raw_events(con, events_file, source)
             rows = con.execute("SELECT * FROM events ORDER BY ev_id").fetchall()
+            (is_view,) = con.execute(
+                "SELECT count(*) FROM duckdb_views() WHERE view_name = 'events' AND NOT internal"
+            ).fetchone()
         finally:
             con.close()
     except TraceFormatError as refused:
@@ -43,7 +47,7 @@ def decoded(trace, work, piece_bytes):
     finally:
         remove_array(events_file)
     assert not list(work.glob("events*")), "the array's files are removed"
-    return rows, warnings, pieces
+    return rows, warnings, pieces, is_view
 
 
 def _trace_files(case):
@@ -108,14 +112,14 @@ def _launches(n: int, name: str = "gemm", args: dict | None = None) -> list[dict
 def test_a_cut_where_events_cannot_be_cut_reads_the_whole_array(where, tmp_path, monkeypatch):
     monkeypatch.setenv("TRACEHOUSE_THREADS", "2")
     if where == "a name that holds a cut":
-        events = _launches(200, name='kernel<{x}, {"y"}>')
+        events = _launches(200, name="kernel<x}, {")
     else:
-        events = _launches(200, args={"nested": [{"a": 1}, {"b": 2}]})
+        events = _launches(200, args={"nested": [{"a": i} for i in range(100)]})
     trace = write_trace(tmp_path / "t.json.gz", events)
     whole = decoded(trace, tmp_path / "whole", None)
     cut = decoded(trace, tmp_path / "cut", SMALL_PIECE)
     assert cut[:2] == whole[:2] and len(whole[0]) == len(events)
-    assert cut[2] > 1
+    assert cut[2] > 1 and cut[3] == 0, "cut, refused, and read as one file"
 
 
 def test_pieces_join_back_to_the_array_byte_for_byte(tmp_path):
@@ -149,29 +153,43 @@ def test_the_array_is_cut_in_one_piece_per_thread_from_8_mb(tmp_path, monkeypatc
     assert decode.piece_bytes(trace) is None, "one thread: one file"
 
 
-def test_a_rank_ingested_from_pieces_has_the_same_tables(tmp_path, monkeypatch):
-    """Every table of a rank (the transforms read `events` as the view of the pieces) as from one file."""
+def rank_tables(trace, work, piece_bytes, monkeypatch):
+    """{table: rows} of one rank staged with read_trace cutting at piece_bytes (None: one file); the
+    pieces are decoded as read_trace writes them (staged's PieceDecoder)."""
     from ingest import rank
 
+    monkeypatch.setattr(rank, "piece_bytes", lambda path: piece_bytes)
+    with rank.staged(trace, work) as staged:
+        (is_view,) = staged.con.execute(
+            "SELECT count(*) FROM duckdb_views() WHERE view_name = 'events' AND NOT internal"
+        ).fetchone()
+        return is_view, {
+            name: staged.con.execute(f"SELECT * FROM {source} ORDER BY {order}").fetchall()
+            for name, (source, order) in rank.TABLES.items()
+        }
+
+
+def test_a_rank_ingested_from_pieces_has_the_same_tables(tmp_path, monkeypatch):
+    """Every table of a rank (the transforms read `events` as the view of the pieces) as from one file."""
     sys.path.insert(0, str(ROOT))
     from synth import write_scenario
 
     write_scenario("serving-decode", tmp_path / "synth", ranks=1, seed=3)
     (trace,) = sorted((tmp_path / "synth").glob("*.trace.json*"))
     monkeypatch.setenv("TRACEHOUSE_THREADS", "2")
-    tables = {}
-    for label, size in (("one file", None), ("pieces", 64 << 10)):
-        monkeypatch.setattr(rank, "piece_bytes", lambda path, size=size: size)
-        with rank.staged(trace, tmp_path / label) as staged:
-            assert (label == "pieces") == (
-                staged.con.execute(
-                    "SELECT count(*) FROM duckdb_views() WHERE view_name = 'events'"
-                ).fetchone()[0]
-                == 1
-            )
-            tables[label] = {
-                name: staged.con.execute(f"SELECT * FROM {source} ORDER BY {order}").fetchall()
-                for name, (source, order) in rank.TABLES.items()
-            }
-    assert tables["pieces"] == tables["one file"]
-    assert len(tables["pieces"]["kernels"]) > 100
+    one_file = rank_tables(trace, tmp_path / "one", None, monkeypatch)
+    pieces = rank_tables(trace, tmp_path / "pieces", 64 << 10, monkeypatch)
+    assert (one_file[0], pieces[0]) == (0, 1), "events: a table from one file, the pieces' view"
+    assert pieces[1] == one_file[1] and len(pieces[1]["kernels"]) > 100
+
+
+@pytest.mark.parametrize("where", ["a name that holds a cut", "nested objects"])
+def test_a_rank_whose_cut_fails_is_read_from_the_joined_array(where, tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEHOUSE_THREADS", "2")
+    args = {"nested": [{"a": i} for i in range(100)]} if where == "nested objects" else None
+    events = _launches(300, name="kernel<x}, {" if where != "nested objects" else "gemm", args=args)
+    trace = write_trace(tmp_path / "t.json.gz", events)
+    one_file = rank_tables(trace, tmp_path / "one", None, monkeypatch)
+    pieces = rank_tables(trace, tmp_path / "pieces", SMALL_PIECE, monkeypatch)
+    assert pieces == one_file and one_file[0] == 0 and len(one_file[1]["kernels"]) == 300
+    assert not list((tmp_path / "pieces").glob("events*")), "no piece left behind"
