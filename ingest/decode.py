@@ -255,6 +255,27 @@ def _allow_objects_of(con: duckdb.DuckDBPyConnection, size: int) -> None:
         con.execute(f"SET memory_limit = {sql_string(f'{3 * size // (1 << 20)}MiB')}")
 
 
+def _arg_keys(first_file: Path, extra_args: dict[str, str] | None) -> dict[str, str]:
+    """{column: `args` key} to read: ARGS_KEYS (the legacy spelling of External id where the array's
+    first bytes use it) and the caller's extra keys."""
+    keys = dict(ARGS_KEYS)
+    if _looks_legacy(first_file):
+        keys["external_id"] = LEGACY_EXTERNAL_ID
+    keys.update(extra_args or {})
+    return keys
+
+
+def _strict_read(path: Path, keys: dict[str, str], max_object_size: int) -> str:
+    """The SELECT of the fast path over one array file: every event, numeric `args` as numbers, ev_id
+    its position in that file (on one thread, the reader's order)."""
+    arg_columns = ", ".join(f"args.{sql_identifier(key)} AS {column}" for column, key in keys.items())
+    return (
+        f"SELECT row_number() OVER () - 1 AS ev_id, ph, cat, name, pid, tid, ts, dur, id, bp, {arg_columns} "
+        f"FROM read_json({sql_string(path)}, format = 'array', columns = {_columns_spec(keys, typed=True)}, "
+        f"maximum_object_size = {int(max_object_size)})"
+    )
+
+
 def _load(
     con: duckdb.DuckDBPyConnection,
     events_file: Path,
@@ -265,23 +286,14 @@ def _load(
     """Create `events`. strict: the fast path, one pass (raw_events is a view over the reader, numeric
     `args` read as numbers). lenient: values that do not convert become NULL (ts/dur counted), `args`
     read as text. ndjson: the same over one event per line (the output of _split_events)."""
-    legacy = _looks_legacy(events_file)
-    keys = dict(ARGS_KEYS)
-    if legacy:
-        keys["external_id"] = LEGACY_EXTERNAL_ID
-    keys.update(extra_args or {})
+    keys = _arg_keys(events_file, extra_args)
     arg_columns = ", ".join(f"args.{sql_identifier(key)} AS {column}" for column, key in keys.items())
     path = sql_string(events_file)
     # One thread keeps file order, so ev_id (the event's position in the file) is deterministic.
     con.execute("SET threads = 1")
     if mode == "strict":
         con.execute(
-            f"""
-            CREATE OR REPLACE VIEW raw_events AS
-            SELECT row_number() OVER () - 1 AS ev_id, ph, cat, name, pid, tid, ts, dur, id, bp, {arg_columns}
-            FROM read_json({path}, format = 'array', columns = {_columns_spec(keys, typed=True)},
-                           maximum_object_size = {int(max_object_size)})
-            """
+            f"CREATE OR REPLACE VIEW raw_events AS {_strict_read(events_file, keys, max_object_size)}"
         )
         try:
             _type_events(con, extra_args)
@@ -375,6 +387,7 @@ class PieceDecoder:
         self.extra_args = extra_args
         self.pool = None
         self.loads: list = []
+        self.published = False  # `events` is the view of the pieces
 
     @property
     def started(self) -> bool:
@@ -384,15 +397,7 @@ class PieceDecoder:
         if self.pool is None:
             from concurrent.futures import ThreadPoolExecutor
 
-            keys = dict(ARGS_KEYS)
-            if _looks_legacy(piece):
-                keys["external_id"] = LEGACY_EXTERNAL_ID
-            keys.update(self.extra_args or {})
-            arg_columns = ", ".join(f"args.{sql_identifier(key)} AS {column}" for column, key in keys.items())
-            self.select = (
-                f"row_number() OVER () - 1 AS ev_id, ph, cat, name, pid, tid, ts, dur, id, bp, {arg_columns}"
-            )
-            self.options = f"format = 'array', columns = {_columns_spec(keys, typed=True)}, maximum_object_size = {OBJECT_SIZES[0]}"
+            self.keys = _arg_keys(piece, self.extra_args)
             self.typed = type_events_sql(list(self.extra_args or {}))
             self.con.execute("SET threads = 1")  # each piece in file order on the thread that reads it
             self.pool = ThreadPoolExecutor(work_threads())
@@ -402,7 +407,7 @@ class PieceDecoder:
         cursor = self.con.cursor()  # its own temp view raw_events
         try:
             cursor.execute(
-                f"CREATE TEMP VIEW raw_events AS SELECT {self.select} FROM read_json({sql_string(piece)}, {self.options})"
+                f"CREATE TEMP VIEW raw_events AS {_strict_read(piece, self.keys, OBJECT_SIZES[0])}"
             )
             cursor.execute(f"CREATE OR REPLACE TABLE events_piece_{k} AS {self.typed}")
             return cursor.execute(f"SELECT count(*) FROM events_piece_{k}").fetchone()[0]
@@ -420,6 +425,7 @@ class PieceDecoder:
             parts.append(f"SELECT * REPLACE (ev_id + {before} AS ev_id) FROM events_piece_{k}")
             before += count
         self.con.execute("CREATE OR REPLACE VIEW events AS " + " UNION ALL ".join(parts))
+        self.published = True
         return True
 
     def close(self) -> None:
@@ -427,10 +433,7 @@ class PieceDecoder:
         if self.pool is None:
             return
         self.pool.shutdown(wait=True)
-        (is_view,) = self.con.execute(
-            "SELECT count(*) FROM duckdb_views() WHERE view_name = 'events' AND NOT internal"
-        ).fetchone()
-        if not is_view:
+        if not self.published:
             for k in range(len(self.loads)):
                 self.con.execute(f"DROP TABLE IF EXISTS events_piece_{k}")
 
