@@ -11,7 +11,8 @@ Four readers stand on it:
 - `value_end`          where the object or array that starts at a byte ends (a small value read from
                        the head of a file, e.g. `distributedInfo`);
 - `array_close`        where a top-level array ends, found by walking the tail of a file backwards
-                       (the `]` of `traceEvents` before the metadata that follows it);
+                       (the `]` of `traceEvents` before the metadata that follows it); `event_array_close`
+                       first tries the last bytes alone;
 - `last_complete_element`  where the last complete element of a cut-off array ends (the salvage of a
                        truncated trace);
 - `elements`           a streamed array split into its top-level elements and the garbage between
@@ -28,6 +29,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
+
+import orjson
 
 # One match per token: everything up to it (whole strings, skipped possessively, and any other byte)
 # and then the token itself, the last byte of the match: a bracket, or a lone quote (a string that
@@ -142,6 +145,36 @@ def array_close(tail: bytes, start: int, end: int, key: bytes) -> int:
     if candidate is None:
         raise ScanError("never closed")
     return candidate
+
+
+CLOSE_WINDOW = 64 << 10  # bytes `event_array_close` reads first: the close and the metadata after it
+
+
+def event_array_close(tail: bytes, start: int, end: int, key: bytes) -> int:
+    """`array_close`, reading only the last CLOSE_WINDOW bytes where they suffice.
+
+    The tokenizer reads ~35 MB/s, and the tail of a trace is 1-2 MB while the close of its event array
+    and the metadata after it are in the last few hundred bytes: walking the whole tail cost 0.03-0.06 s
+    of every ingest. The window is read from its first event boundary (`}, {"`); its `]` is taken when
+    every complete element between that boundary and the `]` is a trace event (a JSON object with a
+    `ph` key), so the `]` closes an array of events; anything else (no boundary, a window inside a
+    long metadata value, a boundary inside a string, elements that are not events) reads the whole
+    tail as before. The one case the two readings could differ: a top-level array of objects with `ph`
+    keys, after the event array, longer than the window (no profiler writes one).
+    """
+    low = end - CLOSE_WINDOW
+    if low > start:
+        boundary = _EVENT_BOUNDARY.search(tail, low, end)
+        if boundary is not None:
+            first = boundary.end()
+            try:
+                close = array_close(tail, first, end, key)
+                events = orjson.loads(b"[" + tail[first:close] + b"]")
+            except (ScanError, orjson.JSONDecodeError):
+                events = None
+            if events and all(isinstance(event, dict) and "ph" in event for event in events):
+                return close
+    return array_close(tail, start, end, key)
 
 
 def last_complete_element(tail: bytes, start: int, aligned: bool) -> int | None:

@@ -263,7 +263,7 @@ def _close_array(tail: bytes, aligned: bool, label: str) -> tuple[int, dict]:
     """Find where the event array ends in the last bytes of the file.
 
     Returns (number of bytes of `tail` that belong to the array, the metadata that follows it). The
-    array's `]` is found by jsonscan.array_close (a backward bracket walk); a tail that does not start
+    array's `]` is found by jsonscan.event_array_close (a backward bracket walk, of the last bytes first); a tail that does not start
     at the array itself (`aligned`) is read from jsonscan.resync's point.
     """
     start = jsonscan.resync(tail, aligned) or 0
@@ -271,7 +271,7 @@ def _close_array(tail: bytes, aligned: bool, label: str) -> tuple[int, dict]:
     if end <= start or not tail[:end].endswith(b"}"):
         raise TraceFormatError(label, "truncated JSON: the file ends inside the event array", "end of file")
     try:
-        close = jsonscan.array_close(tail, start, end, b"traceEvents") + 1
+        close = jsonscan.event_array_close(tail, start, end, b"traceEvents") + 1
     except jsonscan.ScanError as exc:
         what = (
             "malformed JSON around the end of the event array"

@@ -145,6 +145,50 @@ def test_array_close_finds_the_named_array():
         jsonscan.array_close(other, 1, len(other), b"traceEvents")
 
 
+def _trace_tail(rnd: random.Random, pretty: bool, after: bytes) -> bytes:
+    """The last bytes of a trace: events (names holding brackets, quotes and `}, {"`), the array's close,
+    then `after` (the metadata's members) and the closing brace; starting inside the first event, as a
+    tail does."""
+    names = ["k", "a]b", 'q\\"}, {"x', "[[", "}, {", "x" * rnd.randint(1, 300)]
+    events = []
+    for i in range(rnd.randint(200, 900)):
+        # the first event, where the tail starts, has a plain name: resync reads from the boundary after it
+        event = {"ph": "X", "name": rnd.choice(names) if i else "k", "ts": i, "args": {"dims": [[i, 2], []]}}
+        events.append(orjson.dumps(event, option=orjson.OPT_INDENT_2 if pretty else 0))
+    sep = b",\n" if pretty else b", "
+    body = sep.join(events) + b"]" + after + b"}"
+    return body[rnd.randint(1, 20) :]
+
+
+@pytest.mark.parametrize("pretty", [False, True])
+def test_event_array_close_reads_the_last_bytes_as_the_whole_tail(pretty):
+    """event_array_close takes the `]` from the last CLOSE_WINDOW bytes only where the elements before it
+    are events, and otherwise walks the whole tail: the same `]` on every shape of metadata after the
+    array (none, small, long arrays and strings longer than the window, brackets inside strings)."""
+    rnd = random.Random(11 if pretty else 12)
+    long_array = orjson.dumps([{"id": i, "name": "GPU]" * 3} for i in range(4000)])
+    afters = [
+        b"",
+        b', "traceName": "t]"',
+        b', "deviceProperties": [{"id": 0, "x": [1]}], "displayTimeUnit": "ms"',
+        b', "deviceProperties": ' + long_array,
+        b', "deviceProperties": ' + long_array + b', "traceName": "x"',
+        b', "note": "' + b"}, {" * 30000 + b'"',
+        b', "stacks": [[' + b"1, " * 40000 + b"2]]",
+    ]
+    used = 0
+    for after in afters:
+        for _ in range(4):
+            tail = _trace_tail(rnd, pretty, after)
+            start = jsonscan.resync(tail, False)
+            end = len(tail.rstrip())
+            expected = jsonscan.array_close(tail, start, end, b"traceEvents")
+            assert jsonscan.event_array_close(tail, start, end, b"traceEvents") == expected
+            assert tail[expected + 1 :].strip() == after.strip() + b"}"
+            used += len(tail) - expected <= jsonscan.CLOSE_WINDOW // 2
+    assert used  # the window alone decided some of them (the others were read whole)
+
+
 def test_key_before_reads_the_window_as_the_whole_span_would():
     rnd = random.Random(7)
     keys = [b"traceEvents", b'a\\"traceEvents', b"x" * 50 + b"traceEvents", b"\\\\", b"deviceProperties"]
