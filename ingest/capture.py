@@ -48,6 +48,7 @@ import duckdb
 from ingest.files import files_size, is_trace_file
 from ingest.rank import staged
 from tracehouse.errors import TracehouseError
+from warehouse import local_db
 from warehouse.quoting import sql_string
 from warehouse.schema import COLUMNS, I32, I64, STR, cast_select, rows_select, write_rows
 
@@ -482,7 +483,7 @@ def attribute_rank(out_dir: Path, rank: int, windows: list[CaptureWindow]) -> tu
     if not kernels_file.is_file():
         write_kernel_sites([], out_dir, rank)
         return 0, 0
-    con = duckdb.connect()
+    con = local_db.connect()
     try:
         kernels = con.execute(GRAPH_KERNELS_SQL, [str(kernels_file)]).fetchall()
         annotations = con.execute(ANNOTATIONS_SQL, [str(ops_file)]).fetchall() if ops_file.is_file() else []
@@ -706,7 +707,7 @@ def coverage(out_dir: Path) -> tuple[int, int]:
     sites = out_dir / TABLE
     if not sites.is_dir() or not any(sites.glob("*.parquet")):
         write_empty(out_dir)
-    con = duckdb.connect()
+    con = local_db.connect()
     try:
         n, ns = con.execute(COVERAGE_SQL, [str(kernels / "*.parquet"), str(sites / "*.parquet")]).fetchone()
     finally:

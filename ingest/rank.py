@@ -28,6 +28,7 @@ from ingest.decode import PieceDecoder, event_warnings, load_raw_events, piece_b
 from ingest.memory import memory_limit, work_threads
 from ingest.source import TraceSource, read_trace, remove_array
 from tracehouse.errors import TraceFormatError
+from warehouse import local_db
 from warehouse.quoting import sql_string
 from warehouse.schema import cast_select
 
@@ -69,7 +70,7 @@ class RankResult:
 
 def work_connection(work_dir: Path) -> duckdb.DuckDBPyConnection:
     # In memory, with a limit and a spill folder: small traces never touch the disk, large ones spill.
-    con = duckdb.connect(":memory:")
+    con = local_db.connect()
     con.execute(
         f"SET memory_limit = {sql_string(memory_limit())}"
     )  # in a worker: its share (TRACEHOUSE_RANK_WORKERS)

@@ -24,10 +24,10 @@ import csv
 import os
 from pathlib import Path
 
-import duckdb
 import orjson
 
 from tracehouse.errors import TracehouseError
+from warehouse import local_db
 from warehouse.quoting import sql_string
 from warehouse.schema import write_rows
 from warehouse.stored import forget_derived
@@ -153,7 +153,7 @@ def attach_requests(warehouse, run_id: str, rows: list[dict]) -> dict[str, int]:
     """Store (replace) a stored run's step_requests; returns counts to tell the user: rows stored, and rows
     whose step (on their rank, or on any rank) the run does not have (kept, but they match no step)."""
     files = sql_string(str(warehouse.partition("step_spans", run_id) / "*.parquet"))
-    with duckdb.connect() as con:
+    with local_db.connect() as con:
         steps = set(con.execute(f"SELECT rank, step FROM read_parquet({files})").fetchall())
     any_rank = {step for _, step in steps}
     unmatched = sum(

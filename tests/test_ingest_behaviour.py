@@ -238,3 +238,60 @@ def test_file_names_are_parsed(name, expected):
         assert getattr(info, key) == value, key
     if expected.get("stage") == "DECODE":
         assert info.phase == "decode"
+
+
+class _RecordedConnection:
+    """A DuckDB connection that, when closed, records whether it would show DuckDB's progress bar."""
+
+    def __init__(self, con, shown: list) -> None:
+        self._con, self._shown, self._checked = con, shown, False
+
+    def __getattr__(self, name):
+        return getattr(self._con, name)
+
+    def check(self) -> None:
+        if not self._checked:
+            self._checked = True
+            self._shown.append(
+                self._con.execute("SELECT current_setting('enable_progress_bar')").fetchone()[0]
+            )
+
+    def close(self) -> None:
+        self.check()
+        self._con.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def test_no_connection_of_an_ingest_prints_a_progress_bar(tmp_path, monkeypatch):
+    """DuckDB's Python client prints a progress bar to standard output for a statement over two seconds,
+    also into a pipe (`tracehouse ingest ... --format json | jq`). Every connection an ingest opens (the
+    transforms and their decode cursors, the capture attribution, the runs row's writer, the derive's
+    catalogue) has it off (warehouse/local_db.py); a cursor inherits it from its connection."""
+    import duckdb
+
+    import synth
+
+    opened: list[_RecordedConnection] = []
+    shown: list[bool] = []
+    real_connect = duckdb.connect
+
+    def recording_connect(*args, **kwargs):
+        con = real_connect(*args, **kwargs)
+        con.execute("SET enable_progress_bar = true")  # DuckDB's default, except under pytest
+        opened.append(_RecordedConnection(con, shown))
+        return opened[-1]
+
+    monkeypatch.setattr(duckdb, "connect", recording_connect)
+    synth.write_scenario(
+        "serving-decode", tmp_path / "run", ranks=1, target_size=300_000
+    )  # capture traces too
+    ingest_paths(Warehouse(tmp_path / "wh"), [tmp_path / "run"], derive="wait")
+    for con in opened:  # those still open
+        con.check()
+    assert len(shown) >= 4  # transforms, capture attribution, the runs row's writer, the derive
+    assert not any(shown)

@@ -14,6 +14,7 @@ import json
 import duckdb
 
 from tracehouse.errors import QueryError, QueryRefused
+from warehouse import local_db
 from warehouse.catalog import read_kept_for
 
 _FILE_FUNCTIONS = {
@@ -47,7 +48,7 @@ def _parse_connection() -> duckdb.DuckDBPyConnection:
     """An empty in-memory database of this process, only for parsing (it never sees the warehouse)."""
     global _parser
     if _parser is None:
-        _parser = duckdb.connect(":memory:")
+        _parser = local_db.connect()
     return _parser
 
 

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from tracehouse.errors import TracehouseError
+from warehouse import local_db
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -131,7 +132,7 @@ def check_pattern(pattern: str, where: str, con: object | None) -> None:
 
 
 def regex_judge() -> object | None:
-    return duckdb.connect()
+    return local_db.connect()
 
 
 def read_rule_csv(

@@ -411,11 +411,11 @@ def _writer():
     """A cursor on this process's one in-memory DuckDB database for write_rows: opening a database costs
     10-40 ms, and an ingest writes a dozen small files (the zero-row files of a new warehouse, the runs
     row). One per process (a child made by fork gets its own)."""
-    import duckdb
+    from warehouse import local_db
 
     global _WRITER
     if _WRITER is None or _WRITER[0] != os.getpid():
-        _WRITER = (os.getpid(), duckdb.connect(":memory:"))
+        _WRITER = (os.getpid(), local_db.connect())
     return _WRITER[1].cursor()
 
 

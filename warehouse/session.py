@@ -19,6 +19,7 @@ from pathlib import Path
 import duckdb
 
 from tracehouse.errors import QueryError, QueryRefused, TracehouseError
+from warehouse import local_db
 from warehouse.catalog import connect, kept_signature, read_kept_for, refresh_kept
 from warehouse.query import check_read_only, duckdb_message, run_query
 from warehouse.store import Warehouse
@@ -75,7 +76,7 @@ def split_statements(text: str, con: duckdb.DuckDBPyConnection | None = None) ->
     if not text.strip():
         return []
     try:
-        statements = (con or duckdb.connect(":memory:")).extract_statements(text)
+        statements = (con or local_db.connect()).extract_statements(text)
     except duckdb.Error:
         return [text.strip()]
     # each statement's own text, as typed (DuckDB's query attribute)

@@ -1,0 +1,21 @@
+"""The process's own DuckDB databases (ingest's transforms, the capture attribution, scratch work such as
+the read-only check's parser): one way to open them, quiet.
+
+DuckDB's Python client prints a progress bar to standard output for any statement that runs over two
+seconds, also when standard output is a pipe: `tracehouse ingest big.json.gz --format json | jq` got
+bars between its lines. Every connection the project opens has the bar off (the catalogue's and the
+engine's set it themselves); tests/test_hardening.py ingests with every connection set to show the bar
+at once and checks that nothing reaches standard output but the command's own answer.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+
+def connect(database: str = ":memory:") -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection to `database` (default: a new in-memory one) that never prints a progress bar
+    (nor do its cursors: they inherit the setting)."""
+    con = duckdb.connect(database)
+    con.execute("SET enable_progress_bar = false")
+    return con
