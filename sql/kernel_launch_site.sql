@@ -115,14 +115,20 @@ enclosing AS (
      AND c.start_ns <= l.start_ns AND c.start_ns + c.dur_ns >= l.end_ns
 ),
 -- innermost first: by start descending, then the shorter, then the later-recorded (a child can share its
--- parent's start and end to the ns)
+-- parent's start and end to the ns), i.e. the reverse of a frame's place in its thread's order by start,
+-- the longer first, then the earlier recorded: a stack's frames are of one thread, so that place, taken once
+-- per frame, orders every stack (depth is a key, not a count: the views below only compare it)
+frame_order AS (
+    SELECT run_id, rank, frame_id, name, file, line, function,
+           row_number() OVER (PARTITION BY run_id, rank, pid, tid ORDER BY start_ns, dur_ns DESC, frame_id)
+               AS thread_pos
+    FROM python_frames
+),
 trace_frames AS (
-    SELECT 'trace' AS source, e.run_id, e.rank, e.leaf_id AS key_id,
-           row_number() OVER (PARTITION BY e.run_id, e.rank, e.leaf_id
-                              ORDER BY e.start_ns DESC, e.dur_ns, e.frame_id DESC) AS depth,
+    SELECT 'trace' AS source, e.run_id, e.rank, e.leaf_id AS key_id, -a.thread_pos AS depth,
            a.name, a.file, a.line, a.function
     FROM enclosing AS e
-    JOIN python_frames AS a ON a.run_id = e.run_id AND a.rank = e.rank AND a.frame_id = e.frame_id
+    JOIN frame_order AS a ON a.run_id = e.run_id AND a.rank = e.rank AND a.frame_id = e.frame_id
 ),
 -- the capture's stacks, split like python_frames splits a frame name (ingest/sql/40_python_frames.sql)
 capture_names AS (
@@ -168,10 +174,6 @@ flagged AS (
     FROM stack_frames AS s
     LEFT JOIN frame_actions AS a ON a.name = s.name
 ),
-classified AS (
-    SELECT *, min(CASE WHEN is_site THEN depth END) OVER (PARTITION BY source, run_id, rank, key_id) AS first_site
-    FROM flagged
-),
 -- per stack: the first frame outside plumbing, the innermost frame with a file, the module chain
 stacks AS (
     SELECT source, run_id, rank, key_id,
@@ -185,13 +187,21 @@ stacks AS (
            arg_min(function, depth) FILTER (WHERE file IS NOT NULL) AS inner_function,
            arg_min(name, depth) AS leaf_name,
            string_agg(substr(name, 12), '.' ORDER BY depth DESC) FILTER (WHERE name LIKE 'nn.Module: %') AS module_path,
-           arg_min(substr(name, 12), depth) FILTER (WHERE name LIKE 'nn.Module: %') AS module,
-           count(*) FILTER (WHERE is_plumbing AND depth < first_site) AS skipped
-    FROM classified
+           arg_min(substr(name, 12), depth) FILTER (WHERE name LIKE 'nn.Module: %') AS module
+    FROM flagged
     GROUP BY source, run_id, rank, key_id
 ),
+-- the plumbing frames inside the site (walked past before it), per stack that has a site
+skipped AS (
+    SELECT f.source, f.run_id, f.rank, f.key_id, count(*) AS skipped
+    FROM flagged AS f
+    JOIN stacks AS st
+      ON st.source = f.source AND st.run_id = f.run_id AND st.rank = f.rank AND st.key_id = f.key_id
+    WHERE f.is_plumbing AND f.depth < st.site_depth
+    GROUP BY f.source, f.run_id, f.rank, f.key_id
+),
 picked AS (
-    SELECT source, run_id, rank, key_id, module_path, module,
+    SELECT st.source, st.run_id, st.rank, st.key_id, module_path, module,
            CASE WHEN site_depth IS NOT NULL THEN 'code' WHEN inner_depth IS NOT NULL THEN 'plumbing' ELSE 'frame' END
                AS site_class,
            coalesce(site_file, inner_file) AS file,
@@ -199,8 +209,10 @@ picked AS (
            CASE WHEN site_depth IS NOT NULL THEN site_function WHEN inner_depth IS NOT NULL THEN inner_function
                 ELSE leaf_name END AS function,
            inner_file || '(' || CAST(inner_line AS VARCHAR) || '): ' || inner_function AS inner_site,
-           CAST(CASE WHEN site_depth IS NOT NULL THEN skipped ELSE 0 END AS INTEGER) AS plumbing_frames
+           CAST(coalesce(sk.skipped, 0) AS INTEGER) AS plumbing_frames
     FROM stacks AS st
+    LEFT JOIN skipped AS sk
+        ON sk.source = st.source AND sk.run_id = st.run_id AND sk.rank = st.rank AND sk.key_id = st.key_id
 ),
 trace_site AS (
     SELECT k.run_id, k.rank, k.kernel_id, k.name, k.dur_ns, k.launch_call,
