@@ -98,8 +98,15 @@ host_waits AS (
       AND (name LIKE '%Synchronize%' OR name IN ('cudaMemcpy', 'hipMemcpy', 'hipMemcpyWithStream', 'cudaMemcpy2D'))
       AND dur_ns > 0
 ),
+-- what the lookups below need of a gap: a device gap and the stream gap ended by the same activity over
+-- the same span (one stream busy before it) are looked up once
+gap_spans AS (
+    SELECT DISTINCT run_id, rank, next_kernel_id, gap_start_ns, gap_end_ns, lane, launch_pid, launch_tid,
+           launch_from, launch_to
+    FROM gaps
+),
 lanes AS (
-    SELECT DISTINCT run_id, rank, lane FROM gaps
+    SELECT DISTINCT run_id, rank, lane FROM gap_spans
 ),
 waits AS (
     -- per lane: the launching thread's own blocking calls; lane `*`: every thread's; GPU-side event waits
@@ -129,40 +136,41 @@ islands AS (
           FROM wait_islands GROUP BY run_id, rank, lane, island) AS i
 ),
 points AS (
-    -- the four times at which C(t) is needed, per gap
-    SELECT run_id, rank, lane, scope, device, stream, next_kernel_id, 0 AS which, gap_start_ns AS t FROM gaps
+    -- the four times at which C(t) is needed, per gap span
+    SELECT run_id, rank, lane, next_kernel_id, gap_start_ns, gap_end_ns, 0 AS which, gap_start_ns AS t
+    FROM gap_spans
     UNION ALL
-    SELECT run_id, rank, lane, scope, device, stream, next_kernel_id, 1, launch_from FROM gaps
+    SELECT run_id, rank, lane, next_kernel_id, gap_start_ns, gap_end_ns, 1, launch_from FROM gap_spans
     UNION ALL
-    SELECT run_id, rank, lane, scope, device, stream, next_kernel_id, 2, launch_to FROM gaps
+    SELECT run_id, rank, lane, next_kernel_id, gap_start_ns, gap_end_ns, 2, launch_to FROM gap_spans
     UNION ALL
-    SELECT run_id, rank, lane, scope, device, stream, next_kernel_id, 3, gap_end_ns FROM gaps
+    SELECT run_id, rank, lane, next_kernel_id, gap_start_ns, gap_end_ns, 3, gap_end_ns FROM gap_spans
 ),
 looked_up AS (
     -- an ordered pass over the islands' starts and the points: a point sees the last island that
     -- started at or before it
-    SELECT run_id, rank, scope, device, stream, next_kernel_id, which, t, is_point,
+    SELECT run_id, rank, next_kernel_id, gap_start_ns, gap_end_ns, which, t, is_point,
            last_value(i_s IGNORE NULLS) OVER latest AS i_s,
            last_value(i_e IGNORE NULLS) OVER latest AS i_e,
            last_value(i_before IGNORE NULLS) OVER latest AS i_before
     FROM (
-        SELECT run_id, rank, lane, scope, device, stream, next_kernel_id, which, t, 1 AS is_point,
+        SELECT run_id, rank, lane, next_kernel_id, gap_start_ns, gap_end_ns, which, t, 1 AS is_point,
                NULL::BIGINT AS i_s, NULL::BIGINT AS i_e, NULL::BIGINT AS i_before
         FROM points
         UNION ALL
-        SELECT run_id, rank, lane, NULL, NULL, NULL, NULL, NULL, s, 0, s, e, covered_before FROM islands
+        SELECT run_id, rank, lane, NULL, NULL, NULL, NULL, s, 0, s, e, covered_before FROM islands
     ) AS marks
     WINDOW latest AS (PARTITION BY run_id, rank, lane ORDER BY t, is_point ROWS UNBOUNDED PRECEDING)
 ),
 covered AS (
-    SELECT run_id, rank, scope, device, stream, next_kernel_id,
+    SELECT run_id, rank, next_kernel_id, gap_start_ns, gap_end_ns,
            max(CASE WHEN which = 0 THEN coalesce(i_before + least(t, i_e) - i_s, 0) END) AS c0,
            max(CASE WHEN which = 1 THEN coalesce(i_before + least(t, i_e) - i_s, 0) END) AS c1,
            max(CASE WHEN which = 2 THEN coalesce(i_before + least(t, i_e) - i_s, 0) END) AS c2,
            max(CASE WHEN which = 3 THEN coalesce(i_before + least(t, i_e) - i_s, 0) END) AS c3
     FROM looked_up
     WHERE is_point = 1
-    GROUP BY run_id, rank, scope, device, stream, next_kernel_id
+    GROUP BY run_id, rank, next_kernel_id, gap_start_ns, gap_end_ns
 ),
 parts AS (
     SELECT g.*,
@@ -170,18 +178,18 @@ parts AS (
            (g.launch_from - g.gap_start_ns) - (c.c1 - c.c0) + (g.launch_to - g.launch_from) AS host_ns,
            (g.gap_end_ns - g.launch_to) - (c.c3 - c.c2) AS queued_ns
     FROM gaps AS g
-    JOIN covered AS c ON c.run_id = g.run_id AND c.rank = g.rank AND c.scope = g.scope AND c.device = g.device
-                     AND c.stream IS NOT DISTINCT FROM g.stream AND c.next_kernel_id = g.next_kernel_id
+    JOIN covered AS c ON c.run_id = g.run_id AND c.rank = g.rank AND c.next_kernel_id = g.next_kernel_id
+                     AND c.gap_start_ns = g.gap_start_ns AND c.gap_end_ns = g.gap_end_ns
 ),
 thread_depths AS (
     SELECT DISTINCT run_id, rank, pid, tid, CAST(depth AS INTEGER) AS depth FROM cpu_ops WHERE cat <> 'cuda_sync'
 ),
 probes AS (
-    -- per gap of 1 µs or more with a launching thread: one probe per nesting depth of that thread
-    SELECT g.run_id, g.rank, g.scope, g.device, g.stream, g.next_kernel_id, g.gap_start_ns, g.gap_end_ns,
+    -- per gap span of 1 µs or more with a launching thread: one probe per nesting depth of that thread
+    SELECT g.run_id, g.rank, g.next_kernel_id, g.gap_start_ns, g.gap_end_ns,
            g.launch_pid AS pid, g.launch_tid AS tid, d.depth,
            g.gap_start_ns + CAST(((g.gap_end_ns - g.gap_start_ns) - (g.gap_end_ns - g.gap_start_ns) % 2) / 2 AS BIGINT) AS mid_ns
-    FROM gaps AS g
+    FROM gap_spans AS g
     JOIN thread_depths AS d ON d.run_id = g.run_id AND d.rank = g.rank AND d.pid = g.launch_pid AND d.tid = g.launch_tid
     WHERE g.gap_end_ns - g.gap_start_ns >= 1000 AND g.lane <> '*'
 ),
@@ -192,21 +200,21 @@ host_ranges AS (
 open_at_mid AS (
     -- the last range of each depth opened at or before the midpoint (an ordered pass over the ranges'
     -- starts and the probes; a probe sees the latest start before it); kept when it covers > half the gap
-    SELECT run_id, rank, scope, device, stream, next_kernel_id, depth, name, gap_ns,
+    SELECT run_id, rank, next_kernel_id, gap_start_ns, gap_end_ns, depth, name, gap_ns,
            least(end_ns, gap_end_ns) - greatest(start_ns, gap_start_ns) AS overlap_ns
     FROM (
-        SELECT run_id, rank, scope, device, stream, next_kernel_id, depth, gap_start_ns, gap_end_ns,
+        SELECT run_id, rank, next_kernel_id, depth, gap_start_ns, gap_end_ns,
                gap_end_ns - gap_start_ns AS gap_ns, is_probe,
                last_value(r_start IGNORE NULLS) OVER latest AS start_ns,
                last_value(r_end IGNORE NULLS) OVER latest AS end_ns,
                last_value(r_name IGNORE NULLS) OVER latest AS name
         FROM (
-            SELECT run_id, rank, pid, tid, depth, mid_ns AS t, 1 AS is_probe, scope, device, stream,
+            SELECT run_id, rank, pid, tid, depth, mid_ns AS t, 1 AS is_probe,
                    next_kernel_id, gap_start_ns, gap_end_ns, NULL::BIGINT AS r_start, NULL::BIGINT AS r_end,
                    NULL::VARCHAR AS r_name
             FROM probes
             UNION ALL
-            SELECT run_id, rank, pid, tid, depth, start_ns, 0, NULL, NULL, NULL, NULL, NULL, NULL,
+            SELECT run_id, rank, pid, tid, depth, start_ns, 0, NULL, NULL, NULL,
                    start_ns, end_ns, name
             FROM host_ranges
         ) AS marks
@@ -217,11 +225,11 @@ open_at_mid AS (
 ),
 host_op AS (
     -- the deepest of them (the ranges open at the midpoint nest, so the deepest is the most specific)
-    SELECT run_id, rank, scope, device, stream, next_kernel_id,
+    SELECT run_id, rank, next_kernel_id, gap_start_ns, gap_end_ns,
            arg_max(name, depth) AS host_op, arg_max(overlap_ns, depth) AS host_op_ns
     FROM open_at_mid
     WHERE 2 * overlap_ns > gap_ns
-    GROUP BY run_id, rank, scope, device, stream, next_kernel_id
+    GROUP BY run_id, rank, next_kernel_id, gap_start_ns, gap_end_ns
 ),
 step_starts AS (
     SELECT run_id, rank, step, min(start_ns) AS step_gpu_start_ns FROM kernels WHERE step IS NOT NULL GROUP BY ALL
@@ -239,6 +247,6 @@ SELECT p.run_id, p.rank, p.device, p.scope, p.stream, p.step, p.gap_start_ns, p.
             ELSE 'other' END AS hta_class,
        p.gap_start_ns - s.step_gpu_start_ns AS offset_in_step_ns
 FROM parts AS p
-LEFT JOIN host_op AS h ON h.run_id = p.run_id AND h.rank = p.rank AND h.scope = p.scope AND h.device = p.device
-                      AND h.stream IS NOT DISTINCT FROM p.stream AND h.next_kernel_id = p.next_kernel_id
+LEFT JOIN host_op AS h ON h.run_id = p.run_id AND h.rank = p.rank AND h.next_kernel_id = p.next_kernel_id
+                      AND h.gap_start_ns = p.gap_start_ns AND h.gap_end_ns = p.gap_end_ns
 LEFT JOIN step_starts AS s ON s.run_id = p.run_id AND s.rank = p.rank AND s.step = p.step;
