@@ -73,14 +73,53 @@ islands AS (
     FROM numbered
     GROUP BY run_id, rank, device, island
 ),
+island_sums AS (
+    -- the busy time before each island on its device (a device's islands are disjoint)
+    SELECT run_id, rank, device, i_start, i_end,
+           coalesce(sum(i_end - i_start) OVER (PARTITION BY run_id, rank, device ORDER BY i_start
+                                              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS i_before
+    FROM islands
+),
+rank_devices AS (
+    SELECT DISTINCT run_id, rank, device FROM islands
+),
+span_ends AS (
+    -- each end of the step's GPU span, on each device of its rank (which: 0 the start, 1 the end)
+    SELECT s.run_id, s.rank, s.step, d.device, 0 AS which, s.gpu_start_ns AS t
+    FROM s JOIN rank_devices AS d ON d.run_id = s.run_id AND d.rank = s.rank
+    WHERE s.gpu_start_ns IS NOT NULL
+    UNION ALL
+    SELECT s.run_id, s.rank, s.step, d.device, 1, s.gpu_end_ns
+    FROM s JOIN rank_devices AS d ON d.run_id = s.run_id AND d.rank = s.rank
+    WHERE s.gpu_start_ns IS NOT NULL
+),
+busy_before AS (
+    -- B(t), the device's busy time before t, at each span end: an ordered pass over the islands' starts
+    -- and the ends (an end sees the last island that started at or before it); in time linear in the
+    -- islands and steps, where a join of every step with every island of the rank was steps x islands
+    SELECT run_id, rank, step, which, coalesce(i_before + least(t, i_end) - i_start, 0) AS busy_ns
+    FROM (
+        SELECT run_id, rank, step, which, t, is_end,
+               last_value(i_start IGNORE NULLS) OVER latest AS i_start,
+               last_value(i_end IGNORE NULLS) OVER latest AS i_end,
+               last_value(i_before IGNORE NULLS) OVER latest AS i_before
+        FROM (
+            SELECT run_id, rank, device, step, which, t, 1 AS is_end,
+                   NULL::BIGINT AS i_start, NULL::BIGINT AS i_end, NULL::BIGINT AS i_before
+            FROM span_ends
+            UNION ALL
+            SELECT run_id, rank, device, NULL, NULL, i_start, 0, i_start, i_end, i_before FROM island_sums
+        ) AS marks
+        WINDOW latest AS (PARTITION BY run_id, rank, device ORDER BY t, is_end ROWS UNBOUNDED PRECEDING)
+    ) AS swept
+    WHERE is_end = 1
+),
 device_busy AS (
-    -- the device's busy time (any step's work) inside the step's GPU span, summed over the rank's devices
-    SELECT s.run_id, s.rank, s.step,
-           sum(least(i.i_end, s.gpu_end_ns) - greatest(i.i_start, s.gpu_start_ns)) AS busy_all_ns
-    FROM s
-    JOIN islands i ON i.run_id = s.run_id AND i.rank = s.rank
-                  AND i.i_start < s.gpu_end_ns AND i.i_end > s.gpu_start_ns
-    GROUP BY s.run_id, s.rank, s.step
+    -- the device's busy time (any step's work) inside the step's GPU span, B(end) - B(start), summed over
+    -- the rank's devices
+    SELECT run_id, rank, step, sum(CASE WHEN which = 1 THEN busy_ns ELSE -busy_ns END) AS busy_all_ns
+    FROM busy_before
+    GROUP BY run_id, rank, step
 ),
 q AS (
     SELECT s.*,
