@@ -39,7 +39,7 @@ step_sorted AS (
            max(CASE WHEN cls <> 'memory' THEN end_ns END) OVER w AS before_compute_comm
     FROM all_timeline_intervals
     WHERE step IS NOT NULL
-    WINDOW w AS (PARTITION BY run_id, rank, device, variant, step ORDER BY start_ns
+    WINDOW w AS (PARTITION BY run_id, rank, device, variant_no, step ORDER BY start_ns
                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ),
 rank_sorted AS (
@@ -49,7 +49,7 @@ rank_sorted AS (
            max(CASE WHEN cls = 'comm' THEN end_ns END) OVER w AS before_comm,
            max(CASE WHEN cls <> 'memory' THEN end_ns END) OVER w AS before_compute_comm
     FROM all_timeline_intervals
-    WINDOW w AS (PARTITION BY run_id, rank, device, variant ORDER BY start_ns
+    WINDOW w AS (PARTITION BY run_id, rank, device, variant_no ORDER BY start_ns
                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ),
 added AS (
