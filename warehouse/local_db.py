@@ -4,8 +4,9 @@ the read-only check's parser): one way to open them, quiet.
 DuckDB's Python client prints a progress bar to standard output for any statement that runs over two
 seconds, also when standard output is a pipe: `tracehouse ingest big.json.gz --format json | jq` got
 bars between its lines. Every connection the project opens has the bar off (the catalogue's and the
-engine's set it themselves); tests/test_hardening.py ingests with every connection set to show the bar
-at once and checks that nothing reaches standard output but the command's own answer.
+engine's set it themselves; a cursor inherits it); tests/test_ingest_behaviour.py ingests a run with
+capture traces and a derive, every connection opened with the bar on as outside pytest, and checks that
+none still has it on.
 """
 
 from __future__ import annotations
