@@ -263,8 +263,9 @@ def _close_array(tail: bytes, aligned: bool, label: str) -> tuple[int, dict]:
     """Find where the event array ends in the last bytes of the file.
 
     Returns (number of bytes of `tail` that belong to the array, the metadata that follows it). The
-    array's `]` is found by jsonscan.event_array_close (a backward bracket walk, of the last bytes first); a tail that does not start
-    at the array itself (`aligned`) is read from jsonscan.resync's point.
+    array's `]` is found by jsonscan.event_array_close (a backward bracket walk, of the last bytes
+    first); a tail that does not start at the array itself (`aligned`) is read from jsonscan.resync's
+    point.
     """
     start = jsonscan.resync(tail, aligned) or 0
     end = len(tail.rstrip())
