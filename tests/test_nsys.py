@@ -497,3 +497,46 @@ def test_older_real_hand_checked_figures(older_nsys):
         "cloverleaf_a100_nsys2024.5.sqlite": {"n": 1312, "ns": 294_404_540, "streams": 1},
         "con_kernel_gtx1060_nsys2022.1.sqlite": {"n": 8, "ns": 271_032_975, "streams": 5},
     }
+
+
+def test_host_bound_remedy_names_torch_compile_only_for_pytorch(tmp_path):
+    """The withheld overlap takeaway of a host-bound step (synth situation overlap-host-bound) says how to
+    launch faster: torch.compile for a PyTorch run, not for a CUDA application's (framework cuda)."""
+    from reports.run import _Windows, build_run_report
+    from reports.takeaways import takeaways
+    from synth.situations import write_situation
+    from warehouse.catalog import connect
+    from warehouse.store import Warehouse
+
+    out = write_situation("overlap-host-bound", tmp_path / "sit")
+    wh = Warehouse(tmp_path / "wh")
+    [outcome] = _ingest(wh, [out])
+    con = connect(wh, runs=[outcome.run_id])
+    report = build_run_report(con, outcome.run_id)
+    assert report.framework == "pytorch"
+    reasons = {}
+    for framework in ("pytorch", "cuda"):
+        report.framework = framework
+        _, withheld = takeaways(report, _Windows(con, outcome.run_id, report.trace_start_ns))
+        [reasons[framework]] = [w.reason for w in withheld if w.figure == "overlap_opportunity"]
+    assert "CUDA graphs" in reasons["pytorch"] and "torch.compile" in reasons["pytorch"]
+    assert "CUDA graphs" in reasons["cuda"] and "torch" not in reasons["cuda"]
+
+
+def test_export_without_gpu_rows_beside_one_with_is_skipped_and_counted(tmp_path):
+    """In a folder, the export recorded without CUDA tracing is skipped with its one-line reason (one
+    problem, counted in the run's skipped files) and the other export is the run."""
+    from synth.nsys import write_export, write_no_gpu_export
+    from warehouse.catalog import connect
+    from warehouse.store import Warehouse
+
+    folder = tmp_path / "ranks"
+    truth = write_export(folder / "a.sqlite", schema="3.13")
+    write_no_gpu_export(folder / "b.sqlite", schema="none")
+    wh = Warehouse(tmp_path / "wh")
+    [outcome] = _ingest(wh, [folder])
+    assert outcome.run_id
+    assert [p for p in outcome.problems if "no GPU activity in this export: CUDA tracing was off" in str(p)]
+    assert len(outcome.problems) == 1
+    [row] = query_rows(connect(wh), "SELECT n_ranks FROM runs WHERE run_id = ?", [outcome.run_id])
+    assert row["n_ranks"] == len(truth["ranks"])
