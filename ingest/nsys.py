@@ -1,7 +1,10 @@
 """Ingest of Nsight Systems exports (`nsys export --type sqlite`): the same tables as a Kineto trace.
 
-An export is recognised by its schema (a `META_DATA_EXPORT` table naming NVIDIA Nsight Systems and an
-export schema of major version 3), not by its file name. Each process of the export that has GPU activity
+An export is recognised by its tables, not by its file name or version: the CUPTI / NVTX tables
+(CUPTI_ACTIVITY_KIND_*, NVTX_EVENTS) with StringIds, whatever the metadata table is called (META_DATA_EXPORT
+in schema 3.x, EXPORT_META_DATA in 2.x, none in some older exports; where there is one it must name NVIDIA
+Nsight Systems). Optional tables and columns are read where present (sqlite_master / PRAGMA table_info),
+so exports of schema 2.x (Nsight Systems 2021-2022) through 3.25 (2026.2) read alike; see docs/inputs.md. Each process of the export that has GPU activity
 or CUDA calls is one rank (several processes in one file, or one file per rank in a folder: ranks are
 numbered in file order, then by the lowest device each process used, then by pid). The export's rows are
 turned into the typed `events` table that the Kineto path builds (ingest/sql/type_events.sql's columns)
@@ -27,13 +30,17 @@ thing for both sources:
                                     `ProfilerStep#N` range is a step, as in Kineto)
 
 Times are the export's integer ns, untouched (no microsecond decimals on this path). The run's base time is
-TARGET_INFO_SESSION_START_TIME's UTC epoch minus its system clock, so base_time_ns + start_ns is UTC.
-Rows are read with the standard library's sqlite3 (read-only) and handed to DuckDB in Arrow batches of
-BATCH_ROWS, so memory stays bounded whatever the export's size.
+TARGET_INFO_SESSION_START_TIME's UTC epoch minus its system clock (`systemClockNs`, schema 3.2x: times are
+the system clock's), or the UTC epoch itself where that column is absent (older exports count times from
+the session's start), so base_time_ns + start_ns is UTC. Text that is not UTF-8 (a Windows user name, a
+binary blob in TARGET_INFO_SYSTEM_ENV) is read with replacement characters. Rows are read with the
+standard library's sqlite3 (read-only) and handed to DuckDB in Arrow batches of BATCH_ROWS, so memory
+stays bounded whatever the export's size.
 
 Refused with one line (nothing of the run is stored): a `.nsys-rep` report (export it first), a SQLite
-file that is not an Nsight Systems export, a truncated or damaged database, an export of another schema
-major version, an export without the kernel table's columns.
+file that is not an Nsight Systems export, a truncated database, one SQLite itself cannot read
+("damaged"), an export without the columns a row needs (named), and an export with no GPU activity and no
+CUDA call ("no GPU activity in this export: CUDA tracing was off").
 """
 
 from __future__ import annotations
@@ -57,7 +64,10 @@ from ingest.rank import RankResult, run_transforms, work_connection, write_table
 from ingest.run import RankPool, borrowed
 from tracehouse.errors import TraceFormatError, TracehouseError
 
-SCHEMA_MAJOR = "3"
+META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")  # schema 3.x, schema 2.x
+GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+CUPTI_TABLES = (*GPU_TABLES, "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
+NO_GPU = "no GPU activity in this export: CUDA tracing was off (record with `nsys profile --trace=cuda`)"
 BATCH_ROWS = int(os.environ.get("TRACEHOUSE_NSYS_BATCH", "65536"))
 HINT = "the file was skipped; export the report again with `nsys export --type sqlite REPORT.nsys-rep`"
 
@@ -103,7 +113,7 @@ MEM_KIND = {
     7: "Unknown",
 }
 SYNC_KIND = {0: "Unknown", 1: "Event Sync", 2: "Stream Wait Event", 3: "Stream Sync", 4: "Context Sync"}
-NVTX_RANGES = (59, 60)  # NvtxPushPopRange, NvtxStartEndRange
+NVTX_RANGES = {"NvtxPushPopRange": 59, "NvtxStartEndRange": 60}  # ENUM_NSYS_EVENT_TYPE's ids, where absent
 TID_BITS = 24  # globalTid = globalPid | tid; globalPid = (vm << 48) | (pid << 24)
 
 W_NVTX_OPEN = "NVTX ranges without an end skipped"
@@ -149,6 +159,69 @@ def _check_size(path: Path) -> None:
         raise _refuse(path, f"truncated SQLite database ({size} bytes, its header says {page_size * pages})")
 
 
+def _text(raw: bytes) -> str:
+    """SQLite text as str; bytes that are not UTF-8 become U+FFFD (never an error)."""
+    return raw.decode("utf-8", "replace")
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    con = sqlite3.connect(f"file:{path.resolve()}?mode=ro&immutable=1", uri=True)
+    con.text_factory = _text
+    return con
+
+
+# Columns a table's rows need (one of a tuple: any of them), checked where the table exists.
+NEED = {
+    "StringIds": ("id", "value"),
+    "CUPTI_ACTIVITY_KIND_KERNEL": (
+        "start",
+        "end",
+        "deviceId",
+        "streamId",
+        "correlationId",
+        "globalPid",
+        ("demangledName", "shortName", "mangledName"),
+    ),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": (
+        "start",
+        "end",
+        "deviceId",
+        "streamId",
+        "correlationId",
+        "globalPid",
+        "bytes",
+    ),
+    "CUPTI_ACTIVITY_KIND_MEMSET": (
+        "start",
+        "end",
+        "deviceId",
+        "streamId",
+        "correlationId",
+        "globalPid",
+        "bytes",
+    ),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "globalTid", "correlationId", "nameId"),
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": (
+        "start",
+        "end",
+        "deviceId",
+        "streamId",
+        "correlationId",
+        "globalPid",
+        "syncType",
+    ),
+    "NVTX_EVENTS": ("start", "end", "eventType", "globalTid", ("text", "textId")),
+}
+
+
+def _missing(have: set[str], need: tuple) -> list[str]:
+    return [
+        c if isinstance(c, str) else " / ".join(c)
+        for c in need
+        if not set((c,) if isinstance(c, str) else c) & have
+    ]
+
+
 def open_export(path: Path) -> sqlite3.Connection:
     """A read-only connection to a validated export; TraceFormatError (one line) otherwise."""
     if is_report(path):
@@ -158,56 +231,39 @@ def open_export(path: Path) -> sqlite3.Connection:
         )
     _check_size(path)
     try:
-        con = sqlite3.connect(f"file:{path.resolve()}?mode=ro&immutable=1", uri=True)
-        tables = {
-            name for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
-        }
+        con = _connect(path)
+        tables = _tables(con)
     except sqlite3.DatabaseError as exc:
-        raise _refuse(path, f"not a readable SQLite database ({exc})") from None
+        raise _refuse(path, f"damaged SQLite database ({exc})") from None
     try:
-        if "META_DATA_EXPORT" not in tables:
-            raise _refuse(
-                path, "an SQLite database but not an Nsight Systems export (no META_DATA_EXPORT table)"
-            )
-        meta = dict(con.execute("SELECT name, value FROM META_DATA_EXPORT").fetchall())
-        product = meta.get("EXPORT_PRODUCT_NAME") or ""
-        if "Nsight Systems" not in product:
-            raise _refuse(
-                path, f"an SQLite export of {product or 'an unknown product'}, not of Nsight Systems"
-            )
-        major = str(
-            meta.get("EXPORT_SCHEMA_VERSION_MAJOR")
-            or str(meta.get("EXPORT_SCHEMA_VERSION", "")).split(".")[0]
-        )
-        if major != SCHEMA_MAJOR:
+        meta = _metadata(con, tables)
+        activity = [t for t in (*CUPTI_TABLES, "NVTX_EVENTS") if t in tables]
+        if any(t in tables for t in META_TABLES):
+            product = meta.get("EXPORT_PRODUCT_NAME") or ""
+            if "Nsight Systems" not in product:
+                raise _refuse(
+                    path, f"an SQLite export of {product or 'an unknown product'}, not of Nsight Systems"
+                )
+        elif not activity:
             raise _refuse(
                 path,
-                f"Nsight Systems export schema {meta.get('EXPORT_SCHEMA_VERSION') or major or '?'} "
-                f"is not supported (tracehouse reads schema {SCHEMA_MAJOR}.x, Nsight Systems 2021.2 "
-                f"and later)",
+                "an SQLite database but not an Nsight Systems export (no META_DATA_EXPORT / EXPORT_META_DATA "
+                "table and no CUPTI_ACTIVITY_KIND_* / NVTX_EVENTS table)",
             )
-        need = {
-            "StringIds": {"id", "value"},
-            "CUPTI_ACTIVITY_KIND_KERNEL": {
-                "start",
-                "end",
-                "deviceId",
-                "streamId",
-                "correlationId",
-                "globalPid",
-                "demangledName",
-            },
-        }
-        for table, columns in need.items():
-            if table == "CUPTI_ACTIVITY_KIND_KERNEL" and table not in tables:
-                continue  # an export without GPU kernels (a CPU-only profile): its other tables still land
-            have = {row[1] for row in con.execute(f'PRAGMA table_info("{table}")')}
-            missing = sorted(columns - have)
+        if activity and "StringIds" not in tables:
+            raise _refuse(
+                path,
+                "CUPTI tables without a StringIds table: not an Nsight Systems export (an nvprof database? "
+                "open it in Nsight Systems and export it with `nsys export --type sqlite`)",
+            )
+        schema = meta.get("EXPORT_SCHEMA_VERSION", "?")
+        for table, need in NEED.items():
+            if table not in tables:
+                continue  # tables are created lazily: an export without copies has no MEMCPY table
+            missing = _missing(_columns(con, table), need)
             if missing:
                 raise _refuse(
-                    path,
-                    f"Nsight Systems export without {table}.{', '.join(missing)} "
-                    f"(schema {meta.get('EXPORT_SCHEMA_VERSION', '?')})",
+                    path, f"Nsight Systems export without {table}.{', '.join(missing)} (schema {schema})"
                 )
     except sqlite3.DatabaseError as exc:
         con.close()
@@ -224,6 +280,24 @@ def _tables(con: sqlite3.Connection) -> set[str]:
 
 def _columns(con: sqlite3.Connection, table: str) -> set[str]:
     return {row[1] for row in con.execute(f'PRAGMA table_info("{table}")')}
+
+
+def _metadata(con: sqlite3.Connection, tables: set[str]) -> dict:
+    """The export's name -> value metadata (META_DATA_EXPORT, EXPORT_META_DATA in schema 2.x); {} without."""
+    table = next((t for t in META_TABLES if t in tables), None)
+    if table is None or not {"name", "value"} <= _columns(con, table):
+        return {}
+    return dict(con.execute(f'SELECT name, value FROM "{table}"').fetchall())
+
+
+def _nvtx_range_types(con: sqlite3.Connection, tables: set[str]) -> tuple[int, ...]:
+    """eventType ids of NVTX push/pop and start/end ranges: ENUM_NSYS_EVENT_TYPE's where the export has it."""
+    ids = dict(NVTX_RANGES)
+    if "ENUM_NSYS_EVENT_TYPE" in tables and {"id", "name"} <= _columns(con, "ENUM_NSYS_EVENT_TYPE"):
+        for id_, name in con.execute("SELECT id, name FROM ENUM_NSYS_EVENT_TYPE"):
+            if name in ids:
+                ids[name] = int(id_)
+    return tuple(sorted(ids.values()))
 
 
 # ---- ranks ---------------------------------------------------------------------------------------
@@ -271,15 +345,7 @@ def plan_ranks(files: list[Path]) -> tuple[list[NsysRank], list[tuple[Path, str]
             problems.append((path, f"{exc} ({exc.hint})" if exc.hint else str(exc)))
             continue
         if not procs:
-            problems.append(
-                (
-                    path,
-                    (
-                        f"{path}: nothing to ingest: the export has no GPU activity and no CUDA call "
-                        "(was it recorded with --trace=cuda?)"
-                    ),
-                )
-            )
+            problems.append((path, f"{path}: {NO_GPU}"))
             continue
         names = _process_names(path)
         for gpid, devices in procs:
@@ -366,6 +432,16 @@ ASOF LEFT JOIN nsys_event_records r2 ON r2.event_id = s.event_id AND s.corr > r2
 """
 
 
+# Signs that the process ran PyTorch (ingest.run.detect_framework: an export without them is framework
+# "cuda"): PyTorch's operator ranges (emit_nvtx / --pytorch=autograd-nvtx: `aten::` names, `seq = N`
+# fields, record_param_comms) or kernels of ATen's own CUDA code (`at::native::`).
+TORCH_EVIDENCE = """
+SELECT count(*) FROM events
+WHERE (cat = 'cpu_op' AND (name LIKE 'aten::%' OR name = 'record_param_comms' OR sequence_number IS NOT NULL))
+   OR (cat = 'kernel' AND name LIKE '%at::native::%')
+"""
+
+
 class _Events:
     """Appends batches to DuckDB's `events`, numbering the rows (ev_id) in the order they come."""
 
@@ -418,11 +494,14 @@ def load_events(sq: sqlite3.Connection, con: duckdb.DuckDBPyConnection, global_p
             SELECT_RUNTIME,
         )
     if "NVTX_EVENTS" in tables:
-        has_text_id = "textId" in _columns(sq, "NVTX_EVENTS")
-        text = "coalesce(n.text, s.value)" if has_text_id else "n.text"
+        nvtx_cols = _columns(sq, "NVTX_EVENTS")
+        has_text_id = "textId" in nvtx_cols
+        inline = "n.text" if "text" in nvtx_cols else "NULL"
+        text = f"coalesce({inline}, s.value)" if has_text_id else inline
         join = "LEFT JOIN StringIds s ON s.id = n.textId" if has_text_id else ""
+        ranges = _nvtx_range_types(sq, tables)
         open_ranges = sq.execute(
-            f"SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN {NVTX_RANGES} "
+            f"SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN ({', '.join(map(str, ranges))}) "
             'AND "end" IS NULL AND globalTid >= ? AND globalTid < ?',
             threads,
         ).fetchone()[0]
@@ -431,7 +510,7 @@ def load_events(sq: sqlite3.Connection, con: duckdb.DuckDBPyConnection, global_p
         out.copy(
             sq,
             f'SELECT n.start, n."end", n.globalTid AS gtid, {text} AS text FROM NVTX_EVENTS n {join} '
-            f'WHERE n.eventType IN {NVTX_RANGES} AND n."end" IS NOT NULL '
+            f'WHERE n.eventType IN ({", ".join(map(str, ranges))}) AND n."end" IS NOT NULL '
             "AND n.globalTid >= ? AND n.globalTid < ?",
             threads,
             SELECT_NVTX,
@@ -443,9 +522,11 @@ def load_events(sq: sqlite3.Connection, con: duckdb.DuckDBPyConnection, global_p
         def col(name: str) -> str:
             return f"a.{name}" if name in cols else "NULL"
 
+        # the demangled name where the export has it, else the short (schema 2.x/3.x have both) or mangled one
+        demangled = next(c for c in ("demangledName", "shortName", "mangledName") if c in cols)
         out.copy(
             sq,
-            f"SELECT {base}, a.demangledName AS demangled, {col('shortName')} AS short, "
+            f"SELECT {base}, a.{demangled} AS demangled, {col('shortName')} AS short, "
             f"'[' || {col('gridX')} || ',' || {col('gridY')} || ',' || {col('gridZ')} || ']' AS grid, "
             f"'[' || {col('blockX')} || ',' || {col('blockY')} || ',' || {col('blockZ')} || ']' AS block, "
             f"{col('registersPerThread')} AS registers, "
@@ -457,7 +538,9 @@ def load_events(sq: sqlite3.Connection, con: duckdb.DuckDBPyConnection, global_p
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in tables:
         out.copy(
             sq,
-            f"SELECT {base}, a.bytes AS nbytes, a.copyKind AS copy_kind, a.srcKind AS src, a.dstKind AS dst "
+            f"SELECT {base}, a.bytes AS nbytes, {_col(sq, 'CUPTI_ACTIVITY_KIND_MEMCPY', 'copyKind')} AS copy_kind, "
+            f"{_col(sq, 'CUPTI_ACTIVITY_KIND_MEMCPY', 'srcKind')} AS src, "
+            f"{_col(sq, 'CUPTI_ACTIVITY_KIND_MEMCPY', 'dstKind')} AS dst "
             "FROM CUPTI_ACTIVITY_KIND_MEMCPY a WHERE a.globalPid = ?",
             (global_pid,),
             SELECT_MEMCPY,
@@ -465,7 +548,8 @@ def load_events(sq: sqlite3.Connection, con: duckdb.DuckDBPyConnection, global_p
     if "CUPTI_ACTIVITY_KIND_MEMSET" in tables:
         out.copy(
             sq,
-            f"SELECT {base}, a.bytes AS nbytes, a.memKind AS mem FROM CUPTI_ACTIVITY_KIND_MEMSET a "
+            f"SELECT {base}, a.bytes AS nbytes, {_col(sq, 'CUPTI_ACTIVITY_KIND_MEMSET', 'memKind')} AS mem "
+            "FROM CUPTI_ACTIVITY_KIND_MEMSET a "
             "WHERE a.globalPid = ?",
             (global_pid,),
             SELECT_MEMSET,
@@ -476,6 +560,11 @@ def load_events(sq: sqlite3.Connection, con: duckdb.DuckDBPyConnection, global_p
     return warnings  # negative durations are counted by ingest/sql/80_summary.sql (events.dur_clamped)
 
 
+def _col(sq: sqlite3.Connection, table: str, column: str) -> str:
+    """`a.column` where the table has it, else NULL (an optional column of an older schema)."""
+    return f"a.{column}" if column in _columns(sq, table) else "NULL"
+
+
 def _load_syncs(sq: sqlite3.Connection, out: _Events, tables: set[str], global_pid: int) -> None:
     """cuda_sync records; the CUDA event records (nsys --cuda-event-trace=true) name what a wait waited on."""
     con = out.con
@@ -483,8 +572,13 @@ def _load_syncs(sq: sqlite3.Connection, out: _Events, tables: set[str], global_p
         "CREATE OR REPLACE TEMP TABLE nsys_event_records (event_id BIGINT, sync_id BIGINT, stream BIGINT, "
         "corr BIGINT)"
     )
-    if "CUPTI_ACTIVITY_KIND_CUDA_EVENT" in tables:
-        has_sync = "eventSyncId" in _columns(sq, "CUPTI_ACTIVITY_KIND_CUDA_EVENT")
+    event_cols = (
+        _columns(sq, "CUPTI_ACTIVITY_KIND_CUDA_EVENT")
+        if "CUPTI_ACTIVITY_KIND_CUDA_EVENT" in tables
+        else set()
+    )
+    if {"eventId", "streamId", "correlationId", "globalPid"} <= event_cols:
+        has_sync = "eventSyncId" in event_cols
         out.copy(
             sq,
             f"SELECT eventId AS event_id, {'eventSyncId' if has_sync else 'NULL'} AS sync_id, "
@@ -497,13 +591,13 @@ def _load_syncs(sq: sqlite3.Connection, out: _Events, tables: set[str], global_p
         "CREATE OR REPLACE TEMP TABLE nsys_event_by_sync AS SELECT sync_id, arg_max(stream, corr) AS stream, "
         "max(corr) AS corr FROM nsys_event_records WHERE sync_id IS NOT NULL GROUP BY sync_id"
     )
-    sync_id = (
-        "s.eventSyncId" if "eventSyncId" in _columns(sq, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION") else "NULL"
-    )
+    sync_cols = _columns(sq, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
+    sync_id = "s.eventSyncId" if "eventSyncId" in sync_cols else "NULL"
+    event_id = "s.eventId" if "eventId" in sync_cols else "NULL"
     out.copy(
         sq,
         'SELECT s.start, s."end", s.deviceId AS device, s.streamId AS stream, s.correlationId AS corr, '
-        f"s.syncType AS kind, s.eventId AS event_id, {sync_id} AS sync_id "
+        f"s.syncType AS kind, {event_id} AS event_id, {sync_id} AS sync_id "
         "FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION s WHERE s.globalPid = ?",
         (global_pid,),
         SELECT_SYNC,
@@ -515,7 +609,7 @@ def _load_syncs(sq: sqlite3.Connection, out: _Events, tables: set[str], global_p
 def export_metadata(sq: sqlite3.Connection, rank: NsysRank, ranks_in_file: list[dict]) -> dict:
     """The rank's metadata (runs.metadata / device_properties): product, schema, host, devices."""
     tables = _tables(sq)
-    meta = dict(sq.execute("SELECT name, value FROM META_DATA_EXPORT").fetchall())
+    meta = _metadata(sq, tables)
     env = {}
     if "TARGET_INFO_SYSTEM_ENV" in tables:
         cols = _columns(sq, "TARGET_INFO_SYSTEM_ENV")
@@ -530,23 +624,39 @@ def export_metadata(sq: sqlite3.Connection, rank: NsysRank, ranks_in_file: list[
         "source_format": "nsys",
         "nsys_version": meta.get("EXPORT_PRODUCT_VERSION"),
         "export_schema": meta.get("EXPORT_SCHEMA_VERSION"),
-        "export_input": meta.get("EXPORT_PARAM_INPUT_FILE"),
+        "export_input": meta.get("EXPORT_PARAM_INPUT_FILE") or meta.get("EXPORT_INPUT_FILE"),
         "system": env,
         "ranks": ranks_in_file,
     }
-    if "TARGET_INFO_SESSION_START_TIME" in tables:
-        row = sq.execute("SELECT utcEpochNs, systemClockNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
-        if row and row[0] is not None and row[1] is not None:
-            out["baseTimeNanoseconds"] = int(row[0]) - int(row[1])
+    base = session_base_ns(sq, tables)
+    if base is not None:
+        out["baseTimeNanoseconds"] = base
     props = device_properties(sq, tables)
     if props:
         out["deviceProperties"] = props
     return out
 
 
+def session_base_ns(sq: sqlite3.Connection, tables: set[str]) -> int | None:
+    """UTC ns of the export's time 0: utcEpochNs - systemClockNs where the export has the system clock
+    (its times are the system clock's), else utcEpochNs (older schemas count times from the session start)."""
+    if "TARGET_INFO_SESSION_START_TIME" not in tables:
+        return None
+    cols = _columns(sq, "TARGET_INFO_SESSION_START_TIME")
+    if "utcEpochNs" not in cols:
+        return None
+    clock = "systemClockNs" if "systemClockNs" in cols else "0"
+    row = sq.execute(f"SELECT utcEpochNs, {clock} FROM TARGET_INFO_SESSION_START_TIME").fetchone()
+    if not row or row[0] is None or row[1] is None:
+        return None
+    return int(row[0]) - int(row[1])
+
+
 def device_properties(sq: sqlite3.Connection, tables: set[str]) -> list[dict]:
     """One entry per CUDA device, shaped like Kineto's deviceProperties (id = the CUDA device index):
-    TARGET_INFO_GPU (name, memory, SMs) joined to TARGET_INFO_CUDA_DEVICE (cudaId) where both exist."""
+    TARGET_INFO_GPU (name, memory, SMs) joined to TARGET_INFO_CUDA_DEVICE (cudaId) where both exist, else
+    TARGET_INFO_GPU.cuDevice. Adapters with no SM (smCount 0: a Windows machine's integrated or software
+    display adapter, listed beside the CUDA GPU with the default cuDevice 0) are not CUDA devices."""
     if "TARGET_INFO_GPU" not in tables:
         return []
     gpu_cols = _columns(sq, "TARGET_INFO_GPU")
@@ -560,6 +670,8 @@ def device_properties(sq: sqlite3.Connection, tables: set[str]) -> list[dict]:
         cuda_id = {g: c for g, c in sq.execute("SELECT DISTINCT gpuId, cudaId FROM TARGET_INFO_CUDA_DEVICE")}
     props = []
     for i, r in enumerate(rows):
+        if "smCount" in gpu_cols and r.get("smCount") == 0:
+            continue
         gid = r.get("id", i)
         device = cuda_id.get(gid, r.get("cuDevice", gid))
         p = {"id": device, "name": r.get("name")}
@@ -598,6 +710,7 @@ def ingest_nsys_rank(
             try:
                 warnings = load_events(sq, con, rank.global_pid)
                 metadata = export_metadata(sq, rank, ranks_in_file)
+                torch_evidence = con.execute(TORCH_EVIDENCE).fetchone()[0]
             except sqlite3.DatabaseError as exc:
                 raise _refuse(rank.path, f"damaged SQLite database ({exc})") from None
             run_transforms(con, stage_phase, label_phase)
@@ -620,6 +733,7 @@ def ingest_nsys_rank(
         warnings=dict(warnings),
         empty_reason=None if timed else "nothing to ingest: the process has no timed row",
     )
+    result.hints["torch_evidence"] = int(torch_evidence)
     for kind, key, value in summary:
         if kind == "events":
             result.events[key] = int(value)

@@ -256,8 +256,10 @@ def detect_framework(results: list[RankResult], files: list[Path]) -> str:
     """runs.framework (unless --label framework=X): tensorrt-llm when Python frames lie in a
     `tensorrt_llm/` package folder, sglang when frames lie in an `sglang/` package folder or SGLang's step
     annotations or trace names are there, vllm likewise for `vllm/` (SGLang first: it imports vLLM modules),
-    tensorrt-llm when a kernel name says tensorrt_llm, else pytorch. A folder merely named like a framework
-    (`vllm_bench/run.py`) is not evidence (ingest/sql/80_summary.sql counts package folders only). The
+    tensorrt-llm when a kernel name says tensorrt_llm, cuda when every rank is a process of an Nsight Systems
+    export without PyTorch's signs (ingest/nsys.py TORCH_EVIDENCE: a CUDA application), else pytorch. A
+    folder merely named like a framework (`vllm_bench/run.py`) is not evidence (ingest/sql/80_summary.sql
+    counts package folders only). The
     fusion catalogue's framework rows key on this value (sql/fusion_match.sql)."""
     hints: dict[str, int] = {}
     for r in results:
@@ -276,6 +278,12 @@ def detect_framework(results: list[RankResult], files: list[Path]) -> str:
         return "vllm"
     if hints.get("trtllm_kernels"):
         return "tensorrt-llm"
+    if (
+        results
+        and all(r.metadata.get("source_format") == "nsys" for r in results)
+        and not hints.get("torch_evidence")
+    ):
+        return "cuda"
     return "pytorch"
 
 

@@ -95,6 +95,14 @@ def export_command(
     return " ".join(parts + ["-o", name])
 
 
+# Ways to launch faster, by runs.framework: torch.compile only where PyTorch runs (a CUDA application's
+# export, framework "cuda", gets the generic ones).
+LAUNCH_REMEDIES = {
+    fw: "CUDA graphs, torch.compile, less host work per step"
+    for fw in ("pytorch", "sglang", "vllm", "tensorrt-llm")
+}
+
+
 def takeaways(r, windows) -> tuple[list, list]:
     """(takeaways drawn, rules withheld because their figure is flagged). `windows` (reports.run._Windows)
     places a kernel or the trace in time."""
@@ -246,7 +254,7 @@ def takeaways(r, windows) -> tuple[list, list]:
                 (
                     f"step {s.step} is host-bound: the GPU idles {100 * host_bound_idle:.0f} % of it waiting for launches "
                     f"(idle_gaps), so overlapping the {len(headroom)} kernel(s) that run alone would not shorten it; "
-                    "launch faster first (CUDA graphs, torch.compile, less host work per step)"
+                    f"launch faster first ({LAUNCH_REMEDIES.get(r.framework, 'CUDA graphs, less host work per step')})"
                 ),
             )
         )

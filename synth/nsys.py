@@ -7,11 +7,17 @@ drives two GPUs), nested NVTX ranges (ProfilerStep#N > aten op > aten op, PyTorc
 `op_id` / `seq` / `sizes`), memcpy and memset, driver calls, a kernel whose runtime call lies outside the
 window, a cudaStreamWaitEvent with its CUDA event record (eventSyncId), an unterminated NVTX range.
 
-The tables and columns are those of Nsight Systems 2024-2026 exports (only the ones tracehouse or a user's
-own query would read, plus the keys); ids of strings go through StringIds, API names carry their `_vNNNN`
-version suffix, thread ids are globalTid = globalPid | tid with globalPid = pid << 24, times are integer
-ns of the session clock. `write_export(path)` returns the ground truth (`expected`), worked out here from
-the event list with plain Python, never by tracehouse code.
+The tables and columns are those of Nsight Systems 2026.2 exports (schema 3.25; only the ones tracehouse
+or a user's own query would read, plus the keys); ids of strings go through StringIds, API names carry
+their `_vNNNN` version suffix, thread ids are globalTid = globalPid | tid with globalPid = pid << 24, times
+are integer ns of the session clock. `write_export(path, schema=...)` also writes the same events as older
+versions wrote them (SCHEMAS): "3.13" (Nsight Systems 2024.5: no systemClockNs, so times count from the
+session's start; no greenContextId / graphId / eventSyncId / CUDA event timestamps), "2.9" (2022.1: the
+metadata table is EXPORT_META_DATA with the older key names, text that is not UTF-8 in the user name and
+TARGET_INFO_SYSTEM_ENV, a Windows machine's display adapters beside the GPUs in TARGET_INFO_GPU and no
+TARGET_INFO_CUDA_DEVICE) and "none" (2.9's tables with no metadata table at all). `write_no_gpu_export`
+writes one recorded without CUDA tracing (NVTX ranges only). `write_export` returns the ground truth
+(`expected`), worked out here from the event list with plain Python, never by tracehouse code.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from pathlib import Path
 T0 = 5_000_000_000  # session clock ns at the first event (exports are not time-normalized by default)
 SESSION_UTC_NS = 1_779_000_000_000_000_000
 SESSION_CLOCK_NS = 1_000_000_000
+SCHEMAS = ("3.25", "3.13", "2.9", "none")
+NOT_UTF8 = b"Alexander Gei\xe1"  # a Windows (code page) user name, as a 2022 export on Windows stores it
 
 
 def gpid(pid: int) -> int:
@@ -263,37 +271,114 @@ CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER
 """
 
 
-def write_export(path: Path, x: Export | None = None, *, schema_major: str = "3") -> dict:
-    """Write the export to `path` (replacing it); return its ground truth."""
+# Columns that Nsight Systems 2024.5 (schema 3.13) and older did not write (the real 2024.5.1 and 2022.1.1
+# exports in hand lack each of them).
+NEWER_COLUMNS = (
+    "greenContextId INTEGER, ",
+    "deprecatedSyncType INTEGER, ",
+    ", eventSyncId INTEGER",
+    "timestamp INTEGER, ",
+    ", systemClockNs INTEGER",
+    ", graphId INTEGER",
+    ", copyCount INTEGER",
+    ", jsonTextId INTEGER, jsonText TEXT, binaryData TEXT",
+)
+
+
+def schema_sql(schema: str) -> str:
+    """The CREATE statements of an export of `schema` (SCHEMAS)."""
+    sql = SCHEMA
+    if schema != "3.25":
+        for text in NEWER_COLUMNS:
+            assert text in sql, text
+            sql = sql.replace(text, "")
+    if schema in ("2.9", "none"):
+        sql = sql.replace("CREATE TABLE META_DATA_EXPORT", "CREATE TABLE EXPORT_META_DATA")
+        sql = ";".join(part for part in sql.split(";") if "TARGET_INFO_CUDA_DEVICE" not in part)
+        sql += "\nCREATE TABLE TARGET_INFO_SYSTEM_ENV (globalVid INTEGER, devStateName TEXT, name TEXT, nameEnum INTEGER, value TEXT);"
+    if schema == "none":
+        sql = sql.replace("CREATE TABLE EXPORT_META_DATA (name TEXT, value TEXT);", "")
+    return sql
+
+
+def _insert(con: sqlite3.Connection, table: str, rows: list[dict]) -> None:
+    """Rows as column -> value; the columns this schema's table lacks are left out (as that version did)."""
+    have = {r[1] for r in con.execute(f'PRAGMA table_info("{table}")')}
+    for row in rows:
+        cols = [c for c in row if c in have]
+        con.execute(
+            f'INSERT INTO "{table}" ({", ".join(cols)}) VALUES ({", ".join("?" for _ in cols)})',
+            [row[c] for c in cols],
+        )
+
+
+def _meta(schema: str) -> dict[str, str]:
+    if schema == "2.9":
+        return {
+            "EXPORT_PRODUCT_NAME": "NVIDIA Nsight Systems",
+            "EXPORT_PRODUCT_VERSION": "2022.1.1.61",
+            "EXPORT_SCHEMA_VERSION": "2.9.1",
+            "EXPORT_SCHEMA_VERSION_MAJOR": "2",
+            "EXPORT_SCHEMA_VERSION_MINOR": "9",
+            "EXPORT_INPUT_FILE": "Report 1.nsys-rep",
+            "EXPORT_OUTUPT_FILE": "Report 1.sqlite",  # sic: 2022.1's spelling
+        }
+    version, product = {"3.25": ("3.25.0", "2026.2.1.210"), "3.13": ("3.13.2", "2024.5.1.113")}[schema]
+    return {
+        "EXPORT_PRODUCT_NAME": "NVIDIA Nsight Systems",
+        "EXPORT_PRODUCT_VERSION": product,
+        "EXPORT_SCHEMA_VERSION": version,
+        "EXPORT_SCHEMA_VERSION_MAJOR": version.split(".")[0],
+        "EXPORT_SCHEMA_VERSION_MINOR": version.split(".")[1],
+        "EXPORT_PARAM_INPUT_FILE": "synth.nsys-rep",
+    }
+
+
+def write_export(path: Path, x: Export | None = None, *, schema: str = "3.25") -> dict:
+    """Write the export to `path` (replacing it) as Nsight Systems of `schema` (SCHEMAS) writes it; return
+    its ground truth."""
     x = x or build()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.unlink(missing_ok=True)
     con = sqlite3.connect(path)
-    con.executescript(SCHEMA)
-    meta = {
-        "EXPORT_PRODUCT_NAME": "NVIDIA Nsight Systems",
-        "EXPORT_PRODUCT_VERSION": "2026.2.1.210",
-        "EXPORT_SCHEMA_VERSION": f"{schema_major}.25.0",
-        "EXPORT_SCHEMA_VERSION_MAJOR": schema_major,
-        "EXPORT_SCHEMA_VERSION_MINOR": "25",
-        "EXPORT_PARAM_INPUT_FILE": "synth.nsys-rep",
-    }
-    con.executemany("INSERT INTO META_DATA_EXPORT VALUES (?, ?)", meta.items())
-    con.execute(
-        "INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?, '', '', ?)", (SESSION_UTC_NS, SESSION_CLOCK_NS)
+    con.executescript(schema_sql(schema))
+    meta = _meta(schema) if schema != "none" else {}
+    if schema == "2.9":
+        con.executemany("INSERT INTO EXPORT_META_DATA VALUES (?, ?)", meta.items())
+        con.execute("INSERT INTO EXPORT_META_DATA VALUES ('EXPORT_USER', CAST(? AS TEXT))", (NOT_UTF8,))
+    elif meta:
+        con.executemany("INSERT INTO META_DATA_EXPORT VALUES (?, ?)", meta.items())
+    if schema in ("2.9", "none"):
+        env = [
+            ("Hostname", b"synth-host"),
+            ("OsDescription", b"Windows 10.0.19044"),
+            ("GpuInfo", b"\n\x8a\x01\xff\xfe"),
+        ]
+        con.executemany(
+            "INSERT INTO TARGET_INFO_SYSTEM_ENV VALUES (72057594037927936, 'Local', ?, 0, CAST(? AS TEXT))",
+            env,
+        )
+    _insert(
+        con,
+        "TARGET_INFO_SESSION_START_TIME",
+        [{"utcEpochNs": SESSION_UTC_NS, "utcTime": "", "localTime": "", "systemClockNs": SESSION_CLOCK_NS}],
     )
+    if schema in ("2.9", "none"):  # a laptop's display adapters, listed first, with the default cuDevice 0
+        for i, name in enumerate(("Intel(R) UHD Graphics 630", "Microsoft Basic Render Driver")):
+            _insert(con, "TARGET_INFO_GPU", [{"vmId": 0, "id": i, "name": name, "smCount": 0, "cuDevice": 0}])
     for i in range(4):
         con.execute(
             "INSERT INTO TARGET_INFO_GPU (vmId, id, name, totalMemory, smCount, chipName, cuDevice) "
             "VALUES (0, ?, 'NVIDIA H100 80GB HBM3', 85520809984, 132, 'GH100', ?)",
             (10 + i, i),
         )
-        con.execute(
-            "INSERT INTO TARGET_INFO_CUDA_DEVICE (gpuId, cudaId, pid, numMultiprocessors, computeMajor, "
-            "computeMinor) VALUES (?, ?, 0, 132, 9, 0)",
-            (10 + i, i),
-        )
+        if schema not in ("2.9", "none"):
+            con.execute(
+                "INSERT INTO TARGET_INFO_CUDA_DEVICE (gpuId, cudaId, pid, numMultiprocessors, computeMajor, "
+                "computeMinor) VALUES (?, ?, 0, 132, 9, 0)",
+                (10 + i, i),
+            )
     con.executemany(
         "INSERT INTO PROCESSES VALUES (?, ?, ?)", [(gpid(p), p, n) for p, n in x.processes.items()]
     )
@@ -301,24 +386,35 @@ def write_export(path: Path, x: Export | None = None, *, schema_major: str = "3"
         "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 0, ?, ?, ?, 0, NULL)",
         [(s, e, t, c, x.sid(n)) for s, e, t, c, n in x.runtime],
     )
-    con.executemany(
-        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, contextId, streamId, correlationId, globalPid, "
-        "demangledName, shortName, registersPerThread, gridX, gridY, gridZ, blockX, blockY, blockZ, "
-        "staticSharedMemory, dynamicSharedMemory, localMemoryPerThread, localMemoryTotal, gridId, graphId, "
-        "graphNodeId) VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?, 128, 132, 2, 1, 256, 1, 1, 1024, 49152, 0, 0, ?, ?, ?)",
+    _insert(
+        con,
+        "CUPTI_ACTIVITY_KIND_KERNEL",
         [
-            (
-                k["start"],
-                k["end"],
-                k["device"],
-                k["stream"],
-                k["corr"],
-                gpid(k["pid"]),
-                x.sid(k["name"]),
-                x.sid(k["name"].split("<")[0][:24]),
-                i,
-                *(k["graph"] or (None, None)),
-            )
+            {
+                "start": k["start"],
+                "end": k["end"],
+                "deviceId": k["device"],
+                "contextId": 1,
+                "streamId": k["stream"],
+                "correlationId": k["corr"],
+                "globalPid": gpid(k["pid"]),
+                "demangledName": x.sid(k["name"]),
+                "shortName": x.sid(k["name"].split("<")[0][:24]),
+                "registersPerThread": 128,
+                "gridX": 132,
+                "gridY": 2,
+                "gridZ": 1,
+                "blockX": 256,
+                "blockY": 1,
+                "blockZ": 1,
+                "staticSharedMemory": 1024,
+                "dynamicSharedMemory": 49152,
+                "localMemoryPerThread": 0,
+                "localMemoryTotal": 0,
+                "gridId": i,
+                "graphId": (k["graph"] or (None, None))[0],
+                "graphNodeId": (k["graph"] or (None, None))[1],
+            }
             for i, k in enumerate(x.kernels)
         ],
     )
@@ -349,28 +445,39 @@ def write_export(path: Path, x: Export | None = None, *, schema_major: str = "3"
             for m in x.memset
         ],
     )
-    con.executemany(
-        "INSERT INTO CUPTI_ACTIVITY_KIND_SYNCHRONIZATION (start, end, deviceId, contextId, streamId, correlationId, "
-        "globalPid, syncType, eventId, eventSyncId) VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?, ?)",
+    _insert(
+        con,
+        "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
         [
-            (
-                s["start"],
-                s["end"],
-                s["device"],
-                s["stream"],
-                s["corr"],
-                gpid(s["pid"]),
-                s["type"],
-                s["event"] if s["event"] is not None else 0,
-                s["sync_id"],
-            )
+            {
+                "start": s["start"],
+                "end": s["end"],
+                "deviceId": s["device"],
+                "contextId": 1,
+                "streamId": s["stream"],
+                "correlationId": s["corr"],
+                "globalPid": gpid(s["pid"]),
+                "syncType": s["type"],
+                "eventId": s["event"] if s["event"] is not None else 0,
+                "eventSyncId": s["sync_id"],
+            }
             for s in x.syncs
         ],
     )
-    con.executemany(
-        "INSERT INTO CUPTI_ACTIVITY_KIND_CUDA_EVENT VALUES (?, ?, 1, NULL, ?, ?, ?, ?, ?)",
+    _insert(
+        con,
+        "CUPTI_ACTIVITY_KIND_CUDA_EVENT",
         [
-            (e["ts"], e["device"], e["stream"], e["corr"], gpid(e["pid"]), e["event"], e["sync_id"])
+            {
+                "timestamp": e["ts"],
+                "deviceId": e["device"],
+                "contextId": 1,
+                "streamId": e["stream"],
+                "correlationId": e["corr"],
+                "globalPid": gpid(e["pid"]),
+                "eventId": e["event"],
+                "eventSyncId": e["sync_id"],
+            }
             for e in x.events
         ],
     )
@@ -387,7 +494,22 @@ def write_export(path: Path, x: Export | None = None, *, schema_major: str = "3"
     con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, s) for s, i in x.strings.items()])
     con.commit()
     con.close()
-    return expected(x)
+    truth = expected(x) if x.kernels else {"ranks": []}
+    if (
+        schema != "3.25" and truth["ranks"]
+    ):  # no system clock: the export's times count from the session start
+        truth["base_time_ns"] = SESSION_UTC_NS
+    truth["schema"] = schema
+    return truth
+
+
+def write_no_gpu_export(path: Path, schema: str = "3.25") -> dict:
+    """An export recorded without CUDA tracing: NVTX ranges of one process, no CUDA call, no GPU row."""
+    x = Export()
+    x.processes = {100: "python3"}
+    for step in range(2):
+        x.range(100, 101, f"ProfilerStep#{step}", step * 1_000_000, step * 1_000_000 + 900_000)
+    return write_export(path, x, schema=schema)
 
 
 def _union(intervals: list[tuple[int, int]]) -> int:
@@ -453,6 +575,7 @@ def expected(x: Export) -> dict:
                     1 for _, e, ty, _, tid in x.nvtx if tid >> 24 == pid and e is None and ty in (59, 60)
                 ),
                 "steps": [{"name": t, "start_ns": s, "end_ns": e} for t, s, e in steps],
+                "streams": sorted({(a["device"], a["stream"]) for _, a in acts}),
                 "waits": [
                     {
                         "stream": s["stream"],

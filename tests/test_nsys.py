@@ -1,5 +1,6 @@
-"""Nsight Systems SQLite exports (ingest/nsys.py): the synthesized export's ground truth (synth/nsys.py),
-bad input, and the three real exports checked against independent queries over the SQLite files."""
+"""Nsight Systems SQLite exports (ingest/nsys.py): the synthesized export's ground truth (synth/nsys.py) as
+each export schema writes it (3.25, 3.13, 2.9, no metadata table), bad input, and the five real exports
+(Nsight Systems 2022.1, 2024.5, 2026.2) checked against independent queries over the SQLite files."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import pytest
 from conftest import TRACES, query_rows, require_shared
 
 NSYS = ["h100_2gpu_1s.sqlite", "mfu_2gpu_before.sqlite", "mfu_2gpu_after.sqlite"]
+OLDER = ["cloverleaf_a100_nsys2024.5.sqlite", "con_kernel_gtx1060_nsys2022.1.sqlite"]
+SCHEMAS = ["3.25", "3.13", "2.9", "none"]
 
 
 def _ingest(wh, paths):
@@ -18,14 +21,14 @@ def _ingest(wh, paths):
     return ingest_paths(wh, [Path(p) for p in paths], analyse=False)
 
 
-@pytest.fixture(scope="module")
-def synth_run(tmp_path_factory):
+@pytest.fixture(scope="module", params=SCHEMAS)
+def synth_run(tmp_path_factory, request):
     from synth.nsys import write_export
     from warehouse.catalog import connect
     from warehouse.store import Warehouse
 
     root = tmp_path_factory.mktemp("nsys-synth")
-    truth = write_export(root / "synth.sqlite")
+    truth = write_export(root / "synth.sqlite", schema=request.param)
     wh = Warehouse(root / "wh")
     [outcome] = _ingest(wh, [root / "synth.sqlite"])
     assert not outcome.problems, outcome.problems
@@ -50,6 +53,13 @@ def test_synth_counts_times_and_linking(synth_run):
             int(d): ns for d, ns in t["kernel_ns_by_device"].items()
         }
         assert sum(r["linked"] for r in mine) == t["linked"]
+    streams = query_rows(
+        con,
+        "SELECT DISTINCT rank, device, stream FROM kernels WHERE run_id = ? ORDER BY ALL",
+        [outcome.run_id],
+    )
+    for t in truth["ranks"]:
+        assert [(r["device"], r["stream"]) for r in streams if r["rank"] == t["rank"]] == t["streams"]
     busy = query_rows(
         con,
         "SELECT rank, device, busy_ns FROM gpu_timeline WHERE run_id = ? AND step IS NULL "
@@ -135,10 +145,12 @@ def test_synth_waits_metadata_and_warnings(synth_run):
     assert edges[0]["n"] > 0  # the recorded stream pair reaches the critical path
     [row] = query_rows(
         con,
-        "SELECT hardware, base_time_ns, trace_start_ns, n_ranks, capture_mode, warnings FROM runs "
+        "SELECT hardware, base_time_ns, trace_start_ns, n_ranks, capture_mode, warnings, framework FROM runs "
         "WHERE run_id = ?",
         [run],
     )
+    assert row["framework"] == "pytorch"  # its NVTX ranges are PyTorch's operators (aten::linear, ...)
+    # 2.9 / none: a laptop's display adapters (no SM, cuDevice 0) are listed before the GPUs; not devices
     assert row["hardware"] == truth["hardware"]
     assert row["base_time_ns"] == truth["base_time_ns"]
     assert row["trace_start_ns"] == truth["trace_start_ns"]
@@ -158,17 +170,27 @@ def test_synth_waits_metadata_and_warnings(synth_run):
 
 # ---- bad input: one line, exit 1, nothing stored ---------------------------------------------------
 def _bad_inputs(root: Path) -> dict[str, Path]:
-    from synth.nsys import write_export
+    from synth.nsys import write_export, write_no_gpu_export
 
     good = root / "good.sqlite"
     write_export(good)
     data = good.read_bytes()
     out = {}
     (out.setdefault("truncated", root / "truncated.sqlite")).write_bytes(data[: len(data) // 2])
-    write_export(out.setdefault("older", root / "older.sqlite"), schema_major="2")
+    # the same size, every page after the schema's overwritten: SQLite opens it and cannot read its tables
+    page = int.from_bytes(data[16:18], "big")
+    (out.setdefault("damaged", root / "damaged.sqlite")).write_bytes(
+        data[:page] + b"\x0d" * (len(data) - page)
+    )
     plain = out.setdefault("plain", root / "plain.sqlite")
     with sqlite3.connect(plain) as con:
         con.execute("CREATE TABLE t (x INTEGER)")
+    nvprof = out.setdefault("nvprof", root / "nvprof.sqlite")  # CUPTI tables, strings in StringTable
+    with sqlite3.connect(nvprof) as con:
+        con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER, name INTEGER)")
+        con.execute("CREATE TABLE StringTable (_id_ INTEGER, value TEXT)")
+    write_no_gpu_export(out.setdefault("no_gpu", root / "no_gpu.sqlite"))
+    write_no_gpu_export(out.setdefault("no_gpu_2.9", root / "no_gpu_29.sqlite"), schema="2.9")
     (out.setdefault("report", root / "run.nsys-rep")).write_bytes(b"\x00NSYS binary report")
     (out.setdefault("garbage", root / "garbage.sqlite")).write_bytes(b"SQLite format 3\x00" + b"\xff" * 4000)
     return out
@@ -178,8 +200,11 @@ def _bad_inputs(root: Path) -> dict[str, Path]:
     "case, words",
     [
         ("truncated", "truncated SQLite database"),
-        ("older", "export schema 2.25.0 is not supported"),
+        ("damaged", "damaged SQLite database"),
         ("plain", "not an Nsight Systems export"),
+        ("nvprof", "not an Nsight Systems export"),
+        ("no_gpu", "no GPU activity in this export: CUDA tracing was off"),
+        ("no_gpu_2.9", "no GPU activity in this export: CUDA tracing was off"),
         ("report", "nsys export --type sqlite"),
         ("garbage", "SQLite database"),
     ],
@@ -374,3 +399,144 @@ def test_real_diff_and_reports(real_nsys, cli_runner):
         result = cli_runner.invoke(cli.main, args + ["report", "--run", runs[name]])
         assert result.exit_code == 0, result.output
         assert "Nsight Systems records none" in result.output and "Critical path" in result.output
+
+
+def test_synth_cuda_application_is_framework_cuda(tmp_path):
+    """A process with no PyTorch operator range and no ATen kernel is a CUDA application: framework cuda."""
+    from synth.nsys import build, write_export
+    from warehouse.catalog import connect
+    from warehouse.store import Warehouse
+
+    x = build()
+    x.nvtx = [n for n in x.nvtx if not n[3].startswith("aten::")]
+    write_export(tmp_path / "app.sqlite", x, schema="2.9")
+    wh = Warehouse(tmp_path / "wh")
+    [outcome] = _ingest(wh, [tmp_path / "app.sqlite"])
+    assert not outcome.problems, outcome.problems
+    rows = query_rows(connect(wh), "SELECT framework FROM runs WHERE run_id = ?", [outcome.run_id])
+    assert rows == [{"framework": "cuda"}]
+
+
+# ---- older real exports: Nsight Systems 2024.5 (schema 3.13.2) and 2022.1 (schema 2.9.1) -------------
+def independent_older(path: Path) -> dict:
+    """Figures straight from the SQLite file (no tracehouse code). A stream runs one kernel at a time, so
+    two kernel rows with the same stream, start, end and name are one execution recorded twice
+    (con_kernel has one such pair): `executions` counts them once, `rows` as recorded."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    con.text_factory = lambda b: b.decode("utf-8", "replace")
+    kernels = con.execute(
+        "SELECT DISTINCT k.deviceId, k.streamId, k.start, k.end, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+        "JOIN StringIds s ON s.id = k.demangledName"
+    ).fetchall()
+    out = {
+        "rows": con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0],
+        "executions": len(kernels),
+        "kernel_ns": sum(e - s for _, _, s, e, _ in kernels),
+        "streams": len({(d, st) for d, st, _, _, _ in kernels}),
+        "utc_start": con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()[0],
+        "gpu": con.execute("SELECT name FROM TARGET_INFO_GPU WHERE smCount > 0 LIMIT 1").fetchone()[0],
+    }
+    con.close()
+    return out
+
+
+@pytest.fixture(scope="module")
+def older_nsys(tmp_path_factory):
+    require_shared()
+    from warehouse.catalog import connect
+    from warehouse.store import Warehouse
+
+    wh = Warehouse(tmp_path_factory.mktemp("nsys-older") / "wh")
+    outcomes = {}
+    for name in OLDER:
+        path = TRACES / "nsys" / name
+        if not path.is_file():
+            pytest.skip(f"{path} not found")
+        [outcome] = _ingest(wh, [path])
+        assert not outcome.problems, outcome.problems
+        outcomes[name] = outcome
+    return connect(wh), outcomes
+
+
+@pytest.mark.parametrize("name", OLDER)
+def test_older_real_export_matches_sqlite(older_nsys, name):
+    con, outcomes = older_nsys
+    truth = independent_older(TRACES / "nsys" / name)
+    outcome = outcomes[name]
+    [k] = query_rows(
+        con,
+        "SELECT count(*) AS n, sum(dur_ns) AS ns, count(DISTINCT (device, stream)) AS streams FROM kernels "
+        "WHERE run_id = ? AND kind = 'kernel'",
+        [outcome.run_id],
+    )
+    assert (k["n"], k["ns"], k["streams"]) == (truth["executions"], truth["kernel_ns"], truth["streams"])
+    dropped = dict(outcome.warnings).get("duplicate GPU activities dropped", 0)
+    assert truth["rows"] - truth["executions"] == dropped
+    [run] = query_rows(
+        con, "SELECT framework, hardware, base_time_ns FROM runs WHERE run_id = ?", [outcome.run_id]
+    )
+    assert run["framework"] == "cuda"  # CloverLeaf and a CUDA sample: no PyTorch range, no ATen kernel
+    assert run["hardware"] == truth["gpu"]
+    assert run["base_time_ns"] == truth["utc_start"]  # no systemClockNs: times count from the session start
+
+
+def test_older_real_hand_checked_figures(older_nsys):
+    """Read off the files by hand (sqlite3 CLI): cloverleaf 1312 kernels on 1 stream, 294.404540 ms;
+    con_kernel 9 kernel rows (one recorded twice: 8 executions, 271.032975 ms) on 5 streams."""
+    con, outcomes = older_nsys
+    got = {}
+    for name, outcome in outcomes.items():
+        [row] = query_rows(
+            con,
+            "SELECT count(*) AS n, sum(dur_ns) AS ns, count(DISTINCT stream) AS streams FROM kernels "
+            "WHERE run_id = ? AND kind = 'kernel'",
+            [outcome.run_id],
+        )
+        got[name] = row
+    assert got == {
+        "cloverleaf_a100_nsys2024.5.sqlite": {"n": 1312, "ns": 294_404_540, "streams": 1},
+        "con_kernel_gtx1060_nsys2022.1.sqlite": {"n": 8, "ns": 271_032_975, "streams": 5},
+    }
+
+
+def test_host_bound_remedy_names_torch_compile_only_for_pytorch(tmp_path):
+    """The withheld overlap takeaway of a host-bound step (synth situation overlap-host-bound) says how to
+    launch faster: torch.compile for a PyTorch run, not for a CUDA application's (framework cuda)."""
+    from reports.run import _Windows, build_run_report
+    from reports.takeaways import takeaways
+    from synth.situations import write_situation
+    from warehouse.catalog import connect
+    from warehouse.store import Warehouse
+
+    out = write_situation("overlap-host-bound", tmp_path / "sit")
+    wh = Warehouse(tmp_path / "wh")
+    [outcome] = _ingest(wh, [out])
+    con = connect(wh, runs=[outcome.run_id])
+    report = build_run_report(con, outcome.run_id)
+    assert report.framework == "pytorch"
+    reasons = {}
+    for framework in ("pytorch", "cuda"):
+        report.framework = framework
+        _, withheld = takeaways(report, _Windows(con, outcome.run_id, report.trace_start_ns))
+        [reasons[framework]] = [w.reason for w in withheld if w.figure == "overlap_opportunity"]
+    assert "CUDA graphs" in reasons["pytorch"] and "torch.compile" in reasons["pytorch"]
+    assert "CUDA graphs" in reasons["cuda"] and "torch" not in reasons["cuda"]
+
+
+def test_export_without_gpu_rows_beside_one_with_is_skipped_and_counted(tmp_path):
+    """In a folder, the export recorded without CUDA tracing is skipped with its one-line reason (one
+    problem, counted in the run's skipped files) and the other export is the run."""
+    from synth.nsys import write_export, write_no_gpu_export
+    from warehouse.catalog import connect
+    from warehouse.store import Warehouse
+
+    folder = tmp_path / "ranks"
+    truth = write_export(folder / "a.sqlite", schema="3.13")
+    write_no_gpu_export(folder / "b.sqlite", schema="none")
+    wh = Warehouse(tmp_path / "wh")
+    [outcome] = _ingest(wh, [folder])
+    assert outcome.run_id
+    assert [p for p in outcome.problems if "no GPU activity in this export: CUDA tracing was off" in str(p)]
+    assert len(outcome.problems) == 1
+    [row] = query_rows(connect(wh), "SELECT n_ranks FROM runs WHERE run_id = ?", [outcome.run_id])
+    assert row["n_ranks"] == len(truth["ranks"])

@@ -73,7 +73,7 @@ COLUMNS: dict[str, list[tuple[str, Declared, str]]] = {
             "the run's trace files: name, path as given, size in bytes, sha256, rank, inflated JSON bytes",
         ),
         ("labels", map_of(STR, STR), "labels given with --label (and set later with `tracehouse label`)"),
-        ("framework", STR, "sglang | vllm | tensorrt-llm | pytorch (detected, or --label framework=)"),
+        ("framework", STR, "sglang | vllm | tensorrt-llm | pytorch | cuda (detected, or --label framework=)"),
         ("model", STR, "the model, where the trace or a label names it"),
         ("hardware", STR, "the GPU name from the trace's deviceProperties (or --label hardware=)"),
         ("world_size", I32, "the trace's distributed world size (NULL where it does not say)"),
