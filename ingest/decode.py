@@ -327,6 +327,13 @@ def _load(
 
 
 TYPE_EVENTS_SQL = (Path(__file__).parent / "sql" / "type_events.sql").read_text()
+CATEGORIES_SQL = (Path(__file__).parent / "sql" / "categories.sql").read_text()
+
+
+def define_categories(con: duckdb.DuckDBPyConnection) -> None:
+    """The macro kineto_category (ingest/sql/categories.sql: every version's spelling of a category ->
+    the modern one), which type_events.sql calls."""
+    con.execute(CATEGORIES_SQL)
 
 
 def type_events_sql(extra_columns: list[str]) -> str:
@@ -342,6 +349,7 @@ def type_events_sql(extra_columns: list[str]) -> str:
 
 
 def _type_events(con: duckdb.DuckDBPyConnection, extra_args: dict[str, str] | None) -> None:
+    define_categories(con)
     con.execute(f"CREATE OR REPLACE TABLE events AS {type_events_sql(list(extra_args or {}))}")
 
 
@@ -399,6 +407,7 @@ class PieceDecoder:
 
             self.keys = _arg_keys(piece, self.extra_args)
             self.typed = type_events_sql(list(self.extra_args or {}))
+            define_categories(self.con)
             self.con.execute("SET threads = 1")  # each piece in file order on the thread that reads it
             self.pool = ThreadPoolExecutor(work_threads())
         self.loads.append(self.pool.submit(self._load, k, piece))

@@ -60,7 +60,7 @@ main_device AS (
 last_profiler_step AS (
     SELECT run_id, rank, max(start_ns) AS cut_ns
     FROM cpu_ops
-    WHERE cat = 'user_annotation' AND name LIKE 'ProfilerStep#%'
+    WHERE cat IS DISTINCT FROM 'gpu_user_annotation' AND name LIKE 'ProfilerStep#%'
     GROUP BY run_id, rank
     HAVING count(*) >= 2
 ),

@@ -133,12 +133,15 @@ def write_scenario(
     run_label: str = "",
     batch_size: int = 32,
     progress: Callable[[int, int], None] | None = None,
+    spelling: str = "modern",
 ) -> Path:
     """Write the trace files of one synthetic run (plus ground_truth.json) into out_dir; return out_dir.
 
     target_size (bytes, uncompressed, summed over the run's rank traces) keeps adding steps until the
     traces reach it, streaming each step to the gzip files; `steps` is then ignored. progress, if given, is
     called after each step with (bytes written so far, target_size or 0) (the CLI draws it on a terminal).
+    spelling: the profiler version the traces are written as (synth/kineto.py SPELLINGS); the simulation,
+    and so the ground truth, is the same whatever the spelling.
     """
     if scenario not in SCENARIOS:
         raise InvalidArgument(f"unknown scenario {scenario!r}; choose one of {', '.join(SCENARIOS)}")
@@ -154,7 +157,7 @@ def write_scenario(
     streams = STREAMS[vendor]
     sims = [RankSim(cfg, r, streams) for r in range(ranks)]
     names = [_file_name(cfg, r) for r in range(ranks)]
-    writers = [TraceWriter(out / names[r], _head(cfg, r)) for r in range(ranks)]
+    writers = [TraceWriter(out / names[r], _head(cfg, r), spelling) for r in range(ranks)]
     header = {
         "schema": "tracehouse-synth-truth/1",
         "scenario": scenario,

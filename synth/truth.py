@@ -25,7 +25,7 @@ Layout (keys of the top-level object):
   annotation: `step[...]` or `ProfilerStep#N`), gpu_start_ns, gpu_end_ns, span_ns, busy_ns, compute_ns,
   exposed_comm_ns, exposed_memory_ns, idle_ns, n_activities, n_linked, category_ns, kernels {name:
   [time_ns, count]}, streams {stream: [busy_ns, exclusive_ns, count]}, graph_launches (int),
-  launch_sites (key into `launch_site_templates`)}.
+  n_with_op (activities launched inside a cpu_op), launch_sites (key into `launch_site_templates`)}.
   Identity: compute_ns + exposed_comm_ns + exposed_memory_ns + idle_ns == span_ns (exactly).
   compute = union of activities whose category is neither communication nor memory; exposed_comm =
   |union(comm) − union(compute)|; exposed_memory = |union(memory) − union(compute ∪ comm)|.
@@ -390,6 +390,8 @@ class Truth:
             "host_end_ns": host[1],
             **m,
             "graph_launches": graph_launches,
+            # activities launched inside a cpu_op (the op's External id, kept by the simulator at launch)
+            "n_with_op": sum(1 for a in acts if a.ext is not None),
             "launch_sites": key,
             "critical_path": critical_path_truth(sim, host),
         }

@@ -5,7 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import ORACLES, TRACES, independent_gpu_summary, real_trace_files, require_shared
+from conftest import (
+    ORACLES,
+    TRACES,
+    independent_gpu_summary,
+    independent_links,
+    real_trace_files,
+    require_shared,
+)
 
 from ingest.load import ingest_paths
 from warehouse.catalog import connect
@@ -22,6 +29,27 @@ def test_gpu_activities_match_plain_json(real_warehouse, rel):
         [run_of[rel]],
     ).fetchone()
     assert (count, dur, linked) == (expected["count"], expected["dur_ns"], expected["linked"])
+
+
+@pytest.mark.parametrize("rel", real_trace_files() or ["<no shared traces>"])
+def test_steps_and_op_links_match_plain_json(real_warehouse, rel):
+    """Every ProfilerStep#N host range is a step with its window, whatever category the trace's version
+    gave it; and every GPU activity whose launch call starts inside a host op is attributed to an op, as
+    many as an independent pass over the file counts (conftest.independent_links). A version whose
+    spellings ingest did not understand fails here: no steps, no ops for its kernels."""
+    wh, run_of = real_warehouse
+    expected = independent_links(TRACES / rel)
+    con = connect(wh)
+    steps = con.execute(
+        "SELECT step, start_ns, end_ns FROM step_spans WHERE run_id = ? AND source = 'profiler_step'",
+        [run_of[rel]],
+    ).fetchall()
+    assert {step: (start, end) for step, start, end in steps} == expected["profiler_steps"]
+    assert len(steps) == len(expected["profiler_steps"])
+    with_op = con.execute("SELECT count(cpu_op_id) FROM kernels WHERE run_id = ?", [run_of[rel]]).fetchone()[
+        0
+    ]
+    assert with_op == expected["with_op"]
 
 
 # Linked counts stated in the issue, and attribution from TraceLens (oracles/tracelens/attribution.json).

@@ -3,4 +3,4 @@
 CREATE OR REPLACE TABLE host_api AS
 SELECT ev_id, pid, tid, name, start_ns, dur_ns, correlation
 FROM events
-WHERE ph = 'X' AND cat_lc IN ('cuda_runtime', 'cuda_driver', 'runtime', 'driver', 'hip_runtime');
+WHERE ph = 'X' AND cat_lc IN ('cuda_runtime', 'cuda_driver', 'hip_runtime');

@@ -1,11 +1,13 @@
 -- Stage 3b: flows (`s`/`f` pairs) bound to the slices they start and end in.
 -- A flow endpoint binds to the slice on its (pid, tid) that starts last at or before it and still
--- covers it. CPU->GPU flows (`ac2g`, `async_gpu`, `async_cpu_to_gpu`) start on a runtime/driver call
--- and end on a GPU activity; other flows (`fwdbwd`, ...) bind to any host slice.
+-- covers it. CPU->GPU flows (`ac2g`: every version's spelling, ingest/sql/categories.sql) start on a
+-- runtime/driver call (else, where the trace has none there, on the host range around the start: the
+-- autograd profiler's flows start on the op itself) and end on a GPU activity; other flows (`fwdbwd`,
+-- ...) bind to any host slice.
 CREATE OR REPLACE TABLE flow_points AS
 SELECT
     ev_id, flow_id, cat, ph, pid, tid, start_ns AS at_ns,
-    cat_lc IN ('ac2g', 'async_gpu', 'async_cpu_to_gpu') AS cpu_to_gpu
+    cat_lc = 'ac2g' AS cpu_to_gpu
 FROM events
 WHERE ph IN ('s', 'f') AND flow_id IS NOT NULL AND start_ns IS NOT NULL;
 
@@ -17,7 +19,7 @@ CREATE OR REPLACE TABLE flow_targets AS
 WITH candidates AS (
     SELECT ev_id, pid, tid, start_ns, start_ns + dur_ns AS end_ns,
            CASE WHEN gpu_kind IS NOT NULL THEN 'gpu'
-                WHEN cat_lc IN ('cuda_runtime', 'cuda_driver', 'runtime', 'driver', 'hip_runtime') THEN 'api'
+                WHEN cat_lc IN ('cuda_runtime', 'cuda_driver', 'hip_runtime') THEN 'api'
                 ELSE 'host' END AS target
     FROM events
     WHERE ph = 'X' AND start_ns IS NOT NULL AND cat_lc <> 'python_function'
@@ -28,13 +30,27 @@ QUALIFY row_number() OVER (PARTITION BY pid, tid, target, start_ns
                            ORDER BY coalesce(end_ns, start_ns) DESC, ev_id DESC) = 1;
 
 CREATE OR REPLACE TABLE flow_bound AS
-SELECT p.flow_id, p.cat, p.ph, p.at_ns,
-       CASE WHEN t.end_ns >= p.at_ns THEN t.ev_id END AS event_id
-FROM flow_points p
-ASOF LEFT JOIN flow_targets t
-  ON p.pid = t.pid AND p.tid = t.tid
- AND t.target = CASE WHEN NOT p.cpu_to_gpu THEN 'host' WHEN p.ph = 's' THEN 'api' ELSE 'gpu' END
- AND p.at_ns >= t.start_ns;
+WITH bound AS (
+    SELECT p.flow_id, p.cat, p.ph, p.at_ns, p.pid, p.tid, p.cpu_to_gpu,
+           CASE WHEN t.end_ns >= p.at_ns THEN t.ev_id END AS event_id
+    FROM flow_points p
+    ASOF LEFT JOIN flow_targets t
+      ON p.pid = t.pid AND p.tid = t.tid
+     AND t.target = CASE WHEN NOT p.cpu_to_gpu THEN 'host' WHEN p.ph = 's' THEN 'api' ELSE 'gpu' END
+     AND p.at_ns >= t.start_ns
+),
+-- a CPU->GPU flow that starts where no runtime call is: on the host range around it
+unlaunched AS (SELECT * FROM bound WHERE event_id IS NULL AND cpu_to_gpu AND ph = 's'),
+on_host AS (
+    SELECT u.flow_id, u.cat, u.ph, u.at_ns, CASE WHEN h.end_ns >= u.at_ns THEN h.ev_id END AS event_id
+    FROM unlaunched u
+    ASOF LEFT JOIN (SELECT * FROM flow_targets WHERE target = 'host') h
+      ON u.pid = h.pid AND u.tid = h.tid AND u.at_ns >= h.start_ns
+)
+SELECT flow_id, cat, ph, at_ns, event_id FROM bound
+WHERE NOT (event_id IS NULL AND cpu_to_gpu AND ph = 's')
+UNION ALL
+SELECT * FROM on_host;
 
 CREATE OR REPLACE TABLE flows AS
 SELECT

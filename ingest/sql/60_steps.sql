@@ -9,11 +9,13 @@ WITH annotations AS (
     SELECT name, start_ns, start_ns + dur_ns AS end_ns, tid
     FROM cpu_ops WHERE lower(cat) = 'user_annotation'
 ),
+-- ProfilerStep#N: a host range of any category (a user_annotation since 2022; the 2021 Kineto and the
+-- autograd profiler wrote it as an op, cpu_op), never its GPU-side copy (gpu_user_annotation)
 profiler AS (
     SELECT 1 AS priority, 'profiler_step' AS source,
            TRY_CAST(regexp_extract(name, '^ProfilerStep#(\d+)', 1) AS BIGINT) AS step_number,
-           name, start_ns, end_ns, NULL AS phase
-    FROM annotations WHERE regexp_matches(name, '^ProfilerStep#\d+')
+           name, start_ns, start_ns + dur_ns AS end_ns, NULL AS phase
+    FROM cpu_ops WHERE cat IS DISTINCT FROM 'gpu_user_annotation' AND regexp_matches(name, '^ProfilerStep#\d+')
 ),
 sglang AS (
     SELECT 2, 'sglang_step', NULL, name, start_ns, end_ns,

@@ -5,11 +5,11 @@
 -- host event (a host process may receive flow ends in some traces).
 CREATE OR REPLACE TABLE device_pids AS
 SELECT pid FROM events
-WHERE gpu_kind IS NOT NULL OR (ph = 'f' AND cat_lc IN ('ac2g', 'async_gpu', 'async_cpu_to_gpu'))
+WHERE gpu_kind IS NOT NULL OR (ph = 'f' AND cat_lc = 'ac2g')
 EXCEPT
 SELECT pid FROM events
 WHERE ph = 'X' AND cat_lc IN ('cpu_op', 'user_annotation', 'python_function', 'cuda_runtime', 'cuda_driver',
-                              'runtime', 'driver', 'hip_runtime', 'mtia_runtime', 'cpu_instant_event');
+                              'hip_runtime', 'mtia_runtime', 'cpu_instant_event');
 
 CREATE OR REPLACE TABLE uncounted_device AS
 SELECT coalesce(cat, '') AS cat, dur_ns
@@ -31,7 +31,7 @@ per_event AS (
            count(*) FILTER (
                WHERE ph = 'X' AND gpu_kind IS NULL
                  AND cat_lc NOT IN ('cpu_op', 'user_annotation', 'gpu_user_annotation', 'cuda_runtime',
-                                    'cuda_driver', 'runtime', 'driver', 'python_function', 'cuda_sync', 'trace',
+                                    'cuda_driver', 'python_function', 'cuda_sync', 'trace',
                                     'overhead', 'fwdbwd', 'hip_runtime', 'mtia_runtime', 'mtia_ccp_events',
                                     'cpu_instant_event', 'gpu_op')
            ) AS unknown_category,

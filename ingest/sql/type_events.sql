@@ -8,12 +8,17 @@
 -- (8.64e10 µs) is set to 0 (dur_absurd); both are counted (ingest/decode.py event_warnings).
 -- dur_missing: a complete event (ph X) without a duration (read as 0, counted). Extra `args` columns a
 -- caller asked for (ingest/capture.py) are appended to the select list (ingest/decode.py type_events_sql).
+-- cat is the category in its one modern spelling (kineto_category, ingest/sql/categories.sql), whatever
+-- version wrote the file; cat_lc is it in lower case. The spelling as written is not kept: every later
+-- stage reads one spelling, so none can branch on the version (the file and its hash stay in `runs`).
+-- device/stream of the autograd profiler's GPU events (pid "CUDA functions", tid = the device; no
+-- stream recorded): the device is the tid, the stream 0.
 -- This file is the SELECT alone: decode makes `events` of it (or, over the array's pieces, each piece's table).
 SELECT
     ev_id,
     ph,
-    cat,
-    lower(coalesce(cat, '')) AS cat_lc,
+    kineto_category(ph, cat, pid) AS cat,
+    lower(coalesce(kineto_category(ph, cat, pid), '')) AS cat_lc,
     coalesce(name, '') AS name,
     pid,
     tid,
@@ -26,14 +31,17 @@ SELECT
     bp,
     CASE
         WHEN ph IS DISTINCT FROM 'X' THEN NULL
-        WHEN lower(cat) = 'kernel' THEN 'kernel'
-        WHEN lower(cat) IN ('gpu_memcpy', 'memcpy') THEN 'memcpy'
-        WHEN lower(cat) IN ('gpu_memset', 'memset') THEN 'memset'
+        WHEN kineto_category(ph, cat, pid) = 'kernel' THEN 'kernel'
+        WHEN kineto_category(ph, cat, pid) = 'gpu_memcpy' THEN 'memcpy'
+        WHEN kineto_category(ph, cat, pid) = 'gpu_memset' THEN 'memset'
     END AS gpu_kind,
     TRY_CAST(external_id AS BIGINT) AS external_id,
     TRY_CAST(correlation AS BIGINT) AS correlation,
-    TRY_CAST(stream AS BIGINT) AS stream,
-    TRY_CAST(device AS INTEGER) AS device,
+    coalesce(TRY_CAST(stream AS BIGINT),
+             CASE WHEN cat IS NULL AND pid IN ('CUDA functions', 'GPU functions') THEN 0 END) AS stream,
+    coalesce(TRY_CAST(device AS INTEGER),
+             CASE WHEN cat IS NULL AND pid IN ('CUDA functions', 'GPU functions') THEN TRY_CAST(tid AS INTEGER) END)
+        AS device,
     grid,
     block,
     TRY_CAST(registers AS INTEGER) AS registers,
