@@ -143,7 +143,8 @@ def _independent(path):
     """From the file alone (gzip + json): the step markers it holds and, for the one engine step, its
     GPU activities (launched inside the marker's host window), GPU window and busy % (the union of every
     activity on the device inside the window)."""
-    events = json.load(gzip.open(path))["traceEvents"]
+    with gzip.open(path) as f:
+        events = json.load(f)["traceEvents"]
     sglang = [e for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("step[")]
     runner = [
         e
@@ -199,7 +200,11 @@ def test_real_inference_steps_and_busy(real, key):
     rows, _, metrics = _steps(wh, runs[key])
     assert len(rows) == want["markers"] == 1
     [row] = rows
-    assert (row["source"], row["phase"], row["activities"]) == (want["source"], want["phase"], want["activities"])
+    assert (row["source"], row["phase"], row["activities"]) == (
+        want["source"],
+        want["phase"],
+        want["activities"],
+    )
     # ns in the warehouse, float us in the file: equal to the file's rounding
     assert row["gpu_window_ns"] / 1000 == pytest.approx(want["window_us"], abs=0.01)
     assert row["gpu_busy_pct"] == pytest.approx(want["busy_pct"], abs=0.01)
