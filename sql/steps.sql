@@ -1,8 +1,8 @@
 -- steps: one row per (run_id, rank, step): the step's host window, its GPU work and where it went.
 -- Columns:
 --   run_id, rank, step       the step (step_spans; 0 is the whole rank when the trace shows no steps)
---   name, source             the annotation or call that defines it (ProfilerStep#N, step[...], a graph
---                            launch, ...) and which rule found it
+--   name, source             the marker that defines it (ProfilerStep#N, step[...], execute_model, a host
+--                            burst, ...) and which rule found it (ingest/sql/60_steps.sql)
 --   phase                    prefill, decode, mixed or unknown
 --   host_start_ns, host_end_ns, wall_ns   the host window of the step and its length
 --   gpu_start_ns, gpu_end_ns, gpu_span_ns first GPU start / last GPU end of its activities (NULL: none)

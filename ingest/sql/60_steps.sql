@@ -1,6 +1,6 @@
 -- Stage 3f: steps and phases of one rank (PRODUCT.md, Words: step, phase). A step is one iteration of
 -- the engine, found from, in order of preference (the first rule that finds any step decides):
---   1 `ProfilerStep#N` (any host category: user_annotation, legacy Operator, ...);
+--   1 `ProfilerStep#N` (any host category: user_annotation, legacy Operator, ...; not its GPU mirror);
 --   2 SGLang's scheduler annotation `step[...]`;
 --   3 vLLM's model runner `execute_model`: a `python_function` frame `.../(gpu_)model_runner.py(N):
 --     execute_model` under a `vllm/` path, or a user annotation named `execute_model` (outermost only);
@@ -29,10 +29,16 @@ WITH annotations AS (
     FROM cpu_ops WHERE lower(cat) = 'user_annotation'
 ),
 profiler AS (
-    SELECT 1 AS priority, 'profiler_step' AS source,
-           TRY_CAST(regexp_extract(name, '^ProfilerStep#(\d+)', 1) AS BIGINT) AS step_number,
-           name, start_ns, start_ns + dur_ns AS end_ns, NULL AS phase
-    FROM cpu_ops WHERE regexp_matches(name, '^ProfilerStep#\d+')
+    -- host ranges only (Kineto mirrors ProfilerStep#N on the GPU timeline as gpu_user_annotation); one
+    -- per step number (the longest), should a trace record it twice
+    SELECT 1 AS priority, 'profiler_step' AS source, step_number, name, start_ns, end_ns, NULL AS phase
+    FROM (
+        SELECT TRY_CAST(regexp_extract(name, '^ProfilerStep#(\d+)', 1) AS BIGINT) AS step_number,
+               name, start_ns, start_ns + dur_ns AS end_ns
+        FROM cpu_ops
+        WHERE regexp_matches(name, '^ProfilerStep#\d+') AND lower(cat) <> 'gpu_user_annotation'
+    )
+    QUALIFY row_number() OVER (PARTITION BY step_number ORDER BY end_ns - start_ns DESC, start_ns) = 1
 ),
 sglang AS (
     SELECT 2, 'sglang_step', NULL, name, start_ns, end_ns,
