@@ -215,7 +215,16 @@ def test_real_inference_steps_and_busy(real, key):
 def test_real_sglang_decode_card_is_not_launch_ahead(real):
     """Hand-checked: the SGLang decode step's host window is 465 ms, but its GPU work (one graph replay)
     runs 10.4 ms at 93.5 % busy, which is what the card and the runs row say (not 2 % of 474 ms)."""
+    from reports.run import build_run_report
+    from reports.runs_table import headlines
+    from warehouse.metrics import run_metric_rows
+
     wh, runs = real
-    [row], _, _ = _steps(wh, runs["sglang_decode"])
+    run_id = runs["sglang_decode"]
+    [row], _, _ = _steps(wh, run_id)
     assert round(row["gpu_busy_pct"], 1) == 93.5
     assert round(row["gpu_window_ns"] / 1e6, 1) == 10.4
+    # the report's card and the `tracehouse runs` row show that figure
+    card = build_run_report(connect(wh, runs=[run_id]), run_id).step.gpu_utilization
+    assert card == pytest.approx(row["gpu_busy_pct"] / 100, rel=1e-12)
+    assert headlines(run_metric_rows(wh, [run_id]))[run_id].busy_pct == 93.5
