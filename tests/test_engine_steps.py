@@ -40,7 +40,7 @@ _STEPS: dict = {}
 
 
 def _steps(wh, run_id):
-    """(the run's steps with their card figure, its first GPU start, run_metrics' gpu_busy_pct by phase)."""
+    """(the run's steps with their card figure, its first GPU start)."""
     if run_id not in _STEPS:
         _STEPS[run_id] = _read_steps(wh, run_id)
     return _STEPS[run_id]
@@ -56,21 +56,23 @@ def _read_steps(wh, run_id):
         [run_id],
     )
     (t0,) = con.execute("SELECT min(start_ns) FROM kernels WHERE run_id = ?", [run_id]).fetchone()
-    metrics = {
-        r["phase"]: r["value"]
-        for r in query_rows(
-            con,
-            "SELECT phase, value FROM run_metrics WHERE run_id = ? AND rank IS NULL AND metric = 'gpu_busy_pct'",
-            [run_id],
-        )
-    }
-    return rows, t0, metrics
+    return rows, t0
+
+
+def _runs_row_busy(wh, run_id):
+    """run_metrics' gpu_busy_pct per phase (rank NULL): what `tracehouse runs` shows."""
+    rows = query_rows(
+        connect(wh, runs=[run_id]),
+        "SELECT phase, value FROM run_metrics WHERE run_id = ? AND rank IS NULL AND metric = 'gpu_busy_pct'",
+        [run_id],
+    )
+    return {r["phase"]: r["value"] for r in rows}
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_steps_are_the_engine_iterations(engine, name):
     wh, runs, expect = engine
-    rows, _, _ = _steps(wh, runs[name])
+    rows, _ = _steps(wh, runs[name])
     truth = expect[name]["steps"]
     # never one step per graph launch: as many steps as the engine ran, each with all its activities
     assert len(rows) == len(truth)
@@ -83,7 +85,7 @@ def test_steps_are_the_engine_iterations(engine, name):
 @pytest.mark.parametrize("name", NAMES)
 def test_busy_pct_is_measured_in_the_steps_gpu_window(engine, name):
     wh, runs, expect = engine
-    rows, t0, metrics = _steps(wh, runs[name])
+    rows, t0 = _steps(wh, runs[name])
     truth = [expect[name]["steps"][k] for k in sorted(expect[name]["steps"], key=int)]
     # the trace's times are the simulation's plus an offset: align on the first GPU activity
     sim_t0 = min(w["gpu_window_start_ns"] for w in truth)
@@ -93,9 +95,17 @@ def test_busy_pct_is_measured_in_the_steps_gpu_window(engine, name):
         assert row["gpu_busy_pct"] == pytest.approx(want["gpu_busy_pct"], rel=1e-9)
         # the card (step_breakdown) and the runs row (run_metrics) use the same figure
         assert row["gpu_utilization"] == pytest.approx(want["gpu_busy_pct"] / 100, rel=1e-9)
+
+
+@pytest.mark.parametrize("name", ["vllm-piecewise-graphs", "async-launch-ahead"])
+def test_runs_row_is_the_mean_of_the_steps_busy(engine, name):
+    """`tracehouse runs` (run_metrics) shows the same figure: the mean over the phase's steps."""
+    wh, runs, expect = engine
+    truth = expect[name]["steps"].values()
+    busy = _runs_row_busy(wh, runs[name])
     for phase in {w["phase"] for w in truth}:
         mine = [w["gpu_busy_pct"] for w in truth if w["phase"] == phase]
-        assert metrics[phase] == pytest.approx(sum(mine) / len(mine), rel=1e-9)
+        assert busy[phase] == pytest.approx(sum(mine) / len(mine), rel=1e-9)
 
 
 def test_launch_ahead_is_not_idle(engine):
@@ -103,7 +113,7 @@ def test_launch_ahead_is_not_idle(engine):
     window starts where that work ends, and the decode steps (GPU-bound but for step 4's slow host)
     are near fully busy, not the ~half that busy / host wall made of them."""
     wh, runs, expect = engine
-    rows, _, _ = _steps(wh, runs["async-launch-ahead"])
+    rows, _ = _steps(wh, runs["async-launch-ahead"])
     truth = expect["async-launch-ahead"]["steps"]
     ahead = [k for k, w in truth.items() if int(k) > 0]
     assert all(truth[k]["host_start_ns"] < truth[k]["gpu_window_start_ns"] for k in ahead)
@@ -197,7 +207,8 @@ def real(tmp_path_factory):
 def test_real_inference_steps_and_busy(real, key):
     wh, runs = real
     want = _independent(TRACES / INFERENCE[key])
-    rows, _, metrics = _steps(wh, runs[key])
+    rows, _ = _steps(wh, runs[key])
+    metrics = _runs_row_busy(wh, runs[key])
     assert len(rows) == want["markers"] == 1
     [row] = rows
     assert (row["source"], row["phase"], row["activities"]) == (
@@ -221,7 +232,7 @@ def test_real_sglang_decode_card_is_not_launch_ahead(real):
 
     wh, runs = real
     run_id = runs["sglang_decode"]
-    [row], _, _ = _steps(wh, run_id)
+    [row], _ = _steps(wh, run_id)
     assert round(row["gpu_busy_pct"], 1) == 93.5
     assert round(row["gpu_window_ns"] / 1e6, 1) == 10.4
     # the report's card and the `tracehouse runs` row show that figure
