@@ -15,7 +15,7 @@
 -- kernel, copy, fill and graph launches) in start order; the gap before a call is its start minus the
 -- latest end of the calls before it (0 when they overlap). A gap is a boundary when it is longer than
 -- 10 x the median gap and at least the threshold T: among the gaps above 10 x the median, T is the one
--- with the widest relative jump over the next smaller gap (largest gap / next smaller; ties: the
+-- with the widest relative jump over the next smaller gap (gap / next smaller, 1 ns at least; ties: the
 -- smaller gap), and that jump must be at least 10 x. Bursts are the runs of calls between boundaries;
 -- they are steps when there are at least 3 of them. A burst's window runs from its first call's start
 -- to its last call's end.
@@ -101,14 +101,13 @@ gaps AS (
     FROM calls
 ),
 sizes AS (
-    -- each distinct gap above 10 x the median, with the next smaller gap (any gap)
-    SELECT d.gap, (SELECT max(g2.gap) FROM gaps g2 WHERE g2.gap < d.gap) AS below
-    FROM (SELECT DISTINCT gap FROM gaps WHERE gap IS NOT NULL) d
-    WHERE d.gap > 10 * (SELECT median(gap) FROM gaps WHERE gap IS NOT NULL)
+    -- each distinct gap with the next smaller one (one ordered pass; 1 ns when that is 0)
+    SELECT gap, greatest(lag(gap) OVER (ORDER BY gap), 1) AS below
+    FROM (SELECT DISTINCT gap FROM gaps WHERE gap IS NOT NULL)
 ),
 threshold AS (
     SELECT gap AS t FROM sizes
-    WHERE below > 0 AND gap >= 10 * below
+    WHERE gap > 10 * (SELECT median(gap) FROM gaps WHERE gap IS NOT NULL) AND gap >= 10 * below
     ORDER BY gap / below DESC, gap
     LIMIT 1
 ),
