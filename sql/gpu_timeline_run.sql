@@ -16,7 +16,8 @@
 --   exposed_comm_ns              communication not under compute
 --   exposed_memory_ns            memory activity under neither compute nor communication
 --   idle_ns                      span_ns - busy_ns: no activity on any stream of the device
---   busy_pct                     100 * busy_ns / span_ns (NULL when span_ns is 0)
+--   busy_pct                     100 * busy_ns / span_ns (NULL when span_ns is 0): the GPU busy % of steps.sql
+--                                (busy time in a window / the window) with the whole rank as the one window
 --   idle_pct                     100 * idle_ns / span_ns (NULL when span_ns is 0)
 --   exposed_comm_pct             100 * exposed_comm_ns / span_ns (NULL when span_ns is 0)
 --   comm_compute_overlap_pct     |comm ∩ compute| / |comm| * 100 (NULL without communication)

@@ -10,8 +10,9 @@
 --   wall_time_median_ns          median over steps of the host window of the step (steps.wall_ns)
 --   gpu_busy_ns_per_step         union of the step's GPU activities (steps.gpu_busy_ns)
 --   exposed_comm_ns_per_step     communication not under compute (steps.exposed_comm_ns)
---   idle_pct                     mean over steps of 100 × idle_ns / gpu_span_ns
---   gpu_busy_pct                 mean over steps of 100 × gpu_busy_ns / gpu_span_ns (utilisation)
+--   idle_pct                     mean over steps of 100 - steps.gpu_busy_pct
+--   gpu_busy_pct                 mean over steps of steps.gpu_busy_pct (utilisation: the device's busy time
+--                                in the step's GPU window / the window; steps.sql states the window)
 --   activities_per_step          GPU activities per step
 --   category.<category>_ns_per_step        GPU time (sum of durations) of the category per step
 --   kernel.<normalized name>_ns_per_step   GPU time per step of the 10 normalized kernel names
@@ -51,7 +52,7 @@ all_critical_path_summary AS (SELECT * FROM critical_path_summary),
 step_rows AS (
     SELECT run_id, rank, step, coalesce(phase, 'unknown') AS phase, batch_size,
            CAST(coalesce(gpu_span_ns, wall_ns) AS DOUBLE) AS step_time_ns, CAST(wall_ns AS DOUBLE) AS wall_ns,
-           gpu_span_ns, gpu_busy_ns, exposed_comm_ns, idle_ns, activities
+           gpu_span_ns, gpu_busy_ns, exposed_comm_ns, idle_ns, activities, gpu_busy_pct
     FROM steps
 ),
 step_counts AS (
@@ -121,10 +122,9 @@ per_step AS (
     UNION ALL
     SELECT run_id, rank, phase, step, 'activities_per_step', CAST(activities AS DOUBLE) FROM step_rows
     UNION ALL
-    SELECT run_id, rank, phase, step, 'idle_pct', 100.0 * idle_ns / gpu_span_ns FROM step_rows WHERE gpu_span_ns > 0
+    SELECT run_id, rank, phase, step, 'idle_pct', 100.0 - gpu_busy_pct FROM step_rows WHERE gpu_busy_pct IS NOT NULL
     UNION ALL
-    SELECT run_id, rank, phase, step, 'gpu_busy_pct', 100.0 * gpu_busy_ns / gpu_span_ns
-    FROM step_rows WHERE gpu_span_ns > 0
+    SELECT run_id, rank, phase, step, 'gpu_busy_pct', gpu_busy_pct FROM step_rows WHERE gpu_busy_pct IS NOT NULL
     UNION ALL
     SELECT run_id, rank, phase, step, 'category.' || category || '_ns_per_step', CAST(sum(dur_ns) AS DOUBLE)
     FROM facts

@@ -30,7 +30,13 @@
 --   wall_start_ns, wall_end_ns, wall_ns   the wall clock of the step, as above
 --   host_setup_ns, gpu_queued_ns, compute_ns, exposed_comm_ns, exposed_memory_ns   as above
 --   other_steps_ns, gpu_idle_ns, host_tail_ns   as above
---   gpu_utilization    gpu busy / wall (0..1)
+--   gpu_window_ns      the step's GPU window (steps.gpu_window_ns: from the end of the previous step's GPU
+--                      work, or the step's own GPU start when the device was idle as it began, to its
+--                      GPU end)
+--   gpu_utilization    steps.gpu_busy_pct / 100 (0..1): the device's busy time in the step's GPU window /
+--                      the window, the one definition of busy % (run_metrics' gpu_busy_pct, the cards);
+--                      not busy / wall, which would count an async engine's launch-ahead (the host
+--                      enqueuing the step long before the GPU runs it) as idle GPU
 --   activities         GPU activities of the step
 -- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`)
 CREATE OR REPLACE VIEW step_breakdown AS
@@ -140,6 +146,7 @@ SELECT
     busy_all - gpu_busy_ns AS other_steps_ns,
     coalesce(gpu_span_ns, 0) - busy_all AS gpu_idle_ns,
     CASE WHEN gpu_end_ns IS NULL THEN 0 ELSE w_end - gpu_end_ns END AS host_tail_ns,
-    CASE WHEN w_end > w_start THEN gpu_busy_ns / (w_end - w_start) END AS gpu_utilization,
+    gpu_window_ns,
+    gpu_busy_pct / 100.0 AS gpu_utilization,
     activities
 FROM q;

@@ -1,13 +1,28 @@
 -- steps: one row per (run_id, rank, step): the step's host window, its GPU work and where it went.
 -- Columns:
 --   run_id, rank, step       the step (step_spans; 0 is the whole rank when the trace shows no steps)
---   name, source             the annotation or call that defines it (ProfilerStep#N, step[...], a graph
---                            launch, ...) and which rule found it
+--   name, source             the marker that defines it (ProfilerStep#N, step[...], execute_model, a host
+--                            burst, ...) and which rule found it (ingest/sql/60_steps.sql)
 --   phase                    prefill, decode, mixed or unknown
 --   host_start_ns, host_end_ns, wall_ns   the host window of the step and its length
 --   gpu_start_ns, gpu_end_ns, gpu_span_ns first GPU start / last GPU end of its activities (NULL: none)
 --   gpu_busy_ns, compute_ns, exposed_comm_ns, exposed_memory_ns, idle_ns   gpu_timeline (exact) of the
 --                            step, summed over the rank's devices
+--   gpu_window_start_ns      start of the step's GPU window, which ends at gpu_end_ns: the end of the
+--                            previous step's GPU work (the latest gpu_end_ns of the rank's earlier steps,
+--                            in step order) when the step's host window began before that end (the host
+--                            ran ahead: an async engine enqueues a step while the GPU runs the one
+--                            before), else the step's own gpu_start_ns (the device was idle when the
+--                            step began, or no step came before). The windows of a rank do not overlap,
+--                            and the launch-ahead of the host is never counted as GPU idle
+--   gpu_window_ns            gpu_end_ns - gpu_window_start_ns (0 when an earlier step's work ran past
+--                            this step's end)
+--   gpu_window_busy_ns       the device's busy time (any activity, of any step) inside the GPU window,
+--                            summed over the rank's devices
+--   gpu_busy_pct             busy % of the step, THE definition of GPU busy % that run_metrics, the
+--                            report's cards and step_breakdown use: 100 x gpu_window_busy_ns /
+--                            (gpu_window_ns x the rank's devices with GPU activity); NULL when the window
+--                            is empty
 --   activities               GPU activities of the step
 --   gemm_ns, attention_ns, moe_ns, communication_ns, norm_ns   GPU time (sum of durations) of the step's
 --                            activities in that category
@@ -41,6 +56,78 @@ timeline AS (
     FROM gpu_timeline
     WHERE variant = 'exact' AND step IS NOT NULL
     GROUP BY run_id, rank, step
+),
+rank_kernels AS (
+    SELECT run_id, rank, device, kernel_id, start_ns, end_ns FROM kernels
+),
+ordered AS (
+    -- the end of the GPU work of the rank's earlier steps (step order), to place the step's GPU window
+    SELECT s.run_id, s.rank, s.step, s.start_ns AS host_start_ns, t.gpu_start_ns, t.gpu_end_ns,
+           max(t.gpu_end_ns) OVER (PARTITION BY s.run_id, s.rank ORDER BY s.start_ns, s.step
+                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_gpu_end_ns
+    FROM step_spans AS s
+    JOIN timeline AS t ON t.run_id = s.run_id AND t.rank = s.rank AND t.step = s.step
+),
+gpu_window AS (
+    SELECT run_id, rank, step, gpu_end_ns,
+           CASE WHEN prev_gpu_end_ns IS NULL OR prev_gpu_end_ns <= host_start_ns THEN gpu_start_ns
+                ELSE least(prev_gpu_end_ns, gpu_end_ns) END AS window_start_ns
+    FROM ordered
+),
+device_islands AS (
+    -- busy islands of each device (activities that touch or overlap), with the busy time before each
+    SELECT run_id, rank, device, i_start, i_end,
+           coalesce(sum(i_end - i_start) OVER (PARTITION BY run_id, rank, device ORDER BY i_start
+                                              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS i_before
+    FROM (
+        SELECT run_id, rank, device, island, min(start_ns) AS i_start, max(end_ns) AS i_end
+        FROM (
+            SELECT *, sum(CASE WHEN prev_end IS NULL OR start_ns > prev_end THEN 1 ELSE 0 END)
+                          OVER (PARTITION BY run_id, rank, device ORDER BY start_ns, end_ns, kernel_id
+                                ROWS UNBOUNDED PRECEDING) AS island
+            FROM (
+                SELECT *, max(end_ns) OVER (PARTITION BY run_id, rank, device ORDER BY start_ns, end_ns, kernel_id
+                                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+                FROM rank_kernels
+            ) AS d
+        ) AS n
+        GROUP BY run_id, rank, device, island
+    ) AS i
+),
+rank_devices AS (
+    SELECT run_id, rank, count(DISTINCT device) AS devices FROM device_islands GROUP BY run_id, rank
+),
+window_ends AS (
+    -- B(t), the device's busy time before t, at each end of each window (which: 0 start, 1 end): an
+    -- ordered pass over the islands' starts and the ends (as step_breakdown's device_busy)
+    SELECT run_id, rank, step, which, coalesce(i_before + least(t, i_end) - i_start, 0) AS busy_ns
+    FROM (
+        SELECT run_id, rank, step, which, t, is_end,
+               last_value(i_start IGNORE NULLS) OVER latest AS i_start,
+               last_value(i_end IGNORE NULLS) OVER latest AS i_end,
+               last_value(i_before IGNORE NULLS) OVER latest AS i_before
+        FROM (
+            SELECT w.run_id, w.rank, d.device, w.step, 0 AS which, w.window_start_ns AS t, 1 AS is_end,
+                   NULL::BIGINT AS i_start, NULL::BIGINT AS i_end, NULL::BIGINT AS i_before
+            FROM gpu_window AS w
+            JOIN (SELECT DISTINCT run_id, rank, device FROM device_islands) AS d ON d.run_id = w.run_id AND d.rank = w.rank
+            UNION ALL
+            SELECT w.run_id, w.rank, d.device, w.step, 1, w.gpu_end_ns, 1, NULL, NULL, NULL
+            FROM gpu_window AS w
+            JOIN (SELECT DISTINCT run_id, rank, device FROM device_islands) AS d ON d.run_id = w.run_id AND d.rank = w.rank
+            UNION ALL
+            SELECT run_id, rank, device, NULL, NULL, i_start, 0, i_start, i_end, i_before FROM device_islands
+        ) AS marks
+        WINDOW latest AS (PARTITION BY run_id, rank, device ORDER BY t, is_end ROWS UNBOUNDED PRECEDING)
+    ) AS swept
+    WHERE is_end = 1
+),
+window_busy AS (
+    SELECT w.run_id, w.rank, w.step, w.window_start_ns, w.gpu_end_ns - w.window_start_ns AS window_ns,
+           sum(CASE WHEN e.which = 1 THEN e.busy_ns ELSE -e.busy_ns END) AS busy_ns
+    FROM gpu_window AS w
+    JOIN window_ends AS e ON e.run_id = w.run_id AND e.rank = w.rank AND e.step = w.step
+    GROUP BY w.run_id, w.rank, w.step, w.window_start_ns, w.gpu_end_ns
 ),
 per_category AS (
     SELECT run_id, rank, step,
@@ -100,6 +187,8 @@ SELECT
     coalesce(t.gpu_busy_ns, 0) AS gpu_busy_ns, coalesce(t.compute_ns, 0) AS compute_ns,
     coalesce(t.exposed_comm_ns, 0) AS exposed_comm_ns, coalesce(t.exposed_memory_ns, 0) AS exposed_memory_ns,
     coalesce(t.idle_ns, 0) AS idle_ns, coalesce(t.activities, 0) AS activities,
+    wb.window_start_ns AS gpu_window_start_ns, wb.window_ns AS gpu_window_ns, wb.busy_ns AS gpu_window_busy_ns,
+    CASE WHEN wb.window_ns > 0 THEN 100.0 * wb.busy_ns / (wb.window_ns * rd.devices) END AS gpu_busy_pct,
     coalesce(c.gemm_ns, 0) AS gemm_ns, coalesce(c.attention_ns, 0) AS attention_ns,
     coalesce(c.moe_ns, 0) AS moe_ns, coalesce(c.communication_ns, 0) AS communication_ns,
     coalesce(c.norm_ns, 0) AS norm_ns, coalesce(c.activation_ns, 0) AS activation_ns,
@@ -122,6 +211,8 @@ SELECT
                        OR r.labels['decode_tokens'] IS NOT NULL OR r.labels['tokens'] IS NOT NULL THEN 'label' END) AS batch_source
 FROM step_spans AS s
 LEFT JOIN timeline AS t ON t.run_id = s.run_id AND t.rank = s.rank AND t.step = s.step
+LEFT JOIN window_busy AS wb ON wb.run_id = s.run_id AND wb.rank = s.rank AND wb.step = s.step
+LEFT JOIN rank_devices AS rd ON rd.run_id = s.run_id AND rd.rank = s.rank
 LEFT JOIN per_category AS c ON c.run_id = s.run_id AND c.rank = s.rank AND c.step = s.step
 LEFT JOIN batch AS b ON b.run_id = s.run_id AND b.rank = s.rank AND b.step = s.step
 LEFT JOIN runs AS r ON r.run_id = s.run_id;

@@ -223,7 +223,7 @@ COLUMNS: dict[str, list[tuple[str, Declared, str]]] = {
         (
             "source",
             STR,
-            "the marker kind: profiler_step | sglang_step | vllm_execute | atom_step | graph_launch | whole",
+            "the marker kind: profiler_step | sglang_step | vllm_execute_model | vllm_execute | atom_step | trtllm_iteration | host_burst | whole",
         ),
         ("start_ns", I64, "host window start"),
         ("end_ns", I64, "host window end"),

@@ -1,8 +1,7 @@
 -- Stage 3g: the kernels table of one rank: GPU activities with launch, enclosing op/frame and step.
--- The step of a linked activity is the step whose host window holds its launch call (for steps made
--- of graph launches: the window after the previous graph launch up to the end of this one, so the eager
--- setup before a replay belongs to it). An unlinked activity takes the step whose linked GPU work spans
--- its start.
+-- The step of a linked activity is the step whose host window holds its launch call (a host burst's
+-- window holds every call of the burst, graph launches included). An unlinked activity takes the step
+-- whose linked GPU work spans its start.
 CREATE OR REPLACE TABLE kernel_launch AS
 SELECT g.*, lp.name AS launch_call, lp.start_ns AS launch_start_ns, lp.dur_ns AS launch_dur_ns,
        lp.tid AS launch_tid, co.cpu_op_id, pf.python_frame_id
@@ -12,24 +11,13 @@ LEFT JOIN launch_cpu_op co ON co.launch_id = g.launch_id
 LEFT JOIN launch_python_frame pf ON pf.launch_id = g.launch_id;
 
 CREATE OR REPLACE TABLE kernel_step_linked AS
-WITH windows AS (
-    SELECT step, source, start_ns, end_ns,
-           coalesce(lag(end_ns) OVER (ORDER BY end_ns, step), -9223372036854775807) AS prev_end_ns
-    FROM steps
-),
-launched AS (SELECT kernel_id, launch_start_ns AS t FROM kernel_launch WHERE launch_id IS NOT NULL),
+WITH launched AS (SELECT kernel_id, launch_start_ns AS t FROM kernel_launch WHERE launch_id IS NOT NULL),
 by_start AS (
     SELECT l.kernel_id, CASE WHEN l.t <= w.end_ns THEN w.step END AS step
-    FROM launched l ASOF LEFT JOIN (SELECT * FROM windows WHERE source <> 'graph_launch') w ON l.t >= w.start_ns
-),
-by_graph AS (
-    SELECT l.kernel_id, CASE WHEN l.t > w.prev_end_ns THEN w.step END AS step
-    FROM launched l ASOF LEFT JOIN (SELECT * FROM windows WHERE source = 'graph_launch') w ON l.t <= w.end_ns
+    FROM launched l ASOF LEFT JOIN steps w ON l.t >= w.start_ns
 )
-SELECT kernel_id, CASE WHEN (SELECT any_value(source) FROM steps) = 'graph_launch' THEN g.step
-                       WHEN (SELECT any_value(source) FROM steps) = 'whole' THEN 0
-                       ELSE s.step END AS step
-FROM by_start s FULL JOIN by_graph g USING (kernel_id);
+SELECT kernel_id, CASE WHEN (SELECT any_value(source) FROM steps) = 'whole' THEN 0 ELSE step END AS step
+FROM by_start;
 
 CREATE OR REPLACE TABLE kernel_step AS
 WITH gpu_windows AS (

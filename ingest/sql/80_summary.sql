@@ -76,7 +76,7 @@ SELECT 'hint', 'trtllm_kernels', count(*) FROM kernels WHERE name LIKE '%tensorr
 UNION ALL
 SELECT 'hint', 'sglang_steps', count(*) FROM steps WHERE source = 'sglang_step'
 UNION ALL
-SELECT 'hint', 'vllm_steps', count(*) FROM steps WHERE source = 'vllm_execute'
+SELECT 'hint', 'vllm_steps', count(*) FROM steps WHERE source IN ('vllm_execute', 'vllm_execute_model')
 UNION ALL
 SELECT 'hint', 'graph_launched', count(*) FROM kernels WHERE launch_call LIKE '%GraphLaunch%'
 UNION ALL
