@@ -268,6 +268,19 @@ def test_schema_lists_grains_and_columns_with_meaning(tiny):
     assert all(meaning[c] for c in meaning)
 
 
+def test_schema_lists_each_column_once_with_its_meaning_on_a_derived_run(tmp_path):
+    """A reader's temp view over a view's kept rows has the view's name and columns: `schema VIEW` lists
+    the catalogue's columns once each, with their meanings, on a derived run too (it listed both)."""
+    trace = write_trace(tmp_path / "profile" / "rank0.json.gz", simple_events())
+    wh = str(tmp_path / "wh")
+    run_id = _run(["--warehouse", wh, "ingest", "--no-derive", str(trace.parent)]).stdout.split()[0]
+    assert _run(["--warehouse", wh, "derive", run_id]).exit_code == 0
+    cols = json.loads(_run(["--warehouse", wh, "schema", "kernel_summary", "--format", "json"]).stdout)
+    names = [c["column"] for c in cols if c["column"] != "(row)"]
+    assert names and len(names) == len(set(names)), names
+    assert all(c["meaning"] for c in cols)
+
+
 def test_gpu_timeline_run_is_the_exact_whole_run_per_device(tiny):
     from warehouse.catalog import connect
     from warehouse.store import Warehouse

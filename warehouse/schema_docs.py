@@ -81,7 +81,10 @@ def describe(con: duckdb.DuckDBPyConnection, name: str) -> list[tuple[str, str, 
         )
     rows = con.execute(
         "SELECT column_name, data_type, coalesce(comment, '') FROM duckdb_columns() "
-        "WHERE table_name = ? AND schema_name = 'main' ORDER BY column_index",
+        # the catalogue's own view: a reader's temp view over kept rows (database `temp`) has the same
+        # name and columns, without their meanings
+        "WHERE table_name = ? AND schema_name = 'main' AND database_name = current_database() "
+        "ORDER BY column_index",
         [name],
     ).fetchall()
     comment = con.execute(
