@@ -15,10 +15,11 @@
 --   wall_ns             the step's wall (step_breakdown.wall_ns; NULL outside the steps)
 --   one_time_ns         the union of the host time of the step's one-time work (events whose start lies in
 --                       the step; nested or overlapping events counted once), 0 when none
---   one_time_events     how many one-time events the step holds
---   one_time_summary    what they are, longest first: '<what> <time>' per event name (module loading
---                       records as `module loading`; `(N calls)` when several), the first 4 and
---                       `and N more`; times in s, ms or us; NULL when none
+--   one_time_events     how many one-time events the step holds, not counting those inside another one
+--   one_time_summary    what they are, longest first: '<what> <time>' per event name, of the events not
+--                       inside another one-time event (module loading records as `module loading`, a
+--                       call holding one as `module loading in <call>`; `(N calls)` when several), the
+--                       first 4 and `and N more`; times in s, ms or us; NULL when none
 --   first_step          the step is the rank's first step with GPU work
 --   others_median_wall_ns   the median wall of the rank's other steps with GPU work of the same phase
 --                       (NULL when there is none)
@@ -46,11 +47,27 @@ union_ns AS (
           FROM islands GROUP BY run_id, rank, step, island) t
     GROUP BY run_id, rank, step
 ),
+nested AS (
+    -- one-time events inside another one's interval on the rank (a module-loading record inside a slow
+    -- first launch): the outer event names the time in the summary
+    SELECT i.run_id, i.rank, i.op_id AS inner_id, o.op_id AS outer_id, i.kind AS inner_kind
+    FROM work AS i
+    JOIN work AS o
+      ON o.run_id = i.run_id AND o.rank = i.rank AND o.op_id <> i.op_id
+     AND o.start_ns <= i.start_ns AND o.end_ns >= i.end_ns
+     AND (o.start_ns < i.start_ns OR o.end_ns > i.end_ns OR o.op_id < i.op_id)
+),
 by_what AS (
-    SELECT run_id, rank, step,
-           CASE WHEN kind = 'module_loading' AND cat = 'overhead' THEN 'module loading' ELSE name END AS what,
-           count(*) AS n, sum(dur_ns) AS ns
-    FROM work
+    SELECT w.run_id, w.rank, w.step,
+           CASE WHEN w.kind = 'module_loading' AND w.cat = 'overhead' THEN 'module loading'
+                WHEN l.outer_id IS NOT NULL THEN 'module loading in ' || w.name ELSE w.name END AS what,
+           count(*) AS n, sum(w.dur_ns) AS ns
+    FROM work AS w
+    LEFT JOIN (SELECT DISTINCT run_id, rank, inner_id FROM nested) AS x
+      ON x.run_id = w.run_id AND x.rank = w.rank AND x.inner_id = w.op_id
+    LEFT JOIN (SELECT DISTINCT run_id, rank, outer_id FROM nested WHERE inner_kind = 'module_loading') AS l
+      ON l.run_id = w.run_id AND l.rank = w.rank AND l.outer_id = w.op_id
+    WHERE x.inner_id IS NULL
     GROUP BY ALL
 ),
 ranked AS (

@@ -438,9 +438,13 @@ def load_one_time_rules() -> pa.Table:
             if order in orders:
                 raise RulesError(f"{where}: rule_order {order} repeats the one on line {orders[order]}")
             if row.get("kind") not in ONE_TIME_KINDS:
-                raise RulesError(f"{where}: unknown kind {row.get('kind')!r}; expected one of {ONE_TIME_KINDS}")
+                raise RulesError(
+                    f"{where}: unknown kind {row.get('kind')!r}; expected one of {ONE_TIME_KINDS}"
+                )
             if row.get("event") not in ONE_TIME_EVENTS:
-                raise RulesError(f"{where}: unknown event {row.get('event')!r}; expected one of {ONE_TIME_EVENTS}")
+                raise RulesError(
+                    f"{where}: unknown event {row.get('event')!r}; expected one of {ONE_TIME_EVENTS}"
+                )
             if row.get("first_step_only") not in ("true", "false"):
                 raise RulesError(f"{where}: first_step_only must be true or false")
             check_pattern(row.get("pattern", ""), where, con)
