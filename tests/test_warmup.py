@@ -20,8 +20,8 @@ from conftest import TRACES, require_shared
 from synth.situations import write_situation
 from synth.truth import load_truth
 from warehouse.catalog import connect
-from warehouse.stored import representative_step
 from warehouse.store import Warehouse
+from warehouse.stored import representative_step
 
 MINE = ["warmup-in-window", "warmup-whole-trace", "module-loading-in-launch"]
 # situations of GPU work genuinely queued after its launch call returned (synth/situations/critical_path.py)

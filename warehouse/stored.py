@@ -125,7 +125,14 @@ STORED_STEPS = "tracehouse_stored_steps"  # temp table of a report connection: t
 
 
 def analyses_dir(warehouse: Warehouse) -> Path:
-    spec = repr((STORE_VERSION, views_fingerprint(STEP_VIEWS + ["step_breakdown"]), STEP_VIEWS, STEP_PICKS))
+    spec = repr(
+        (
+            STORE_VERSION,
+            views_fingerprint(STEP_VIEWS + ["step_breakdown", "step_warmup"]),
+            STEP_VIEWS,
+            STEP_PICKS,
+        )
+    )
     spec += repr(KERNEL_FACT_COLUMNS)
     return warehouse.root / "cache" / f"analyses-{hashlib.sha256(spec.encode()).hexdigest()[:16]}"
 

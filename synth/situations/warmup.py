@@ -231,7 +231,7 @@ def module_loading_in_launch(out: Path) -> dict:
     setup: dict[str, int] = {}
     for what, _, dur in sim.setup:
         setup[what] = setup.get(what, 0) + dur
-    start, call_dur, _ = sim.first_call[0]
+    _, call_dur, _ = sim.first_call[0]
     return {
         "warmup_steps": [0],
         # the module loading lies inside the first launch call, which is itself a slow first launch: the
