@@ -17,8 +17,8 @@
 -- Columns:
 --   run_id, rank, step   the step (kernels.step)
 --   first_delay_ns       the step's first activity's launch-to-start delay (NULL: no launch call)
---   first_launch_call_ns the duration of the step's first activity's launch call (NULL: no launch call):
---                        its host-side launch delay when long, never queueing
+--   first_launch_call_ns  the duration of the step's first activity's launch call (NULL: no launch
+--                        call): its host-side launch delay when long, never queueing
 --   first_activities     how many first activities were measured (0: none has a launch call)
 --   min_delay_ns         the smallest launch-to-start delay among them (NULL when none)
 --   median_delay_ns      their median delay (the lower middle value for an even count; NULL when none)
