@@ -268,3 +268,28 @@ def test_real_b200_module_loading_is_info_only(real):
     assert [(r["step"], r["severity"]) for r in rows] == [(None, "info")]
     assert dict(rows[0]["evidence"])["one_time_ns"] == round(sum(loads) * 1000)
     assert "module loading 440.9 us (8 calls)" in rows[0]["message"]
+
+
+def test_one_time_rules_version_matches_the_csv():
+    import hashlib
+
+    from warehouse.rules import ONE_TIME_RULES, ONE_TIME_VERSION_FILE, load_one_time_rules
+
+    recorded = json.loads(ONE_TIME_VERSION_FILE.read_text())["sha256"]
+    assert hashlib.sha256(ONE_TIME_RULES.read_bytes()).hexdigest() == recorded, (
+        "sql/rules/one_time_work.csv changed: bump rules_version and record its sha256"
+    )
+    rules = load_one_time_rules().to_pylist()
+    assert [r["rule_order"] for r in rules] == sorted(r["rule_order"] for r in rules)
+
+
+def test_a_bad_one_time_rule_is_a_clear_error(tmp_path, monkeypatch):
+    from warehouse import rules as rules_module
+
+    bad = tmp_path / "one_time_work.csv"
+    bad.write_text(
+        "rule_order,rule_name,kind,event,pattern,min_dur_ns,first_step_only\n10,x,warmth,call,^cudaFree,0,false\n"
+    )
+    monkeypatch.setattr(rules_module, "ONE_TIME_RULES", bad)
+    with pytest.raises(rules_module.RulesError, match=r"one_time_work.csv:2 .*unknown kind 'warmth'"):
+        rules_module.load_one_time_rules()
