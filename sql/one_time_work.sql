@@ -6,8 +6,10 @@
 -- runtime's lazy initialization behind it), module loading (CUPTI's Runtime Triggered Module Loading /
 -- Lazy Function Loading overhead records, module load calls), library handle and communicator creation,
 -- allocator growth (cudaMalloc / cudaFree / hipMalloc ... of 1 ms or more, in or before the rank's first
--- step only), a slow first launch (a launch call of 1 ms or more, in or before the rank's first step only)
--- and torch.compile's compilation ranges. The first rule (by rule_order) whose event class, pattern,
+-- step only), a slow first launch (a launch call of 1 ms or more, in or before the rank's first step
+-- only, that launched the rank's first activity of its name: the kernel's code loaded inside the call;
+-- a long launch of a kernel that ran before is something else, a full launch queue) and torch.compile's
+-- compilation ranges. The first rule (by rule_order) whose event class, pattern,
 -- minimum duration and step condition hold names the event; an event no rule matches is not listed.
 -- Rules with first_step_only hold only for an event that starts before the end of the rank's first step
 -- (the step_spans row that starts first; the whole rank when the trace marks no step): in later steps
@@ -48,6 +50,22 @@ name_rules AS (
 first_step AS (
     SELECT run_id, rank, arg_min(end_ns, start_ns) AS first_end_ns FROM step_spans GROUP BY run_id, rank
 ),
+long_launches AS (
+    -- the calls a first_launch rule could name (long enough), and the activity each launched
+    SELECT c.run_id, c.rank, c.op_id, k.name AS activity, k.start_ns AS activity_start_ns
+    FROM candidates AS c
+    JOIN name_rules AS nr ON nr.event = c.event AND nr.name = c.name
+    JOIN kernels AS k ON k.run_id = c.run_id AND k.rank = c.rank AND k.launch_op_id = c.op_id
+    WHERE nr.kind = 'first_launch' AND c.dur_ns >= nr.min_dur_ns
+),
+first_launches AS (
+    -- ... those whose activity is the rank's first of its name: the kernel's code was loaded in the call
+    SELECT DISTINCT l.run_id, l.rank, l.op_id
+    FROM long_launches AS l
+    WHERE NOT EXISTS (SELECT 1 FROM kernels AS e
+                      WHERE e.run_id = l.run_id AND e.rank = l.rank AND e.name = l.activity
+                        AND e.start_ns < l.activity_start_ns)
+),
 matched AS (
     SELECT c.run_id, c.rank, c.op_id, c.cat, c.name, c.start_ns, c.dur_ns, nr.kind, nr.rule_name,
            ROW_NUMBER() OVER (PARTITION BY c.run_id, c.rank, c.op_id ORDER BY nr.rule_order) AS pick
@@ -56,6 +74,9 @@ matched AS (
     LEFT JOIN first_step AS f ON f.run_id = c.run_id AND f.rank = c.rank
     WHERE c.dur_ns >= nr.min_dur_ns
       AND (NOT nr.first_step_only OR f.first_end_ns IS NULL OR c.start_ns < f.first_end_ns)
+      AND (nr.kind <> 'first_launch'
+           OR EXISTS (SELECT 1 FROM first_launches AS fl
+                      WHERE fl.run_id = c.run_id AND fl.rank = c.rank AND fl.op_id = c.op_id))
 )
 SELECT m.run_id, m.rank, m.op_id,
        (SELECT min(s.step) FROM step_spans AS s

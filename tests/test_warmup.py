@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import TRACES, require_shared
+from conftest import TRACES, real_trace_files, require_shared
 
 from synth.situations import write_situation
 from synth.truth import load_truth
@@ -165,16 +165,7 @@ def test_no_takeaway_rests_on_the_setup(warm):
 
 # ---- real traces ---------------------------------------------------------------------------------------
 
-REAL = [
-    "nvidia/critical_path/alexnet.json.gz",
-    "nvidia/critical_path/simple_add.json.gz",
-    "nvidia/b200_eager_rank0.json.gz",
-    "amd/mi300_normalization.json.gz",
-    "amd/mi300_torch_compile_triton.json.gz",
-    "nvidia/a100_triton_example.json.gz",
-    "nvidia/h100_bert-small.json.gz",
-    "legacy/resnet50_2021_v100.pt.trace.json.gz",
-]
+REAL = real_trace_files()
 
 
 def _events(path: Path) -> list[dict]:
@@ -201,18 +192,56 @@ def real(tmp_path_factory):
 
 @pytest.mark.parametrize("rel", REAL)
 def test_real_warmup_flag_only_with_one_time_work_it_names(real, rel):
-    """A real trace gets warmup_in_window only where its file holds events the flag names: each name in the
-    message is an event of the file whose durations, read from the JSON, add up to at least the time the
-    message gives it."""
+    """A real trace gets warmup_in_window only where one_time_work lists events of its file; each is an
+    event of the file (read as JSON), and each slow first launch it lists launched a kernel that no
+    earlier kernel of the file shares its name with."""
     con, runs = real
-    names = {e.get("name") for e in _events(TRACES / rel)}
+    events = _events(TRACES / rel)
+    names = {e.get("name") for e in events}
     rows = _flags(con, runs[rel], "warmup_in_window")
-    listed = con.execute("SELECT DISTINCT name FROM one_time_work WHERE run_id = ?", [runs[rel]]).fetchall()
+    listed = con.execute(
+        "SELECT name, kind, start_ns, dur_ns FROM one_time_work WHERE run_id = ?", [runs[rel]]
+    ).fetchall()
     assert bool(rows) == bool(listed)
-    for (name,) in listed:
+    for name, *_ in listed:
         assert name in names
     for row in rows:
         assert dict(row["evidence"])["one_time_ns"] > 0
+    launches = [r for r in listed if r[1] == "first_launch"]
+    if launches:
+        kernels = sorted(
+            (e["ts"], e["name"], e.get("args", {}).get("correlation"))
+            for e in events
+            if str(e.get("cat", "")).lower() == "kernel"
+        )
+        for name, _, _, dur_ns in launches:
+            [corr] = [
+                e.get("args", {}).get("correlation")
+                for e in events
+                if e.get("name") == name and round(e.get("dur", 0) * 1000) == dur_ns
+            ]
+            [(ts, kernel, _)] = [k for k in kernels if k[2] == corr]
+            assert not [k for k in kernels if k[1] == kernel and k[0] < ts], (name, kernel)
+
+
+def test_real_long_launches_of_kernels_that_ran_before_are_not_setup(real):
+    """a100_multistream_rank0 (HTA's test trace): four cudaLaunchKernel of 1.16-6.37 ms in its first step
+    launch elementwise kernels that had already run 30-222 times: not lazy module loading, so no
+    warmup_in_window (they were counted as slow first launches before the first-of-its-name check)."""
+    con, runs = real
+    rel = "nvidia/a100_multistream_rank0.json.gz"
+    events = _events(TRACES / rel)
+    steps = sorted(
+        (e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name", "").startswith("ProfilerStep#")
+    )
+    first_lo, first_hi = steps[0]
+    long_launches = [
+        e
+        for e in events
+        if e.get("name") == "cudaLaunchKernel" and e.get("dur", 0) >= 1000 and first_lo <= e["ts"] < first_hi
+    ]
+    assert len(long_launches) == 4
+    assert not _flags(con, runs[rel], "warmup_in_window")
 
 
 def test_real_alexnet_setup_by_hand(real):
