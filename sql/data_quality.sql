@@ -219,16 +219,17 @@ FROM step_counts
 GROUP BY run_id, rank
 HAVING min(steps) < 3
 UNION ALL
--- flag gpu_queueing (warning): the step's first GPU activity started 1 ms or more after its launch
--- (step_queueing.gpu_queued): the GPU was busy with earlier work (of an earlier step, or from before the
--- profiled window) or host and GPU clocks are offset. That wait is `gpu_queued_ns` in the step breakdown
+-- flag gpu_queueing (warning): the step's first GPU activity started 1 ms or more after its launch call
+-- returned (step_queueing.gpu_queued): the GPU was busy with earlier work (of an earlier step, or from
+-- before the profiled window) or host and GPU clocks are offset. A launch call that is itself long (module
+-- loading or lazy initialization inside it) is launch delay on the host, never this flag. That wait is `gpu_queued_ns` in the step breakdown
 -- and `gpu_queued` on the critical path, not host setup; the step's wall and its GPU utilization include
 -- it, and an idle gap across it was not the host's doing.
 SELECT run_id, rank, step, 'gpu_queueing', 'warning',
        ['step_breakdown.gpu_queued', 'step_breakdown.gpu_utilization', 'idle_gaps'],
        map(['queued_ns', 'first_delay_ns', 'visible_busy_ns'],
            [CAST(queued_ns AS DOUBLE), CAST(first_delay_ns AS DOUBLE), CAST(visible_busy_ns AS DOUBLE)]),
-       'The step''s first GPU activity waited ' || round(first_delay_ns / 1e6, 3) || ' ms after its launch, '
+       'The step''s first GPU activity waited ' || round(first_delay_ns / 1e6, 3) || ' ms after its launch call returned, '
            || CASE WHEN queue_cause = 'earlier_gpu_work'
                    THEN 'queued behind earlier GPU work shown in the trace'
                    ELSE 'with the GPU idle in the trace: queued behind work from before the profiled window, or '
