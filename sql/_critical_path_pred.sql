@@ -18,7 +18,8 @@
 --                   activity's start and the call's time before that is host time). So a blocking copy's
 --                   own launch never beats the stream order of the work it queued behind, and the path
 --                   runs through the GPU work the host was blocked on.
---                   A launch edge of 1 ms or more is kind `gpu_queued`, not launch_delay: no launch takes
+--                   A launch edge of 1 ms or more that also starts 1 ms or more after the call
+--                   returned is kind `gpu_queued`, not launch_delay: no launch takes
 --                   that long; the activity was held by GPU work the trace does not show as its
 --                   dependency (work queued before the profiled window, an unrecorded cross-stream wait)
 --                   or by a host/GPU clock offset, never by the host.
@@ -408,8 +409,9 @@ SELECT g.run_id, g.rank, 'gpu' AS node_type, g.kernel_id AS node_id, g.step, g.n
        g.edge,
        CASE g.edge WHEN 'stream_order' THEN 'kernel_gap' WHEN 'event_wait' THEN 'sync_wait'
                    WHEN 'inferred_wait' THEN 'sync_wait'
-                   WHEN 'launch' THEN CASE WHEN g.start_ns - g.launch_ready >= 1000000 THEN 'gpu_queued'
-                                           ELSE 'launch_delay' END END AS edge_kind,
+                   WHEN 'launch' THEN CASE WHEN g.start_ns - g.launch_ready >= 1000000
+                                                AND g.start_ns - (g.launch_start_ns + g.launch_dur_ns) >= 1000000
+                                           THEN 'gpu_queued' ELSE 'launch_delay' END END AS edge_kind,
        CASE g.edge WHEN 'event_wait' THEN 'cudaStreamWaitEvent' WHEN 'launch' THEN g.launch_call END AS edge_name,
        CASE g.edge WHEN 'event_wait' THEN g.event_op_id WHEN 'launch' THEN g.launch_op_id END AS edge_op_id
 FROM gpu_pred g

@@ -5,7 +5,8 @@
 -- A flag is one UNION ALL branch below, headed by a comment line `-- flag NAME (severity): when`; add
 -- one by adding a branch with the same eight columns. Figure names (what `affects` lists) are the
 -- report's: gpu_time, kernel_summary, kernel_summary.python_site, category_summary, launch_sites,
--- overlap_opportunity, fusion_match, step_breakdown, step_breakdown.host_setup, stream_summary,
+-- overlap_opportunity, fusion_match, step_breakdown, step_breakdown.host_setup, step_breakdown.median,
+-- step_breakdown.gpu_utilization, step_breakdown.gpu_idle, run_metrics, stream_summary,
 -- critical_path, idle_gaps, layer_pattern, rank_skew. A flag on `x` covers `x.anything` too.
 -- Severity: `error`  a figure is missing or wrong as shown (GPU time 0 ns where the device worked);
 --           `warning` a figure is incomplete or may point the wrong way (no launch sites, a host call
@@ -91,6 +92,19 @@ nsys_runs AS (
 ),
 host_op_counts AS (
     SELECT run_id, rank, count(*) FILTER (WHERE lower(cat) = 'cpu_op') AS cpu_ops FROM cpu_ops GROUP BY run_id, rank
+),
+warmup AS (SELECT * FROM step_warmup),
+warmup_rank AS (
+    -- each rank's one-time work (step_warmup: per step, and outside the steps), its warm-up step if any
+    SELECT run_id, rank, sum(one_time_ns) AS one_time_ns, sum(one_time_events) AS events,
+           count(*) FILTER (WHERE step IS NOT NULL) AS steps,
+           min(step) FILTER (WHERE is_warmup) AS warmup_step,
+           min(wall_ns) FILTER (WHERE is_warmup) AS warmup_wall_ns,
+           min(others_median_wall_ns) FILTER (WHERE is_warmup) AS others_median_wall_ns,
+           string_agg(CASE WHEN step IS NULL THEN 'outside the steps: ' ELSE 'step ' || step || ': ' END
+                      || one_time_summary, '; ' ORDER BY step NULLS LAST) FILTER (WHERE one_time_ns > 0) AS what
+    FROM warmup
+    GROUP BY run_id, rank
 ),
 path_top AS (
     -- each step's longest host segment on the critical path: a host call (edge NULL) or host time
@@ -205,16 +219,17 @@ FROM step_counts
 GROUP BY run_id, rank
 HAVING min(steps) < 3
 UNION ALL
--- flag gpu_queueing (warning): the step's first GPU activity started 1 ms or more after its launch
--- (step_queueing.gpu_queued): the GPU was busy with earlier work (of an earlier step, or from before the
--- profiled window) or host and GPU clocks are offset. That wait is `gpu_queued_ns` in the step breakdown
+-- flag gpu_queueing (warning): the step's first GPU activity started 1 ms or more after its launch call
+-- returned (step_queueing.gpu_queued): the GPU was busy with earlier work (of an earlier step, or from
+-- before the profiled window) or host and GPU clocks are offset. A launch call that is itself long (module
+-- loading or lazy initialization inside it) is launch delay on the host, never this flag. That wait is `gpu_queued_ns` in the step breakdown
 -- and `gpu_queued` on the critical path, not host setup; the step's wall and its GPU utilization include
 -- it, and an idle gap across it was not the host's doing.
 SELECT run_id, rank, step, 'gpu_queueing', 'warning',
        ['step_breakdown.gpu_queued', 'step_breakdown.gpu_utilization', 'idle_gaps'],
        map(['queued_ns', 'first_delay_ns', 'visible_busy_ns'],
            [CAST(queued_ns AS DOUBLE), CAST(first_delay_ns AS DOUBLE), CAST(visible_busy_ns AS DOUBLE)]),
-       'The step''s first GPU activity waited ' || round(first_delay_ns / 1e6, 3) || ' ms after its launch, '
+       'The step''s first GPU activity waited ' || round(first_delay_ns / 1e6, 3) || ' ms after its launch call returned, '
            || CASE WHEN queue_cause = 'earlier_gpu_work'
                    THEN 'queued behind earlier GPU work shown in the trace'
                    ELSE 'with the GPU idle in the trace: queued behind work from before the profiled window, or '
@@ -223,6 +238,44 @@ SELECT run_id, rank, step, 'gpu_queueing', 'warning',
            || 'synchronize (or warm-up steps) to see the step as it runs'
 FROM step_queueing
 WHERE gpu_queued
+UNION ALL
+-- flag warmup_in_window (info per rank; warning per step where it is 10 % or more of the step's wall):
+-- one-time setup (one_time_work: context creation, module loading, library handles, allocator growth, a
+-- slow first launch, compilation) lies inside the profiled window. The rank row names it and says
+-- whether the report could show a steady-state step (step_warmup.is_warmup: the warm-up step is left
+-- out of the pick); a step row marks a step whose own figures (host setup, GPU idle and utilization,
+-- idle gaps, critical path) it weighs on, so no takeaway is drawn from them for that step.
+SELECT run_id, rank, NULL, 'warmup_in_window', 'info', ['step_breakdown.median', 'run_metrics'],
+       map(['one_time_ns', 'one_time_events', 'warmup_step', 'warmup_wall_ns', 'others_median_wall_ns'],
+           [CAST(one_time_ns AS DOUBLE), CAST(events AS DOUBLE), CAST(warmup_step AS DOUBLE),
+            CAST(warmup_wall_ns AS DOUBLE), CAST(others_median_wall_ns AS DOUBLE)]),
+       'One-time setup inside the profiled window: '
+           || CASE WHEN one_time_ns >= 1000000000 THEN CAST(round(one_time_ns / 1e9, 2) AS VARCHAR) || ' s'
+                   WHEN one_time_ns >= 1000000 THEN CAST(round(one_time_ns / 1e6, 1) AS VARCHAR) || ' ms'
+                   ELSE CAST(round(one_time_ns / 1e3, 1) AS VARCHAR) || ' us' END
+           || ' (' || what || ')'
+           || CASE WHEN warmup_step IS NOT NULL
+                   THEN '; step ' || warmup_step || ' is the warm-up step (wall ' || round(warmup_wall_ns / 1e6, 3)
+                        || ' ms against a median of ' || round(others_median_wall_ns / 1e6, 3)
+                        || ' ms for the others): the step shown is a steady-state one'
+                   WHEN steps <= 1
+                   THEN '; the trace has no step without it, so the step figures include it: profile after a '
+                        || 'warm-up (torch.profiler.schedule(wait=1, warmup=1, active=3)) to see the steady state'
+                   ELSE '; it is one-time work, not a cost of every step' END AS message
+FROM warmup_rank
+WHERE one_time_ns > 0
+UNION ALL
+SELECT run_id, rank, step, 'warmup_in_window', 'warning',
+       ['step_breakdown.host_setup', 'step_breakdown.gpu_utilization', 'step_breakdown.gpu_idle', 'idle_gaps',
+        'critical_path'],
+       map(['one_time_ns', 'one_time_events', 'wall_ns', 'share_of_wall', 'is_warmup'],
+           [CAST(one_time_ns AS DOUBLE), CAST(one_time_events AS DOUBLE), CAST(wall_ns AS DOUBLE),
+            CAST(one_time_ns / wall_ns AS DOUBLE), CAST(CASE WHEN is_warmup THEN 1 ELSE 0 END AS DOUBLE)]),
+       'Step ' || step || ' holds one-time setup (' || one_time_summary || '), '
+           || round(100 * one_time_ns / wall_ns, 1) || ' % of its wall: its host setup, GPU idle time and '
+           || 'critical path are not those of the steady state, and no takeaway is drawn from them'
+FROM warmup
+WHERE step IS NOT NULL AND wall_ns > 0 AND one_time_ns >= 0.1 * wall_ns
 UNION ALL
 -- flag no_step_markers (info): the trace marks no step (no ProfilerStep#N, no serving step): the whole
 -- trace is step 0, so host setup and host tail are those of the whole profiled window

@@ -5,9 +5,9 @@
 --   host_setup_ns      before the step's first GPU activity starts, while that activity was not yet
 --                      launched (host preparing, launching)
 --   gpu_queued_ns      before the step's first GPU activity starts, while it was already launched and
---                      waiting on the GPU: from its launch (the launch call's end; the call's start for
---                      a graph launch or a call that ended after the activity started) to its start,
---                      within the wall. Not host time: the GPU was busy with earlier work (of an earlier
+--                      waiting on the GPU: from its launch (the launch call's return; 0 when the activity
+--                      started before the call returned: a long call is host-side launch delay, counted
+--                      in host_setup_ns) to its start, within the wall. Not host time: the GPU was busy with earlier work (of an earlier
 --                      step, or from before the profiled window) or the host and GPU clocks are offset.
 --                      0 when the first activity has no launch call in the trace
 --                      (step_queueing says whether a step's first activities were queued)
@@ -49,10 +49,7 @@ WITH s AS (
 first_act AS (
     -- the step's first GPU activity and when it was launched
     SELECT run_id, rank, step, start_ns,
-           CASE WHEN launch_start_ns IS NULL THEN NULL
-                WHEN launch_call LIKE '%GraphLaunch%' OR launch_start_ns + launch_dur_ns > start_ns
-                    THEN launch_start_ns
-                ELSE launch_start_ns + launch_dur_ns END AS launched_ns
+           launch_start_ns + launch_dur_ns AS launched_ns
     FROM (
         SELECT k.*, ROW_NUMBER() OVER (PARTITION BY run_id, rank, step ORDER BY start_ns, kernel_id) AS rn
         FROM kernels k

@@ -2,16 +2,23 @@
 -- activities waited on the GPU long after they were launched, i.e. whether the time before the step's
 -- GPU work is GPU queueing (the GPU busy with earlier work: of an earlier step, or from before the
 -- profiled window, which the trace does not show; or a host/GPU clock offset) and not host setup.
--- An activity's launch-to-start delay runs from its launch (the launch call's end; the call's start for
--- a graph launch or a call that ended after the activity started) to its start. A launch takes
--- microseconds; the rule: the step is `gpu_queued` when its first activity started at least 1 ms
--- (1 000 000 ns) after its launch (the same 1 ms bar makes a launch edge of the critical path
--- `gpu_queued` rather than `launch_delay`). Its followers often run promptly (a blocking copy among them
--- re-synchronizes host and GPU), so the rule reads the first activity; the first few (up to 8, in start
--- order, those with a launch call in the trace) are summarized beside it.
+-- GPU queueing vs launch delay: an activity is launched when its launch call RETURNS (the call's end).
+-- A launch call that is itself long (the kernel's module loaded inside it, lazy initialization, a driver
+-- call that blocks) is host-side launch delay: the host was busy in the call; the activity often starts
+-- before the call returns. Only the time from the call's return to the activity's start is queueing:
+-- an activity's launch-to-start delay is its start minus the earlier of its launch call's end and its
+-- start (0 when it started before the call returned: a graph launch's first replayed kernels, a blocking
+-- copy, a call slowed by module loading). A launch takes microseconds; the rule: the step is
+-- `gpu_queued` when its first activity started at least 1 ms (1 000 000 ns) after its launch call
+-- returned (the same 1 ms bar makes a launch edge of the critical path `gpu_queued` rather than
+-- `launch_delay`). Its followers often run promptly (a blocking copy among them re-synchronizes host and
+-- GPU), so the rule reads the first activity; the first few (up to 8, in start order, those with a
+-- launch call in the trace) are summarized beside it.
 -- Columns:
 --   run_id, rank, step   the step (kernels.step)
 --   first_delay_ns       the step's first activity's launch-to-start delay (NULL: no launch call)
+--   first_launch_call_ns  the duration of the step's first activity's launch call (NULL: no launch
+--                        call): its host-side launch delay when long, never queueing
 --   first_activities     how many first activities were measured (0: none has a launch call)
 --   min_delay_ns         the smallest launch-to-start delay among them (NULL when none)
 --   median_delay_ns      their median delay (the lower middle value for an even count; NULL when none)
@@ -30,11 +37,10 @@
 --                          windows with every activity of the rank; ~9 s with islands and a sweep)
 CREATE OR REPLACE VIEW step_queueing AS
 WITH acts AS (
-    SELECT run_id, rank, step, kernel_id, start_ns,
-           CASE WHEN launch_start_ns IS NULL THEN NULL
-                WHEN launch_call LIKE '%GraphLaunch%' OR launch_start_ns + launch_dur_ns > start_ns
-                    THEN launch_start_ns
-                ELSE launch_start_ns + launch_dur_ns END AS launched_ns,
+    SELECT run_id, rank, step, kernel_id, start_ns, launch_dur_ns,
+           -- launched when its call returned, or at its start if it started before that
+           CASE WHEN launch_start_ns IS NOT NULL THEN least(launch_start_ns + launch_dur_ns, start_ns) END
+               AS launched_ns,
            ROW_NUMBER() OVER (PARTITION BY run_id, rank, step ORDER BY start_ns, kernel_id) AS rn
     FROM kernels
     WHERE step IS NOT NULL
@@ -61,7 +67,7 @@ host AS (
     SELECT run_id, rank, step, MIN(start_ns) AS host_start_ns FROM step_spans GROUP BY run_id, rank, step
 ),
 firsts AS (
-    SELECT a.run_id, a.rank, a.step, a.start_ns, a.launched_ns,
+    SELECT a.run_id, a.rank, a.step, a.start_ns, a.launched_ns, a.launch_dur_ns,
            least(a.start_ns, coalesce(h.host_start_ns, a.start_ns)) AS w_start
     FROM acts a
     LEFT JOIN host h ON h.run_id = a.run_id AND h.rank = a.rank AND h.step = a.step
@@ -131,16 +137,17 @@ busy AS (
 ),
 out AS (
     SELECT f.run_id, f.rank, f.step, f.start_ns - f.launched_ns AS first_delay_ns,
+           CASE WHEN f.launched_ns IS NOT NULL THEN f.launch_dur_ns END AS first_launch_call_ns,
            coalesce(d.n, 0) AS first_activities, d.min_delay_ns, d.median_delay_ns,
            CASE WHEN f.launched_ns IS NULL THEN 0
-                ELSE f.start_ns - greatest(f.w_start, least(f.launched_ns, f.start_ns)) END AS queued_ns,
+                ELSE f.start_ns - greatest(f.w_start, f.launched_ns) END AS queued_ns,
            coalesce(f.start_ns - f.launched_ns >= 1000000, FALSE) AS gpu_queued,
            coalesce(b.busy_ns, 0) AS visible_busy_ns
     FROM firsts f
     LEFT JOIN delays d ON d.run_id = f.run_id AND d.rank = f.rank AND d.step = f.step
     LEFT JOIN busy b ON b.run_id = f.run_id AND b.rank = f.rank AND b.step = f.step
 )
-SELECT run_id, rank, step, first_delay_ns, first_activities, min_delay_ns, median_delay_ns, queued_ns,
+SELECT run_id, rank, step, first_delay_ns, first_launch_call_ns, first_activities, min_delay_ns, median_delay_ns, queued_ns,
        gpu_queued, visible_busy_ns,
        CASE WHEN NOT gpu_queued THEN NULL
                WHEN 2 * visible_busy_ns >= first_delay_ns THEN 'earlier_gpu_work'

@@ -107,6 +107,7 @@ RULE_TABLES = (
     "fusion_pattern_steps",
     "launch_site_rules",
     "device_peaks",
+    "one_time_rules",
 )
 
 

@@ -142,11 +142,12 @@ def register_rules(
 def _rule_tables(rules_file: str | None, user_files: bool) -> dict:
     # imported here, not by every reader (pyarrow: 0.1 s of a `tracehouse sql` process; USER_RULE_ENVS)
     from warehouse.peaks import load_device_peaks, user_peaks_file
-    from warehouse.rules import load_category_rules
+    from warehouse.rules import load_category_rules, load_one_time_rules
     from warehouse.site_rules import load_site_rules, user_site_rules_file
 
     return {
         "category_rules": load_category_rules(rules_file),  # sql/kernel_category.sql
+        "one_time_rules": load_one_time_rules(),  # sql/one_time_work.sql
         # sql/kernel_launch_site.sql, sql/kernel_roofline.sql
         "launch_site_rules": load_site_rules(user_site_rules_file() if user_files else None),
         "device_peaks": load_device_peaks(user_peaks_file() if user_files else None),

@@ -371,3 +371,102 @@ def load_category_rules(user_file: str | Path | None = None) -> pa.Table:
             "rules_version": pa.array([version] * len(rules), type=pa.string()),
         }
     )
+
+
+# ---- the one-time work rule table (sql/rules/one_time_work.csv, read by sql/one_time_work.sql) ----------
+ONE_TIME_RULES = RULES_DIR / "one_time_work.csv"
+ONE_TIME_VERSION_FILE = RULES_DIR / "one_time_work.version.json"
+ONE_TIME_KINDS: tuple[str, ...] = (
+    "context_creation",
+    "module_loading",
+    "library_init",
+    "allocator_growth",
+    "first_launch",
+    "compile",
+)
+#: which host events a rule is tried on: `call` a CUDA/HIP runtime or driver call (cat cuda_runtime /
+#: cuda_driver), `overhead` a profiler overhead record (CUPTI's module loading), `range` a cpu_op or
+#: user_annotation range, `any` all three
+ONE_TIME_EVENTS: tuple[str, ...] = ("call", "overhead", "range", "any")
+ONE_TIME_COLUMNS: tuple[str, ...] = (
+    "rule_order",
+    "rule_name",
+    "kind",
+    "event",
+    "pattern",
+    "min_dur_ns",
+    "first_step_only",
+)
+
+
+def one_time_rules_version() -> str:
+    return str(json.loads(ONE_TIME_VERSION_FILE.read_text(encoding="utf-8"))["rules_version"])
+
+
+def load_one_time_rules() -> pa.Table:
+    """The shipped one-time work rules (sql/rules/one_time_work.csv): which host events are one-time setup
+    (context creation, module loading, library handles, allocator growth, a slow first launch, compile).
+
+    Columns: rule_order (int32), rule_name, kind (ONE_TIME_KINDS), event (ONE_TIME_EVENTS), pattern (RE2/Java
+    regex searched in the event's name), literals (match_literals of the pattern: a prefilter), min_dur_ns
+    (int64: the event counts only at or above this duration), first_step_only (bool: only in or before
+    the rank's first step), rules_version. Raises RulesError naming the line of a bad rule."""
+    import pyarrow as pa
+
+    source = str(ONE_TIME_RULES)
+    rows: list[dict[str, object]] = []
+    seen: dict[str, int] = {}
+    orders: dict[int, int] = {}
+    con = regex_judge()
+    try:
+        for line, row in read_rule_csv(
+            ONE_TIME_RULES.read_text(encoding="utf-8"),
+            source,
+            ONE_TIME_COLUMNS,
+            ("note",),
+            f"expected {','.join(ONE_TIME_COLUMNS)}[,note]",
+            "empty rule file",
+        ):
+            name = row.get("rule_name", "")
+            where = f"{source}:{line} (rule {name!r})"
+            if not name or name in seen:
+                raise RulesError(f"{where}: empty or repeated rule_name")
+            try:
+                order, min_dur = int(row.get("rule_order", "")), int(row.get("min_dur_ns", ""))
+            except ValueError:
+                raise RulesError(f"{where}: rule_order and min_dur_ns must be integers") from None
+            if order in orders:
+                raise RulesError(f"{where}: rule_order {order} repeats the one on line {orders[order]}")
+            if row.get("kind") not in ONE_TIME_KINDS:
+                raise RulesError(
+                    f"{where}: unknown kind {row.get('kind')!r}; expected one of {ONE_TIME_KINDS}"
+                )
+            if row.get("event") not in ONE_TIME_EVENTS:
+                raise RulesError(
+                    f"{where}: unknown event {row.get('event')!r}; expected one of {ONE_TIME_EVENTS}"
+                )
+            if row.get("first_step_only") not in ("true", "false"):
+                raise RulesError(f"{where}: first_step_only must be true or false")
+            check_pattern(row.get("pattern", ""), where, con)
+            seen[name], orders[order] = line, line
+            rows.append({**row, "rule_order": order, "min_dur_ns": min_dur})
+    finally:
+        if con is not None:
+            con.close()  # type: ignore[attr-defined]
+    rows.sort(key=lambda r: r["rule_order"])  # type: ignore[arg-type, return-value]
+    version = one_time_rules_version()
+    return pa.table(
+        {
+            "rule_order": pa.array([r["rule_order"] for r in rows], type=pa.int32()),
+            "rule_name": pa.array([r["rule_name"] for r in rows], type=pa.string()),
+            "kind": pa.array([r["kind"] for r in rows], type=pa.string()),
+            "event": pa.array([r["event"] for r in rows], type=pa.string()),
+            "pattern": pa.array([r["pattern"] for r in rows], type=pa.string()),
+            "literals": pa.array(
+                [match_literals(str(r["pattern"])) for r in rows], type=pa.list_(pa.string())
+            ),
+            "min_dur_ns": pa.array([r["min_dur_ns"] for r in rows], type=pa.int64()),
+            "first_step_only": pa.array([r["first_step_only"] == "true" for r in rows], type=pa.bool_()),
+            "rules_version": pa.array([version] * len(rows), type=pa.string()),
+        }
+    )

@@ -43,7 +43,7 @@ from warehouse.catalog import (
 from warehouse.fusion import load_fusion_catalog
 from warehouse.peaks import load_device_peaks, user_peaks_file
 from warehouse.query import check_read_only
-from warehouse.rules import load_category_rules
+from warehouse.rules import load_category_rules, load_one_time_rules
 from warehouse.site_rules import load_site_rules, user_site_rules_file
 from warehouse.store import ALL_TABLES
 
@@ -543,6 +543,7 @@ RULE_TABLES = (
     "fusion_pattern_steps",
     "launch_site_rules",
     "device_peaks",
+    "one_time_rules",
 )
 
 
@@ -555,6 +556,7 @@ def register_rule_tables(spark: SparkSession, rules_file: str | None = None) -> 
         "launch_site_rules"
     )
     _arrow_to_spark(spark, load_device_peaks(user_peaks_file())).createOrReplaceTempView("device_peaks")
+    _arrow_to_spark(spark, load_one_time_rules()).createOrReplaceTempView("one_time_rules")
 
 
 @dataclass

@@ -125,7 +125,14 @@ STORED_STEPS = "tracehouse_stored_steps"  # temp table of a report connection: t
 
 
 def analyses_dir(warehouse: Warehouse) -> Path:
-    spec = repr((STORE_VERSION, views_fingerprint(STEP_VIEWS + ["step_breakdown"]), STEP_VIEWS, STEP_PICKS))
+    spec = repr(
+        (
+            STORE_VERSION,
+            views_fingerprint(STEP_VIEWS + ["step_breakdown", "step_warmup"]),
+            STEP_VIEWS,
+            STEP_PICKS,
+        )
+    )
     spec += repr(KERNEL_FACT_COLUMNS)
     return warehouse.root / "cache" / f"analyses-{hashlib.sha256(spec.encode()).hexdigest()[:16]}"
 
@@ -418,7 +425,9 @@ STEP_PICKS = [None, "decode", "prefill", "mixed", "unknown"]
 
 def representative_step(con, run_id: str, phase: str | None) -> dict | None:
     """The step with the median wall time among the steps with GPU work (of the phase, if given;
-    decode before other phases), on the lowest rank."""
+    decode before other phases), on the lowest rank, leaving out the rank's warm-up step
+    (sql/step_warmup.sql: its first iteration, markedly longer than the others of its phase and holding
+    one-time setup), which always has other steps of its phase to show instead."""
     phase_clause, params = ("AND phase = ?", [phase]) if phase else ("", [])
     # step_breakdown has one row per step_spans row: its lowest rank is step_spans' own. Asked as a
     # constant, the rank reaches the scans below step_breakdown (only that rank's timeline is swept).
@@ -430,8 +439,9 @@ def representative_step(con, run_id: str, phase: str | None) -> dict | None:
         f"""
         SELECT * FROM step_breakdown
         WHERE run_id = ? AND rank = ? AND activities > 0 {phase_clause}
+          AND step NOT IN (SELECT step FROM step_warmup WHERE run_id = ? AND rank = ? AND is_warmup)
         ORDER BY CASE phase WHEN 'decode' THEN 0 WHEN 'prefill' THEN 1 ELSE 2 END, wall_ns, step""",
-        [run_id, rank] + params,
+        [run_id, rank] + params + [run_id, rank],
     )
     if not rows:
         return None

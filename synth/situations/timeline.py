@@ -52,6 +52,7 @@ class Range:
     start: int
     end: int
     args: dict[str, Any] = field(default_factory=dict)
+    pid: int | None = None  # None: the process's (PID); Kineto writes its overhead records on pid -1
 
 
 @dataclass
@@ -246,7 +247,15 @@ class Timeline:
         }  # Kineto links a sync record to its call too
         for _, _, e in events:
             if isinstance(e, Range):
-                w.x(e.cat, e.name, PID, e.tid, T0_NS + e.start, e.end - e.start, e.args)
+                w.x(
+                    e.cat,
+                    e.name,
+                    PID if e.pid is None else e.pid,
+                    e.tid,
+                    T0_NS + e.start,
+                    e.end - e.start,
+                    e.args,
+                )
                 if e.cat.startswith("cuda_") and (
                     any(g.call is e for g in self.gpu if g.call is not None)
                     or e.args.get("correlation") in sync_corrs
@@ -282,7 +291,7 @@ class Timeline:
         w.meta("process_labels", dev, 0, T0_NS, {"labels": f"GPU {dev}"})
         for s in sorted({g.stream for g in self.gpu}):
             w.meta("thread_name", dev, s, T0_NS, {"name": f"stream {s} "})
-        for tid in sorted({r.tid for r in self.ranges}):
+        for tid in sorted({r.tid for r in self.ranges if r.pid is None}):
             w.meta("thread_name", PID, tid, T0_NS, {"name": f"thread {tid}"})
         w.x("Trace", "PyTorch Profiler (0)", "Spans", "PyTorch Profiler", T0_NS, end, {"Op count": 0})
         w.close({"traceName": path.name, "displayTimeUnit": "ms", "baseTimeNanoseconds": 0})
