@@ -90,6 +90,11 @@ nsys_runs AS (
     -- runs ingested from Nsight Systems exports (ingest/nsys.py writes source_format "nsys" in runs.metadata)
     SELECT run_id FROM runs WHERE metadata LIKE '%"source_format": "nsys"%'
 ),
+cuda_apps AS (
+    -- CUDA applications that are not PyTorch (runs.framework 'cuda': no PyTorch operator range, no ATen
+    -- kernel): a flag's remedy names the CUDA/Nsight way (NVTX ranges, capture ranges), never a torch API
+    SELECT run_id FROM runs WHERE framework = 'cuda'
+),
 host_op_counts AS (
     SELECT run_id, rank, count(*) FILTER (WHERE lower(cat) = 'cpu_op') AS cpu_ops FROM cpu_ops GROUP BY run_id, rank
 ),
@@ -117,13 +122,19 @@ path_top AS (
 -- flag no_python_stacks (warning): a rank launched GPU work eagerly but its trace has no Python frame
 -- (recorded without with_stack=True): no launch site; capture traces cannot help an eager launch. An
 -- Nsight Systems export never has Python frames (its sampled backtraces are not imported): the message
--- says so, and what gives a launch site
+-- says so, and what gives a launch site. A CUDA application (cuda_apps) has no Python to locate: the
+-- message says that the launch call is its host side
 SELECT g.run_id, g.rank, NULL::BIGINT AS step, 'no_python_stacks' AS flag, 'warning' AS severity,
        ['launch_sites', 'kernel_summary.python_site', 'overlap_opportunity.python_site',
         'fusion_match.python_site'] AS affects,
        map(['eager_activities', 'eager_gpu_ns', 'eager_share', 'python_frames'],
            [CAST(g.eager_activities AS DOUBLE), CAST(g.eager_ns AS DOUBLE), CAST(g.eager_ns / nullif(g.gpu_ns, 0) AS DOUBLE), CAST(0 AS DOUBLE)]) AS evidence,
-       CASE WHEN g.run_id IN (SELECT run_id FROM nsys_runs)
+       CASE WHEN g.run_id IN (SELECT run_id FROM cuda_apps)
+            THEN 'No Python launch sites: a CUDA application, not PyTorch (no PyTorch operator range, no ATen '
+                 || 'kernel): ' || g.eager_activities || ' eagerly launched activities ('
+                 || round(100 * g.eager_ns / nullif(g.gpu_ns, 0), 1) || ' % of GPU time) have their CUDA launch '
+                 || 'call as host side; Python locations do not apply'
+            WHEN g.run_id IN (SELECT run_id FROM nsys_runs)
             THEN 'No Python stacks (Nsight Systems records none): ' || g.eager_activities || ' eagerly launched '
                  || 'activities (' || round(100 * g.eager_ns / nullif(g.gpu_ns, 0), 1) || ' % of GPU time) have no '
                  || 'Python launch site; the NVTX op around a launch is its host op; for launch sites profile the '
@@ -214,7 +225,9 @@ SELECT run_id, rank, NULL, 'few_steps', 'warning', ['step_breakdown.median', 'ru
        'Only ' || min(steps) || ' ' || CASE WHEN arg_min(phase, steps) = 'unknown' THEN ''
                                             ELSE arg_min(phase, steps) || ' ' END || 'step' || CASE WHEN min(steps) = 1 THEN '' ELSE 's' END
            || ' with GPU work: the step shown is not a median; profile at least 3 steps '
-           || '(torch.profiler.schedule(active=3) or more)'
+           || CASE WHEN run_id IN (SELECT run_id FROM cuda_apps)
+                   THEN '(an NVTX range named ProfilerStep#N around each iteration)'
+                   ELSE '(torch.profiler.schedule(active=3) or more)' END
 FROM step_counts
 GROUP BY run_id, rank
 HAVING min(steps) < 3
@@ -260,7 +273,11 @@ SELECT run_id, rank, NULL, 'warmup_in_window', 'info', ['step_breakdown.median',
                         || ' ms for the others): the step shown is a steady-state one'
                    WHEN steps <= 1
                    THEN '; the trace has no step without it, so the step figures include it: profile after a '
-                        || 'warm-up (torch.profiler.schedule(wait=1, warmup=1, active=3)) to see the steady state'
+                        || CASE WHEN run_id IN (SELECT run_id FROM cuda_apps)
+                                THEN 'warm-up (nsys profile --capture-range=cudaProfilerApi, cudaProfilerStart() '
+                                     || 'after the first iterations)'
+                                ELSE 'warm-up (torch.profiler.schedule(wait=1, warmup=1, active=3))' END
+                        || ' to see the steady state'
                    ELSE '; it is one-time work, not a cost of every step' END AS message
 FROM warmup_rank
 WHERE one_time_ns > 0
@@ -283,7 +300,9 @@ SELECT run_id, rank, step, 'no_step_markers', 'info', ['step_breakdown'],
        map(['window_ns'],
            [CAST(end_ns - start_ns AS DOUBLE)]),
        'The trace marks no steps: the whole profiled window is one step; '
-           || CASE WHEN run_id IN (SELECT run_id FROM nsys_runs)
+           || CASE WHEN run_id IN (SELECT run_id FROM cuda_apps)
+                   THEN 'wrap each iteration in an NVTX range named ProfilerStep#N (nvtxRangePushA) '
+                   WHEN run_id IN (SELECT run_id FROM nsys_runs)
                    THEN 'wrap each iteration in an NVTX range named ProfilerStep#N (torch.cuda.nvtx.range_push) '
                    ELSE 'call prof.step() each iteration (or record_function a step) ' END
            || 'to get per-step figures'
@@ -292,14 +311,16 @@ WHERE source = 'whole'
 UNION ALL
 -- flag nsys_no_host_ops (warning): an Nsight Systems export whose rank launched GPU work but recorded no
 -- PyTorch operator range (NVTX from torch.autograd.profiler.emit_nvtx): no kernel has a host op, so
--- kernel summaries and launch sites name only the CUDA call
+-- kernel summaries and launch sites name only the CUDA call. Not for a CUDA application (cuda_apps):
+-- it has no PyTorch operator to record
 SELECT g.run_id, g.rank, NULL, 'nsys_no_host_ops', 'warning', ['launch_sites', 'kernel_summary.python_site'],
        map(['linked_activities', 'cpu_ops'],
            [CAST(g.activities - g.unlinked_activities AS DOUBLE), CAST(coalesce(h.cpu_ops, 0) AS DOUBLE)]),
        'No PyTorch operator ranges in this Nsight Systems export: kernels have no host op (aten::...) around '
            || 'their launch; profile under nsys with --pytorch=autograd-nvtx (or torch.autograd.profiler.emit_nvtx())'
 FROM gpu g LEFT JOIN host_op_counts h USING (run_id, rank)
-WHERE g.run_id IN (SELECT run_id FROM nsys_runs) AND coalesce(h.cpu_ops, 0) = 0
+WHERE g.run_id IN (SELECT run_id FROM nsys_runs) AND g.run_id NOT IN (SELECT run_id FROM cuda_apps)
+  AND coalesce(h.cpu_ops, 0) = 0
   AND g.activities > g.unlinked_activities
 UNION ALL
 -- flag several_ranks (info): the run has several ranks: the kernel tables sum every rank, while the step

@@ -540,3 +540,35 @@ def test_export_without_gpu_rows_beside_one_with_is_skipped_and_counted(tmp_path
     assert len(outcome.problems) == 1
     [row] = query_rows(connect(wh), "SELECT n_ranks FROM runs WHERE run_id = ?", [outcome.run_id])
     assert row["n_ranks"] == len(truth["ranks"])
+
+
+def test_a_cuda_applications_flags_name_no_pytorch_remedy(tmp_path):
+    """A CUDA application (framework cuda) gets the CUDA/Nsight remedy in every data-quality message (NVTX
+    ranges, cudaProfilerApi capture ranges), no torch API, and no nsys_no_host_ops flag (it has no PyTorch
+    operator to record); the same export with PyTorch's ranges keeps the PyTorch remedies."""
+    from synth.nsys import build, write_export
+    from warehouse.catalog import connect
+    from warehouse.store import Warehouse
+
+    messages = {}
+    for framework, keep_aten in (("cuda", False), ("pytorch", True)):
+        x = build()
+        if not keep_aten:
+            x.nvtx = [n for n in x.nvtx if not n[3].startswith("aten::")]
+        x.nvtx = [n for n in x.nvtx if not n[3].startswith("ProfilerStep#")]  # no steps: no_step_markers
+        write_export(tmp_path / f"{framework}.sqlite", x, schema="3.13")
+        wh = Warehouse(tmp_path / f"wh-{framework}")
+        [outcome] = _ingest(wh, [tmp_path / f"{framework}.sqlite"])
+        assert not outcome.problems, outcome.problems
+        con = connect(wh)
+        assert query_rows(con, "SELECT framework FROM runs") == [{"framework": framework}]
+        rows = query_rows(con, "SELECT flag, message FROM data_quality")
+        messages[framework] = {r["flag"]: r["message"] for r in rows}
+    cuda, torch = messages["cuda"], messages["pytorch"]
+    assert {"no_python_stacks", "no_step_markers"} <= set(cuda)
+    assert "nsys_no_host_ops" not in cuda
+    assert not [m for m in cuda.values() if "torch" in m], cuda
+    assert "nvtxRangePushA" in cuda["no_step_markers"]
+    assert "CUDA application" in cuda["no_python_stacks"]
+    assert "torch.cuda.nvtx.range_push" in torch["no_step_markers"]
+    assert "torch.profiler.profile(with_stack=True)" in torch["no_python_stacks"]
