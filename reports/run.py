@@ -165,6 +165,9 @@ class StepSection:
     )
     # inside the GPU span, the device busy with other steps' work only (steps that interleave): not idle
     other_steps_ns: int = 0
+    # the step's GPU window (steps.gpu_window_ns: the end of the previous step's GPU work, or the step's
+    # first GPU start, to its last GPU end), the span its GPU utilization is measured over
+    gpu_window_ns: int | None = None
     window: FindingWindow | None = None  # the step (its breakdown, critical path), with its export command
     gap_window: FindingWindow | None = None  # the longest gap, with its export command
     # drawing data of the HTML timeline (not figures: left out of the JSON, like timeline)
@@ -707,6 +710,7 @@ def _step_section(con, s: dict, key: list) -> StepSection:
         host_tail_ns=s["host_tail_ns"],
         gpu_utilization=s["gpu_utilization"],
         other_steps_ns=s["other_steps_ns"],
+        gpu_window_ns=s.get("gpu_window_ns"),
         activities=s["activities"],
         components=components,
         streams=streams,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 
 import pytest
 from conftest import TRACES, query_rows, require_shared
@@ -236,6 +237,14 @@ def test_real_sglang_decode_card_is_not_launch_ahead(real):
     assert round(row["gpu_busy_pct"], 1) == 93.5
     assert round(row["gpu_window_ns"] / 1e6, 1) == 10.4
     # the report's card and the `tracehouse runs` row show that figure
-    card = build_run_report(connect(wh, runs=[run_id]), run_id).step.gpu_utilization
+    report = build_run_report(connect(wh, runs=[run_id]), run_id)
+    card = report.step.gpu_utilization
     assert card == pytest.approx(row["gpu_busy_pct"] / 100, rel=1e-12)
     assert headlines(run_metric_rows(wh, [run_id]))[run_id].busy_pct == 93.5
+    # the step card shows the step on the GPU (10.4 ms), the 474 ms host window beside it
+    from reports.render import render
+
+    page = render("run", report, "html")
+    assert re.search(r"10.37 ms[^<]*(<span[^>]*>[^<]*</span>)?</div><div class=\"k\">step on the GPU", page)
+    assert "its host window 473.6 ms" in page
+    assert "in the step's GPU window of 10.37 ms" in render("run", report, "md")
