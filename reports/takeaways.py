@@ -103,6 +103,39 @@ LAUNCH_REMEDIES = {
 }
 
 
+# what the host did before a step's first GPU activity, by the host range that covers most of the gap
+# that activity ends (idle_gaps.host_op): the remedy for that kind of host work; first match wins
+SETUP_REMEDIES = (
+    (
+        "DataLoader",
+        (
+            "load batches in DataLoader worker processes (num_workers > 0, pin_memory=True) so the next "
+            "batch is ready when the step starts"
+        ),
+    ),
+)
+SETUP_REMEDY = "overlap the next step's preparation or capture it in the graph"
+
+
+def host_setup_cause(s) -> tuple[str, str]:
+    """(what the host did during the step's host setup, the remedy for it): the longest gap of the step,
+    where it is host-bound and ends at the step's first GPU activity, names the host range that covered
+    most of it (idle_gaps.host_op, e.g. the DataLoader's __next__); else nothing, and the generic remedy."""
+    gap = s.largest_gap
+    first_gpu_ns = s.wall_start_ns + s.host_setup_ns + s.gpu_queued_ns
+    if (
+        not gap
+        or gap.get("class") != "host_bound"
+        or not gap.get("host_op")
+        or not gap.get("host_op_ns")
+        or gap["host_op"] == s.name
+        or not (s.wall_start_ns < gap["end_ns"] <= first_gpu_ns)
+    ):
+        return "", SETUP_REMEDY
+    remedy = next((text for key, text in SETUP_REMEDIES if key in gap["host_op"]), SETUP_REMEDY)
+    return f", the host in {gap['host_op'][:60]} for {gap['host_op_ns'] / 1e6:.3f} ms", remedy
+
+
 def takeaways(r, windows) -> tuple[list, list]:
     """(takeaways drawn, rules withheld because their figure is flagged). `windows` (reports.run._Windows)
     places a kernel or the trace in time."""
@@ -205,10 +238,11 @@ def takeaways(r, windows) -> tuple[list, list]:
                 window_of,
             )
         if s.host_setup_ns / s.wall_ns >= HOST_SETUP_BAR:
+            doing, remedy = host_setup_cause(s)
             draw(
                 "step_breakdown.host_setup",
                 f"Host setup before the first GPU activity takes {100 * s.host_setup_ns / s.wall_ns:.0f} % "
-                f"of step {s.step}: overlap the next step's preparation or capture it in the graph.",
+                f"of step {s.step}{doing}: {remedy}.",
                 s.host_setup_ns / s.wall_ns,
                 s.name,
                 (windows.rel(s.wall_start_ns), windows.rel(s.wall_start_ns + s.host_setup_ns)),

@@ -309,3 +309,31 @@ def test_single_stream_real_traces_have_no_overlap_recommendation(real):
     multi = [r for r in rows if r[1] > 1]
     assert multi and all(r[3] == 0 for r in multi), multi
     assert any(r[2] > 0 for r in multi)
+
+
+def test_host_setup_takeaway_names_the_dataloader_and_its_remedy(situation_warehouse):
+    """The dataloader-stall situation's step 1 spends 126 ms in DataLoader.__next__ before its first
+    launch: the host-setup takeaway names that host range (idle_gaps.host_op of the gap that the step's
+    first activity ends) and the DataLoader's remedy, not the generic 'overlap the next step's
+    preparation'; a setup whose longest gap is not host-bound keeps the generic remedy."""
+    from dataclasses import replace
+
+    from reports.run import build_run_report
+    from reports.takeaways import SETUP_REMEDY, host_setup_cause
+    from warehouse.engine import open as open_engine
+
+    wh, runs, expect = situation_warehouse
+    run_id = runs["dataloader-stall"]
+    con = open_engine(wh, runs=[run_id])
+    report = build_run_report(con, run_id)
+    con.close()
+    step = report.step
+    [gap] = [g for g in expect["dataloader-stall"]["idle_gaps"] if g["scope"] == "device"]
+    assert step.step == 1  # the report's pick (the longer of two steps) is the stalled one
+    doing, remedy = host_setup_cause(step)
+    assert doing == f", the host in {gap['host_op']} for {gap['host_op_ns'] / 1e6:.3f} ms"
+    assert "num_workers > 0" in remedy
+    [text] = [t.text for t in report.takeaways if t.figure == "step_breakdown.host_setup"]
+    assert "enumerate(DataLoader)" in text and "num_workers > 0" in text
+    queued = replace(step, largest_gap={**step.largest_gap, "class": "other"})
+    assert host_setup_cause(queued) == ("", SETUP_REMEDY)
