@@ -1032,9 +1032,10 @@ def _catalog_schema(con) -> str:
 def _run_flags(con, run_id: str) -> list:
     """data_quality's rows but the STEP_FLAGS, in bounded memory: the per-step views it reads (critical_path,
     step_queueing, whose rows only feed STEP_FLAGS, and step_breakdown, of which few_steps reads each step's
-    phase and activity count) are shadowed by temp views: the first two empty, the third its two columns from
-    the tables (step_spans.phase, and the step's activities, which is its count of kernels rows: the `exact`
-    timeline counts every GPU activity). What is left are streaming aggregates over the tables."""
+    phase and activity count) are shadowed by temp views: the first two empty, the third its columns from
+    the tables (step_spans.phase, the step's activities, which is its count of kernels rows: the `exact`
+    timeline counts every GPU activity, and its wall, from the host window to the last GPU end, as
+    step_breakdown's, which step_warmup reads). What is left are streaming aggregates over the tables."""
     schema = _catalog_schema(con)
     shadows = []
     try:
@@ -1045,11 +1046,18 @@ def _run_flags(con, run_id: str) -> list:
             shadows.append(view)
         con.execute("""
             CREATE OR REPLACE TEMP VIEW step_breakdown AS
-            SELECT s.run_id, s.rank, s.step, s.phase, coalesce(k.n, 0) AS activities
-            FROM step_spans AS s
-            LEFT JOIN (SELECT run_id, rank, step, count(*) AS n FROM kernels WHERE step IS NOT NULL
-                       GROUP BY run_id, rank, step) AS k
-              ON k.run_id = s.run_id AND k.rank = s.rank AND k.step = s.step""")
+            SELECT run_id, rank, step, phase, activities, wall_start_ns, wall_end_ns,
+                   wall_end_ns - wall_start_ns AS wall_ns
+            FROM (
+                SELECT s.run_id, s.rank, s.step, s.phase, coalesce(k.n, 0) AS activities,
+                       least(s.start_ns, coalesce(k.gpu_start_ns, s.start_ns)) AS wall_start_ns,
+                       greatest(s.end_ns, coalesce(k.gpu_end_ns, s.end_ns)) AS wall_end_ns
+                FROM step_spans AS s
+                LEFT JOIN (SELECT run_id, rank, step, count(*) AS n, min(start_ns) AS gpu_start_ns,
+                                  max(end_ns) AS gpu_end_ns
+                           FROM kernels WHERE step IS NOT NULL GROUP BY run_id, rank, step) AS k
+                  ON k.run_id = s.run_id AND k.rank = s.rank AND k.step = s.step
+            )""")
         shadows.append("step_breakdown")
         return _fetch(
             con,
