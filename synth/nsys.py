@@ -26,6 +26,8 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from synth.intervals import union_ns
+
 T0 = 5_000_000_000  # session clock ns at the first event (exports are not time-normalized by default)
 SESSION_UTC_NS = 1_779_000_000_000_000_000
 SESSION_CLOCK_NS = 1_000_000_000
@@ -512,18 +514,6 @@ def write_no_gpu_export(path: Path, schema: str = "3.25") -> dict:
     return write_export(path, x, schema=schema)
 
 
-def _union(intervals: list[tuple[int, int]]) -> int:
-    total, reach = 0, None
-    for s, e in sorted(intervals):
-        if reach is None or s > reach:
-            total += e - s
-            reach = e
-        elif e > reach:
-            total += e - reach
-            reach = e
-    return total
-
-
 def expected(x: Export) -> dict:
     """Per rank (pids ordered by their lowest device): what the warehouse must hold."""
     pids = sorted(
@@ -553,7 +543,8 @@ def expected(x: Export) -> dict:
                     for d in devices
                 },
                 "busy_ns_by_device": {
-                    d: _union([(a["start"], a["end"]) for _, a in acts if a["device"] == d]) for d in devices
+                    d: union_ns([(a["start"], a["end"]) for _, a in acts if a["device"] == d])
+                    for d in devices
                 },
                 "linked": sum(1 for _, a in acts if (pid, a["corr"]) in runtime_corr),
                 "graph_replayed": sum(1 for k in x.kernels if k["pid"] == pid and k["graph"]),

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..intervals import union_ns
 from . import situation
 from .timeline import Timeline
 
@@ -100,7 +101,7 @@ class EngineSim:
             gpu_start, gpu_end = min(s for s, _ in mine), max(e for _, e in mine)
             began_before = prev_end is not None and self.host_start[step] < prev_end
             w_start = min(prev_end, gpu_end) if began_before else gpu_start
-            busy = _union_within([(s, e) for _, s, e in self.acts], w_start, gpu_end)
+            busy = union_ns([(s, e) for _, s, e in self.acts], w_start, gpu_end)
             out[str(step)] = {
                 "phase": phases[step],
                 "activities": len(mine),
@@ -111,17 +112,6 @@ class EngineSim:
             }
             prev_end = gpu_end if prev_end is None else max(prev_end, gpu_end)
         return out
-
-
-def _union_within(intervals: list[tuple[int, int]], lo: int, hi: int) -> int:
-    """Length of the union of the intervals, clipped to [lo, hi]."""
-    total, reach = 0, lo
-    for s, e in sorted(intervals):
-        s, e = max(s, reach), min(e, hi)
-        if e > s:
-            total += e - s
-            reach = e
-    return total
 
 
 def _vllm(out: Path, annotate: bool) -> dict:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..intervals import union_ns
 from . import situation
 from .timeline import Timeline
 
@@ -119,15 +120,8 @@ class _Sim:
 
     def busy_share(self, step: int, host: tuple[int, int]) -> float:
         """The step's GPU busy time (union of its activities) over its wall (host window and GPU span)."""
-        spans = sorted((a, b) for a, b, s in self.acts if s == step)
-        busy, end = 0, None
-        for a, b in spans:
-            if end is None or a > end:
-                busy += b - a
-                end = b
-            elif b > end:
-                busy += b - end
-                end = b
+        spans = [(a, b) for a, b, s in self.acts if s == step]
+        busy = union_ns(spans)
         lo = min([host[0]] + [a for a, _ in spans])
         hi = max([host[1]] + [b for _, b in spans])
         return busy / (hi - lo)
