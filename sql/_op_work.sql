@@ -27,7 +27,9 @@
 --              output of input 0's shape written once; copy_ writes its input 0, counted already; an
 --              out= variant (a tensor after the functional form's arguments: mul.out [[a],[],[a]]) and a
 --              custom (non-aten) op are given their output buffer as an input: Σ inputs only):
---              a lower bound when an input broadcasts or an op works in place
+--              more than the traffic when an input broadcasts (a stride-0 view is read once, its dims
+--              show the full shape; kernel_roofline leaves a rate over the peak out), less when an op
+--              works in place
 -- A dtype without a known element size (or an op whose dims are missing) gets no row: silent, not guessed.
 -- Columns:
 --   run_id, rank, op_id   the op whose work it is (cpu_ops)

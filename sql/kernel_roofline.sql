@@ -25,7 +25,10 @@
 --   ridge               peak_tflops / peak_tbps: the intensity where the bound turns from memory to compute
 --   bound               compute (intensity >= ridge) or memory; memory for bytes-only families
 --   attainable_tflops   min(peak_tflops, intensity × peak_tbps): the roofline at this intensity
---   pct_of_bound        100 × achieved_tflops / attainable_tflops; bytes-only: 100 × achieved_tbps / peak_tbps
+--   pct_of_bound        100 × achieved_tflops / attainable_tflops; bytes-only: 100 × achieved_tbps / peak_tbps,
+--                       NULL where that is over 100: the bytes from the input dims are more than the device
+--                       can move in that time, so they are not the traffic (an input was a broadcast,
+--                       stride-0 view, e.g. a gradient expanded over a pooled map: the dims do not show it)
 -- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`)
 CREATE OR REPLACE VIEW kernel_roofline AS
 WITH grouped AS (
@@ -54,6 +57,7 @@ SELECT run_id, phase, kernel, category, family, precision, launches, dur_ns, flo
             WHEN peak_tflops IS NULL OR peak_tbps IS NULL THEN NULL
             WHEN intensity >= peak_tflops / peak_tbps THEN 'compute' ELSE 'memory' END AS bound,
        least(peak_tflops, intensity * peak_tbps) AS attainable_tflops,
-       CASE WHEN flops IS NULL THEN 100.0 * achieved_tbps / peak_tbps
+       CASE WHEN flops IS NULL AND achieved_tbps > peak_tbps THEN NULL
+            WHEN flops IS NULL THEN 100.0 * achieved_tbps / peak_tbps
             ELSE 100.0 * achieved_tflops / least(peak_tflops, intensity * peak_tbps) END AS pct_of_bound
 FROM rated;
