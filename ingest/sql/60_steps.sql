@@ -17,7 +17,10 @@
 -- 10 x the median gap and at least the threshold T: among the gaps above 10 x the median, T is the one
 -- with the widest relative jump over the next smaller gap (gap / next smaller, 1 ns at least; ties: the
 -- smaller gap), and that jump must be at least 10 x. Bursts are the runs of calls between boundaries;
--- they are steps when there are at least 3 of them. A burst's window runs from its first call's start
+-- they are steps when they repeat: at least 3 of them hold the same work, their count of launch calls
+-- within 10 % of the bursts' median count (iterations of one loop; a warm-up burst beside them is a step
+-- too, and step_warmup judges it). Bursts that do not repeat (setup calls, one-off launches between long
+-- host calls) are no steps: the whole rank is step 0. A burst's window runs from its first call's start
 -- to its last call's end.
 -- The phase: the step marker's own (step[DECODE..], vLLM context/generation counts, ATOM prefill/
 -- decode); else the phase of the serving annotation (rules 2, 4, 5) that overlaps the step's host window
@@ -126,7 +129,8 @@ bursts AS (
 SELECT 7 AS priority, 'host_burst' AS source, NULL::BIGINT AS step_number,
        'host burst ' || burst || ' (' || calls || ' launch calls)' AS name, start_ns, end_ns, NULL::VARCHAR AS phase
 FROM bursts
-WHERE (SELECT count(*) FROM bursts) >= 3;
+WHERE (SELECT count(*) FROM bursts
+       WHERE abs(calls - (SELECT median(calls) FROM bursts)) <= 0.1 * (SELECT median(calls) FROM bursts)) >= 3;
 
 CREATE OR REPLACE TABLE steps AS
 WITH candidates AS (

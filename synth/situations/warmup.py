@@ -17,7 +17,8 @@ expect keys read by tests/test_warmup.py:
   warmup_steps            the steps the simulation ran as its first iteration with one-time setup ([]: none)
   setup_ns                the host time of the one-time calls the program made (they do not overlap)
   setup_calls             {what: ns} of each one-time call, as the flag's message names it
-  steady_busy             {step: GPU busy / wall} of each steady step, from the simulated timeline
+  steady_busy             {step: GPU busy / the step's GPU window} of each steady step, from the
+                          simulated timeline
   steady_steps            the steps that are not warm-up (the report must show one of these)
   step_marks              whether the trace marks steps (False: one whole-trace step)
   first_launch_call_ns    {step: ns} the duration of the step's first launch call (host-side launch delay)
@@ -119,17 +120,21 @@ class _Sim:
         return s0, self.h
 
     def busy_share(self, step: int, host: tuple[int, int]) -> float:
-        """The step's GPU busy time (union of its activities) over its wall (host window and GPU span)."""
+        """The device's busy time (union of every activity) in the step's GPU window, over that window: the
+        window ends at the step's last GPU end and starts at the end of the earlier steps' GPU work where
+        the host began the step before it ended, else at the step's first GPU start (the one GPU busy %)."""
         spans = [(a, b) for a, b, s in self.acts if s == step]
-        busy = union_ns(spans)
-        lo = min([host[0]] + [a for a, _ in spans])
-        hi = max([host[1]] + [b for _, b in spans])
-        return busy / (hi - lo)
+        earlier = [b for _, b, s in self.acts if s < step]
+        gpu_start, gpu_end = min(a for a, _ in spans), max(b for _, b in spans)
+        lo = min(max(earlier), gpu_end) if earlier and host[0] < max(earlier) else gpu_start
+        busy = union_ns([(a, b) for a, b, _ in self.acts], lo, gpu_end)
+        return busy / (gpu_end - lo)
 
 
 def _steady(sim: _Sim) -> None:
     """A steady iteration: 8 launches (a GEMM of 60 us, a norm of 20 us, alternating), the host preparing
-    each for 40 us in its op, then a sync: the GPU is busy about three quarters of the step."""
+    each for 40 us in its op, then a sync: the GPU is busy about three quarters of the
+    step's wall and 87 % of its GPU window."""
     for i in range(8):
         sim.host(40 * US)
         sim.launch(GEMM if i % 2 == 0 else NORM, 60 * US if i % 2 == 0 else 20 * US)
