@@ -142,6 +142,38 @@ def test_two_bursts_are_not_steps(tmp_path):
     assert [(r["source"], r["activities"]) for r in rows] == [("whole", 20)]
 
 
+@pytest.mark.parametrize(
+    ("calls", "steps"),
+    [
+        ([17, 1, 4, 1, 75], None),  # one-off bursts between setup calls (alexnet's shape): no steps
+        ([40, 10, 10, 11, 10], 5),  # a warm-up burst and four iterations that repeat: five steps
+    ],
+)
+def test_bursts_are_steps_only_where_they_repeat(tmp_path, calls, steps):
+    """Host bursts are steps where at least 3 repeat the same work (a launch-call count within 10 % of
+    the bursts' median); a warm-up burst beside them is a step too; bursts that do not repeat are none."""
+    from synth.situations.engine_steps import EngineSim
+    from synth.situations.timeline import Timeline
+
+    tl = Timeline(with_stack=False)
+    sim = EngineSim(tl)
+    for step, n in enumerate(calls):
+        for _ in range(n):
+            sim.launch(step, "void k()", 20_000)
+            sim.host(5_000)
+        sim.host(30_000_000)
+    tl.write(tmp_path / "t" / "rank-0.pt.trace.json.gz")
+    wh = Warehouse(tmp_path / "wh")
+    [outcome] = ingest_paths(wh, [tmp_path / "t"], analyse=False)
+    rows = query_rows(
+        connect(wh), "SELECT source, activities FROM steps WHERE run_id = ? ORDER BY step", [outcome.run_id]
+    )
+    if steps is None:
+        assert [(r["source"], r["activities"]) for r in rows] == [("whole", sum(calls))]
+    else:
+        assert [(r["source"], r["activities"]) for r in rows] == [("host_burst", n) for n in calls]
+
+
 # ---- real traces ---------------------------------------------------------------------------------------
 INFERENCE = {
     "sglang_decode": "inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz",
