@@ -295,7 +295,8 @@ FROM warmup
 WHERE step IS NOT NULL AND wall_ns > 0 AND one_time_ns >= 0.1 * wall_ns
 UNION ALL
 -- flag no_step_markers (info): the trace marks no step (no ProfilerStep#N, no serving step): the whole
--- trace is step 0, so host setup and host tail are those of the whole profiled window
+-- trace is step 0, so host setup and host tail are those of the whole profiled window; or (one row per
+-- rank) its steps are repeating bursts of launch calls between host idle periods, inferred, not marked
 SELECT run_id, rank, step, 'no_step_markers', 'info', ['step_breakdown'],
        map(['window_ns'],
            [CAST(end_ns - start_ns AS DOUBLE)]),
@@ -308,6 +309,20 @@ SELECT run_id, rank, step, 'no_step_markers', 'info', ['step_breakdown'],
            || 'to get per-step figures'
 FROM step_spans
 WHERE source = 'whole'
+UNION ALL
+SELECT run_id, rank, NULL, 'no_step_markers', 'info', ['step_breakdown'],
+       map(['steps'], [CAST(count(*) AS DOUBLE)]),
+       'The trace marks no steps: its ' || count(*) || ' steps are repeating bursts of launch calls between '
+           || 'host idle periods, inferred from the host''s pace; '
+           || CASE WHEN run_id IN (SELECT run_id FROM cuda_apps)
+                   THEN 'wrap each iteration in an NVTX range named ProfilerStep#N (nvtxRangePushA) '
+                   WHEN run_id IN (SELECT run_id FROM nsys_runs)
+                   THEN 'wrap each iteration in an NVTX range named ProfilerStep#N (torch.cuda.nvtx.range_push) '
+                   ELSE 'call prof.step() each iteration (or record_function a step) ' END
+           || 'to get the program''s own steps'
+FROM step_spans
+WHERE source = 'host_burst'
+GROUP BY run_id, rank
 UNION ALL
 -- flag nsys_no_host_ops (warning): an Nsight Systems export whose rank launched GPU work but recorded no
 -- PyTorch operator range (NVTX from torch.autograd.profiler.emit_nvtx): no kernel has a host op, so

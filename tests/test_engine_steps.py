@@ -168,10 +168,19 @@ def test_bursts_are_steps_only_where_they_repeat(tmp_path, calls, steps):
     rows = query_rows(
         connect(wh), "SELECT source, activities FROM steps WHERE run_id = ? ORDER BY step", [outcome.run_id]
     )
+    flags = query_rows(
+        connect(wh),
+        "SELECT step, message FROM data_quality WHERE flag = 'no_step_markers' AND run_id = ?",
+        [outcome.run_id],
+    )
     if steps is None:
         assert [(r["source"], r["activities"]) for r in rows] == [("whole", sum(calls))]
+        assert [f["step"] for f in flags] == [0]
     else:
         assert [(r["source"], r["activities"]) for r in rows] == [("host_burst", n) for n in calls]
+        # the steps are inferred, and the report says so (a rank row)
+        [flag] = flags
+        assert flag["step"] is None and f"its {steps} steps are repeating bursts" in flag["message"]
 
 
 # ---- real traces ---------------------------------------------------------------------------------------
