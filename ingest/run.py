@@ -309,7 +309,7 @@ def build_runs_row(
     attributed: tuple[int, int] | None = None,
     extra_warnings: dict[str, int] | None = None,
 ) -> dict:
-    """The one row of `runs` for this run (see PRODUCT.md, Tables).
+    """The one row of `runs` for this run (docs/tables.md, Tables).
 
     attributed: (activities, GPU ns) that have a Python launch site, from the trace or from capture
     traces (ingest/capture.py coverage); stored as attributed_activities / attributed_gpu_ns.

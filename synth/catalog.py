@@ -1,7 +1,7 @@
 """Kernel catalogue of the synthetic workloads.
 
 Each logical operation of the synthetic models maps, per vendor, to one real-looking kernel: its name,
-the category we *intend* it to have (the vocabulary of PRODUCT.md; recorded in ground_truth.json as
+the category we *intend* it to have (the vocabulary of docs/words.md; recorded in ground_truth.json as
 `kernel_categories`, so a mismatch with tracehouse's rule table shows up as a test failure, not as a
 silent drift), a base duration in integer nanoseconds, launch geometry, the Python site that launches
 it and the launch API. Names are modelled on what SGLang / PyTorch / TRT-LLM / aiter kernels are called

@@ -14,7 +14,7 @@ Layout (keys of the top-level object):
   host_stall_us, slow_kernel: [regex, factor] | null}, `time_unit`: "ns".
 - `files`: {rank (str): trace file name}; `capture_files`: [names under capture_traces/].
 - `streams`: {"main": id, "side": id, "comm": id} (Kineto stream ids = GPU tid), `device`: {rank: device}.
-- `kernel_categories`: {kernel name: intended category (PRODUCT.md vocabulary)}.
+- `kernel_categories`: {kernel name: intended category (docs/words.md vocabulary)}.
 - `layer_period`: GPU activities per transformer layer (all streams); `layer_period_by_stream`:
   {stream: activities per layer on it}; `layer_sequence`: kernel names of one layer in launch order.
 - `ranks_summary`: list, one per rank: {rank, device, n_steps, first_start_ns, last_end_ns, span_ns,
@@ -37,7 +37,7 @@ Layout (keys of the top-level object):
   `python_function` frame around the launch call; for graph replays it is the site of the same launch in
   the capture trace (capture_traces/), since the replay itself has no Python stack. Memcpy/memset
   entries carry the innermost frame at their copy call.
-- `steps[i].critical_path`: the step's critical path (PRODUCT.md, view `critical_path`), walked over the
+- `steps[i].critical_path`: the step's critical path (view `critical_path`, docs/interpretation.md), walked over the
   dependencies the simulator created *and the trace records*: stream order; each activity's launch call
   (cudaGraphLaunch for a replayed kernel); a traced cudaEventRecord -> cudaStreamWaitEvent (NVIDIA, eager:
   the first activity launched on the waiting stream after the wait depends on the last activity launched

@@ -131,7 +131,7 @@ def test_real_serving_trace_attribution(tmp_path, folder, trace, total, least_si
 
 
 def test_same_files_with_capture_are_another_run(tmp_path):
-    """Capture traces are part of a run (PRODUCT.md: run): its id covers them, so adding them re-ingests."""
+    """Capture traces are part of a run (docs/words.md: run): its id covers them, so adding them re-ingests."""
     replay = RECORDED / "h200_graph_decode.json.gz"
     cap = tmp_path / "cap"
     cap.mkdir()

@@ -286,7 +286,7 @@ def test_eager_rmsnorm_modules_are_norm(real_warehouse, rel):
 
 
 def test_other_share_per_activity_on_real_traces(real_warehouse):
-    """PRODUCT.md: `other` stays a small share on every real trace, now per activity (op rules included);
+    """docs/words.md (category): `other` stays a small share on every real trace, now per activity (op rules included);
     torch.cuda._sleep (no work) is reported apart."""
     require_shared()
     wh, run_of = real_warehouse

@@ -1,4 +1,4 @@
-"""Every view on Spark gives DuckDB's rows (PRODUCT.md: "Every view runs unchanged on Spark after sqlglot
+"""Every view on Spark gives DuckDB's rows (the contract: "Every view runs unchanged on Spark after sqlglot
 transpiles it (--engine spark), over the same Parquet files, with the same rows").
 
 Three runs: a multi-rank serving-decode run and a training run (synthesized), plus one real trace when

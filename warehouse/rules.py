@@ -43,7 +43,7 @@ RULES_DIR = Path(__file__).resolve().parents[1] / "sql" / "rules"
 SHIPPED_RULES = RULES_DIR / "kernel_categories.csv"
 VERSION_FILE = RULES_DIR / "kernel_categories.version.json"
 
-#: The shipped vocabulary of categories (PRODUCT.md, "category").
+#: The shipped vocabulary of categories (docs/words.md, "category").
 CATEGORIES: tuple[str, ...] = (
     "gemm",
     "attention",

@@ -1,4 +1,4 @@
--- Stage 3f: steps and phases of one rank (PRODUCT.md, Words: step, phase). A step is one iteration of
+-- Stage 3f: steps and phases of one rank (docs/words.md: step, phase). A step is one iteration of
 -- the engine, found from, in order of preference (the first rule that finds any step decides):
 --   1 `ProfilerStep#N` (any host category: user_annotation, legacy Operator, ...; not its GPU mirror);
 --   2 SGLang's scheduler annotation `step[...]`;
