@@ -7,6 +7,7 @@ no script) and no trace-derived string reaches the markup unescaped.
 from __future__ import annotations
 
 import math
+import statistics
 from html import escape
 from pathlib import Path
 
@@ -79,6 +80,11 @@ def unit_for(metric: str, values: list[float]) -> tuple[float, str]:
     return 1.0, ""
 
 
+#: The y axis of a trend chart spans at least this share of the metric's median value, so a change well
+#: under the regression rule's threshold (3 %) fills at most a third of it instead of looking like a cliff.
+MIN_RELATIVE_SPAN = 0.10
+
+
 def line_chart(
     points: list[dict],
     *,
@@ -91,7 +97,9 @@ def line_chart(
     """An SVG line chart of points [{x_label, value, baseline, band, flagged}], with the band each point
     was judged against (baseline ± band, regression.band, clipped at 0: no metric is negative) shaded and
     flagged points drawn in red. Values in the metric's unit (unit_for), y ticks labelled with it, and
-    each run's commit under its point (every k-th when they do not fit)."""
+    each run's commit under its point (every k-th when they do not fit). The y axis spans at least
+    MIN_RELATIVE_SPAN of the values' median (two runs 0.2 % apart sit close together, not at the top and
+    bottom of the chart)."""
     pad_l, pad_r, pad_t, pad_b = 58, 10, 10, 30
     raw = [p["value"] for p in points if p.get("value") is not None]
     div, unit_name = unit or unit_for(metric, raw)
@@ -105,6 +113,10 @@ def line_chart(
     if not allv:
         return Markup("")
     lo, hi = min(allv), max(allv)
+    floor = MIN_RELATIVE_SPAN * abs(statistics.median(raw or allv))
+    if hi - lo < floor:  # a +0.2 % change must not fill the chart: the axis spans >= 10 % of the value
+        mid = (lo + hi) / 2
+        lo, hi = mid - floor / 2, mid + floor / 2
     if hi == lo:
         lo, hi = lo - max(1.0, abs(lo) * 0.05), hi + max(1.0, abs(hi) * 0.05)
     span = hi - lo

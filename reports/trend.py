@@ -66,16 +66,31 @@ class Regression:
     change_pct: float
     in_last_run: bool
     band: float | None = None
+    flagged_runs: int = 1  # runs flagged in this shift (listed once, at the commit where it starts)
 
 
 @dataclass
 class SeriesTrend:
     series: str
     phase: str
-    runs: int
+    runs: int  # runs shown (within since/last)
     last_run_id: str
     last_commit: str | None
     metrics: list[MetricLine]
+    runs_total: int = 0  # runs of the series in the whole history (what the rule judges from)
+    runs_needed: int = (
+        0  # the fewest runs for which the last run can be judged (trend_params.min_history + 1)
+    )
+
+    @property
+    def judged(self) -> bool:
+        """Whether the regression rule could judge the series' last run: it needs min_history earlier runs."""
+        return self.runs_total >= self.runs_needed
+
+    @property
+    def too_few_runs(self) -> str:
+        """The line said when the rule cannot judge: '3 runs: need at least 6 to flag a regression'."""
+        return f"{self.runs_total} run{'s' if self.runs_total != 1 else ''}: need at least {self.runs_needed} to flag a regression"
 
     HEADLINE = ("step_time_median_ns", "gpu_busy_pct", "exposed_comm_ns_per_step", "idle_pct")
 
@@ -112,6 +127,43 @@ class TrendReport:
     regressions: list[Regression]  # flagged points shown (within since/last)
     failing: list[Regression]  # flagged points in the last run of their series
     params: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def unjudged(self) -> list[SeriesTrend]:
+        """Series whose last run the rule cannot judge: too few runs (said, never read as 'no regression')."""
+        return [s for s in self.series if not s.judged]
+
+
+def gate(report: TrendReport) -> tuple[int, list[str]]:
+    """What `trend --fail-on-regression` exits with, and the lines it says on stderr: 3 and one line per
+    regression in the last run of its series; else 1 and one line per series the rule cannot judge (too
+    few runs: a gate that cannot judge must not pass); else 0."""
+    if report.failing:
+        return 3, [
+            f"regression: {g.series} {g.phase} {g.metric} {g.change_pct:+.2f} % at {g.commit} "
+            f"(shift from {g.first_commit})"
+            for g in report.failing
+        ]
+    if report.unjudged or not report.series:
+        lines = [f"cannot judge {s.series} {s.phase}: {s.too_few_runs}" for s in report.unjudged]
+        return 1, lines or ["cannot judge: no metric of these runs"]
+    return 0, []
+
+
+def shifts(flagged: list[Regression]) -> list[Regression]:
+    """Flagged points, one per shift: the points of one (series, phase, metric) that name the same first
+    commit are one shift, listed once at the commit where it starts (its first flagged point, with how many
+    runs were flagged and whether the last run is one of them)."""
+    out: dict[tuple, Regression] = {}
+    for g in flagged:
+        key = (g.series, g.phase, g.metric, g.first_commit or g.commit)
+        if key in out:
+            first = out[key]
+            first.flagged_runs += 1
+            first.in_last_run = first.in_last_run or g.in_last_run
+        else:
+            out[key] = g
+    return list(out.values())
 
 
 def evaluate(runs: pa.Table, metrics: pa.Table) -> Connection:
@@ -293,9 +345,11 @@ def build_trend_from_tables(
             )
             if in_last:
                 report.failing.append(reg)
+    needed = int(report.params["min_history"]) + 1
     for key in sorted(series):
         lines = []
         n_runs = set()
+        all_runs = {it[1].run_id for items in series[key].values() for it in items}
         for metric in sorted(series[key]):
             items = series[key][metric]
             pts = [it[1] for it in items]
@@ -338,7 +392,10 @@ def build_trend_from_tables(
                     )
         if lines:
             lr = last_runs.get(key, ("", None, ""))
-            report.series.append(SeriesTrend(key[0], key[1], len(n_runs), lr[0], lr[1], lines))
+            report.series.append(
+                SeriesTrend(key[0], key[1], len(n_runs), lr[0], lr[1], lines, len(all_runs), needed)
+            )
+    report.regressions = shifts(report.regressions)
     return report
 
 

@@ -218,7 +218,10 @@ def test_trend_gate_fails_when_it_matches_nothing(tiny, tmp_path):
     empty = tmp_path / "empty"
     (empty / "tables" / "runs").mkdir(parents=True)
     _one_error_line(_run(["--warehouse", str(empty), "trend", "--fail-on-regression"]), "holds no runs")
-    assert _run(["--warehouse", wh, "trend", "--where", "series=tiny", "--fail-on-regression"]).exit_code == 0
+    # one run cannot be judged: the gate says how many it needs and does not pass
+    res = _run(["--warehouse", wh, "trend", "--where", "series=tiny", "--fail-on-regression"])
+    assert res.exit_code == 1, res.output
+    assert "cannot judge tiny" in res.stderr and "1 run: need at least 6 to flag a regression" in res.stderr
 
 
 def test_schema_unknown_view_suggests_the_close_ones(tiny):

@@ -241,3 +241,65 @@ def test_cli_trend_formats_and_fail_on_regression(history, cli_runner, tmp_path)
 
     res = cli_runner.invoke(main, base + ["--where", "series=nothing-here"])  # matching nothing is an error
     assert res.exit_code == 1 and "no run matches --where series=nothing-here" in res.stderr
+
+
+def _shifted_tables(runs: int, shift_at: int | None):
+    """One metric over `runs` runs: 1000 ± 0.5 (a quiet line), +10 % from run `shift_at` on."""
+    runs_t, metrics_t = _noise_tables(lines=1, runs=runs, seed=3)
+    values = [1000.0 + (i % 3 - 1) * 0.5 for i in range(runs)]
+    if shift_at is not None:
+        values = [v * (1.10 if i >= shift_at else 1.0) for i, v in enumerate(values)]
+    metrics_t = metrics_t.set_column(
+        metrics_t.schema.get_field_index("value"), "value", pa.array(values, pa.float64())
+    )
+    return runs_t, metrics_t
+
+
+def test_too_few_runs_are_said_and_the_gate_cannot_pass():
+    """Under min_history + 1 runs the rule cannot judge the last run: the report says so ('3 runs: need at
+    least 6 to flag a regression'), not 'No regression flagged', and the gate exits 1 with that line, even
+    on a +10 % change."""
+    from reports.trend import build_trend_from_tables, gate, render_trend
+
+    report = build_trend_from_tables(*_shifted_tables(runs=3, shift_at=2))
+    [series] = report.series
+    assert not series.judged and series.too_few_runs == "3 runs: need at least 6 to flag a regression"
+    assert report.regressions == [] and report.unjudged == [series]
+    code, lines = gate(report)
+    assert code == 1 and lines == ["cannot judge noise decode: 3 runs: need at least 6 to flag a regression"]
+    md = render_trend(report, "md")
+    assert "**Not judged.**" in md and "No regression flagged" not in md
+    judged = build_trend_from_tables(*_shifted_tables(runs=8, shift_at=None))
+    assert judged.series[0].judged and gate(judged) == (0, [])
+    assert "No regression flagged." in render_trend(judged, "md")
+
+
+def test_a_shift_is_listed_once_at_the_commit_where_it_starts():
+    """A lasting +10 % shift is flagged at its first run and again while the baseline (the median of the
+    previous 5 runs) still lags; the regression table lists it once, at the commit where it starts, with
+    how many runs were flagged."""
+    from reports.trend import build_trend_from_tables
+
+    report = build_trend_from_tables(*_shifted_tables(runs=12, shift_at=8))
+    [shift] = report.regressions
+    assert shift.first_commit == "c0008" and shift.commit == "c0008"
+    assert shift.flagged_runs >= 2  # c0008 and c0009 at least: the baseline lags for 2 runs
+    points = report.series[0].metrics[0].points
+    assert shift.flagged_runs == sum(p.flagged for p in points)
+    assert shift.in_last_run == points[-1].flagged
+
+
+def test_the_chart_does_not_turn_a_small_change_into_a_cliff():
+    """Two runs 0.2 % apart: the y axis spans at least 10 % of the value (charts.MIN_RELATIVE_SPAN), so
+    the two points sit within a few pixels, not at the top and bottom of the plot."""
+    import re
+
+    from reports.charts import line_chart
+
+    svg = str(line_chart([{"value": 1000.0, "x_label": "a"}, {"value": 1002.0, "x_label": "b"}]))
+    ys = [float(y) for y in re.findall(r'<circle cx="[\d.]+" cy="([\d.]+)"', svg)]
+    plot_height = 150 - 10 - 30
+    assert len(ys) == 2 and abs(ys[0] - ys[1]) < 0.03 * plot_height, ys
+    steep = str(line_chart([{"value": 1000.0, "x_label": "a"}, {"value": 1500.0, "x_label": "b"}]))
+    ys = [float(y) for y in re.findall(r'<circle cx="[\d.]+" cy="([\d.]+)"', steep)]
+    assert abs(ys[0] - ys[1]) > 0.7 * plot_height  # a real +50 % still fills the chart

@@ -1110,7 +1110,8 @@ def diff(ctx, base, target, fmt, output, template_dir, engine, master):
 @click.option(
     "--fail-on-regression",
     is_flag=True,
-    help="Exit with code 3 when the last run of a series has a flagged regression.",
+    help="Exit with code 3 when the last run of a series has a flagged regression; with code 1 when a "
+    "series has too few runs for the rule to judge (it says how many it needs).",
 )
 @template_dir_option
 @engine_options
@@ -1125,21 +1126,18 @@ def trend(ctx, where, metrics, since, last, fmt, output, fail_on_regression, tem
       tracehouse trend --where series=decode-bench --metric 'category.*' --last 20 --fail-on-regression
       tracehouse trend --where series=decode-bench --engine spark --master yarn
     """
-    from reports.trend import TrendParams, build, render_trend
+    from reports.trend import TrendParams, build, gate, render_trend
     from warehouse.engine import store_of
 
     con = _connect(ctx, engine, master)
     # run_metrics from the per-run store where the engine's are kept there (DuckDB's), else computed on con
     report = build(con, TrendParams(_parse_labels(where), tuple(metrics), since, last, store=store_of(con)))
     _write_report(render_trend(report, fmt, template_dir), output)
-    if fail_on_regression and report.failing:
-        for g in report.failing:
-            click.echo(
-                f"regression: {g.series} {g.phase} {g.metric} {g.change_pct:+.2f} % at {g.commit} "
-                f"(shift from {g.first_commit})",
-                err=True,
-            )
-        ctx.exit(3)
+    if fail_on_regression:
+        code, lines = gate(report)
+        for line in lines:
+            click.echo(line, err=True)
+        ctx.exit(code)
 
 
 if __name__ == "__main__":
