@@ -811,10 +811,11 @@ def synth(
 ):
     """Write a realistic synthetic run, plus ground_truth.json with every figure it should give.
 
-    SCENARIO is a whole run (serving-decode, serving-prefill, training: the options below shape it) or a
+    SCENARIO is a whole run (serving-decode, serving-prefill, training: the options below shape it), a
     situation: a small trace of one shape that analyses get wrong (a blocking copy at the end of a step,
     a DataLoader stall, eager attention ...), whose ground_truth.json says what a correct analysis
-    concludes. `--list` names them all.
+    concludes, or a sessions layout: a folder of several profiling sessions (two-sessions-sglang ...),
+    whose ground_truth.json says which files form which run. `--list` names them all.
 
     \b
     Example:
@@ -824,6 +825,7 @@ def synth(
       tracehouse synth blocking-d2h-copy -o /tmp/blocking-copy
     """
     from synth import SCENARIOS, write_scenario
+    from synth.sessions import LAYOUTS, write_layout
 
     if list_all or not scenario:
         from synth.situations import SITUATIONS
@@ -834,9 +836,14 @@ def synth(
             click.echo(f"{name}\tscenario")
         for name, sit in sorted(SITUATIONS.items()):
             click.echo(f"{name}\tsituation: {sit.summary}")
+        for name, lay in sorted(LAYOUTS.items()):
+            click.echo(f"{name}\tsessions: {lay.summary}")
         return
     if out is None:
         raise click.UsageError("-o DIR is required: the folder to write the run into")
+    if scenario in LAYOUTS:  # a folder of several profiling sessions (ground truth: which files are a run)
+        click.echo(str(write_layout(scenario, out)))
+        return
     if scenario not in SCENARIOS:
         from synth.situations import write_situation
 
