@@ -71,10 +71,9 @@ class FileFacts:
 
     @property
     def distinct(self) -> bool:
-        """Says something that tells this file's session apart from another's."""
-        return any(
-            v is not None for v in (self.rank, self.tag, self.time_s, self.first_ts, self.process, self.pid)
-        )
+        """Says something that tells this file's session apart from another's: a rank, a session id, a
+        wall-clock time, a process (the first event's clock reading alone says nothing: it only orders)."""
+        return any(v is not None for v in (self.rank, self.tag, self.time_s, self.process, self.pid))
 
 
 @dataclass
