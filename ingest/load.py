@@ -136,7 +136,7 @@ def _ingest_plan(
     nsys_files = [f for f in files if is_nsys_input(f)]
     beside = (
         nsys_files if len(nsys_files) < len(files) else []
-    )  # a folder with both: the PyTorch traces are the run
+    )  # both in one run (--one-run; sessions are never mixed): the PyTorch traces are the run
     if beside:
         files, nsys_files = [f for f in files if f not in beside], []
     captures = capture_files(capture)  # capture traces are part of the run, and of its id
@@ -151,7 +151,7 @@ def _ingest_plan(
     if beside:
         notes.append(
             f"Nsight Systems files beside the PyTorch-profiler traces skipped ({len(beside)}); "
-            "ingest them as a run of their own"
+            "without --one-run they are a run of their own"
         )
     staging = warehouse.new_staging()
     try:
