@@ -249,16 +249,36 @@ def _kineto_sessions(facts: list[FileFacts]) -> list[Session]:
         return [_session(facts, NO_SIGNS)]
     sessions: list[Session] = []
     by_world: dict[tuple, list[FileFacts]] = {}
+    worlds = _worlds_by_pattern(facts)
     for f in facts:  # without a world size, only files named alike can be ranks of one session
-        by_world.setdefault((f.world_size, f.pattern if f.world_size is None else ""), []).append(f)
+        world = f.world_size if f.world_size is not None else worlds.get(f.pattern)
+        by_world.setdefault((world, f.pattern if world is None else ""), []).append(f)
     for (world, _), group in by_world.items():
         by_tag: dict[str | None, list[FileFacts]] = {}
         for f in group:
             by_tag.setdefault(f.tag, []).append(f)
         for tag, tagged in by_tag.items():
-            sessions += _ranked_sessions([f for f in tagged if f.rank is not None], world, tag)
-            sessions += [_session([f], "a trace that names no rank") for f in tagged if f.rank is None]
+            ranked = _ranked_sessions([f for f in tagged if f.rank is not None], world, tag)
+            mute = [f for f in tagged if not f.distinct]  # an unreadable head, a name that says nothing
+            if len(ranked) == 1 and mute:  # the one session its alike-named files form: today's rule
+                ranked = [_session(ranked[0].facts + mute, ranked[0].why)]
+            elif mute:
+                ranked.append(_session(mute, NO_SIGNS))
+            sessions += ranked
+            sessions += [
+                _session([f], "a trace that names no rank") for f in tagged if f.distinct and f.rank is None
+            ]
     return sessions
+
+
+def _worlds_by_pattern(facts: list[FileFacts]) -> dict[str, int]:
+    """The world size of the files named alike (name_pattern), where they agree on one: a file that says
+    no world size (its head could not be read) joins theirs."""
+    seen: dict[str, set[int]] = {}
+    for f in facts:
+        if f.world_size is not None:
+            seen.setdefault(f.pattern, set()).add(f.world_size)
+    return {p: next(iter(w)) for p, w in seen.items() if len(w) == 1}
 
 
 def _time_order(facts: list[FileFacts]) -> list[FileFacts]:

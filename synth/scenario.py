@@ -166,9 +166,8 @@ def write_scenario(
         raise InvalidArgument(f"straggler rank {straggler[0]} is not in 0..{ranks - 1}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    cfg = Cfg(scenario, vendor, ranks, layers, batch_size, seed, straggler, host_stall_us, slow_kernel)
-    if start_ns is not None:
-        cfg.t0_ns = start_ns
+    start = Cfg.t0_ns if start_ns is None else start_ns  # the hosts' clocks at the session's start
+    cfg = Cfg(scenario, vendor, ranks, layers, batch_size, seed, straggler, host_stall_us, slow_kernel, start)
     streams = STREAMS[vendor]
     sims = [RankSim(cfg, r, streams) for r in range(ranks)]
     names = [_file_name(cfg, r, naming, start_ns) for r in range(ranks)]

@@ -181,3 +181,13 @@ def test_real_folders_form_the_runs_they_should():
     diff = TRACES / "nvidia" / "trace_diff"
     assert [_kineto_head(diff / n)["world_size"] for n in ("control.json.gz", "test.json.gz")] == [8, 2]
     assert _groups(plan_runs([diff])) == {frozenset({"control.json.gz"}), frozenset({"test.json.gz"})}
+
+
+def test_an_unreadable_rank_stays_in_its_run(tmp_path):
+    """A rank whose head cannot be read says no world size: it joins the files named like it, so the run
+    is ingested with what could be read and says what could not (as before the grouping)."""
+    world = {"distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 2}}
+    write_trace(tmp_path / "run" / "rank-0.json.gz", simple_events(), world)
+    (tmp_path / "run" / "rank-1.json.gz").write_bytes(b"\x1f\x8b not a gzip stream")
+    [plan] = plan_runs([tmp_path / "run"])
+    assert sorted(p.name for p in plan.files) == ["rank-0.json.gz", "rank-1.json.gz"]
