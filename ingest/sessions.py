@@ -7,19 +7,22 @@ of Nsight Systems, unrelated traces collected side by side. Each session is its 
 
 What each file says is read cheaply, before anything is ingested: the file name, the head of a Kineto
 trace before its event array (`distributedInfo`: rank, world size) and the first event's process, an
-export's TARGET_INFO_SESSION_START_TIME and host name. The rules (`split_sessions`):
+export's TARGET_INFO_SESSION_START_TIME. The rules (`split_sessions`):
 
 - Nsight Systems exports: each export is its own session, unless several started within
   NSYS_SESSION_SLACK_S of each other (one job that ran `nsys profile` once per rank or per node).
 - Kineto traces: ranks of one session agree on the world size (`distributedInfo.world_size`); without a
   world size, they are named alike (the same name once its numbers are masked: `rank-0.json.gz`,
-  `rank-1.json.gz`); a name that carries the session's id (SGLang's `<ts>` before `-TP-`) groups its ranks; otherwise files are taken
-  in time order (the name's timestamp, else the first event's) and a rank that repeats starts a second
-  session (a rank is `distributedInfo.rank`, else the name's rank / TP, PP, DP, EP indices), as does a
-  process (`<host>_<pid>` of the name) that repeats, or a session that already holds all its world's
-  ranks. A file that names no rank is a session of its own when it says anything that tells it apart (a
-  process, a time, a session id): one trace of one program.
-- Files that say nothing that tells them apart stay one run, as before, and the plan says so.
+  `rank-1.json.gz`), and a file that says no world size (its head could not be read) takes the world
+  size of the files named like it. A name that carries the session's id (SGLang's `<ts>` before `-TP-`)
+  groups its ranks. Then files are taken in time order (the name's timestamp, else the first event's)
+  and a rank that repeats starts a second session (a rank is `distributedInfo.rank`, else the name's rank
+  / TP, PP, DP, EP indices), as does a process (`<host>_<pid>` of the name) that repeats, or a session
+  that already holds all its world's ranks. A file that names no rank is a session of its own when it
+  says something that tells it apart (a process, a time, a session id): one trace of one program.
+- Files that say nothing that tells them apart (no rank, process, time or id; an unreadable head) stay
+  with the one session of the files named like them, or, with none or several, are one run together, as
+  before, and that run's warnings say so.
 
 `tracehouse ingest --one-run` skips all of this: every file of a folder (or named together) is one run.
 """
@@ -39,6 +42,7 @@ from ingest.files import is_nsys_input
 from ingest.naming import parse_trace_name
 from ingest.source import new_inflater
 
+SHOWN_FILES = 6  # file names a run of the stderr line lists (more: the first ones, "...", the last)
 NO_SIGNS = "the files say nothing that tells sessions apart"
 HEAD_BYTES = 4 << 20  # bytes of a Kineto trace read for its metadata (the head before the event array)
 NSYS_SESSION_SLACK_S = 30.0  # exports of one job start within this many seconds of each other
@@ -67,7 +71,6 @@ class FileFacts:
     process: tuple | None = None  # (host, pid) from the name
     pattern: str = ""  # the name with its numbers masked (name_pattern)
     pid: int | None = None  # the first event's pid (no host: not unique across machines)
-    host: str | None = None  # an export's host name
 
     @property
     def distinct(self) -> bool:
@@ -164,7 +167,7 @@ def name_pattern(name: str) -> str:
 
 
 def export_facts(path: Path) -> dict:
-    """An export's session start (UTC seconds) and host, from its TARGET_INFO tables (absent: None)."""
+    """An export's session start (UTC seconds, TARGET_INFO_SESSION_START_TIME; absent: none)."""
     out: dict = {}
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
@@ -177,10 +180,6 @@ def export_facts(path: Path) -> dict:
             cols = [d[0] for d in con.execute("SELECT * FROM TARGET_INFO_SESSION_START_TIME").description]
             if row and "utcEpochNs" in cols and row[cols.index("utcEpochNs")] is not None:
                 out["time_s"] = int(row[cols.index("utcEpochNs")]) / 1e9
-        if "TARGET_INFO_SYSTEM_ENV" in tables:
-            row = con.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname'").fetchone()
-            if row and row[0] is not None:
-                out["host"] = row[0] if isinstance(row[0], str) else bytes(row[0]).decode("utf-8", "replace")
     except sqlite3.Error:
         pass  # a damaged export is reported by the real read
     finally:
@@ -314,9 +313,12 @@ def describe(folder: str, sessions: list[Session]) -> str:
     run B (files ...)`."""
     parts = []
     for i, s in enumerate(sessions):
-        names = ", ".join(p.name for p in s.files)
+        shown = [p.name for p in s.files]
+        if len(shown) > SHOWN_FILES:  # a session of many ranks: its first and last files
+            shown = [*shown[: SHOWN_FILES - 2], "...", shown[-1]]
+        names = ", ".join(shown)
         parts.append(f"run {_letter(i)} ({len(s.files)} file{'s' if len(s.files) != 1 else ''}: {names})")
-    return f"{len(sessions)} profiling sessions in {folder}: " + "; ".join(parts)
+    return f"{len(sessions)} profiling sessions in {folder}, each its own run: " + "; ".join(parts)
 
 
 def _letter(i: int) -> str:

@@ -42,7 +42,7 @@ def test_layout_sessions_are_the_runs(tmp_path, name):
     plans = plan_runs([folder])
     assert _groups(plans) == {frozenset(s["files"]) for s in sessions}
     said = plans[0].announce
-    assert said.startswith(f"{len(sessions)} profiling sessions in {folder}: run A (")
+    assert said.startswith(f"{len(sessions)} profiling sessions in {folder}, each its own run: run A (")
     for s in sessions:
         assert all(f in said for f in s["files"])
     # --one-run: the old rule, every file of the folder one run
