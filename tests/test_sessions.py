@@ -60,10 +60,15 @@ def test_two_sglang_sessions_ingest_as_two_runs(tmp_path, capsys):
     assert all(o.stored and not o.problems for o in outcomes) and len({o.run_id for o in outcomes}) == 2
     con = connect(wh)
     for outcome, session in zip(outcomes, sessions):
-        files, n_ranks, world = con.execute(
-            "SELECT files, n_ranks, world_size FROM runs WHERE run_id = ?", [outcome.run_id]
+        files, n_ranks, world, attributed = con.execute(
+            "SELECT files, n_ranks, world_size, attributed_activities FROM runs WHERE run_id = ?",
+            [outcome.run_id],
         ).fetchone()
         assert sorted(f["name"] for f in files) == sorted(session["files"])
+        assert attributed > 0
+        # the server's capture traces (recorded once, at its start) attribute each session's graph replays
+        sites = con.execute("SELECT count(*) FROM kernel_sites WHERE run_id = ?", [outcome.run_id]).fetchone()
+        assert sites[0] > 0
         assert (n_ranks, world) == (session["ranks"], session["world_size"])
         ranks = con.execute(
             "SELECT list(DISTINCT rank ORDER BY rank) FROM kernels WHERE run_id = ?", [outcome.run_id]
