@@ -54,14 +54,16 @@ def ingest_paths(
     progress=None,
     analyse: bool = True,
     derive: str | None = None,
+    one_run: bool = False,
 ) -> list[RunOutcome]:
-    """derive: what happens to each new run's derived rows (warehouse.stored: the kept rows of the
+    """one_run: each directory, and the files named together, is one run (the old rule), instead of one
+    run per profiling session (ingest.sessions). derive: what happens to each new run's derived rows (warehouse.stored: the kept rows of the
     `materialized: per_run` views, the report's steps, the diff facts) once the run is published:
     'wait': computed before this returns; 'background': a detached `tracehouse derive` process computes
     them after this returns (start_derive); 'none': left to the first reader. Default: 'wait', or 'none'
     with analyse=False."""
     with Ingestor(warehouse, progress, analyse, derive) as ingestor:
-        return ingestor.ingest(paths, labels, capture)
+        return ingestor.ingest(paths, labels, capture, one_run)
 
 
 class Ingestor:
@@ -79,22 +81,30 @@ class Ingestor:
         ensure_schema_files(warehouse)
 
     def ingest(
-        self, paths: list[Path], labels: dict[str, str] | None = None, capture: Path | None = None
+        self,
+        paths: list[Path],
+        labels: dict[str, str] | None = None,
+        capture: Path | None = None,
+        one_run: bool = False,
     ) -> list[RunOutcome]:
         labels = dict(labels or {})
-        outcomes = [
-            _ingest_plan(
-                self.warehouse,
-                plan.files,
-                plan.skipped,
-                labels,
-                self.progress,
-                plan.capture_dir,
-                self.pool,
-                self.derive == "wait",
+        outcomes = []
+        for plan in plan_runs(paths, capture, one_run):
+            if plan.announce:  # a folder of several profiling sessions: each is a run, named here
+                eprint(plan.announce)
+            outcomes.append(
+                _ingest_plan(
+                    self.warehouse,
+                    plan.files,
+                    plan.skipped,
+                    labels,
+                    self.progress,
+                    plan.capture_dir,
+                    self.pool,
+                    self.derive == "wait",
+                    plan.notes,
+                )
             )
-            for plan in plan_runs(paths, capture)
-        ]
         new = [o.run_id for o in outcomes if o.stored and o.run_id]
         if new and self.derive == "background":
             start_derive(self.warehouse, new)
@@ -119,12 +129,14 @@ def _ingest_plan(
     capture: Path | None = None,
     pool: RankPool | None = None,
     analyse: bool = True,
+    plan_notes: list[str] | None = None,
 ) -> RunOutcome:
-    """analyse: derive the new run's rows before returning (`_store_analyses`)."""
+    """analyse: derive the new run's rows before returning (`_store_analyses`). plan_notes: said of the run
+    by its plan (runs.warnings)."""
     nsys_files = [f for f in files if is_nsys_input(f)]
     beside = (
         nsys_files if len(nsys_files) < len(files) else []
-    )  # a folder with both: the PyTorch traces are the run
+    )  # both in one run (--one-run; sessions are never mixed): the PyTorch traces are the run
     if beside:
         files, nsys_files = [f for f in files if f not in beside], []
     captures = capture_files(capture)  # capture traces are part of the run, and of its id
@@ -135,10 +147,11 @@ def _ingest_plan(
     if warehouse.has_run(run_id):
         return RunOutcome(run_id, names, stored=False)
     ranks, notes = ([], []) if nsys_files else assign_ranks(files)
+    notes = list(plan_notes or []) + notes
     if beside:
         notes.append(
             f"Nsight Systems files beside the PyTorch-profiler traces skipped ({len(beside)}); "
-            "ingest them as a run of their own"
+            "without --one-run they are a run of their own"
         )
     staging = warehouse.new_staging()
     try:

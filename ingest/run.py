@@ -1,7 +1,9 @@
 """Ingest of a run: which files belong together, their ranks, and the runs row.
 
-A directory is one run (its trace files are the ranks; a `capture_traces/` folder inside it holds
-capture traces); files named together on the command line are one run. Files are hashed first, so
+Each profiling session of a directory is one run (ingest/sessions.py tells sessions apart; a directory of
+one session is one run, its trace files the ranks; a `capture_traces/` folder inside it holds capture
+traces, which go with each of its runs); files named together on the command line are grouped the same
+way; with `--one-run`, a directory, and the files named together, are one run whatever they say. Files are hashed first, so
 the run id (derived from the content) is known before any work, and a run already in the warehouse
 costs nothing. Ranks are ingested in parallel processes; a file that cannot be read is reported and
 left out while the others still land.
@@ -17,15 +19,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-import orjson
-
-from ingest import jsonscan
 from ingest.capture import write_empty
 from ingest.files import NOT_TRACES, FileProblem, files_size, is_trace_file
 from ingest.naming import parse_trace_name
 from ingest.rank import RankResult, ingest_rank
 from ingest.requests import write_empty as write_empty_requests
-from ingest.source import new_inflater
+from ingest.sessions import NO_SIGNS, describe, peek_head, split_sessions
 from tracehouse.errors import TraceFormatError, TracehouseError
 from warehouse.schema import SCHEMA_VERSION, write_rows
 
@@ -37,6 +36,8 @@ class RunPlan:
     files: list[Path]
     capture_dir: Path | None = None
     skipped: list[str] = field(default_factory=list)  # non-trace files beside the traces
+    notes: list[str] = field(default_factory=list)  # said of the run as a whole (runs.warnings)
+    announce: str | None = None  # the line that names the runs of a split folder (ingest.sessions.describe)
 
 
 def is_sidecar_json(path: Path, limit: int = 1 << 20) -> bool:
@@ -49,8 +50,9 @@ def is_sidecar_json(path: Path, limit: int = 1 << 20) -> bool:
     return b"traceEvents" not in head
 
 
-def plan_runs(paths: list[Path], capture: Path | None = None) -> list[RunPlan]:
-    """Group the command's paths into runs: each directory is one, loose files together are one."""
+def plan_runs(paths: list[Path], capture: Path | None = None, one_run: bool = False) -> list[RunPlan]:
+    """Group the command's paths into runs: one per profiling session of each directory, and of the loose
+    files together (ingest.sessions); one_run: each directory is one run, loose files together are one."""
     loose: list[Path] = []
     plans = []
     for path in paths:
@@ -63,14 +65,34 @@ def plan_runs(paths: list[Path], capture: Path | None = None) -> list[RunPlan]:
                 raise TracehouseError(
                     f"{path}: no trace files (*.json, *.json.gz, Nsight Systems *.sqlite) in this directory"
                 )
-            plans.append(RunPlan(files=traces, capture_dir=cap, skipped=skipped))
+            plans += _session_plans(str(path), traces, cap, skipped, one_run)
         elif path.is_file():
             loose.append(path)
         else:
             raise TracehouseError(f"{path}: no such file or directory")
     if loose:
-        plans.append(RunPlan(files=loose, capture_dir=capture))
+        plans += _session_plans("the files named", loose, capture, [], one_run)
     return plans
+
+
+def _session_plans(
+    where: str, files: list[Path], capture: Path | None, skipped: list[str], one_run: bool
+) -> list[RunPlan]:
+    """One plan per profiling session of these files (a folder's, or the loose files'); when there are
+    several, the first plan's `announce` names them all (ingest says it on stderr); capture traces and skipped files belong to each (they are the folder's)."""
+    if one_run or len(files) == 1:
+        return [RunPlan(files=files, capture_dir=capture, skipped=skipped)]
+    sessions = split_sessions(files)
+    plans = [
+        RunPlan(s.files, capture, skipped, [UNTOLD] if s.why == NO_SIGNS and len(s.files) > 1 else [])
+        for s in sessions
+    ]
+    if len(sessions) > 1:
+        plans[0].announce = describe(where, sessions)
+    return plans
+
+
+UNTOLD = "the files say nothing that tells profiling sessions apart; they were ingested as one run"
 
 
 def run_id_for(hashes: list[str]) -> str:
@@ -79,27 +101,10 @@ def run_id_for(hashes: list[str]) -> str:
     return hashlib.sha256(joined).hexdigest()[:16]
 
 
-def peek_distributed_info(path: Path, limit: int = 4 << 20) -> dict:
-    """distributedInfo from the head of a file, without reading the rest (empty when not there)."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(limit)
-        inflater = new_inflater(raw)
-        text = raw if inflater is None else inflater.decompress(raw, limit)
-    except Exception:  # noqa: BLE001 - a broken file is reported by the real read, with its position
-        return {}
-    key = text.find(b'"distributedInfo"')
-    if key < 0:
-        return {}
-    start = text.find(b"{", key)
-    end = jsonscan.value_end(text, start) if start >= 0 else None
-    if end is None:
-        return {}
-    try:
-        info = orjson.loads(text[start:end])
-    except orjson.JSONDecodeError:
-        return {}
-    return info if isinstance(info, dict) else {}
+def peek_distributed_info(path: Path) -> dict:
+    """distributedInfo from the head of a file, without reading the rest (empty when not there); the head
+    is read once per file version for planning and numbering (ingest.sessions.peek_head)."""
+    return peek_head(path)[0]
 
 
 def assign_ranks(files: list[Path]) -> tuple[list[int], list[str]]:

@@ -336,9 +336,11 @@ def _meta(schema: str) -> dict[str, str]:
     }
 
 
-def write_export(path: Path, x: Export | None = None, *, schema: str = "3.25") -> dict:
+def write_export(
+    path: Path, x: Export | None = None, *, schema: str = "3.25", session_utc_ns: int = SESSION_UTC_NS
+) -> dict:
     """Write the export to `path` (replacing it) as Nsight Systems of `schema` (SCHEMAS) writes it; return
-    its ground truth."""
+    its ground truth. session_utc_ns: when the profiling session started (TARGET_INFO_SESSION_START_TIME)."""
     x = x or build()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -364,7 +366,7 @@ def write_export(path: Path, x: Export | None = None, *, schema: str = "3.25") -
     _insert(
         con,
         "TARGET_INFO_SESSION_START_TIME",
-        [{"utcEpochNs": SESSION_UTC_NS, "utcTime": "", "localTime": "", "systemClockNs": SESSION_CLOCK_NS}],
+        [{"utcEpochNs": session_utc_ns, "utcTime": "", "localTime": "", "systemClockNs": SESSION_CLOCK_NS}],
     )
     if schema in ("2.9", "none"):  # a laptop's display adapters, listed first, with the default cuDevice 0
         for i, name in enumerate(("Intel(R) UHD Graphics 630", "Microsoft Basic Render Driver")):
@@ -501,6 +503,8 @@ def write_export(path: Path, x: Export | None = None, *, schema: str = "3.25") -
         schema != "3.25" and truth["ranks"]
     ):  # no system clock: the export's times count from the session start
         truth["base_time_ns"] = SESSION_UTC_NS
+    if "base_time_ns" in truth:
+        truth["base_time_ns"] += session_utc_ns - SESSION_UTC_NS
     truth["schema"] = schema
     return truth
 

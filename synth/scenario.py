@@ -19,7 +19,17 @@ SCENARIOS = ("serving-decode", "serving-prefill", "training")
 PHASE = {"serving-decode": "decode", "serving-prefill": "prefill", "training": "unknown"}
 
 
-def _file_name(cfg: Cfg, rank: int) -> str:
+def _file_name(cfg: Cfg, rank: int, naming: str = "default", start_ns: int | None = None) -> str:
+    """The rank's file name as its profiler writes it. naming 'default': SGLang's for serving (the session's
+    id, its start time when start_ns is given, before `-TP-<rank>`), the training script's `rank-N...` for
+    training; 'tensorboard': torch.profiler.tensorboard_trace_handler's default, as vLLM's workers write
+    it: `<host>_<pid>.<write time ns>.pt.trace.json.gz` (each rank's own write time, seconds apart)."""
+    if naming == "tensorboard":
+        written = (start_ns or cfg.t0_ns) + 5_000_000_000 + rank * 1_300_000_000 + cfg.seed % 97 * 1_000
+        return f"node{cfg.seed % 8:02d}_{20_000 + (cfg.seed * 37 + rank * 101) % 40_000}.{written}.pt.trace.json.gz"
+    if start_ns is not None and cfg.scenario != "training":  # SGLang's id: str(time.time()) at the start
+        stage = "DECODE" if cfg.scenario == "serving-decode" else "EXTEND"
+        return f"{start_ns / 1e9:.6f}-TP-{rank}-{stage}.trace.json.gz"
     run_id = 1_765_000_000 + (cfg.seed * 7_919) % 900_000  # SGLang uses int(time.time())
     if cfg.scenario == "serving-decode":
         return f"{run_id}-TP-{rank}-DECODE.trace.json.gz"
@@ -134,6 +144,8 @@ def write_scenario(
     batch_size: int = 32,
     progress: Callable[[int, int], None] | None = None,
     spelling: str = "modern",
+    start_ns: int | None = None,
+    naming: str = "default",
 ) -> Path:
     """Write the trace files of one synthetic run (plus ground_truth.json) into out_dir; return out_dir.
 
@@ -141,7 +153,8 @@ def write_scenario(
     traces reach it, streaming each step to the gzip files; `steps` is then ignored. progress, if given, is
     called after each step with (bytes written so far, target_size or 0) (the CLI draws it on a terminal).
     spelling: the profiler version the traces are written as (synth/kineto.py SPELLINGS); the simulation,
-    and so the ground truth, is the same whatever the spelling.
+    and so the ground truth, is the same whatever the spelling. start_ns: the session's start (UTC ns; its
+    host clocks start there, and SGLang's names carry it); naming: the file names' style (_file_name).
     """
     if scenario not in SCENARIOS:
         raise InvalidArgument(f"unknown scenario {scenario!r}; choose one of {', '.join(SCENARIOS)}")
@@ -153,10 +166,11 @@ def write_scenario(
         raise InvalidArgument(f"straggler rank {straggler[0]} is not in 0..{ranks - 1}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    cfg = Cfg(scenario, vendor, ranks, layers, batch_size, seed, straggler, host_stall_us, slow_kernel)
+    start = Cfg.t0_ns if start_ns is None else start_ns  # the hosts' clocks at the session's start
+    cfg = Cfg(scenario, vendor, ranks, layers, batch_size, seed, straggler, host_stall_us, slow_kernel, start)
     streams = STREAMS[vendor]
     sims = [RankSim(cfg, r, streams) for r in range(ranks)]
-    names = [_file_name(cfg, r) for r in range(ranks)]
+    names = [_file_name(cfg, r, naming, start_ns) for r in range(ranks)]
     writers = [TraceWriter(out / names[r], _head(cfg, r), spelling) for r in range(ranks)]
     header = {
         "schema": "tracehouse-synth-truth/1",

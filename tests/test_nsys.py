@@ -226,8 +226,9 @@ def test_bad_input_one_line_nothing_left(tmp_path, cli_runner, case, words):
 
 
 def test_nsys_folder_and_mixed_run(tmp_path):
-    """A folder of exports is one run (ranks in file order); an export beside Kineto traces is skipped, with
-    a warning, and the PyTorch traces are the run."""
+    """A folder of exports of one session is one run (ranks in file order); an export beside Kineto traces
+    is a run of its own (its own session), or with --one-run skipped, with a warning, the PyTorch traces
+    being the run."""
     from synth.nsys import write_export
     from warehouse.catalog import connect
     from warehouse.store import Warehouse
@@ -247,10 +248,19 @@ def test_nsys_folder_and_mixed_run(tmp_path):
 
     kineto = write_situation("single-step", tmp_path / "k")
     write_export(kineto / "beside.sqlite")
-    [mixed] = _ingest(wh, [kineto])
+    from ingest.load import ingest_paths
+
+    own = ingest_paths(wh, [kineto], analyse=False)
+    n_ranks = [
+        query_rows(connect(wh), "SELECT n_ranks FROM runs WHERE run_id = ?", [o.run_id])[0]["n_ranks"]
+        for o in own
+    ]
+    assert len(own) == 2 and sorted(n_ranks) == [1, 3] and not any(o.problems for o in own)
+    old = Warehouse(tmp_path / "one-run")  # the same Kineto run: a fresh warehouse stores it again
+    [mixed] = ingest_paths(old, [kineto], analyse=False, one_run=True)
     assert mixed.run_id and not mixed.problems
     assert any("Nsight Systems files beside" in k for k in mixed.warnings)
-    runs = query_rows(connect(wh), "SELECT n_ranks FROM runs WHERE run_id = ?", [mixed.run_id])
+    runs = query_rows(connect(old), "SELECT n_ranks FROM runs WHERE run_id = ?", [mixed.run_id])
     assert runs == [{"n_ranks": 1}]
 
 

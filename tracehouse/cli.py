@@ -239,11 +239,18 @@ def _parse_labels(items: tuple[str, ...], hint: str = "--label") -> dict[str, st
     "phase, rank), for the per-request cost (view request_cost); replaces the run's requests if it "
     "is stored already. One run per call.",
 )
+@click.option(
+    "--one-run",
+    is_flag=True,
+    help="Each directory, and the files named together, is one run, whatever sessions its files say.",
+)
 @click.pass_context
-def ingest(ctx, paths, labels, commit, capture, derive, requests_file):
+def ingest(ctx, paths, labels, commit, capture, derive, requests_file, one_run):
     """Ingest trace files or profile directories into the warehouse.
 
-    A directory is one run (its files are the ranks); files named together are one run.
+    Each profiling session is one run (its files are the ranks): the files of a directory, or named
+    together, are grouped by what they say (session id and time in the name, rank and world size,
+    process, Nsight Systems session), each group said on stderr; --one-run keeps them one run.
     The same files ingested twice give the same run id and store nothing new. Prints the run ids.
     Once a run is published, ingest returns and `tracehouse derive RUN` computes its derived rows in the
     background (the kept rows of gpu_timeline, kernel_summary and the report's views, the report's steps),
@@ -282,7 +289,7 @@ def ingest(ctx, paths, labels, commit, capture, derive, requests_file):
         from ingest.run import plan_runs
 
         requests = read_requests(requests_file)
-        if len(plan_runs(list(paths), capture)) != 1:
+        if len(plan_runs(list(paths), capture, one_run)) != 1:
             raise click.UsageError("--requests describes one run: give the files or the folder of one run")
 
     derive = derive or _default_derive()
@@ -295,13 +302,15 @@ def ingest(ctx, paths, labels, commit, capture, derive, requests_file):
 
         files = [
             (f, r)
-            for plan in plan_runs(list(paths), capture)
+            for plan in plan_runs(list(paths), capture, one_run)
             for f, r in zip(plan.files, assign_ranks(plan.files)[0])
         ]
         with IngestProgress(store.root, files) as shown:
-            outcomes = ingest_paths(store, list(paths), label_map, capture, shown.message, derive=now)
+            outcomes = ingest_paths(
+                store, list(paths), label_map, capture, shown.message, derive=now, one_run=one_run
+            )
     else:
-        outcomes = ingest_paths(store, list(paths), label_map, capture, None, derive=now)
+        outcomes = ingest_paths(store, list(paths), label_map, capture, None, derive=now, one_run=one_run)
     failed = 0
     for outcome in outcomes:
         for problem in outcome.problems:
@@ -802,10 +811,11 @@ def synth(
 ):
     """Write a realistic synthetic run, plus ground_truth.json with every figure it should give.
 
-    SCENARIO is a whole run (serving-decode, serving-prefill, training: the options below shape it) or a
+    SCENARIO is a whole run (serving-decode, serving-prefill, training: the options below shape it), a
     situation: a small trace of one shape that analyses get wrong (a blocking copy at the end of a step,
     a DataLoader stall, eager attention ...), whose ground_truth.json says what a correct analysis
-    concludes. `--list` names them all.
+    concludes, or a sessions layout: a folder of several profiling sessions (two-sessions-sglang ...),
+    whose ground_truth.json says which files form which run. `--list` names them all.
 
     \b
     Example:
@@ -815,6 +825,7 @@ def synth(
       tracehouse synth blocking-d2h-copy -o /tmp/blocking-copy
     """
     from synth import SCENARIOS, write_scenario
+    from synth.sessions import LAYOUTS, write_layout
 
     if list_all or not scenario:
         from synth.situations import SITUATIONS
@@ -825,9 +836,14 @@ def synth(
             click.echo(f"{name}\tscenario")
         for name, sit in sorted(SITUATIONS.items()):
             click.echo(f"{name}\tsituation: {sit.summary}")
+        for name, lay in sorted(LAYOUTS.items()):
+            click.echo(f"{name}\tsessions: {lay.summary}")
         return
     if out is None:
         raise click.UsageError("-o DIR is required: the folder to write the run into")
+    if scenario in LAYOUTS:  # a folder of several profiling sessions (ground truth: which files are a run)
+        click.echo(str(write_layout(scenario, out)))
+        return
     if scenario not in SCENARIOS:
         from synth.situations import write_situation
 
