@@ -202,12 +202,6 @@ def opens_quickly(engine: str) -> bool:
     return engine == "duckdb"
 
 
-def served(engine: str) -> bool:
-    """Whether the query server (tracehouse.serve: one warehouse.session.Session per warehouse, DuckDB)
-    answers this engine's `sql` questions."""
-    return engine == "duckdb"
-
-
 def run_query(con: Connection, text: str) -> tuple[list[str], list[tuple]]:
     """One read-only query in DuckDB's dialect (warehouse.query.check_read_only refuses the rest, on every
     engine): (column names, rows)."""
