@@ -135,6 +135,14 @@ def _open_duckdb(
     return con
 
 
+def report_runs(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, runs: list[str]) -> None:
+    """Make an open DuckDB connection (over every run) a report's, as open(warehouse, runs=runs,
+    stored=True) opens one: focused on these runs, their stored analyses read (derived now where they are
+    not). For a command that must resolve its runs on the connection before it knows them."""
+    focus(con, list(runs))
+    use_stored(con, warehouse, list(runs))
+
+
 def _open_spark(
     warehouse: Warehouse | str, runs: list[str] | None, master: str | None, rules_file: str | None
 ):

@@ -133,13 +133,15 @@ def output_option(
     )(fn)
 
 
-template_dir_option = click.option(
-    "--template-dir",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    metavar="DIR",
-    help="A folder of templates searched before the shipped ones: a file of a shipped name (run.html.j2, "
-    "diff.md.j2, _cells.html.j2, base.html.j2 ...) overrides it, every other name falls back.",
-)
+def template_dir_option(fn):
+    """--template-dir of the reports (made when a command applies it: click.Path imports locale)."""
+    return click.option(
+        "--template-dir",
+        type=click.Path(exists=True, file_okay=False, path_type=Path),
+        metavar="DIR",
+        help="A folder of templates searched before the shipped ones: a file of a shipped name (run.html.j2, "
+        "diff.md.j2, _cells.html.j2, base.html.j2 ...) overrides it, every other name falls back.",
+    )(fn)
 
 
 def write_report(text: str, output) -> None:

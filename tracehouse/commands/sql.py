@@ -34,8 +34,9 @@ def command(ctx, query, fmt, engine, master):
     Statements that write, attach, copy, install, change settings or read files are refused.
     The query is written in DuckDB's dialect with either engine. Without QUERY (or with `-`), the
     queries are read from stdin, one per `;`-terminated statement (a statement may span lines; the last
-    `;` may be left out), and answered by one reader in this process, each result after the last (a
-    blank line between them); every query of the script is checked before the first one runs.
+    `;` may be left out), and answered by one reader in this process on the warehouse as it was when the
+    command started, each result after the last (a blank line between them); every query of the script
+    is checked before the first one runs.
     Ctrl-C cancels the running query and exits with code 130.
 
     \b
@@ -59,12 +60,13 @@ def command(ctx, query, fmt, engine, master):
         queries = _queries(query, session.con if session else None)
         for text in queries:  # refuse a script before any of it runs
             check_read_only(text, session.con if session else None)
-        if session is not None:
-            with cancel_on_sigint(session.con) as check:
-                print_answers(lambda text: check() or session.sql(text), queries, fmt)
-            return
         from warehouse.engine import run_query
 
+        if session is not None:  # the warehouse as the session opened it (a second signature of its kept
+            # rows, Session.sql's refresh, would cost a cold process a stat of every kept file again)
+            with cancel_on_sigint(session.con) as check:
+                print_answers(lambda text: check() or run_query(session.con, text), queries, fmt)
+            return
         con = connect(ctx, engine, master)
         print_answers(lambda text: run_query(con, text), queries, fmt)
     except (Interrupted, KeyboardInterrupt):
