@@ -8,14 +8,15 @@ Builds a warehouse once (`synth serving-decode`, `ingest`, which derives it), th
 interleaved (A, B, C, A, B, C, ...), as a user runs them: `python cli.py --warehouse W sql "select count(*)
 from kernels"` of each checkout (its own code on PYTHONPATH; TRACEHOUSE_SERVE=off, so that a checkout that
 still has a query server answers in its own process too), and the floor of any such process: a Python
-process that imports duckdb and answers `select 1`. Reports the median wall of each and its ratio to the
-floor. Target (issue 35): this checkout's median <= 0.3 s.
+process that imports duckdb and answers `select 1`. Reports the median wall and CPU seconds (user +
+system: steadier than the wall on a shared machine) of each and their ratios to the floor. Target (issue 35): this checkout's median <= 0.3 s.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -29,13 +30,16 @@ FLOOR = "import duckdb; duckdb.connect().execute('select 1').fetchall()"
 TARGET_S = 0.3
 
 
-def wall(cmd: list[str], env: dict) -> float:
+def wall(cmd: list[str], env: dict) -> tuple[float, float]:
+    """(wall seconds, CPU seconds: user + system) of one process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     seconds = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode:
         raise RuntimeError(f"{' '.join(cmd[:4])}... failed: {proc.stderr[-1500:]}")
-    return seconds
+    return seconds, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
 def build(tmp: Path) -> Path:
@@ -91,17 +95,21 @@ def main(argv: list[str] | None = None) -> int:
             cmd = [sys.executable, str(code / "cli.py"), "--warehouse", str(wh), "sql", QUERY]
             wall(cmd, env)  # untimed: bytecode compiled, the catalogue file built
             sides[f"tracehouse sql ({code})"] = (cmd, env)
-        times: dict[str, list[float]] = {name: [] for name in sides}
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
         for _ in range(args.reps):
             for name, (cmd, env) in sides.items():
                 times[name].append(wall(cmd, env))
-        median = {name: statistics.median(values) for name, values in times.items()}
-        floor = median["floor: import duckdb + select 1"]
-        print("| process | median wall s | runs | / floor |")
-        print("|---|---|---|---|")
+        median = {name: statistics.median(w for w, _ in values) for name, values in times.items()}
+        cpu = {name: statistics.median(c for _, c in values) for name, values in times.items()}
+        floor, floor_cpu = median["floor: import duckdb + select 1"], cpu["floor: import duckdb + select 1"]
+        print("| process | median wall s | walls | / floor (wall) | median CPU s | / floor (CPU) |")
+        print("|---|---|---|---|---|---|")
         for name, values in times.items():
-            runs = " ".join(f"{v:.3f}" for v in values)
-            print(f"| {name} | {median[name]:.3f} | {runs} | {median[name] / floor:.2f}x |")
+            walls = " ".join(f"{w:.3f}" for w, _ in values)
+            print(
+                f"| {name} | {median[name]:.3f} | {walls} | {median[name] / floor:.2f}x | {cpu[name]:.3f} | "
+                f"{cpu[name] / floor_cpu:.2f}x |"
+            )
         mine = median[f"tracehouse sql ({ROOT})"]
         print(
             f"\nthis checkout: {mine:.3f} s median, target <= {TARGET_S} s: {'met' if mine <= TARGET_S else 'NOT met'}"

@@ -46,7 +46,6 @@ from tracehouse.errors import TracehouseError
 from warehouse.catalog import FOCUS, ROOT, connect, focus, materialize, view_files
 from warehouse.query import run_query as run_duckdb_query
 from warehouse.store import Warehouse
-from warehouse.stored import scope_step_views, unscope, use_stored
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -131,7 +130,11 @@ def _open_duckdb(
         warehouse = Warehouse(warehouse)
     con = connect(warehouse, rules_file=rules_file, runs=runs, settings=settings, kept_asked=kept_asked)
     if stored:
-        use_stored(con, warehouse, runs)  # the whole-run views, stored once per run (computed now if not yet)
+        # the whole-run views, stored once per run (computed now if not yet); warehouse.stored is imported by
+        # the connections that read it (its catalogue of per-run views costs an ad-hoc reader's process)
+        from warehouse.stored import use_stored
+
+        use_stored(con, warehouse, runs)
     return con
 
 
@@ -139,6 +142,8 @@ def report_runs(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, runs: list
     """Make an open DuckDB connection (over every run) a report's, as open(warehouse, runs=runs,
     stored=True) opens one: focused on these runs, their stored analyses read (derived now where they are
     not). For a command that must resolve its runs on the connection before it knows them."""
+    from warehouse.stored import use_stored
+
     focus(con, list(runs))
     use_stored(con, warehouse, list(runs))
 
@@ -186,6 +191,8 @@ def step_scope(con: Connection, key: list) -> Iterator[None]:
     if not isinstance(con, duckdb.DuckDBPyConnection):
         yield
         return
+    from warehouse.stored import scope_step_views, unscope
+
     scoped = scope_step_views(con, key)
     try:
         yield
