@@ -1,8 +1,7 @@
-"""`python cli.py ...` from a clone does what the installed `tracehouse ...` does: the CLI is tracehouse.cli
-(tracehouse.launch first hands a plain `sql` to a warm query server)."""
+"""`python cli.py ...` from a clone does what the installed `tracehouse ...` does: the CLI is tracehouse.cli."""
 
 if __name__ == "__main__":
-    from tracehouse.launch import entry
+    from tracehouse.cli import entry
 
     entry()
 else:

@@ -8,16 +8,11 @@ For each trace, in the same run, interleaved (A, B, A, B, ...) and best of --rep
 - **first answer**: HTA: one process that loads the trace (`TraceAnalysis`) and asks its temporal and
   GPU kernel breakdowns. tracehouse: `tracehouse ingest FILE` into a fresh warehouse, then the two
   equivalent answers as one `tracehouse sql` process reading both queries from stdin (gpu_timeline's
-  `hta` rows; kernel_summary). As a user runs it: ingest returns once the run is published and derives
-  its rows in the background (`tracehouse derive`, which the `sql` process runs beside); also with
-  `--wait` (derived before ingest returns) and `--no-derive`. Before the next timing the bench waits
-  for the background derive to finish (untimed), so that no measure runs beside another's.
-  The first answer starts with no query server running (the bench stops it; ingest starts one, as for
-  a user), and is also timed with `TRACEHOUSE_SERVE=off`.
+  `hta` rows; kernel_summary). As a user runs it: ingest derives the run's rows before it returns (in
+  its own process); also with `--no-derive` (the `sql` process computes what it reads).
 - **repeated question**: HTA has no store: a new question is a new process that loads the trace again
   and asks one breakdown. tracehouse: one `tracehouse sql` process on the warehouse already built and
-  derived (gpu_timeline's rows kept), with a warm query server (tracehouse.serve: it answered a question
-  of this warehouse before) and without one. The server's CPU time is counted with its client's.
+  derived (gpu_timeline's rows kept).
 - `tracehouse sql "select count(*) from runs"` as one process, beside its floor (a Python process that
   imports duckdb and answers `select 1`: no `sql` process can be faster), and the two answers asked again on one
   Python Session (warehouse.session: the long-lived reader; catalogue opened once).
@@ -64,7 +59,7 @@ DUCKDB_FLOOR = "import duckdb; duckdb.connect().execute('select 1').fetchall()"
 
 TARGET_FIRST = 2.0
 TARGET_REPEAT = 10.0
-TARGET_SQL_S = 0.15
+TARGET_SQL_S = 0.3  # issue 35: a cold `tracehouse sql` process on a derived warehouse (no server)
 
 
 def hta_available() -> str | None:
@@ -110,32 +105,13 @@ CPU: dict[
 ] = {}  # CPU seconds (user + sys) of each measure's processes: less sensitive to load
 
 
-def server_cpu(env: dict | None) -> tuple[int, float] | None:
-    """(pid, CPU seconds so far) of the query server these processes talk to, or None (tracehouse.serve
-    writes its pid into its lock file): the work it does for a client is counted with the client's."""
-    folder = Path((env or {}).get("TRACEHOUSE_SERVE_DIR") or "/nonexistent")
-    for lock in folder.glob("*.lock"):
-        try:
-            pid = int(lock.read_text().split()[0])
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, ValueError, IndexError):
-            continue
-        return pid, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return None
-
-
 def timed(cmd: list[str], stdin: str | None = None, env: dict | None = None) -> float:
-    """Wall seconds of one process (its CPU seconds, and the query server's while it ran, are added to
-    LAST_CPU; its output is LAST_OUT)."""
+    """Wall seconds of one process (its CPU seconds are added to LAST_CPU; its output is LAST_OUT)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    served = server_cpu(env)
     t = time.perf_counter()
     proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env, check=False)
     seconds = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    now = server_cpu(env)
-    if now is not None:  # a server started by this process counts from 0
-        LAST_CPU.append(now[1] - (served[1] if served and served[0] == now[0] else 0.0))
     LAST_CPU.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     LAST_OUT[:] = [proc.stdout]
     if proc.returncode:
@@ -145,37 +121,15 @@ def timed(cmd: list[str], stdin: str | None = None, env: dict | None = None) -> 
 
 LAST_CPU: list[float] = []
 LAST_OUT: list[str] = []
-DERIVE_MODES = {"background": [], "wait": ["--wait"], "none": ["--no-derive"]}
-FIRST_SUFFIX = {
-    "background": "",
-    "wait": " (ingest --wait)",
-    "none": " (ingest --no-derive)",
-    "no server": " (TRACEHOUSE_SERVE=off)",
-}
+DERIVE_MODES = {"wait": [], "none": ["--no-derive"]}
+FIRST_SUFFIX = {"wait": "", "none": " (ingest --no-derive)"}
 
 
 def bench_trace(trace: Path, reps: int, tmp: Path, hta_skip: str | None) -> dict:
     # as an installed tool runs: its modules' bytecode cached (pip compiles what it installs; this checkout's
     # own modules are compiled once into __pycache__), also where PYTHONDONTWRITEBYTECODE is set
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "TRACEHOUSE_SERVE")}
-    # the query server (tracehouse.serve) as a user has it, in a folder of the bench's own; `off`: without
-    env |= {"PYTHONPATH": str(ROOT), "TRACEHOUSE_SERVE_DIR": str(tmp / "serve")}
-    off = env | {"TRACEHOUSE_SERVE": "off"}
-
-    def warm_server(wh: Path) -> None:  # untimed: a server running, holding this warehouse
-        timed(CLI + ["--warehouse", str(wh), "sql", "select 1"], env=env)  # starts one if none runs
-        deadline = time.monotonic() + 60
-        while server_cpu(env) is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.5)  # its imports done: the socket exists once it answers
-        timed(CLI + ["--warehouse", str(wh), "sql", "select 1"], env=env)  # opens the warehouse
-        LAST_CPU.clear()
-
-    def stop_server() -> None:  # untimed: the next measure starts from a machine with none running
-        subprocess.run(CLI + ["serve", "--stop"], env=env, capture_output=True, check=False)
-        deadline = time.monotonic() + 10
-        while server_cpu(env) is not None and time.monotonic() < deadline:
-            time.sleep(0.05)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "TRACEHOUSE_DERIVE")}
+    env |= {"PYTHONPATH": str(ROOT)}
 
     trace_dir = tmp / "hta-trace"
     trace_dir.mkdir(exist_ok=True)
@@ -191,22 +145,13 @@ def bench_trace(trace: Path, reps: int, tmp: Path, hta_skip: str | None) -> dict
 
     built = tmp / "wh-built"
     for r in range(reps):
-        for mode, flags in [*DERIVE_MODES.items(), ("no server", [])]:
-            wh = tmp / f"wh-{r}-{mode.replace(' ', '-')}"
-            run_env = off if mode == "no server" else env
-            stop_server()  # a first answer: no server warm before it (ingest starts one)
-            t = timed(CLI + ["--warehouse", str(wh), "ingest", str(trace)] + flags, env=run_env)
-            run_id = LAST_OUT[0].split()[0]
+        for mode, flags in DERIVE_MODES.items():
+            wh = tmp / f"wh-{r}-{mode}"
+            t = timed(CLI + ["--warehouse", str(wh), "ingest", str(trace)] + flags, env=env)
             t += timed(
-                CLI + ["--warehouse", str(wh), "sql", "-"], stdin=f"{TEMPORAL};\n{KERNELS};\n", env=run_env
+                CLI + ["--warehouse", str(wh), "sql", "-"], stdin=f"{TEMPORAL};\n{KERNELS};\n", env=env
             )
             add("tracehouse first answer" + FIRST_SUFFIX[mode], t)
-            mode = "background" if mode == "no server" else mode
-            if (
-                mode == "background"
-            ):  # untimed: waits for the background derive (its lock), then finds it done
-                timed(CLI + ["--warehouse", str(wh), "derive", run_id], env=env)
-                LAST_CPU.clear()
             if mode != "none" and not built.exists():
                 wh.rename(built)
             else:
@@ -217,22 +162,13 @@ def bench_trace(trace: Path, reps: int, tmp: Path, hta_skip: str | None) -> dict
                 "hta repeated question (reload)",
                 timed([sys.executable, "-c", HTA_ONE, str(trace_dir)], env=env),
             )
-        # a repeated question: the user asked one before (the server holds the warehouse), and without one
-        warm_server(built)
+        # a repeated question: one process on the built, derived warehouse
         add(
             "tracehouse repeated question", timed(CLI + ["--warehouse", str(built), "sql", TEMPORAL], env=env)
         )
         add(
             "tracehouse sql count(*) from runs",
             timed(CLI + ["--warehouse", str(built), "sql", "select count(*) from runs"], env=env),
-        )
-        add(
-            "tracehouse repeated question, no server",
-            timed(CLI + ["--warehouse", str(built), "sql", TEMPORAL], env=off),
-        )
-        add(
-            "tracehouse sql count(*) from runs, no server",
-            timed(CLI + ["--warehouse", str(built), "sql", "select count(*) from runs"], env=off),
         )
         # the floor of any `sql` process: the interpreter, and importing DuckDB to answer one query
         add("floor: python -c pass", timed([sys.executable, "-c", "pass"], env=env))
@@ -248,7 +184,6 @@ def bench_trace(trace: Path, reps: int, tmp: Path, hta_skip: str | None) -> dict
             t = time.perf_counter()
             th.sql(KERNELS)
             add("kernel_summary on a Session (in process)", time.perf_counter() - t)
-    stop_server()
     return {name: min(values) for name, values in times.items()}
 
 
@@ -310,10 +245,6 @@ def main(argv: list[str] | None = None) -> int:
                 f">= {TARGET_REPEAT:.0f}x |"
             )
             lines.append(
-                f"| {label} | HTA reload / tracehouse sql, repeated question, no server | | | "
-                f"{both('hta repeated question (reload)', 'tracehouse repeated question, no server')} | |"
-            )
-            lines.append(
                 f"| {label} | HTA reload / Session, repeated question (wall) | | | {session:.0f}x | |"
             )
         sql_s = best["tracehouse sql count(*) from runs"]
@@ -321,15 +252,10 @@ def main(argv: list[str] | None = None) -> int:
             f"| {label} | `tracehouse sql` one process vs target | {sql_s:.3f} | | "
             f"{sql_s / TARGET_SQL_S:.2f}x the target | <= {TARGET_SQL_S} s |"
         )
-        cold = best["tracehouse sql count(*) from runs, no server"]
-        lines.append(
-            f"| {label} | `tracehouse sql` one process, no server, vs target | {cold:.3f} | | "
-            f"{cold / TARGET_SQL_S:.2f}x the target | |"
-        )
         floor = best["floor: import duckdb + one query"]
         lines.append(
-            f"| {label} | `tracehouse sql` one process, no server, vs its floor (import duckdb + one query) | | | "
-            f"{cold / floor:.2f}x the floor | |"
+            f"| {label} | `tracehouse sql` one process vs its floor (import duckdb + one query) | | | "
+            f"{sql_s / floor:.2f}x the floor | |"
         )
     if hta_skip:
         lines.append(f"\nHTA rows skipped: {hta_skip}")

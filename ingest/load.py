@@ -6,9 +6,7 @@ skipped, and it never raises for a bad file (those are returned as problems).
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,13 +25,13 @@ from ingest.run import (
     run_id_for,
     write_runs_row,
 )
-from warehouse.catalog import derived_root, ensure_schema_files
+from warehouse.catalog import ensure_schema_files
 from warehouse.diff_facts import stored_facts
 from warehouse.rules import RULES_VERSION
 from warehouse.store import Warehouse
 from warehouse.stored import derive_run
 
-DERIVE_CHOICES = ("wait", "background", "none")
+DERIVE_CHOICES = ("wait", "none")
 
 
 @dataclass
@@ -59,9 +57,8 @@ def ingest_paths(
     """one_run: each directory, and the files named together, is one run (the old rule), instead of one
     run per profiling session (ingest.sessions). derive: what happens to each new run's derived rows (warehouse.stored: the kept rows of the
     `materialized: per_run` views, the report's steps, the diff facts) once the run is published:
-    'wait': computed before this returns; 'background': a detached `tracehouse derive` process computes
-    them after this returns (start_derive); 'none': left to the first reader. Default: 'wait', or 'none'
-    with analyse=False."""
+    'wait': computed in this process before this returns (derive_one, right after each run is published);
+    'none': left to `tracehouse derive` or the first reader. Default: 'wait', or 'none' with analyse=False."""
     with Ingestor(warehouse, progress, analyse, derive) as ingestor:
         return ingestor.ingest(paths, labels, capture, one_run)
 
@@ -105,9 +102,6 @@ class Ingestor:
                     plan.notes,
                 )
             )
-        new = [o.run_id for o in outcomes if o.stored and o.run_id]
-        if new and self.derive == "background":
-            start_derive(self.warehouse, new)
         return outcomes
 
     def close(self) -> None:
@@ -238,25 +232,6 @@ def derive_one(warehouse: Warehouse, run_id: str, progress=None) -> bool:
         )
         return False
     return True
-
-
-PROJECT = Path(__file__).resolve().parent.parent  # where `tracehouse` is importable from
-
-
-def start_derive(warehouse: Warehouse, run_ids: list[str]) -> subprocess.Popen:
-    """Start `tracehouse derive --background RUN...` detached (its own session, at a lower priority, its
-    output in <warehouse>/derived/.logs/): this process returns at once, the runs' readers compute what is
-    not kept yet, and the derive process keeps each view's rows as it finishes them."""
-    logs = derived_root(warehouse) / ".logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT), env.get("PYTHONPATH")) if p)
-    command = [sys.executable, "-c", "from tracehouse.cli import entry; entry()"]
-    command += ["--warehouse", str(warehouse.root), "derive", "--background", *run_ids]
-    with open(logs / f"{run_ids[0]}.log", "ab") as log:
-        return subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True
-        )
 
 
 def eprint(*args) -> None:

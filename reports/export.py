@@ -61,8 +61,9 @@ import duckdb
 import orjson
 
 from reports import perfetto_proto as pp
-from reports.run import build_run_report
+from reports.run import RunReport, build_run_report
 from tracehouse.errors import TracehouseError
+from warehouse.catalog import focus
 from warehouse.engine import open as open_connection
 from warehouse.quoting import sql_string
 from warehouse.runs import resolve_run
@@ -598,30 +599,32 @@ def export_run(
     analysis_steps: int = ANALYSIS_STEPS,
     align: bool = True,
     progress: Callable[[str], None] | None = None,
+    con: duckdb.DuckDBPyConnection | None = None,
+    report: RunReport | None = None,
 ) -> ExportSummary:
     """Write the run (or its selection) to `path` in `fmt`; the file appears only when complete.
 
     align: shift the ranks of another clock onto the reference rank's (clock_alignment); a --window
-    given for every rank is then in the reference rank's time base (with --rank: that rank's own)."""
+    given for every rank is then in the reference rank's time base (with --rank: that rank's own).
+    con: a connection opened with export_settings and focused on the run, `run` its resolved id (the
+    report's, for `report --with-trace`); it stays open. Default: the export opens and closes its own.
+    report: the run report already built for this run: its takeaways are drawn from it (else built here)."""
     if fmt not in EXPORT_FORMATS:
         raise ExportError(f"unknown format {fmt!r}", hint=f"choose {' or '.join(EXPORT_FORMATS)}")
     if step is not None and window is not None:
         raise ExportError("give --step or --window, not both")
-    lookup = open_connection(warehouse)
-    try:
-        run_id = resolve_run(lookup, run)
-    finally:
-        lookup.close()
     spill = _spill_dir(warehouse)
-    con = open_connection(
-        warehouse,
-        runs=[run_id],
-        settings={
-            "memory_limit": MEMORY_LIMIT,
-            "temp_directory": str(spill),
-            "max_temp_directory_size": SPILL_LIMIT,
-        },
-    )
+    own = con is None
+    if own:
+        con = open_connection(warehouse, settings=export_settings(warehouse))
+        try:
+            run_id = resolve_run(con, run)
+            focus(con, [run_id])
+        except BaseException:
+            con.close()
+            raise
+    else:
+        run_id = run
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:
@@ -657,7 +660,9 @@ def export_run(
             _host(con, run_id, tracks, procs, summary, progress)
             _python(con, run_id, tracks, procs, summary, progress)
             if analysis:
-                _analysis(warehouse, con, run_id, tracks, procs, windows, summary, progress, analysis_steps)
+                _analysis(
+                    warehouse, con, run_id, tracks, procs, windows, summary, progress, analysis_steps, report
+                )
             writer.close(summary.notes, {"run_id": run_id, "format": fmt, **clocks.meta()}, procs[min(procs)])
         os.replace(tmp, path)
         return summary
@@ -673,11 +678,21 @@ def export_run(
         tmp.unlink(missing_ok=True)
         raise
     finally:
-        con.close()
+        if own:
+            con.close()
         if spill.is_dir():
             import shutil
 
             shutil.rmtree(spill, ignore_errors=True)
+
+
+def export_settings(warehouse: Warehouse) -> dict[str, str]:
+    """The DuckDB settings of an export's connection: its memory limit, spilling into _spill_dir."""
+    return {
+        "memory_limit": MEMORY_LIMIT,
+        "temp_directory": str(_spill_dir(warehouse)),
+        "max_temp_directory_size": SPILL_LIMIT,
+    }
 
 
 def _spill_dir(warehouse: Warehouse) -> Path:
@@ -1235,6 +1250,7 @@ def _analysis(
     summary,
     progress,
     analysis_steps: int = ANALYSIS_STEPS,
+    report: RunReport | None = None,
 ) -> None:
     counts = dict.fromkeys(("critical_path", "idle_gaps", "exposed_comm", "layers", "flags", "takeaways"), 0)
     _say(progress, "data-quality flags")
@@ -1437,6 +1453,7 @@ def _analysis(
         procs,
         windows,
         progress,
+        report,
     )
     if counts["takeaways"] is None:
         counts["takeaways"] = 0
@@ -1488,28 +1505,13 @@ def _flags(flag_rows, starts, rank, lo, steps, tracks: _Tracks, group, pid) -> i
     return n
 
 
-def _takeaways(warehouse, run_id, tracks: _Tracks, procs, windows, progress) -> int:
+def _takeaways(warehouse, run_id, tracks: _Tracks, procs, windows, progress, report=None) -> int:
     """The run report's takeaways, each over its window on its rank (the report's step rank for step windows,
-    the lowest exported rank for the whole trace)."""
-    if not is_stored(warehouse, run_id):
-        # computing the report's analyses of a whole run here would cost more than the export itself
-        # (they are stored at ingest; `ingest --no-analyses` leaves them to the first report)
-        return -1
-    _say(progress, "the run report's takeaways")
-    # the report's connection within the export's memory and spill (it reads views that are not stored too,
-    # the serving section's, over the whole run), spilling beside the export's connection
-    spill = _spill_dir(warehouse) / "report"
-    spill.mkdir(parents=True, exist_ok=True)  # DuckDB makes the last folder only
-    settings = {
-        "memory_limit": MEMORY_LIMIT,
-        "temp_directory": str(spill),
-        "max_temp_directory_size": SPILL_LIMIT,
-    }
-    con = open_connection(warehouse, runs=[run_id], stored=True, settings=settings)
-    try:
-        report = build_run_report(con, run_id)
-    finally:
-        con.close()
+    the lowest exported rank for the whole trace); of `report` when it is given (built already)."""
+    if report is None:
+        report = _report_of(warehouse, run_id, progress)
+        if report is None:
+            return -1
     n = 0
     for t in report.takeaways:
         w = t.where
@@ -1555,3 +1557,21 @@ def progress_printer() -> Callable[[str], None] | None:
     if not sys.stderr.isatty():
         return None
     return lambda text: print(f"  {text}", file=sys.stderr)
+
+
+def _report_of(warehouse, run_id, progress):
+    """The run report, built on a connection of its own within the export's memory and spill (it reads views
+    that are not stored too, the serving section's, over the whole run); None where the run is not derived:
+    computing the report's analyses of a whole run here would cost more than the export itself (they are
+    derived at ingest; `ingest --no-derive` leaves them to the first report)."""
+    if not is_stored(warehouse, run_id):
+        return None
+    _say(progress, "the run report's takeaways")
+    spill = _spill_dir(warehouse) / "report"
+    spill.mkdir(parents=True, exist_ok=True)  # DuckDB makes the last folder only
+    settings = {**export_settings(warehouse), "temp_directory": str(spill)}
+    con = open_connection(warehouse, runs=[run_id], stored=True, settings=settings)
+    try:
+        return build_run_report(con, run_id)
+    finally:
+        con.close()

@@ -103,15 +103,12 @@ def pytest_report_header(config):
 # ../shared (every test that asks for them skips in the fast tier), Spark, the browser, killed processes,
 # the demo's whole history, Perfetto exports of whole runs, whole reports, diffs and trends.
 FAST = os.environ.get("TRACEHOUSE_TEST_FAST") == "1"
-# `tracehouse ingest` derives a run's rows in a background process by default; the tests' CLI ingests leave
-# them to the first reader ('none'), so no process outlives its test's warehouse and a test pays only for the
-# views it reads (the fast tier: 133 s with 'wait', 99 s with 'none'). The kept rows are still tested:
-# test_derived.py compares kept and computed rows (and the background derive); the session warehouses
+# `tracehouse ingest` derives a run's rows before it returns by default; the tests' CLI ingests leave
+# them to the first reader ('none'), so a test pays only for the views it reads (the fast tier: 133 s with
+# 'wait', 99 s with 'none'). The kept rows are still tested:
+# test_derived.py compares kept and computed rows (and ingest's own derive); the session warehouses
 # (synth_warehouse, real_warehouse) are ingested through ingest_paths, which waits for them.
 os.environ.setdefault("TRACEHOUSE_DERIVE", "none")
-# Nor does a test's `sql` or `ingest` process start a query server that would outlive it (tracehouse.serve):
-# tests/test_serve.py starts its own, in a folder of its own, and stops it.
-os.environ.setdefault("TRACEHOUSE_SERVE", "off")
 SLOW_MODULES = {
     "test_spark",
     "test_pages",

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-import time
 
 import pytest
 from conftest import TRACES, require_shared
@@ -216,8 +215,9 @@ def test_session_reads_rows_kept_after_it_opened(own_synth_warehouse):
         assert "UNION" not in _temp_views(th.con)["gpu_timeline"]
 
 
-def test_ingest_derives_in_the_background(tmp_path, cli_runner, monkeypatch):
-    """`tracehouse ingest` returns once the run is published; the derive it starts keeps the rows after."""
+def test_ingest_derives_in_its_own_process(tmp_path, cli_runner, monkeypatch):
+    """`tracehouse ingest` derives the run it published before it returns, in its own process (nothing
+    outlives the command); a later derive has nothing to do."""
     from tracehouse.cli import main
 
     monkeypatch.delenv("TRACEHOUSE_DERIVE", raising=False)
@@ -226,10 +226,7 @@ def test_ingest_derives_in_the_background(tmp_path, cli_runner, monkeypatch):
     res = cli_runner.invoke(main, ["--warehouse", str(wh), "ingest", str(run)])
     assert res.exit_code == 0, res.output
     run_id = res.output.split()[0]
-    deadline = time.monotonic() + 600  # minutes on a loaded machine; seconds on a quiet one
-    while not is_stored(Warehouse(wh), run_id) and time.monotonic() < deadline:
-        time.sleep(1)
-    assert is_stored(Warehouse(wh), run_id), (wh / "derived" / ".logs" / f"{run_id}.log").read_text()
+    assert is_stored(Warehouse(wh), run_id)
     _all_kept(Warehouse(wh), [run_id])
     res = cli_runner.invoke(main, ["--warehouse", str(wh), "derive", run_id])
     assert res.exit_code == 0 and res.output == f"{run_id}\tderived\n", res.output

@@ -456,6 +456,35 @@ def test_report_with_trace_writes_and_links_the_file(situation_warehouse, cli_ru
     assert bad.exit_code == 2
 
 
+def test_report_with_trace_opens_one_connection_and_builds_the_report_once(
+    situation_warehouse, cli_runner, tmp_path, monkeypatch
+):
+    """`report --with-trace`: the run resolved, the report built and the trace exported on one connection;
+    the trace's takeaways are those of the report written beside it (built once, not again by the export)."""
+    import reports.export
+    import reports.write
+    import warehouse.engine
+    from tracehouse.cli import main
+
+    wh, runs, _ = situation_warehouse
+    opened, built = [], []
+
+    def counting(calls, real):
+        return lambda *a, **k: calls.append(1) or real(*a, **k)
+
+    monkeypatch.setattr(warehouse.engine, "connect", counting(opened, warehouse.engine.connect))
+    monkeypatch.setattr(reports.write, "build", counting(built, reports.write.build))
+    monkeypatch.setattr(reports.export, "build_run_report", counting(built, reports.export.build_run_report))
+    out = tmp_path / "run.json"
+    args = ["--warehouse", str(wh.root), "report", "--run", runs["dataloader-stall"], "--format", "json"]
+    result = cli_runner.invoke(main, [*args, "-o", str(out), "--with-trace"])
+    assert result.exit_code == 0, result.output
+    assert len(opened) == 1 and len(built) == 1
+    report = json.loads(out.read_text())
+    drawn = Parsed(tmp_path / "run.pftrace").of("takeaway")
+    assert drawn and {t["args"]["text"] for t in drawn} <= {t["text"] for t in report["takeaways"]}
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

@@ -274,6 +274,59 @@ def test_sql_process_imports_neither_sqlglot_nor_pyarrow(wh):
     assert proc.stdout.strip().splitlines()[-1] == "[]"
 
 
+def test_sql_process_imports_its_own_command_only(wh):
+    """A command's module is imported when it runs: `sql` neither imports the other commands' modules nor
+    what they call (ingest/, reports/, synth/)."""
+    code = (
+        "import sys; from tracehouse.cli import main\n"
+        "try:\n    main(['--warehouse', sys.argv[1], 'sql', 'select count(*) from kernels'])\n"
+        "except SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('tracehouse.commands.', 'ingest', 'reports', "
+        "'synth'))))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(wh)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "['tracehouse.commands.common', 'tracehouse.commands.sql']"
+
+
+def test_sigint_cancels_the_running_query_and_exits_130(wh):
+    """Ctrl-C during a long query: DuckDB stops it (the process exits at once, not when the query would
+    have ended: a cross join of 10^11 rows runs for minutes), one line on stderr, no traceback, exit 130."""
+    import os
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "cli.py"),
+            "--warehouse",
+            str(wh),
+            "sql",
+            "select sum(a.range * b.range) from range(100000) a, range(1000000) b",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    time.sleep(3)  # imported, connected and inside the query (on a loaded machine too)
+    assert proc.poll() is None, proc.communicate()
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert time.monotonic() - sent < 20
+    assert proc.returncode == 130, err
+    assert err.strip() == "interrupted: the query was cancelled" and out == ""
+
+
 def test_entry_exits_with_the_commands_code_and_flushes(wh, tmp_path):
     env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
     ok = subprocess.run(

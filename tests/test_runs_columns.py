@@ -23,7 +23,7 @@ def _run(run_id: str) -> dict:
 
 
 def test_figures_have_fixed_decimals_and_line_up(capsys):
-    from tracehouse import cli
+    from tracehouse.output import print_rows
 
     runs = [_run("a" * 16), _run("b" * 16)]
     figures = {
@@ -37,7 +37,7 @@ def test_figures_have_fixed_decimals_and_line_up(capsys):
         and str(rows[1][names.index("step_ms")]) == "5.980"
     )
     assert str(rows[1][names.index("busy_%")]) == "100.0"
-    cli.print_rows(names, rows, "table", max_width=22)
+    print_rows(names, rows, "table", max_width=22)
     lines = capsys.readouterr().out.splitlines()
     header, first, second = lines[0], lines[2], lines[3]
     end = header.index("step_ms") + len("step_ms")  # right-aligned: the header ends where values do

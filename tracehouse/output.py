@@ -1,7 +1,5 @@
 """What the CLI prints for rows and errors, in one place: every tabular command's table / CSV / JSON
-(`print_rows`), `sql`'s answers (`print_answers`) and an expected failure's one line (`error_line`).
-The query server (tracehouse.serve) renders its clients' answers with these too, so an answer reads the
-same whoever computed it."""
+(`print_rows`), `sql`'s answers (`print_answers`) and an expected failure's one line (`error_line`)."""
 
 from __future__ import annotations
 
@@ -25,26 +23,19 @@ def _to_text(value) -> str:
     return str(value)
 
 
-def print_rows(
-    columns: list[str], rows: list[tuple], fmt: str, max_width: int = 60, file=None, color: bool | None = None
-) -> None:
-    """One output path for every tabular command: an aligned table, CSV, or JSON records. file, color:
-    click.echo's (the query server renders a client's answer into a buffer as the client's terminal
-    would show it: tracehouse.serve)."""
-
-    def echo(text: str, nl: bool = True) -> None:
-        click.echo(text, nl=nl, file=file, color=color)
+def print_rows(columns: list[str], rows: list[tuple], fmt: str, max_width: int = 60) -> None:
+    """One output path for every tabular command: an aligned table, CSV, or JSON records."""
 
     if fmt == "json":
         records = [dict(zip(columns, row)) for row in rows]
-        echo(json.dumps(records, default=str, indent=1))
+        click.echo(json.dumps(records, default=str, indent=1))
         return
     if fmt == "csv":
         buffer = io.StringIO()
         writer = csv.writer(buffer)
         writer.writerow(columns)
         writer.writerows([[_to_text(v) for v in row] for row in rows])
-        echo(buffer.getvalue(), nl=False)
+        click.echo(buffer.getvalue(), nl=False)
         return
     numeric = [
         bool(rows)
@@ -62,25 +53,23 @@ def print_rows(
             text = text[: width - 1] + "…"
         return text.rjust(width) if right else text.ljust(width)
 
-    echo("  ".join(cell(c, w, n) for c, w, n in zip(columns, widths, numeric)).rstrip())
-    echo("  ".join("-" * w for w in widths))
+    click.echo("  ".join(cell(c, w, n) for c, w, n in zip(columns, widths, numeric)).rstrip())
+    click.echo("  ".join("-" * w for w in widths))
     for row in cells:
-        echo("  ".join(cell(v, w, n) for v, w, n in zip(row, widths, numeric)).rstrip())
+        click.echo("  ".join(cell(v, w, n) for v, w, n in zip(row, widths, numeric)).rstrip())
     if any(len(v) > w for row in cells for v, w in zip(row, widths)):
-        echo(f"(values over {max_width} characters cut at …: --format json or csv shows them whole)")
-    echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+        click.echo(f"(values over {max_width} characters cut at …: --format json or csv shows them whole)")
+    click.echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
 
 
-def print_answers(con, queries: list[str], fmt: str, file=None, color: bool | None = None) -> None:
-    """Each checked query's rows, in order, a blank line between them (`sql`, and the query server for
-    its clients: the same output)."""
-    from warehouse.engine import run_query
-
+def print_answers(ask, queries: list[str], fmt: str) -> None:
+    """Each query's rows, in order, a blank line between them (`sql`); ask(query) -> (columns, rows) runs
+    one checked query on the command's reader."""
     for i, text in enumerate(queries):
-        columns, rows = run_query(con, text)
+        columns, rows = ask(text)
         if i:
-            click.echo("", file=file, color=color)
-        print_rows(columns, rows, fmt, file=file, color=color)
+            click.echo("")
+        print_rows(columns, rows, fmt)
 
 
 def error_line(exc: TracehouseError) -> str:

@@ -46,7 +46,6 @@ from tracehouse.errors import TracehouseError
 from warehouse.catalog import FOCUS, ROOT, connect, focus, materialize, view_files
 from warehouse.query import run_query as run_duckdb_query
 from warehouse.store import Warehouse
-from warehouse.stored import scope_step_views, unscope, use_stored
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -131,8 +130,22 @@ def _open_duckdb(
         warehouse = Warehouse(warehouse)
     con = connect(warehouse, rules_file=rules_file, runs=runs, settings=settings, kept_asked=kept_asked)
     if stored:
-        use_stored(con, warehouse, runs)  # the whole-run views, stored once per run (computed now if not yet)
+        # the whole-run views, stored once per run (computed now if not yet); warehouse.stored is imported by
+        # the connections that read it (its catalogue of per-run views costs an ad-hoc reader's process)
+        from warehouse.stored import use_stored
+
+        use_stored(con, warehouse, runs)
     return con
+
+
+def report_runs(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, runs: list[str]) -> None:
+    """Make an open DuckDB connection (over every run) a report's, as open(warehouse, runs=runs,
+    stored=True) opens one: focused on these runs, their stored analyses read (derived now where they are
+    not). For a command that must resolve its runs on the connection before it knows them."""
+    from warehouse.stored import use_stored
+
+    focus(con, list(runs))
+    use_stored(con, warehouse, list(runs))
 
 
 def _open_spark(
@@ -178,6 +191,8 @@ def step_scope(con: Connection, key: list) -> Iterator[None]:
     if not isinstance(con, duckdb.DuckDBPyConnection):
         yield
         return
+    from warehouse.stored import scope_step_views, unscope
+
     scoped = scope_step_views(con, key)
     try:
         yield
@@ -199,12 +214,6 @@ def opens_quickly(engine: str) -> bool:
     """Whether opening this engine's connection costs next to nothing (DuckDB: a catalogue file attached),
     so that a command may open it before checking its input; Spark starts a JVM, which a refused query
     must not pay for."""
-    return engine == "duckdb"
-
-
-def served(engine: str) -> bool:
-    """Whether the query server (tracehouse.serve: one warehouse.session.Session per warehouse, DuckDB)
-    answers this engine's `sql` questions."""
     return engine == "duckdb"
 
 

@@ -1,0 +1,47 @@
+"""`tracehouse derive`: compute runs' derived rows now (ingest.load.derive_one)."""
+
+from __future__ import annotations
+
+import click
+
+from tracehouse.commands.common import CONTEXT_SETTINGS, open_warehouse, progress_enabled
+from tracehouse.errors import TracehouseError
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("runs", nargs=-1)
+@click.pass_context
+def command(ctx, runs):
+    """Compute runs' derived rows now: the kept rows of the `materialized: per_run` views, the report's
+    steps and the diff facts (nothing that is there already). Ingest derives its new runs before it
+    returns; this derives the runs ingested with --no-derive; two at once on one run take turns.
+    RUNS: run ids (default: every run).
+
+    \b
+    Example:
+      tracehouse derive 3f2a9c1d0b7e4a55
+    """
+    from ingest.load import derive_one
+    from warehouse.catalog import published_runs
+
+    store = open_warehouse(ctx)
+    known = published_runs(store)
+    unknown = [r for r in runs if r not in known]
+    if unknown:
+        raise TracehouseError(
+            f"no run {unknown[0]} in the warehouse", hint="`tracehouse runs` lists the run ids"
+        )
+    failed = 0
+    for run_id in runs or known:
+        ok = derive_one(store, run_id, _progress(run_id))
+        failed += not ok
+        click.echo(f"{run_id}\t{'derived' if ok else 'not derived'}")
+    if failed:
+        ctx.exit(1)
+
+
+def _progress(run_id: str):
+    """On a terminal: each view as it is kept (a 1 GB run takes minutes); None when stderr is piped."""
+    if not progress_enabled():
+        return None
+    return lambda message: click.echo(f"  {run_id}: {message}", err=True)

@@ -1,0 +1,45 @@
+"""`tracehouse diff`: what changed between two runs (reports.diff)."""
+
+from __future__ import annotations
+
+import click
+
+from tracehouse.commands.common import (
+    CONTEXT_SETTINGS,
+    connect,
+    engine_options,
+    output_option,
+    report_format_option,
+    template_dir_option,
+    write_report,
+)
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("base")
+@click.argument("target")
+@report_format_option()
+@output_option
+@template_dir_option
+@engine_options
+@click.pass_context
+def command(ctx, base, target, fmt, output, template_dir, engine, master):
+    """What changed between two runs: per category and kernel, time per step, delta and ratio.
+
+    BASE and TARGET are run ids, unique prefixes of one, `latest` or `latest~N` (the N-th run
+    ingested before the latest). Kernels are matched by exact name, then by normalized name (template
+    arguments, tile sizes, hashes removed), then by category.
+
+    \b
+    Example:
+      tracehouse diff latest~1 latest
+      tracehouse diff 3f2a latest --format html -o diff.html
+      tracehouse diff 3f2a latest --engine spark
+    """
+    from reports.diff import DiffParams, build, render_diff
+    from warehouse.engine import store_of
+
+    con = connect(ctx, engine, master)
+    # each run's figures from the diff store where the engine's are kept there (computed once per run)
+    report = build(con, DiffParams(base, target, store=store_of(con)))
+    write_report(render_diff(report, fmt, template_dir), output)

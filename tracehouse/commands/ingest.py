@@ -1,0 +1,178 @@
+"""`tracehouse ingest`: trace files or profile folders into the warehouse (ingest.load.ingest_paths), each
+new run derived in this process once it is published (ingest.load.derive_one) unless --no-derive."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tracehouse.commands.common import (
+    CONTEXT_SETTINGS,
+    connect,
+    default_derive,
+    derive_runs,
+    labels_text,
+    open_warehouse,
+    parse_labels,
+    progress_enabled,
+)
+from tracehouse.errors import TracehouseError
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--label", "labels", multiple=True, metavar="K=V", help="A label for the run (repeatable).")
+@click.option("--commit", help="The commit the run was taken at (same as --label commit=SHA).")
+@click.option(
+    "--capture",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Folder of capture traces (default: capture_traces/ beside the traces).",
+)
+@click.option(
+    "--wait",
+    "derive",
+    flag_value="wait",
+    help="Derive the new runs' rows (kept views, report steps) before returning (the default).",
+)
+@click.option(
+    "--no-derive",
+    "--no-analyses",
+    "derive",
+    flag_value="none",
+    help="Derive nothing (readers compute; `tracehouse derive` or the first report derives the run).",
+)
+@click.option(
+    "--requests",
+    "requests_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="A serving run's requests per step (.csv, .jsonl or .json: step, request_id, tokens, kv_tokens, "
+    "phase, rank), for the per-request cost (view request_cost); replaces the run's requests if it "
+    "is stored already. One run per call.",
+)
+@click.option(
+    "--one-run",
+    is_flag=True,
+    help="Each directory, and the files named together, is one run, whatever sessions its files say.",
+)
+@click.pass_context
+def command(ctx, paths, labels, commit, capture, derive, requests_file, one_run):
+    """Ingest trace files or profile directories into the warehouse.
+
+    Each profiling session is one run (its files are the ranks): the files of a directory, or named
+    together, are grouped by what they say (session id and time in the name, rank and world size,
+    process, Nsight Systems session), each group said on stderr; --one-run keeps them one run.
+    The same files ingested twice give the same run id and store nothing new. Prints the run ids.
+    Once a run is published, ingest derives its rows before returning (the kept rows of gpu_timeline,
+    kernel_summary and the report's views, the report's steps, the diff's facts), which later queries
+    and reports read. --no-derive leaves them to `tracehouse derive RUN` or the first reader, which
+    computes the same rows (default: derive, or $TRACEHOUSE_DERIVE: wait or none).
+
+    \b
+    Example:
+      tracehouse ingest ./sglang-profile/ --label model=DeepSeek-R1 --label config=tp8-ep8 --commit 1a2b3c
+      tracehouse ingest ./sglang-profile/ --requests ./sglang-profile/requests.csv
+    """
+    label_map = parse_labels(labels)
+    if commit:
+        label_map["commit"] = commit
+    _check_paths(paths, capture)
+    requests = _read_requests(requests_file, paths, capture, one_run)
+    derive = derive or default_derive()
+    store = open_warehouse(ctx, must_exist=False)
+    # with --requests, the run is derived once they are attached (its diff facts read them)
+    outcomes = _ingest(store, paths, label_map, capture, "none" if requests is not None else derive, one_run)
+    failed = 0
+    for outcome in outcomes:
+        for problem in outcome.problems:
+            click.echo(f"error: {problem.message}", err=True)
+            failed += 1
+        if outcome.run_id is None:
+            continue
+        state = "stored" if outcome.stored else "already in the warehouse"
+        click.echo(f"{outcome.run_id}\t{state}\t{len(outcome.files) - len(outcome.problems)} file(s)")
+        if not outcome.stored and label_map:
+            _note_unchanged_labels(ctx, outcome.run_id, label_map)
+        for key, count in sorted(outcome.warnings.items()):
+            click.echo(f"  warning: {key}: {count}", err=True)
+        if requests is not None:
+            _attach_requests(store, outcome.run_id, requests, requests_file, replaced=not outcome.stored)
+            derive_runs(store, [outcome.run_id], derive)  # what was derived before them is forgotten
+    if failed:
+        ctx.exit(1)
+
+
+def _check_paths(paths, capture) -> None:
+    if capture is not None and not capture.is_dir():
+        raise TracehouseError(
+            f"--capture {capture}: no such folder",
+            hint="a capture_traces/ folder beside the traces is found without --capture",
+        )
+    for path in paths:
+        if not path.exists():
+            raise TracehouseError(
+                f"{path}: no such file or directory",
+                hint="give your profile directory or trace files: *.json, *.json.gz",
+            )
+
+
+def _read_requests(requests_file, paths, capture, one_run):
+    """--requests, read and checked before any work: a bad file stops nothing half-done."""
+    if requests_file is None:
+        return None
+    from ingest.requests import read_requests
+    from ingest.run import plan_runs
+
+    requests = read_requests(requests_file)
+    if len(plan_runs(list(paths), capture, one_run)) != 1:
+        raise click.UsageError("--requests describes one run: give the files or the folder of one run")
+    return requests
+
+
+def _ingest(store, paths, label_map, capture, derive, one_run):
+    """ingest_paths, with a live line per rank on a terminal (bytes read, %, ETA); nothing when piped."""
+    from ingest.load import ingest_paths
+
+    if not progress_enabled():
+        return ingest_paths(store, list(paths), label_map, capture, None, derive=derive, one_run=one_run)
+    from ingest.progress import IngestProgress
+    from ingest.run import assign_ranks, plan_runs
+
+    files = [
+        (f, r)
+        for plan in plan_runs(list(paths), capture, one_run)
+        for f, r in zip(plan.files, assign_ranks(plan.files)[0])
+    ]
+    with IngestProgress(store.root, files) as shown:
+        return ingest_paths(
+            store, list(paths), label_map, capture, shown.message, derive=derive, one_run=one_run
+        )
+
+
+def _attach_requests(store, run_id: str, requests, path: Path, replaced: bool) -> None:
+    from ingest.requests import attach_requests
+
+    counts = attach_requests(store, run_id, requests)
+    verb = "replaced by" if replaced else "from"
+    click.echo(f"  requests of {run_id} {verb} {path}: {counts['rows']} row(s)", err=True)
+    if counts["unmatched"]:
+        click.echo(
+            f"  warning: requests rows whose step the run does not have: {counts['unmatched']} (see "
+            f"`tracehouse sql \"select rank, step, name from steps where run_id = '{run_id}'\"`)",
+            err=True,
+        )
+
+
+def _note_unchanged_labels(ctx, run_id: str, wanted: dict[str, str]) -> None:
+    """Re-ingest stores nothing, labels included: say so when they differ, and how to set them."""
+    con = connect(ctx)
+    row = con.execute("SELECT labels FROM runs WHERE run_id = ?", [run_id]).fetchone()
+    stored = dict(row[0] or {}) if row else {}
+    differ = {k: v for k, v in wanted.items() if stored.get(k) != v}
+    if differ:
+        args = " ".join(f"{k}={v}" for k, v in sorted(differ.items()))
+        click.echo(
+            f"  note: labels not changed (the run was ingested before, with {labels_text(stored)}); "
+            f"to set them: tracehouse label {run_id} {args}",
+            err=True,
+        )

@@ -1,0 +1,86 @@
+"""`tracehouse runs`: the runs, oldest first, with their headline figures (reports.runs_table)."""
+
+from __future__ import annotations
+
+import click
+
+from tracehouse.commands.common import (
+    CONTEXT_SETTINGS,
+    connect,
+    format_option,
+    labels_text,
+    open_warehouse,
+    parse_labels,
+    progress_enabled,
+)
+from tracehouse.errors import TracehouseError
+from tracehouse.output import print_rows
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.option(
+    "--where", "where", multiple=True, metavar="K=V", help="Only runs with this label (repeatable)."
+)
+@click.option(
+    "--wide", is_flag=True, help="Every column of the `runs` table instead of the headline figures."
+)
+@format_option(json_help="json records of every `runs` column with the headline figures")
+@click.pass_context
+def command(ctx, where, wide, fmt):
+    """List runs, oldest first: when, what ran, ranks, steps, step time, GPU busy %, top category.
+
+    Step time (median, ms), GPU busy % and the top category are of the phase with the most steps,
+    over all ranks (run_metrics); `warn` counts the kinds of warnings at ingest. The first listing
+    of a run computes its figures once (seconds), later ones read them.
+
+    \b
+    Example:
+      tracehouse runs
+      tracehouse runs --where model=llama-8b --format json
+      tracehouse runs --wide
+    """
+    from reports.runs_table import headlines, narrow_rows
+
+    columns, records = _runs(connect(ctx), parse_labels(where, "--where"))
+    if wide and fmt == "table":
+        print_rows(columns, [tuple(r.values()) for r in records], fmt)
+        return
+    from warehouse.metrics import run_metric_rows
+
+    if records and progress_enabled():
+        click.echo("  reading the runs' figures (computed once per run)", err=True)
+    figures = headlines(run_metric_rows(open_warehouse(ctx), [r["run_id"] for r in records]))
+    if fmt != "table" or wide:
+        for r in records:
+            h = figures.get(r["run_id"])
+            r.update(
+                headline_phase=h and h.phase,
+                steps=h and h.steps,
+                step_time_median_ms=h and h.step_ms,
+                gpu_busy_pct=h and h.busy_pct,
+                top_category=h and h.top,
+            )
+        print_rows(list(records[0]) if records else columns, [tuple(r.values()) for r in records], fmt)
+        return
+    names, rows = narrow_rows(records, figures)
+    print_rows(names, rows, fmt, max_width=22)
+
+
+def _runs(con, filters: dict[str, str]) -> tuple[list[str], list[dict]]:
+    """The `runs` rows with these labels, oldest first: (columns, records); none with a filter: one line
+    naming the label keys there are."""
+    clauses = " AND ".join("labels[?] = ?" for _ in filters)
+    params = [x for kv in filters.items() for x in kv]
+    cursor = con.execute(
+        "SELECT * FROM runs" + (f" WHERE {clauses}" if clauses else "") + " ORDER BY ingested_at, run_id",
+        params,
+    )
+    columns = [d[0] for d in cursor.description]
+    records = [dict(zip(columns, row)) for row in cursor.fetchall()]
+    if filters and not records:
+        known = con.execute("SELECT DISTINCT unnest(map_keys(labels)) FROM runs ORDER BY 1").fetchall()
+        raise TracehouseError(
+            f"no run has {labels_text(filters)}",
+            hint="label keys in the warehouse: " + (", ".join(k for (k,) in known) or "none"),
+        )
+    return columns, records

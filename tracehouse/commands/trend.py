@@ -1,0 +1,64 @@
+"""`tracehouse trend`: metrics across the runs of each series, regressions flagged (reports.trend)."""
+
+from __future__ import annotations
+
+import click
+
+from tracehouse.commands.common import (
+    CONTEXT_SETTINGS,
+    connect,
+    engine_options,
+    output_option,
+    parse_labels,
+    report_format_option,
+    template_dir_option,
+    write_report,
+)
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.option(
+    "--where", "where", multiple=True, metavar="K=V", help="Only runs with this label (repeatable)."
+)
+@click.option(
+    "--metric",
+    "metrics",
+    multiple=True,
+    metavar="M",
+    help="Only this metric; glob patterns allowed, e.g. 'category.*' (repeatable).",
+)
+@click.option("--since", metavar="DATE", help="Show points from this commit time on (ISO date).")
+@click.option("--last", type=click.IntRange(min=1), metavar="N", help="Show the last N runs of each series.")
+@report_format_option()
+@output_option
+@click.option(
+    "--fail-on-regression",
+    is_flag=True,
+    help="Exit with code 3 when the last run of a series has a flagged regression; with code 1 when a "
+    "series has too few runs for the rule to judge (it says how many it needs).",
+)
+@template_dir_option
+@engine_options
+@click.pass_context
+def command(ctx, where, metrics, since, last, fmt, output, fail_on_regression, template_dir, engine, master):
+    """Metrics across the runs of each series, ordered by commit, with regressions flagged.
+
+    Baselines and noise always use the whole history; --since and --last only bound what is shown.
+
+    \b
+    Example:
+      tracehouse trend --where series=decode-bench --metric 'category.*' --last 20 --fail-on-regression
+      tracehouse trend --where series=decode-bench --engine spark --master yarn
+    """
+    from reports.trend import TrendParams, build, gate, render_trend
+    from warehouse.engine import store_of
+
+    con = connect(ctx, engine, master)
+    # run_metrics from the per-run store where the engine's are kept there (DuckDB's), else computed on con
+    report = build(con, TrendParams(parse_labels(where), tuple(metrics), since, last, store=store_of(con)))
+    write_report(render_trend(report, fmt, template_dir), output)
+    if fail_on_regression:
+        code, lines = gate(report)  # 3: a regression in a last run; 1: too few runs to judge
+        for line in lines:
+            click.echo(line, err=True)
+        ctx.exit(code)
