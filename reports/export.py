@@ -63,11 +63,11 @@ import orjson
 from reports import perfetto_proto as pp
 from reports.run import build_run_report
 from tracehouse.errors import TracehouseError
+from warehouse.derived import is_derived
 from warehouse.engine import open as open_connection
 from warehouse.quoting import sql_string
 from warehouse.runs import resolve_run
 from warehouse.store import Warehouse
-from warehouse.stored import is_stored
 
 BATCH = 20_000
 # rows of one table per tile of the GPU, host and Python tracks (_row_tiles): what one sorted query holds
@@ -1491,7 +1491,7 @@ def _flags(flag_rows, starts, rank, lo, steps, tracks: _Tracks, group, pid) -> i
 def _takeaways(warehouse, run_id, tracks: _Tracks, procs, windows, progress) -> int:
     """The run report's takeaways, each over its window on its rank (the report's step rank for step windows,
     the lowest exported rank for the whole trace)."""
-    if not is_stored(warehouse, run_id):
+    if not is_derived(warehouse, run_id):
         # computing the report's analyses of a whole run here would cost more than the export itself
         # (they are stored at ingest; `ingest --no-analyses` leaves them to the first report)
         return -1
@@ -1505,7 +1505,7 @@ def _takeaways(warehouse, run_id, tracks: _Tracks, procs, windows, progress) -> 
         "temp_directory": str(spill),
         "max_temp_directory_size": SPILL_LIMIT,
     }
-    con = open_connection(warehouse, runs=[run_id], stored=True, settings=settings)
+    con = open_connection(warehouse, runs=[run_id], settings=settings)
     try:
         report = build_run_report(con, run_id)
     finally:

@@ -8,10 +8,13 @@ export itself reads the run report (its takeaways as a track): run <- export <- 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from reports.export import export_run
 from reports.run import RunParams, build, render_run_report
+from warehouse.derived import derive, is_derived
+from warehouse.engine import is_uri
 from warehouse.engine import open as open_connection
 from warehouse.runs import resolve_run
 from warehouse.store import Warehouse
@@ -34,9 +37,10 @@ def write_run_report(
     run_id = resolve_run(lookup, run)
     mapping_id = resolve_run(lookup, mapping_run) if mapping_run else None
     lookup.close()
-    con = open_connection(
-        warehouse, engine, [run_id] + ([mapping_id] if mapping_id else []), stored=True, master=master
-    )
+    runs = [run_id] + ([mapping_id] if mapping_id else [])
+    if engine == "duckdb" and not is_uri(str(warehouse)):
+        derive_first(Warehouse(warehouse) if isinstance(warehouse, str) else warehouse, runs)
+    con = open_connection(warehouse, engine, runs, master=master)
     report = build(con, RunParams(run_id, phase, mapping_id))
     if trace_path is not None:  # the step the report shows, on every rank (the whole run when it has no step)
         export_run(warehouse, run_id, trace_path, step=report.step.step if report.step else None)
@@ -45,3 +49,21 @@ def write_run_report(
     if path is not None:
         Path(path).write_text(text)
     return text
+
+
+def derive_first(warehouse: Warehouse, runs: list[str]) -> None:
+    """A report derives its runs before reading (warehouse.derived.derive: nothing when they are derived
+    already), so its views read kept rows; where they cannot be kept (a warehouse this user may only read),
+    the report computes them, with a note."""
+    runs = [run for run in runs if not is_derived(warehouse, run)]
+    if not runs:
+        return
+    if sys.stderr.isatty():  # progress on a terminal only, as the CLI's
+        print(f"  deriving run(s) {', '.join(runs)} (once: kept for their later readers)", file=sys.stderr)
+    failed = {run: why for run, why in derive(warehouse, runs).items() if why}
+    if failed:
+        print(
+            f"note: the rows of run(s) {', '.join(failed)} could not be kept ({next(iter(failed.values()))}); "
+            "computing them for this report only (slower)",
+            file=sys.stderr,
+        )

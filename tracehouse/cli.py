@@ -41,12 +41,11 @@ def _engine_warehouse(ctx: click.Context):
     return root if is_uri(root) else _warehouse(ctx)
 
 
-def _connect(ctx: click.Context, engine: str = "duckdb", master: str | None = None, kept_asked: bool = False):
-    """The command's connection: warehouse.engine.open, the one connection factory (DuckDB or Spark).
-    kept_asked: an ad-hoc query's (engine.open)."""
+def _connect(ctx: click.Context, engine: str = "duckdb", master: str | None = None):
+    """The command's connection: warehouse.engine.open, the one connection factory (DuckDB or Spark)."""
     from warehouse.engine import open as open_connection
 
-    return open_connection(_engine_warehouse(ctx), engine, master=master, kept_asked=kept_asked)
+    return open_connection(_engine_warehouse(ctx), engine, master=master)
 
 
 def _progress_enabled() -> bool:
@@ -555,7 +554,7 @@ def sql(ctx, query, fmt, engine, master):
         )
     # parse and check on the connection the queries run on where it opens quickly (DuckDB: a second
     # database cost 0.03-0.1 s); for an engine that starts a JVM, before it starts
-    con = _connect(ctx, engine, master, kept_asked=True) if opens_quickly(engine) else None
+    con = _connect(ctx, engine, master) if opens_quickly(engine) else None
     if query is None or query == "-":
         queries = split_statements(sys.stdin.read(), con)
         if not queries:
@@ -565,7 +564,7 @@ def sql(ctx, query, fmt, engine, master):
     for text in queries:  # refuse a script before any of it runs
         check_read_only(text, con)
     if con is None:
-        con = _connect(ctx, engine, master, kept_asked=True)
+        con = _connect(ctx, engine, master)
     print_answers(con, queries, fmt)
     if served(engine):  # the next question is answered by a warm reader (tracehouse.serve)
         from tracehouse.client import start_server
@@ -1083,13 +1082,10 @@ def diff(ctx, base, target, fmt, output, template_dir, engine, master):
       tracehouse diff 3f2a latest --engine spark
     """
     from reports.diff import DiffParams, build, render_diff
-    from warehouse.engine import store_of
 
     con = _connect(ctx, engine, master)
-    # each run's figures from the diff store where the engine's are kept there (computed once per run)
-    _write_report(
-        render_diff(build(con, DiffParams(base, target, store=store_of(con))), fmt, template_dir), output
-    )
+    # each run's figures from its kept rows where the run is derived (warehouse.derived), computed otherwise
+    _write_report(render_diff(build(con, DiffParams(base, target)), fmt, template_dir), output)
 
 
 @main.command(context_settings=CONTEXT_SETTINGS)
