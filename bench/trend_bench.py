@@ -19,6 +19,7 @@ after an ingest pays it once per new run). Exits 1 when the in-process answer ta
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import subprocess
@@ -61,7 +62,7 @@ def build_warehouse(root: Path, n_runs: int, n_series: int, seed: int = 0) -> tu
     import ingest.run
     from ingest.load import ingest_paths
     from synth import write_scenario
-    from warehouse.metrics import metrics_dir, run_metric_rows
+    from warehouse.metrics import run_metric_rows
     from warehouse.store import Warehouse
 
     wh = Warehouse(root / "wh")
@@ -87,8 +88,7 @@ def build_warehouse(root: Path, n_runs: int, n_series: int, seed: int = 0) -> tu
     t = time.perf_counter()
     metrics = run_metric_rows(wh, templates)  # the first trend's cost, once per run
     first_per_run = (time.perf_counter() - t) / n_series
-    store = metrics_dir(wh)  # (again: an edit of sql/ meanwhile moves the store)
-    store.mkdir(parents=True, exist_ok=True)
+    store = _store_dir(wh.root)  # the derived run_metrics (again: an edit of sql/ meanwhile moves the store)
 
     rng = random.Random(seed)
     t0 = datetime(2025, 1, 2, tzinfo=timezone.utc)
@@ -99,7 +99,11 @@ def build_warehouse(root: Path, n_runs: int, n_series: int, seed: int = 0) -> tu
         values = rows.column("value").to_pylist()
         names = rows.column("metric").to_pylist()
         attention = [name in ATTENTION for name in names]
-        pq.write_table(rows, store / f"{template}.parquet")
+        kept = {  # the template's other kept views: each fake run is derived as the template is
+            view.name: view / f"run_id={template}"
+            for view in store.parent.iterdir()
+            if view.name != store.name
+        }
         for i in range(per_series[s] - 1):  # the ingested run is the series' first
             run_id = f"b{s:02d}{i:013x}"
             when = (t0 + timedelta(hours=i)).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -126,25 +130,29 @@ def build_warehouse(root: Path, n_runs: int, n_series: int, seed: int = 0) -> tu
             m = rows.set_column(
                 rows.schema.get_field_index("run_id"), "run_id", pa.array([run_id] * rows.num_rows)
             ).set_column(rows.schema.get_field_index("value"), "value", pa.array(jitter, pa.float64()))
-            pq.write_table(m, store / f"{run_id}.parquet")
-    shutil.copytree(store, wh.root / "cache" / "bench-metrics")  # see _ensure_store
+            (store / f"run_id={run_id}").mkdir()
+            pq.write_table(m.drop(["run_id"]), store / f"run_id={run_id}" / "rows.parquet")
+            for view, folder in kept.items():  # hard links: a derived warehouse's layout, no copy
+                shutil.copytree(folder, store.parent / view / f"run_id={run_id}", copy_function=os.link)
+    shutil.copytree(store.parent, root / "bench-derived")  # see _ensure_store
     return wh.root, first_per_run
 
 
 def _store_dir(wh: Path) -> Path:
-    from warehouse.metrics import metrics_dir
+    """The run_metrics folder of the warehouse's derived store (warehouse.catalog: kept rows)."""
+    from warehouse.catalog import store_dir
     from warehouse.store import Warehouse
 
-    return metrics_dir(Warehouse(wh))
+    return store_dir(Warehouse(wh)) / "run_metrics"
 
 
 def _ensure_store(wh: Path) -> Path:
-    """The current metric store, filled from the one the warehouse was built with if sql/ has changed
-    since (the store's folder is named by the catalogue's fingerprint)."""
+    """The current derived store's run_metrics, filled from the store the warehouse was built with if sql/
+    has changed since (the store's folder is named by the catalogue's fingerprint)."""
     store = _store_dir(wh)
-    built = wh / "cache" / "bench-metrics"
-    if not any(store.glob("*.parquet")):
-        shutil.copytree(built, store, dirs_exist_ok=True)
+    built = wh.parent / "bench-derived"
+    if not store.is_dir():
+        shutil.copytree(built, store.parent, dirs_exist_ok=True)
     return store
 
 

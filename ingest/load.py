@@ -11,8 +11,6 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import duckdb
-
 from ingest.capture import attribute_run, capture_files, coverage
 from ingest.files import FileProblem, file_sha256, is_nsys_input
 from ingest.rank import MEMORY_LIMIT
@@ -25,11 +23,10 @@ from ingest.run import (
     run_id_for,
     write_runs_row,
 )
+from warehouse import derived
 from warehouse.catalog import ensure_schema_files
-from warehouse.diff_facts import stored_facts
 from warehouse.rules import RULES_VERSION
 from warehouse.store import Warehouse
-from warehouse.stored import derive_run
 
 DERIVE_CHOICES = ("wait", "none")
 
@@ -55,8 +52,8 @@ def ingest_paths(
     one_run: bool = False,
 ) -> list[RunOutcome]:
     """one_run: each directory, and the files named together, is one run (the old rule), instead of one
-    run per profiling session (ingest.sessions). derive: what happens to each new run's derived rows (warehouse.stored: the kept rows of the
-    `materialized: per_run` views, the report's steps, the diff facts) once the run is published:
+    run per profiling session (ingest.sessions). derive: what happens to each new run's derived rows (warehouse.derived: the kept rows of the
+    `materialized: per_run` views) once the run is published:
     'wait': computed in this process before this returns (derive_one, right after each run is published);
     'none': left to `tracehouse derive` or the first reader. Default: 'wait', or 'none' with analyse=False."""
     with Ingestor(warehouse, progress, analyse, derive) as ingestor:
@@ -217,18 +214,13 @@ def _store_analyses(warehouse: Warehouse, run_id: str, progress) -> bool:
 
 
 def derive_one(warehouse: Warehouse, run_id: str, progress=None) -> bool:
-    """The derived rows of one run (warehouse.stored.derive_run), and its diff facts (warehouse.diff_facts,
-    what `tracehouse diff` reads). Bounded by ingest's memory limit. The run is published already; if this
-    fails (a run too large for that limit), its readers compute what is not kept: False, with a note.
-    progress: called with a line as each view is done (derive_run), or None."""
-    try:
-        derive_run(warehouse, run_id, MEMORY_LIMIT, progress)
-        stored_facts(warehouse, run_id, MEMORY_LIMIT)  # ~1-2 s
-    except (duckdb.Error, OSError) as e:
-        first_line = str(e).splitlines()[0] if str(e) else type(e).__name__
+    """The derived rows of one published run (warehouse.derived.derive), bounded by ingest's memory limit.
+    If that fails (a run too large for that limit, a warehouse this user may only read), its readers
+    compute what is not kept: False, with a note. progress: called with a line as each view is done."""
+    failed = derived.derive(warehouse, [run_id], MEMORY_LIMIT, progress)[run_id]
+    if failed:
         eprint(
-            f"note: run {run_id} is stored; its derived rows were not ({first_line}): its readers compute "
-            "them, and its first report stores them"
+            f"note: run {run_id} is stored; its derived rows were not ({failed}): its readers compute them"
         )
         return False
     return True

@@ -28,9 +28,9 @@ import orjson
 
 from tracehouse.errors import TracehouseError
 from warehouse import local_db
+from warehouse.derived import forget_derived
 from warehouse.quoting import sql_string
 from warehouse.schema import write_rows
-from warehouse.stored import forget_derived
 
 TABLE = "step_requests"
 FILE_NAME = "requests.parquet"

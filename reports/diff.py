@@ -16,10 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from reports.render import render
-from warehouse.diff_facts import run_facts, stored_facts
+from warehouse.diff_facts import run_facts
 from warehouse.engine import Connection, focused
 from warehouse.runs import resolve_run
 
@@ -209,18 +208,14 @@ def _critical_path(base: dict, target: dict) -> tuple[bool, list[CriticalPathRow
 
 
 def build_diff(
-    con: Connection, base: str, target: str, *, top: int = 10, critical_path: bool = True, warehouse=None
+    con: Connection, base: str, target: str, *, top: int = 10, critical_path: bool = True
 ) -> DiffReport:
-    """The diff of two runs, on a connection of warehouse.engine.open that sees both. warehouse: read each
-    run's facts from the diff store (`stored_facts`, computed once per run; the CLI passes
-    warehouse.engine.store_of(con)); None: compute them on `con`, focused on the two runs (an engine
-    without the store, tests of one connection)."""
+    """The diff of two runs, on a connection of warehouse.engine.open that sees both: each run's facts
+    (warehouse.diff_facts.run_facts) on `con` focused on the two runs, read from their kept rows where the
+    runs are derived (warehouse.derived), computed otherwise."""
     base_id, target_id = resolve_run(con, base), resolve_run(con, target)
-    if warehouse is not None:
-        bf, tf = stored_facts(warehouse, base_id), stored_facts(warehouse, target_id)
-    else:
-        with focused(con, [base_id, target_id]) as on:
-            bf, tf = run_facts(on, base_id), run_facts(on, target_id)
+    with focused(con, [base_id, target_id]) as on:
+        bf, tf = run_facts(on, base_id), run_facts(on, target_id)
     binfo, bk = _run_info(con, bf, base)
     tinfo, tk = _run_info(con, tf, target)
     kernels = match_kernels(bk, tk)
@@ -339,14 +334,12 @@ def _request_cost(base: dict, target: dict) -> list[dict]:
 @dataclass(frozen=True)
 class DiffParams:
     """What `tracehouse diff` asks for: BASE and TARGET as typed (ids, prefixes, latest~N), how many top
-    movers, whether to compare critical paths, and the diff store to read each run's facts from (None:
-    computed on the connection)."""
+    movers, whether to compare critical paths."""
 
     base: str
     target: str
     top: int = 10
     critical_path: bool = True
-    store: Any = None  # warehouse.store.Warehouse
 
 
 def build(con, params: DiffParams) -> DiffReport:
@@ -357,7 +350,6 @@ def build(con, params: DiffParams) -> DiffReport:
         params.target,
         top=params.top,
         critical_path=params.critical_path,
-        warehouse=params.store,
     )
 
 

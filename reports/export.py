@@ -64,11 +64,11 @@ from reports import perfetto_proto as pp
 from reports.run import RunReport, build_run_report
 from tracehouse.errors import TracehouseError
 from warehouse.catalog import focus
+from warehouse.derived import is_derived
 from warehouse.engine import open as open_connection
 from warehouse.quoting import sql_string
 from warehouse.runs import resolve_run
 from warehouse.store import Warehouse
-from warehouse.stored import is_stored
 
 BATCH = 20_000
 # rows of one table per tile of the GPU, host and Python tracks (_row_tiles): what one sorted query holds
@@ -1564,13 +1564,13 @@ def _report_of(warehouse, run_id, progress):
     that are not stored too, the serving section's, over the whole run); None where the run is not derived:
     computing the report's analyses of a whole run here would cost more than the export itself (they are
     derived at ingest; `ingest --no-derive` leaves them to the first report)."""
-    if not is_stored(warehouse, run_id):
+    if not is_derived(warehouse, run_id):
         return None
     _say(progress, "the run report's takeaways")
     spill = _spill_dir(warehouse) / "report"
     spill.mkdir(parents=True, exist_ok=True)  # DuckDB makes the last folder only
     settings = {**export_settings(warehouse), "temp_directory": str(spill)}
-    con = open_connection(warehouse, runs=[run_id], stored=True, settings=settings)
+    con = open_connection(warehouse, runs=[run_id], settings=settings)
     try:
         return build_run_report(con, run_id)
     finally:

@@ -315,7 +315,7 @@ def _check_phase(con: Connection, run_id: str, phase: str) -> None:
 def build_run_report(
     con: Connection, run_id: str, phase: str | None = None, mapping_run: str | None = None
 ) -> RunReport:
-    """The report's figures, from a connection of warehouse.engine.open (a report's: runs=..., stored=True).
+    """The report's figures, from a connection of warehouse.engine.open (a report's: runs=...).
     The views are computed for this run (and the mapping run) only, whatever runs the connection sees
     (warehouse.engine.focused), and its focus is given back after."""
     with focused(con, [run_id] + ([mapping_run] if mapping_run else [])) as on:

@@ -11,12 +11,14 @@ into the trace.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from reports.export import export_run, export_settings
 from reports.run import RunParams, build, render_run_report
+from warehouse.derived import derive, is_derived
+from warehouse.engine import is_uri, report_runs
 from warehouse.engine import open as open_connection
-from warehouse.engine import report_runs
 from warehouse.runs import resolve_run
 from warehouse.store import Warehouse
 
@@ -34,13 +36,15 @@ def write_run_report(
     trace_path: str | Path | None = None,
 ) -> str:
     """engine, master: warehouse.engine.open's (the warehouse may be a URI for an engine that reads one)."""
-    if engine == "duckdb":
+    if engine == "duckdb" and not is_uri(str(warehouse)):
         store = warehouse if isinstance(warehouse, Warehouse) else Warehouse(warehouse)
         settings = export_settings(store) if trace_path is not None else None
         con = open_connection(store, settings=settings)
         try:
             run_ids = _resolve(con, run, mapping_run)
-            report_runs(con, store, [r for r in run_ids if r])
+            runs = [r for r in run_ids if r]
+            derive_first(store, runs)
+            report_runs(con, runs)  # focused on them, their kept rows read (derived just now where not)
             report = build(con, RunParams(run_ids[0], phase, run_ids[1]))
             if trace_path is not None:  # the step the report shows, on every rank (the whole run without one)
                 step = report.step.step if report.step else None
@@ -51,7 +55,7 @@ def write_run_report(
         lookup = open_connection(warehouse, engine, master=master)
         run_ids = _resolve(lookup, run, mapping_run)
         lookup.close()
-        con = open_connection(warehouse, engine, [r for r in run_ids if r], stored=True, master=master)
+        con = open_connection(warehouse, engine, [r for r in run_ids if r], master=master)
         report = build(con, RunParams(run_ids[0], phase, run_ids[1]))
         if trace_path is not None:  # the export reads DuckDB's warehouse
             step = report.step.step if report.step else None
@@ -68,3 +72,21 @@ def write_run_report(
 def _resolve(con, run: str, mapping_run: str | None) -> tuple[str, str | None]:
     """The run's id and the mapping run's (or None)."""
     return resolve_run(con, run), (resolve_run(con, mapping_run) if mapping_run else None)
+
+
+def derive_first(warehouse: Warehouse, runs: list[str]) -> None:
+    """A report derives its runs before reading (warehouse.derived.derive: nothing when they are derived
+    already), so its views read kept rows; where they cannot be kept (a warehouse this user may only read),
+    the report computes them, with a note."""
+    runs = [run for run in runs if not is_derived(warehouse, run)]
+    if not runs:
+        return
+    if sys.stderr.isatty():  # progress on a terminal only, as the CLI's
+        print(f"  deriving run(s) {', '.join(runs)} (once: kept for their later readers)", file=sys.stderr)
+    failed = {run: why for run, why in derive(warehouse, runs).items() if why}
+    if failed:
+        print(
+            f"note: the rows of run(s) {', '.join(failed)} could not be kept ({next(iter(failed.values()))}); "
+            "computing them for this report only (slower)",
+            file=sys.stderr,
+        )

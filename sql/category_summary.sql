@@ -6,7 +6,7 @@
 --   gpu_time_ns     sum of dur_ns of the category's activities
 --   activities      how many activities
 --   share           gpu_time_ns / the phase's total GPU time (shares of a phase sum to 1)
--- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`)
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`)
 CREATE OR REPLACE VIEW category_summary AS
 WITH per_category AS (
     SELECT run_id, phase_key AS phase, category, sum(dur_ns) AS gpu_time_ns, count(*) AS activities

@@ -50,6 +50,7 @@
 --   stream      the activity's stream (gpu rows)
 --   edge        NULL for a node (gpu activity or host call); for the time between nodes the dependency:
 --               stream_order, event_wait, launch, host_sync, program_order, thread_handoff, step_start
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`): the report's step path, read for one step; critical_path_summary
 CREATE OR REPLACE VIEW critical_path AS
 WITH RECURSIVE ordered AS (
     SELECT p.*,

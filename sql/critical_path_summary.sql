@@ -9,6 +9,7 @@
 --   segments            number of segments
 --   critical_stream     the step's critical stream: the stream with the most gpu time on the path (ties:
 --                       the lower id), repeated on every row of the step (as in the critical_stream view)
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`): the diff's critical path (warehouse/diff_facts.py), run_metrics
 CREATE OR REPLACE VIEW critical_path_summary AS
 WITH agg AS (
     SELECT run_id, rank, step, kind, category, stream, SUM(dur_ns) AS time_ns, COUNT(*) AS segments,

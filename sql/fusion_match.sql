@@ -48,7 +48,7 @@
 --   python_site_share      that site's share of that kernel's GPU time
 --   source_path            where the fused implementation lives (generic rows: 'framework: path; ...')
 --   rationale, reference, catalog_version   from the catalogue
--- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`)
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`)
 CREATE OR REPLACE VIEW fusion_match AS
 -- each view it reads is read once (a CTE): DuckDB binds a view again at every reference
 WITH all_fusion_chains AS (SELECT * FROM _fusion_chains),

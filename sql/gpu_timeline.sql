@@ -26,7 +26,7 @@
 --   exposed_memory_ns            memory time under neither: |memory - compute - comm|
 --   idle_ns                      span_ns - busy_ns
 --   comm_compute_overlap_pct     |comm ∩ compute| / |comm| * 100 (NULL without communication)
--- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`)
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`)
 CREATE OR REPLACE VIEW gpu_timeline AS
 -- each view it reads is read once (a CTE): DuckDB binds a view again at every reference
 WITH all_timeline_intervals AS (SELECT * FROM _timeline_intervals),

@@ -51,7 +51,7 @@
 -- at or before t (an ordered pass over the islands' starts and the points); the wait time in [x, y) is
 -- C(y) - C(x).
 -- Each part is partitioned by rank (and scope), so that a query for one rank or scope computes only that.
--- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`): a step's gaps
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`): a step's gaps
 --                         need the whole rank's ordered passes (a filter on step reaches none of them)
 CREATE OR REPLACE VIEW idle_gaps AS
 WITH device_order AS (

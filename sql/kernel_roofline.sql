@@ -29,7 +29,7 @@
 --                       NULL where that is over 100: the bytes from the input dims are more than the device
 --                       can move in that time, so they are not the traffic (an input was a broadcast,
 --                       stride-0 view, e.g. a gradient expanded over a pooled map: the dims do not show it)
--- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`)
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`)
 CREATE OR REPLACE VIEW kernel_roofline AS
 WITH grouped AS (
     SELECT run_id, phase, kernel, min(category) AS category, min(family) AS family,

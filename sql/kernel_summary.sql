@@ -13,7 +13,7 @@
 --   second_site              the next site by time (NULL when only one)
 --   launch_call              the most common launching call (cudaLaunchKernel, cudaGraphLaunch, ...)
 --   ranks                    on how many ranks it ran
--- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`)
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`)
 CREATE OR REPLACE VIEW kernel_summary AS
 WITH facts AS (
     SELECT run_id, phase_key AS phase, name, kind, category, dur_ns, site, launch_call, rank FROM _kernel_facts

@@ -19,6 +19,7 @@
 --   share_of_layer           median_ns / Σ median_ns over the positions of the layer
 --   median_offset_ns         median over the layers of (start − the layer's first start): where in the
 --                            layer it runs
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`): the report's step section
 CREATE OR REPLACE VIEW layer_pattern AS
 WITH seq AS (
     -- the same numbering as layer_pattern_summary

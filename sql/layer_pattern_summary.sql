@@ -61,6 +61,7 @@
 --                                  repeats counts the L of the biggest block)
 --   step_layer_period              Σ period over the streams of the step whose repeats equal the main
 --                                  stream's (the same on every row of the step; NULL without a main pattern)
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`): the report's step section
 CREATE OR REPLACE VIEW layer_pattern_summary AS
 -- each view it reads is read once (a CTE): DuckDB binds a view again at every reference
 WITH all_kernel_facts AS (SELECT * FROM _kernel_facts),

@@ -65,7 +65,7 @@
 --                                 single-stream
 --   python_site, python_site_share  top launch site and its share of the kernel's time (kernel_summary)
 --   scope_source                  'formal' (sites from this run)
--- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`)
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`)
 CREATE OR REPLACE VIEW overlap_opportunity AS
 -- each view it reads is read once (a CTE): DuckDB binds a view again at every reference
 WITH all_kernel_facts AS (SELECT * FROM _kernel_facts),

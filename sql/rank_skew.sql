@@ -23,7 +23,7 @@
 --   last_rank                     the rank that arrived last: latest start (ties: the lowest rank)
 --   last_rank_lead_ns             last_start_ns − the second-latest start: how much later than every other
 --                                 rank the last one came (0 on a tie)
--- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`): data_quality,
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`): data_quality,
 --                          rank_skew_summary and run_metrics read it (18 s a query on a 1 GB run)
 CREATE OR REPLACE VIEW rank_skew AS
 WITH comm AS (

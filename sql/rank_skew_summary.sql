@@ -16,7 +16,7 @@
 --   imposed_wait_ns              see above (≥ 0)
 --   mean_start_lateness_ns       mean over its instances of (its start − the instance's first start)
 --   max_start_lateness_ns        the largest such lateness
--- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`)
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`)
 CREATE OR REPLACE VIEW rank_skew_summary AS
 WITH comm AS (
     SELECT run_id, rank, step, kernel_id, start_ns,

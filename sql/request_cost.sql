@@ -20,7 +20,7 @@
 --   gpu_ns                   all of its GPU time: prefill + decode + unknown
 --   attention_gpu_ns         the part of gpu_ns that is attention
 --   decode_gpu_ns_per_token  decode_gpu_ns / decode_tokens (NULL without decode tokens)
--- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`; a new requests file
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`; a new requests file
 --                          forgets them): the report and the diff read it (13 s a query on a 1 GB run)
 CREATE OR REPLACE VIEW request_cost AS
 -- each view it reads is read once (a CTE): DuckDB binds a view again at every reference

@@ -45,6 +45,7 @@
 --                        wall times; NULL for critical-path shares
 --   n_steps     BIGINT   steps behind the value (rank NULL: rank-steps for step_time_* and wall_time_*, else
 --                        the max over ranks)
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`): the trend and the runs table (warehouse/metrics.py)
 CREATE OR REPLACE VIEW run_metrics AS
 -- each view it reads is read once (a CTE): DuckDB binds a view again at every reference
 WITH all_step_roofline AS (SELECT * FROM step_roofline),

@@ -8,6 +8,7 @@
 --   in_steps_ns              BIGINT  of that, the activities inside a step (all ranks)
 --   outside_steps_ns         BIGINT  gpu_time_ns - in_steps_ns: in no step, so in no per-step figure
 --   gpu_ns_per_step          DOUBLE  in_steps_ns / rank_steps (0 when the run has no steps)
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`): the diff's totals (warehouse/diff_facts.py)
 CREATE OR REPLACE VIEW run_step_time AS
 WITH st AS (
     SELECT run_id, count(*) AS rank_steps, count(DISTINCT rank) AS ranks FROM steps GROUP BY run_id

@@ -38,7 +38,7 @@
 --                      not busy / wall, which would count an async engine's launch-ahead (the host
 --                      enqueuing the step long before the GPU runs it) as idle GPU
 --   activities         GPU activities of the step
--- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`)
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`)
 CREATE OR REPLACE VIEW step_breakdown AS
 WITH s AS (
     SELECT *,

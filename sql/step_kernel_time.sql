@@ -13,6 +13,7 @@
 --   rank_steps               BIGINT  rows of `steps` of the run: the divisor
 --   ns_per_step              DOUBLE  gpu_time_ns / rank_steps
 --   launches_per_step        DOUBLE  launches / rank_steps
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`): the diff's kernels (warehouse/diff_facts.py)
 CREATE OR REPLACE VIEW step_kernel_time AS
 WITH st AS (
     SELECT run_id, rank, step, count(*) OVER (PARTITION BY run_id) AS rank_steps FROM steps

@@ -19,6 +19,7 @@
 --                          (sum of durations) of these categories summed over the row's steps; other_ns
 --                          holds every category not listed (activation, rope, quantize, sampling,
 --                          reduction, memory, convolution, embedding, other)
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`): the diff and the report
 CREATE OR REPLACE VIEW step_latency AS
 SELECT run_id, coalesce(phase, 'unknown') AS phase, batch_size,
        count(*) AS steps, count(DISTINCT rank) AS ranks,

@@ -32,7 +32,7 @@
 --                        for at least half the wait (e.g. the host running ahead of the previous step's
 --                        GPU work), else `unseen_work_or_clock_offset` (work from before the profiled
 --                        window, or host and GPU clocks offset); NULL when the step is not gpu_queued
--- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`): data_quality and
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`): data_quality and
 --                          run_metrics read it (42 s a query on a 1 GB run with the range join of its
 --                          windows with every activity of the rank; ~9 s with islands and a sweep)
 CREATE OR REPLACE VIEW step_queueing AS

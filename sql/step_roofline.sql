@@ -14,7 +14,7 @@
 --   known_gpu_pct               100 × known_gpu_ns / the step's kernel GPU time (sum of durations)
 --   flops, bytes                DOUBLE  Σ over those kernels
 --   mfu_pct, mbu_pct            as above
--- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`)
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`)
 CREATE OR REPLACE VIEW step_roofline AS
 WITH work AS (
     -- exact sums (DECIMAL), so the figures do not depend on the order rows are added in

@@ -7,7 +7,7 @@
 --   - its wall is more than 1.5 times the median wall of those other steps (WARMUP_FACTOR: a steady step
 --     varies by a few per cent; one-time setup takes from milliseconds to seconds);
 --   - it holds one-time work (one_time_ns > 0): a long first step without any is not called warm-up.
--- The report shows a steady-state step: warehouse/stored.py's representative_step leaves the warm-up step
+-- The report shows a steady-state step: report_steps leaves the warm-up step
 -- out of its median pick (it has other steps of its phase, by the second condition).
 -- Columns:
 --   run_id, rank, step  the step (step_breakdown); step NULL: the one-time work outside every step

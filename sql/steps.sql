@@ -44,7 +44,7 @@
 --   sum_q_sq, sum_q_kv       Σ N_Q² and Σ N_Q·N_KV over requests (detailed annotations): attention work
 --   batch_source             the annotation format (sglang, sglang_roofline, vllm, vllm_detailed, atom,
 --                            atom_detailed), 'label', or NULL
--- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`): step_latency,
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`): step_latency,
 --                          request_cost and data_quality read it (18 s a query on a 1 GB run, computed)
 CREATE OR REPLACE VIEW steps AS
 -- each view it reads is read once (a CTE): DuckDB binds a view again at every reference

@@ -16,6 +16,7 @@
 --   gpu_time_ns               sum of its activities' durations
 --   is_critical               the stream with the most gpu time on the step's critical path
 --                             (critical_stream); NULL on whole-rank rows and steps without a path
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`): the report's step section
 CREATE OR REPLACE VIEW stream_summary AS
 -- each view it reads is read once (a CTE): DuckDB binds a view again at every reference
 WITH all_kernel_overlap AS (SELECT * FROM kernel_overlap),

@@ -1,7 +1,8 @@
-"""Kept rows (issue 15's materialization layer): the views whose header says `-- materialized: per_run` are
-derived once per run (warehouse.stored.derive_run, `tracehouse derive`, started by ingest in the
-background) and read back by every connection (warehouse.catalog.read_kept), with the very rows the view
-computes: every row, every column, every type.
+"""Kept rows (the one derived store): the views whose header says `-- materialized: per_run` are derived once
+per run (warehouse.derived.derive, `tracehouse derive`, run by ingest in its own process once a run is published) into
+derived/<fingerprint>/<view>/run_id=<id>/, and read back by every connection (warehouse.catalog.read_kept,
+from the store's listing when it opens), with the very rows the view computes: every row, every column,
+every type.
 
 The expected rows of each comparison are the catalogue's own view (`catalog.main.<view>`), computed from
 the tables on the same connection; the kept read is `<view>` (the temp view read_kept makes). Each test
@@ -20,10 +21,22 @@ from conftest import TRACES, require_shared
 
 from ingest.load import ingest_paths
 from synth import write_scenario
-from warehouse.catalog import connect, focus, kept_dirs, kept_file, per_run_views
+from warehouse.catalog import connect, focus, kept_file, per_run_views, store_dir
+from warehouse.derived import HELPERS, _compute_order, derive, is_derived, missing_views
 from warehouse.session import Session
 from warehouse.store import Warehouse
-from warehouse.stored import COMPUTE_ORDER, RUN_VIEWS, derive_run, is_stored, missing_kept
+
+RUN_VIEWS = per_run_views()
+COMPUTE_ORDER = _compute_order(RUN_VIEWS)
+
+
+def derive_run(wh: Warehouse, run_id: str, **kwargs) -> None:
+    assert derive(wh, [run_id], **kwargs) == {run_id: None}
+
+
+def run_folder(wh: Warehouse, view: str, run_id: str):
+    return kept_file(store_dir(wh), view, run_id).parent
+
 
 REAL = ["nvidia/a100_nccl_rank0.json.gz", "amd/mi300_qwen1.5-0.5b.json.gz"]
 
@@ -63,10 +76,14 @@ def _all_kept(wh: Warehouse, runs: list[str] | None) -> None:
 
 
 def test_the_header_declares_the_kept_views():
-    """RUN_VIEWS are the views whose header line says so, and derive computes each after what it reads."""
-    assert set(RUN_VIEWS) == set(per_run_views())
+    """The kept views are those whose header line says so (the report's step pick, the diff's facts and
+    run_metrics among them), and derive computes each, and each helper, after what it reads."""
     assert {"gpu_timeline", "kernel_summary", "step_breakdown", "fusion_match"} <= set(RUN_VIEWS)
-    assert set(RUN_VIEWS) <= set(COMPUTE_ORDER)
+    assert {"report_steps", "run_metrics", "critical_path_summary", "step_kernel_time"} <= set(RUN_VIEWS)
+    from warehouse.diff_facts import FACT_VIEWS
+
+    assert set(FACT_VIEWS) <= set(RUN_VIEWS), "a diff of two derived runs reads kept rows only"
+    assert set(COMPUTE_ORDER) == set(RUN_VIEWS) | set(HELPERS)
     from warehouse.catalog import view_dependencies, view_files
 
     files = view_files()
@@ -87,7 +104,7 @@ def test_the_header_declares_the_kept_views():
 
 def test_kept_rows_equal_computed_rows_synth(synth_warehouse):
     wh, runs = synth_warehouse
-    assert all(is_stored(wh, r) for r in runs.values()), "the fixture's ingest (--wait) derived every run"
+    assert all(is_derived(wh, r) for r in runs.values()), "the fixture's ingest (--wait) derived every run"
     _all_kept(wh, None)
     for run_id in runs.values():
         _all_kept(wh, [run_id])
@@ -98,7 +115,7 @@ def test_kept_rows_equal_computed_rows_real(tmp_path, rel):
     require_shared()
     wh = Warehouse(tmp_path / "wh")
     [outcome] = ingest_paths(wh, [TRACES / rel], derive="wait")
-    assert not outcome.problems and is_stored(wh, outcome.run_id)
+    assert not outcome.problems and is_derived(wh, outcome.run_id)
     _all_kept(wh, None)
 
 
@@ -107,11 +124,12 @@ def test_runs_not_kept_are_computed(own_synth_warehouse):
     a kept run it computes nothing; a file being written (not renamed yet) is not read."""
     wh, runs = own_synth_warehouse
     gone, kept = runs["training"], runs["serving-decode"]
-    folder = kept_dirs(wh, ["kernel_summary"])["kernel_summary"]
-    shutil.rmtree(kept_file(folder, gone).parent)
-    kept_file(folder, gone).parent.mkdir()
-    (kept_file(folder, gone).parent / f".rows.{os.getpid()}.tmp").write_bytes(b"half a parquet file")
-    assert missing_kept(wh, gone) == ["kernel_summary"]
+    folder = run_folder(wh, "kernel_summary", gone)
+    shutil.rmtree(folder)
+    partial = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")  # being written: not read
+    partial.mkdir()
+    (partial / "rows.parquet").write_bytes(b"half a parquet file")
+    assert missing_views(wh, gone) == ["kernel_summary"]
     con = connect(wh)
     sql = _temp_views(con)["kernel_summary"]
     assert "UNION" in sql and gone not in sql.split("UNION")[0], "the run not kept is computed"
@@ -125,30 +143,27 @@ def test_runs_not_kept_are_computed(own_synth_warehouse):
     assert con.execute("SELECT count(*) FROM kernel_summary").fetchone()[0] > 0
 
 
-def test_an_ad_hoc_reader_reads_kept_the_views_it_asks(own_synth_warehouse):
-    """A kept_asked connection (`sql`, a Session) makes no kept view until a query names one, then makes
-    that view's and those it reads (step_breakdown reads gpu_timeline), with the rows an eager connection
-    and the computed view give; a query of tables makes none (on a partly derived warehouse each costs
-    its computed part's binding, ~0.2 s)."""
+def test_an_ad_hoc_reader_decides_at_open_from_the_listing(own_synth_warehouse):
+    """A reader (`sql`, a Session) makes its kept views when it opens, from the store's listing alone (no
+    scan of its queries): every view with kept rows, computing the run that is not kept; its answers are
+    the computed view's. Opening writes nothing."""
     from warehouse.query import run_query
 
     wh, runs = own_synth_warehouse
     gone = runs["training"]
-    for folder in kept_dirs(wh, RUN_VIEWS).values():
-        shutil.rmtree(kept_file(folder, gone).parent)
-    con = connect(wh, kept_asked=True)
-    assert _temp_views(con) == {}
-    run_query(con, "SELECT count(*) FROM kernels")
-    assert _temp_views(con) == {}
-    _, asked = run_query(con, "SELECT * FROM Step_Breakdown ORDER BY ALL")  # names are case-blind
+    for view in RUN_VIEWS:
+        shutil.rmtree(run_folder(wh, view, gone))
+    before = sorted(p.name for p in store_dir(wh).rglob("*"))
+    con = connect(wh)
     made = _temp_views(con)
-    assert {"step_breakdown", "gpu_timeline"} <= made.keys() and "kernel_summary" not in made
+    assert set(made) == set(RUN_VIEWS)
     assert all("UNION" in sql for sql in made.values()), "the run not kept is computed"
-    assert sorted(map(repr, asked)) == _rows(connect(wh), "SELECT * FROM step_breakdown")
+    _, asked = run_query(con, "SELECT * FROM Step_Breakdown ORDER BY ALL")
     assert sorted(map(repr, asked)) == _rows(con, "SELECT * FROM catalog.main.step_breakdown")
-    focus(con, [runs["serving-decode"]])  # a change of focus makes again what was asked, no more
+    focus(con, [runs["serving-decode"]])  # a change of focus: every run it sees is kept
     assert _temp_views(con).keys() == made.keys()
     assert all("UNION" not in sql for sql in _temp_views(con).values())
+    assert sorted(p.name for p in store_dir(wh).rglob("*")) == before, "a reader wrote"
 
 
 def test_two_processes_deriving_one_run(own_synth_warehouse):
@@ -156,9 +171,9 @@ def test_two_processes_deriving_one_run(own_synth_warehouse):
     both return, the rows are kept once, nothing partial is left, the rows are the computed ones."""
     wh, runs = own_synth_warehouse
     run_id = runs["serving-prefill"]
-    for folder in kept_dirs(wh, RUN_VIEWS).values():
-        shutil.rmtree(kept_file(folder, run_id).parent)
-    assert not is_stored(wh, run_id)
+    for view in RUN_VIEWS:
+        shutil.rmtree(run_folder(wh, view, run_id))
+    assert not is_derived(wh, run_id)
     errors = []
 
     def derive():
@@ -172,15 +187,17 @@ def test_two_processes_deriving_one_run(own_synth_warehouse):
         t.start()
     for t in threads:
         t.join()
-    assert not errors and is_stored(wh, run_id)
-    for folder in kept_dirs(wh, RUN_VIEWS).values():
-        assert [p.name for p in kept_file(folder, run_id).parent.iterdir()] == ["rows.parquet"]
+    assert not errors and is_derived(wh, run_id)
+    for view in RUN_VIEWS:
+        assert [p.name for p in run_folder(wh, view, run_id).iterdir()] == ["rows.parquet"]
+        assert not [p for p in (store_dir(wh) / view).iterdir() if p.name.startswith(".")], "a partial left"
     _all_kept(wh, [run_id])
 
 
 def test_a_killed_derive_leaves_nothing_read_and_is_cleaned(own_synth_warehouse):
-    """A derive killed while writing leaves .rows.<pid>.tmp (never read: not rows.parquet); the next derive
-    of that run removes it once its process is gone, and keeps the rows."""
+    """A derive killed while writing leaves .run_id=<id>.<pid>.tmp (never read: not a run_id= folder); the
+    next derive removes it once its process is gone, and keeps the rows; it also removes the folders of
+    other fingerprints (rows of code no longer in use)."""
     import subprocess
     import sys
 
@@ -189,15 +206,18 @@ def test_a_killed_derive_leaves_nothing_read_and_is_cleaned(own_synth_warehouse)
     gone = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
     ).stdout.strip()
-    folder = kept_dirs(wh, ["gpu_timeline"])["gpu_timeline"]
-    shutil.rmtree(kept_file(folder, run_id).parent)
-    kept_file(folder, run_id).parent.mkdir()
-    dead = kept_file(folder, run_id).parent / f".rows.{gone}.tmp"
-    dead.write_bytes(b"PAR1 half written")
-    assert missing_kept(wh, run_id) == ["gpu_timeline"]
+    folder = run_folder(wh, "gpu_timeline", run_id)
+    shutil.rmtree(folder)
+    dead = folder.with_name(f".{folder.name}.{gone}.tmp")
+    dead.mkdir()
+    (dead / "rows.parquet").write_bytes(b"PAR1 half written")
+    old = wh.root / "derived" / "0123456789abcdef" / "gpu_timeline" / f"run_id={run_id}"
+    old.mkdir(parents=True)
+    assert missing_views(wh, run_id) == ["gpu_timeline"]
     assert _same_rows(connect(wh), "gpu_timeline") > 0  # computed for that run, kept for the others
     derive_run(wh, run_id)
-    assert not dead.exists() and not missing_kept(wh, run_id)
+    assert not dead.exists() and not missing_views(wh, run_id)
+    assert not old.parent.parent.exists(), "another fingerprint's folder is removed by the derive"
     _all_kept(wh, [run_id])
 
 
@@ -205,8 +225,8 @@ def test_session_reads_rows_kept_after_it_opened(own_synth_warehouse):
     """A long-lived reader (Session) opened before a run is derived reads its kept rows once they are."""
     wh, runs = own_synth_warehouse
     run_id = runs["training"]
-    for folder in kept_dirs(wh, RUN_VIEWS).values():
-        shutil.rmtree(kept_file(folder, run_id).parent)
+    for view in RUN_VIEWS:
+        shutil.rmtree(run_folder(wh, view, run_id))
     with Session(wh) as th:
         before = th.sql("SELECT * FROM gpu_timeline ORDER BY ALL")
         assert "UNION" in _temp_views(th.con)["gpu_timeline"]
@@ -226,7 +246,7 @@ def test_ingest_derives_in_its_own_process(tmp_path, cli_runner, monkeypatch):
     res = cli_runner.invoke(main, ["--warehouse", str(wh), "ingest", str(run)])
     assert res.exit_code == 0, res.output
     run_id = res.output.split()[0]
-    assert is_stored(Warehouse(wh), run_id)
+    assert is_derived(Warehouse(wh), run_id)  # in ingest's own process, before it returned
     _all_kept(Warehouse(wh), [run_id])
     res = cli_runner.invoke(main, ["--warehouse", str(wh), "derive", run_id])
     assert res.exit_code == 0 and res.output == f"{run_id}\tderived\n", res.output
@@ -240,15 +260,14 @@ def test_a_label_change_forgets_what_was_derived_from_the_old_row(own_synth_ware
 
     wh, runs = own_synth_warehouse
     run_id = runs["serving-decode"]
-    assert not missing_kept(wh, run_id) and {"kernel_roofline", "step_roofline"} <= set(RUN_VIEWS)
+    assert not missing_views(wh, run_id) and {"kernel_roofline", "step_roofline"} <= set(RUN_VIEWS)
     query = "SELECT DISTINCT device FROM kernel_roofline WHERE run_id = ?"
     con = connect(wh)
     before = con.execute(query, [run_id]).fetchall()
     con.close()
     assert before and before != [("NVIDIA B200",)]
     set_labels(wh, run_id, {"hardware": "NVIDIA B200"})
-    assert sorted(missing_kept(wh, run_id)) == sorted(RUN_VIEWS) and not is_stored(wh, run_id)
-    assert not list((wh.root / "cache").glob(f"*/{run_id}*"))  # report steps, diff facts, metrics
+    assert sorted(missing_views(wh, run_id)) == sorted(RUN_VIEWS) and not is_derived(wh, run_id)
     con = connect(wh)
     assert con.execute(query, [run_id]).fetchall() == [("NVIDIA B200",)]  # computed: the new peaks
     con.close()
@@ -267,7 +286,7 @@ def test_new_requests_forget_the_kept_request_cost(own_synth_warehouse, tmp_path
 
     wh, runs = own_synth_warehouse
     run_id = runs["serving-decode"]
-    assert not missing_kept(wh, run_id) and {"request_cost", "steps"} <= set(RUN_VIEWS)
+    assert not missing_views(wh, run_id) and {"request_cost", "steps"} <= set(RUN_VIEWS)
     con = connect(wh)
     [(step, gpu_ns)] = con.execute(
         "SELECT step, sum(dur_ns) FROM kernels WHERE run_id = ? AND rank = 0 AND step IS NOT NULL "
@@ -279,7 +298,7 @@ def test_new_requests_forget_the_kept_request_cost(own_synth_warehouse, tmp_path
     path = tmp_path / "requests.csv"
     path.write_text("rank,step,request_id,tokens\n" + "".join(f"0,{step},new-{i},1\n" for i in range(3)))
     assert attach_requests(wh, run_id, read_requests(path)) == {"rows": 3, "unmatched": 0}
-    assert sorted(missing_kept(wh, run_id)) == sorted(RUN_VIEWS)
+    assert sorted(missing_views(wh, run_id)) == sorted(RUN_VIEWS)
     query = (
         "SELECT request_id, gpu_ns FROM request_cost WHERE run_id = ? AND request_id LIKE 'new-%' ORDER BY 1"
     )
@@ -296,15 +315,15 @@ def test_new_requests_forget_the_kept_request_cost(own_synth_warehouse, tmp_path
 
 
 def test_derive_says_each_view_as_it_is_done(own_synth_warehouse):
-    """derive_run's progress gets a line per view it computes, in COMPUTE_ORDER, then the report's steps
-    (`tracehouse derive` shows them on a terminal: a 1 GB run's derive takes minutes)."""
-    from warehouse.stored import COMPUTE_ORDER, forget_derived
+    """derive's progress gets a line per view it computes, in COMPUTE_ORDER (`tracehouse derive` shows
+    them on a terminal: a 1 GB run's derive takes minutes)."""
+    from warehouse.derived import forget_derived
 
     wh, runs = own_synth_warehouse
     run_id = runs["training"]
     forget_derived(wh, run_id)
     lines: list[str] = []
     derive_run(wh, run_id, progress=lines.append)
-    assert [line.split(" ")[0] for line in lines[:-1]] == COMPUTE_ORDER
-    assert lines[-1].startswith("the report's steps: ") and lines[-1].endswith(" s")
+    assert [line.split(" ")[0] for line in lines] == COMPUTE_ORDER
+    assert all(line.endswith(" s") for line in lines)
     _all_kept(wh, [run_id])

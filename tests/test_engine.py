@@ -68,20 +68,21 @@ def test_focused_gives_the_focus_back(two_runs):
     assert _runs(narrow) == [a]
 
 
-def test_a_report_connection_reads_stored_analyses_and_the_same_report(two_runs):
+def test_a_reader_never_derives_and_reads_kept_rows_once_derived(two_runs):
+    """Opening a connection writes nothing (no derived/ folder, no lock); once warehouse.derived.derive has
+    kept a run, a new connection reads its per-run views kept, with the same report."""
     from reports.run import build_run_report, render_run_report
-    from warehouse.stored import RUN_VIEWS, is_stored
+    from warehouse.catalog import per_run_views
+    from warehouse.derived import derive, is_derived
 
     wh, (a, _) = two_runs
-    computed = render_run_report(build_run_report(engine.open(wh), a), "json")  # every view computed here
-    assert not is_stored(wh, a)  # ingested without analyses: the report connection stores them
-    con = engine.open(wh, runs=[a], stored=True)
-    assert is_stored(wh, a)
+    computed = render_run_report(build_run_report(engine.open(wh, runs=[a]), a), "json")
+    assert not is_derived(wh, a) and not (wh.root / "derived").exists(), "a reader wrote"
+    assert derive(wh, [a]) == {a: None}
+    con = engine.open(wh, runs=[a])
     temp = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE temporary").fetchall()}
-    assert set(RUN_VIEWS) <= temp
+    assert set(per_run_views()) <= temp
     assert render_run_report(build_run_report(con, a), "json") == computed
-    with pytest.raises(ValueError, match="per run"):
-        engine.open(wh, stored=True)
 
 
 def test_store_of_is_the_duckdb_connections_own_warehouse(two_runs):

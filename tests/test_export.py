@@ -377,7 +377,7 @@ def test_report_findings_name_their_window_and_the_command_reproduces_it(
 
     wh, runs, _ = situation_warehouse
     run_id = runs["dataloader-stall"]
-    con = open_connection(wh, runs=[run_id], stored=True)
+    con = open_connection(wh, runs=[run_id])
     report = build_run_report(con, run_id)
     con.close()
     findings = (

@@ -183,7 +183,7 @@ def test_takeaways_that_do_not_fit_are_left_out_and_said(decode, tmp_path, monke
     """The run report inside the export (its takeaways) reads views that are not stored, over the whole run: when
     it runs out of the export's memory the takeaways are not drawn and the file says so; the rest is written."""
     wh, run_id = decode
-    monkeypatch.setattr(export, "is_stored", lambda *_: True)
+    monkeypatch.setattr(export, "is_derived", lambda *_: True)
 
     def report(con, run):
         raise duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block (test)")

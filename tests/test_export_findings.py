@@ -20,7 +20,7 @@ def stall(tmp_path_factory):
     root = tmp_path_factory.mktemp("findings")
     wh = Warehouse(root / "wh")
     [o] = ingest_paths(wh, [write_situation("dataloader-stall", root / "run")])
-    con = open_connection(wh, runs=[o.run_id], stored=True)
+    con = open_connection(wh, runs=[o.run_id])
     report = build_run_report(con, o.run_id)
     con.close()
     return wh, o.run_id, report

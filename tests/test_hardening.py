@@ -12,8 +12,8 @@ from tracebuilder import simple_events, write_trace
 
 from tracehouse.cli import main
 from warehouse.catalog import connect
+from warehouse.derived import is_derived
 from warehouse.store import Warehouse
-from warehouse.stored import is_stored
 
 GOOD_ROWS = (
     "SELECT rank, kernel_id, name, start_ns, dur_ns, linked FROM kernels WHERE run_id = ? ORDER BY ALL"
@@ -115,7 +115,7 @@ def test_broken_run_derives_cleanly(kind, warehouse, tmp_path, cli_runner):
     run_id = new[0]
     derived = cli_runner.invoke(main, [*wh, "derive", run_id])
     assert derived.exit_code == 0 and "Traceback" not in derived.output, derived.output
-    assert is_stored(Warehouse(warehouse), run_id)
+    assert is_derived(Warehouse(warehouse), run_id)
 
 
 def test_there_are_at_least_twenty_kinds():

@@ -126,7 +126,7 @@ def test_run_report_shows_the_views_rows(figures):
     from warehouse.engine import open as open_connection
 
     wh, run_id, expect = figures
-    report = build_run_report(open_connection(wh, runs=[run_id], stored=True), run_id)
+    report = build_run_report(open_connection(wh, runs=[run_id]), run_id)
     want = expect["step_components"][str(report.step.step)]
     assert [(c.category, c.gpu_time_ns, c.share) for c in report.step.components] == [
         (r["component"], r["gpu_time_ns"], r["share_of_wall"]) for r in want
@@ -138,8 +138,8 @@ def test_diff_totals_are_run_step_time(figures, con):
     from reports.diff import build_diff
 
     wh, run_id, expect = figures
-    for warehouse in (wh, None):  # read from the diff store, and computed on the connection
-        d = build_diff(con, run_id, run_id, warehouse=warehouse)
+    for on in (con, connect(wh, kept=False)):  # the run's kept rows (derived at ingest), and computed
+        d = build_diff(on, run_id, run_id)
         assert d.total_base_ns == d.total_target_ns == expect["run_step_time"]["gpu_ns_per_step"]
         assert d.base.outside_steps_ns == expect["run_step_time"]["outside_steps_ns"]
         per_step = {k.label: k.base_ns for k in d.kernels}

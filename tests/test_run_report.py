@@ -35,7 +35,7 @@ def test_markdown_matches_golden(synth_warehouse, scenario):
     """Regenerate with UPDATE_GOLDEN=1 after a deliberate change, and review the diff."""
     wh, runs = synth_warehouse
     text = render_run_report(
-        build_run_report(open_connection(wh, runs=[runs[scenario]], stored=True), runs[scenario]), "md"
+        build_run_report(open_connection(wh, runs=[runs[scenario]]), runs[scenario]), "md"
     )
     golden = GOLDEN / f"run_{scenario}.md"
     if os.environ.get("UPDATE_GOLDEN"):
@@ -46,9 +46,7 @@ def test_markdown_matches_golden(synth_warehouse, scenario):
 
 def test_decode_report_has_every_section(synth_warehouse):
     wh, runs = synth_warehouse
-    report = build_run_report(
-        open_connection(wh, runs=[runs["serving-decode"]], stored=True), runs["serving-decode"]
-    )
+    report = build_run_report(open_connection(wh, runs=[runs["serving-decode"]]), runs["serving-decode"])
     assert [p.phase for p in report.phases] == ["decode"]
     assert report.step is not None and report.step.layer_period and report.step.streams
     assert any(s.critical for s in report.step.streams)
@@ -91,7 +89,7 @@ def test_fusion_statuses_follow_the_synthesizer(synth_warehouse):
 @pytest.mark.parametrize("rel", real_trace_files() or ["<no shared traces>"])
 def test_every_real_trace_renders_in_every_format(real_warehouse, rel):
     wh, run_of = real_warehouse
-    report = build_run_report(open_connection(wh, runs=[run_of[rel]], stored=True), run_of[rel])
+    report = build_run_report(open_connection(wh, runs=[run_of[rel]]), run_of[rel])
     for fmt in ("md", "html", "json"):
         assert render_run_report(report, fmt)
     _validate(json.loads(render_run_report(report, "json")))
@@ -159,9 +157,7 @@ def test_html_report_in_headless_chromium(hostile_html, synth_warehouse, tmp_pat
     page = tmp_path / "decode.html"
     page.write_text(
         render_run_report(
-            build_run_report(
-                open_connection(wh, runs=[runs["serving-decode"]], stored=True), runs["serving-decode"]
-            ),
+            build_run_report(open_connection(wh, runs=[runs["serving-decode"]]), runs["serving-decode"]),
             "html",
         )
     )

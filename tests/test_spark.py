@@ -269,9 +269,7 @@ def test_run_report_on_spark_same_as_duckdb(engines, warehouse, run, fmt):
 
     _, catalog, _ = engines
     wh, ids = warehouse
-    duck = render_run_report(
-        build_run_report(open_connection(wh, runs=[ids[run]], stored=True), ids[run]), fmt
-    )
+    duck = render_run_report(build_run_report(open_connection(wh, runs=[ids[run]]), ids[run]), fmt)
     spark = render_run_report(build_run_report(SparkConnection(catalog), ids[run]), fmt)
     _same_report(fmt, duck, spark)
     assert "## " in duck or '"phases"' in duck

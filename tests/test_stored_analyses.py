@@ -1,5 +1,6 @@
-"""Stored analyses (warehouse/stored.py): ingest stores each run's report views, the report reads them, and
-the report they give is the report the views give when computed live, in every format and for every phase.
+"""Derived runs' reports (warehouse/derived.py): ingest derives each run's per-run views, the report reads
+them kept, and the report they give is the report the views give when computed live, in every format and
+for every phase. The step a report shows is a rule of sql/ (report_steps), kept with the run.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ from conftest import REPORT_SCENARIOS, TRACES, require_shared
 from ingest.load import ingest_paths
 from reports.run import build_run_report, render_run_report, report_json
 from synth import write_scenario
-from warehouse.catalog import connect
+from warehouse.catalog import connect, kept_file, per_run_views, store_dir
+from warehouse.derived import derive, is_derived
 from warehouse.engine import open as open_connection
 from warehouse.store import Warehouse
-from warehouse.stored import RUN_VIEWS, STEP_PICKS, analyses_dir, is_stored, run_folder, store_analyses
+
+RUN_VIEWS = per_run_views()
+STEP_PICKS = [None, "decode", "prefill", "mixed", "unknown"]  # report_steps' picks (None: 'all')
 
 # real traces with CUDA graphs, prefill + decode, several streams and NCCL, AMD, two ranks
 REAL = [
@@ -28,19 +32,19 @@ REAL = [
 
 
 def _live(wh: Warehouse, run_id: str, phase: str | None):
-    """The report with every view computed from the tables (no stored analyses read)."""
-    return build_run_report(connect(wh, runs=[run_id]), run_id, phase)
+    """The report with every view computed from the tables (no kept rows read)."""
+    return build_run_report(connect(wh, runs=[run_id], kept=False), run_id, phase)
 
 
 def _stored(wh: Warehouse, run_id: str, phase: str | None):
-    con = open_connection(wh, runs=[run_id], stored=True)
+    con = open_connection(wh, runs=[run_id])
     stored_views = {
         r[0]
         for r in con.execute(
             "SELECT view_name FROM duckdb_views() WHERE temporary AND NOT internal"
         ).fetchall()
     }
-    assert stored_views == set(RUN_VIEWS), "the report connection reads every stored whole-run view"
+    assert stored_views == set(RUN_VIEWS), "the report connection reads every per-run view kept"
     return build_run_report(con, run_id, phase)
 
 
@@ -64,7 +68,7 @@ def _same(wh: Warehouse, run_id: str) -> None:
 @pytest.mark.parametrize("scenario", sorted(REPORT_SCENARIOS))
 def test_stored_report_equals_live_report_synth(synth_warehouse, scenario):
     wh, runs = synth_warehouse
-    assert is_stored(wh, runs[scenario]), "ingest stores the run's analyses"
+    assert is_derived(wh, runs[scenario]), "ingest derives the run"
     _same(wh, runs[scenario])
 
 
@@ -73,120 +77,120 @@ def test_stored_report_equals_live_report_real(tmp_path, rel):
     require_shared()
     wh = Warehouse(tmp_path / "wh")
     [outcome] = ingest_paths(wh, [TRACES / rel])
-    assert not outcome.problems and is_stored(wh, outcome.run_id)
+    assert not outcome.problems and is_derived(wh, outcome.run_id)
     _same(wh, outcome.run_id)
+    _picks_follow_the_rule(wh, outcome.run_id)
 
 
-def test_every_phase_pick_is_stored(synth_warehouse):
-    """Each --phase's step (and the default's) is stored, so no report computes a critical path."""
+def _rule_in_python(con, run_id: str, phase: str | None) -> tuple | None:
+    """The step pick as the report wrote it in Python before it was a view: the median wall step of the
+    lowest rank's steps with GPU work (of the phase; decode before prefill before the rest), warm-up out."""
+    (rank,) = con.execute("SELECT min(rank) FROM step_spans WHERE run_id = ?", [run_id]).fetchone()
+    if rank is None:
+        return None
+    rows = con.execute(
+        f"""SELECT rank, step, phase FROM step_breakdown
+        WHERE run_id = ? AND rank = ? AND activities > 0 {"AND phase = ?" if phase else ""}
+          AND step NOT IN (SELECT step FROM step_warmup WHERE run_id = ? AND rank = ? AND is_warmup)
+        ORDER BY CASE phase WHEN 'decode' THEN 0 WHEN 'prefill' THEN 1 ELSE 2 END, wall_ns, step""",
+        [run_id, rank] + ([phase] if phase else []) + [run_id, rank],
+    ).fetchall()
+    if not rows:
+        return None
+    same = [r for r in rows if r[2] == rows[0][2]]
+    return (*same[len(same) // 2], len(same))
+
+
+def _picks_follow_the_rule(wh: Warehouse, run_id: str) -> int:
+    """report_steps (kept, and computed) picks what the rule above picks, for every --phase; how many
+    picks the run has."""
+    kept, computed = connect(wh, runs=[run_id]), connect(wh, runs=[run_id], kept=False)
+    query = "SELECT rank, step, phase, steps_in_run FROM report_steps WHERE run_id = ? AND pick = ?"
+    found = 0
+    for phase in STEP_PICKS:
+        want = _rule_in_python(computed, run_id, phase)
+        for con in (kept, computed):
+            rows = con.execute(query, [run_id, phase or "all"]).fetchall()
+            assert rows == ([want] if want else []), (phase, rows, want)
+        found += want is not None
+    return found
+
+
+@pytest.mark.parametrize("scenario", sorted(REPORT_SCENARIOS))
+def test_the_step_pick_is_the_rule(synth_warehouse, scenario):
+    """Every --phase's step (and the default's) is a kept row of report_steps, the rule's pick."""
     wh, runs = synth_warehouse
-    run_id = runs["serving-decode"]
-    manifest = json.loads((run_folder(wh, run_id) / "manifest.json").read_text())
-    con = open_connection(wh, runs=[run_id], stored=True)
-    report = build_run_report(con, run_id)
-    assert [report.step.rank, report.step.step] in manifest["steps"]
-    assert con.execute("SELECT count(*) FROM tracehouse_stored_steps").fetchone()[0] == len(manifest["steps"])
+    assert _picks_follow_the_rule(wh, runs[scenario]) >= 1
 
 
-def test_missing_analyses_are_computed_by_the_report_and_stored(own_synth_warehouse):
+def test_a_report_derives_its_run_first(own_synth_warehouse):
+    """`tracehouse report` (reports.write) derives a run not derived yet, then reads it kept: same report."""
+    from reports.write import write_run_report
+
     wh, runs = own_synth_warehouse
     run_id = runs["training"]
-    before = render_run_report(
-        build_run_report(open_connection(wh, runs=[run_id], stored=True), run_id), "md"
-    )
-    shutil.rmtree(run_folder(wh, run_id))
-    assert not is_stored(wh, run_id)
-    after = render_run_report(build_run_report(open_connection(wh, runs=[run_id], stored=True), run_id), "md")
-    assert after == before and is_stored(wh, run_id)
+    before = render_run_report(build_run_report(connect(wh, runs=[run_id], kept=False), run_id), "md")
+    for view in RUN_VIEWS:
+        shutil.rmtree(kept_file(store_dir(wh), view, run_id).parent)
+    assert not is_derived(wh, run_id)
+    assert write_run_report(wh, run_id, "md") == before
+    assert is_derived(wh, run_id)
 
 
-def test_half_written_folder_is_never_read(own_synth_warehouse):
-    """A folder without its manifest (a killed store) is not stored; the store writes aside and renames."""
-    wh, runs = own_synth_warehouse
-    run_id = runs["serving-prefill"]
-    folder = run_folder(wh, run_id)
-    shutil.rmtree(folder)
-    folder.mkdir(parents=True)
-    (folder / "_kernel_facts.parquet").write_bytes(b"not parquet")
-    assert not is_stored(wh, run_id)
-    shutil.rmtree(folder)
-    store_analyses(wh, run_id)
-    assert is_stored(wh, run_id)
-    assert not [p for p in analyses_dir(wh).iterdir() if p.name.startswith(".")], "no partial folder left"
-
-
-def test_ingest_without_analysis_stores_none(tmp_path):
+def test_ingest_without_analysis_derives_none(tmp_path):
     wh = Warehouse(tmp_path / "wh")
     [outcome] = ingest_paths(
         wh, [write_scenario("serving-decode", tmp_path / "run", ranks=1, steps=2, layers=1)], analyse=False
     )
-    assert outcome.stored and not is_stored(wh, outcome.run_id)
-    report = build_run_report(open_connection(wh, runs=[outcome.run_id], stored=True), outcome.run_id)
-    assert report.step is not None and is_stored(wh, outcome.run_id)
+    assert outcome.stored and not is_derived(wh, outcome.run_id)
+    report = build_run_report(open_connection(wh, runs=[outcome.run_id]), outcome.run_id)
+    assert report.step is not None and not is_derived(wh, outcome.run_id), "a reader never derives"
 
 
-def test_fingerprints_follow_only_what_the_stored_rows_depend_on(tmp_path, monkeypatch, request):
-    """Editing a view changes the key of the stored rows that read it, directly or through other views,
-    and of nothing else: trend's views do not recompute analyses or run metrics; a report view does not
-    recompute run metrics; _kernel_facts (read by both) recomputes both."""
+def test_one_fingerprint_follows_the_whole_catalogue(tmp_path, monkeypatch):
+    """The store's folder is keyed on the whole catalogue: an edit of any view or rule file moves it (its
+    rows are derived anew, never mixed with old ones); nothing else does."""
     from warehouse import catalog
-    from warehouse.metrics import metrics_dir
 
     sql = tmp_path / "sql"
     shutil.copytree(catalog.SQL_DIR, sql)
     monkeypatch.setattr(catalog, "SQL_DIR", sql)
-    request.addfinalizer(catalog.forget_sql)  # the next test in this process reads the real sql/ again
-    catalog.forget_sql()
     wh = Warehouse(tmp_path / "wh")
+    seen = [store_dir(wh)]
+    assert store_dir(wh) == seen[0], "the same files, the same folder"
 
-    def keys():
-        catalog.forget_sql()  # the SQL files are read once per process: they were edited
-        kept = sorted(str(p) for p in catalog.kept_dirs(wh).values())
-        return (analyses_dir(wh).name, kept), metrics_dir(wh).name
-
-    def edit(view):
-        path = sql / f"{view}.sql"
+    def edit(path):
         path.write_text(path.read_text() + "\n-- edited\n")
+        seen.append(store_dir(wh))
+        assert seen[-1] != seen[-2] and seen[-1].parent == wh.root / "derived", path
 
-    start = keys()
-    edit("regression")
-    assert keys() == start
-    edit("overlap_opportunity")
-    after_report_view = keys()
-    assert after_report_view[0] != start[0] and after_report_view[1] == start[1]
-    edit("_kernel_facts")
-    after_shared = keys()
-    assert after_shared[0] != after_report_view[0] and after_shared[1] != after_report_view[1]
-    (sql / "rules" / "kernel_categories.csv").write_text(
-        (sql / "rules" / "kernel_categories.csv").read_text() + "\n"
-    )
-    assert all(a != b for a, b in zip(keys(), after_shared))
+    edit(sql / "regression.sql")
+    edit(sql / "overlap_opportunity.sql")
+    edit(sql / "rules" / "kernel_categories.csv")
 
 
 def test_unwritable_store_computes_for_the_report_alone(own_synth_warehouse, monkeypatch, capsys):
-    """A warehouse the user may only read: the report is the same, computed on its connection."""
-    from warehouse import stored
+    """A warehouse the user may only read: the report is the same, computed on its connection, with a note."""
+    from reports import write
+    from reports.write import write_run_report
 
     wh, runs = own_synth_warehouse
     run_id = runs["serving-decode"]
-    expected = render_run_report(
-        build_run_report(open_connection(wh, runs=[run_id], stored=True), run_id), "md"
-    )
-    shutil.rmtree(run_folder(wh, run_id))
+    expected = write_run_report(wh, run_id, "md")
+    for view in RUN_VIEWS:
+        shutil.rmtree(kept_file(store_dir(wh), view, run_id).parent)
 
-    def refuse(*_args, **_kw):
-        raise PermissionError(13, "Permission denied", str(analyses_dir(wh)))
+    def refuse(_wh, run_ids, *_args, **_kw):
+        return {r: f"[Errno 13] Permission denied: '{store_dir(wh)}'" for r in run_ids}
 
-    monkeypatch.setattr(stored, "store_analyses", refuse)
-    assert (
-        render_run_report(build_run_report(open_connection(wh, runs=[run_id], stored=True), run_id), "md")
-        == expected
-    )
-    assert "could not be stored" in capsys.readouterr().err
-    assert not is_stored(wh, run_id)
+    monkeypatch.setattr(write, "derive", refuse)
+    assert write_run_report(wh, run_id, "md") == expected
+    assert "could not be kept" in capsys.readouterr().err
+    assert not is_derived(wh, run_id)
+    assert derive(wh, [run_id]) == {run_id: None}
 
 
-def test_cli_ingest_stores_analyses_unless_asked_not_to(tmp_path, cli_runner):
+def test_cli_ingest_derives_unless_asked_not_to(tmp_path, cli_runner):
     from tracehouse.cli import main
 
     run = write_scenario("serving-decode", tmp_path / "run", ranks=1, steps=2, layers=1)
@@ -195,27 +199,4 @@ def test_cli_ingest_stores_analyses_unless_asked_not_to(tmp_path, cli_runner):
         res = cli_runner.invoke(main, ["--warehouse", str(wh), "ingest", str(run), *flag])
         assert res.exit_code == 0, res.output
         run_id = res.output.split()[0]
-        assert is_stored(Warehouse(wh), run_id) is expected
-
-
-def test_abandoned_partial_folders_are_removed(own_synth_warehouse):
-    """A store killed mid-way leaves .<run>.<pid>.tmp; the next store removes it once that process is gone,
-    and leaves a running store's folder alone."""
-    import os
-    import subprocess
-    import sys
-
-    wh, runs = own_synth_warehouse
-    run_id = runs["training"]
-    gone = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    dead = analyses_dir(wh) / f".{run_id}.{gone}.tmp"
-    running = analyses_dir(wh) / f".another-run.{os.getpid()}.tmp"  # this process is alive
-    for folder in (dead, running):
-        (folder / "work").mkdir(parents=True)
-    shutil.rmtree(run_folder(wh, run_id))
-    store_analyses(wh, run_id)
-    assert not dead.exists() and is_stored(wh, run_id)
-    assert running.exists()
-    shutil.rmtree(running)
+        assert is_derived(Warehouse(wh), run_id) is expected

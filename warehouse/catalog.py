@@ -8,7 +8,6 @@ so building it twice gives the same catalogue. Views in sql/ are ordered by the 
 from __future__ import annotations
 
 import fcntl
-import functools
 import graphlib
 import hashlib
 import os
@@ -220,67 +219,6 @@ def _site_rules_digest() -> bytes:
         return out + user.encode()
 
 
-def views_fingerprint(views: list[str], texts: dict[str, str] | None = None) -> str:
-    """What the rows of these views depend on: the catalogue's versions, the rule files, and the SQL of
-    these views and of every view they read, transitively. Stored per-run results (run metrics, stored
-    analyses, kept rows) are keyed on it, so that editing an unrelated view does not recompute them. A
-    view's dependencies are the view names that appear as words in its SQL outside comments (a name in a
-    string counts too: that can only recompute more often, never less).
-    texts: {view: its SQL} (read from sql/ when not given)."""
-    if texts is None:
-        texts = {name: path.read_text() for name, path in view_files().items()}
-    needed, todo = set(), list(views)
-    while todo:
-        name = todo.pop()
-        if name in needed or name not in texts:
-            continue
-        needed.add(name)
-        todo.extend(_words(texts[name]) & texts.keys())
-    digest = hashlib.sha256()
-    for part in (str(CATALOG_VERSION), duckdb.__version__):
-        digest.update(part.encode() + b"\0")
-    for name in sorted(needed):
-        digest.update(name.encode() + b"\0" + texts[name].encode())
-    digest.update(_shipped_rules_and_code(str(SQL_DIR)))
-    digest.update(_site_rules_digest())
-    return digest.hexdigest()[:16]
-
-
-@functools.cache
-def _words(sql: str) -> frozenset[str]:
-    """The identifiers of a SQL text outside its comments (views_fingerprint's dependencies)."""
-    code = re.sub(r"--[^\n]*|/\*.*?\*/", " ", sql, flags=re.DOTALL)
-    return frozenset(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", code))
-
-
-def _shipped_rules_and_code(sql_dir: str) -> bytes:
-    """What every views_fingerprint hashes after the views' SQL: the shipped rule files and the code
-    that loads them. Their bytes are read once per process and version of the files (size and mtime): a
-    reader fingerprints every kept view, and reading them again for each was most of the time it took to
-    open a derived warehouse."""
-    code = [
-        Path(__file__).with_name(name)
-        for name in ("catalog.py", "rules.py", "fusion.py", "site_rules.py", "peaks.py")
-    ]
-    paths = [
-        p for p in sorted((Path(sql_dir) / "rules").rglob("*")) + code if p.suffix in (".csv", ".json", ".py")
-    ]
-    versions = []
-    for path in paths:
-        try:
-            stat = path.stat()
-        except OSError:
-            continue
-        if path.is_file():
-            versions.append((str(path), stat.st_size, stat.st_mtime_ns))
-    return _file_bytes(tuple(versions))
-
-
-@functools.lru_cache(maxsize=8)
-def _file_bytes(versions: tuple) -> bytes:
-    return b"".join(Path(path).name.encode() + b"\0" + Path(path).read_bytes() for path, _, _ in versions)
-
-
 def build_catalog(
     con: duckdb.DuckDBPyConnection,
     warehouse: Warehouse,
@@ -314,12 +252,12 @@ def cache_dir() -> Path:
     return Path(base) / "tracehouse" if not os.environ.get("TRACEHOUSE_CACHE") else Path(base)
 
 
-def catalog_file(warehouse: Warehouse) -> Path | None:
+def catalog_file(warehouse: Warehouse, fingerprint: str | None = None) -> Path | None:
     """The catalogue as a DuckDB file with the shipped rules, built once per fingerprint and shared by
     every warehouse (creating the views binds each of them: seconds of work that the file spares every
     later command); None where no cache folder can be written."""
     folder = cache_dir()
-    path = folder / f"catalog-{catalog_fingerprint()}.duckdb"
+    path = folder / f"catalog-{fingerprint or catalog_fingerprint()}.duckdb"
     if path.is_file():
         return path
     try:
@@ -348,21 +286,18 @@ def connect(
     runs: list[str] | None = None,
     settings: dict[str, str] | None = None,
     kept: bool = True,
-    kept_asked: bool = False,
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with every table and view; with lockdown, it can read nothing else.
 
     runs: focus the connection on these runs only (see `focus`).
     settings: DuckDB settings made before the lockdown (e.g. memory_limit, temp_directory).
-    kept: the per-run views read their kept rows where a run has them (read_kept); False: every view is
-    computed from the tables, so a view this session replaces (a temp view of report_params, say) is
-    followed by every view above it.
-    kept_asked: read kept rows only for the per-run views a query names (and the views they read), when
-    it runs through read_kept_for (warehouse.query.run_query does): an ad-hoc reader (`sql`, a Session)
-    asks of one or two views, and each kept view over a partly derived warehouse costs its computed
-    branch's binding (~0.2 s) when it is made; the answers are the same."""
+    kept: the per-run views read their kept rows where a run has them (read_kept, from the derived
+    store's listing now); False: every view is computed from the tables, so a view this session replaces
+    (a temp view of report_params, say) is followed by every view above it. Nothing is written: a reader
+    never derives (warehouse.derived.derive does)."""
     ensure_schema_files(warehouse)
-    path = catalog_file(warehouse)
+    fingerprint = catalog_fingerprint()  # once per connection: the catalogue file's and the derived store's
+    path = catalog_file(warehouse, fingerprint)
     # A fresh in-memory database per connection, so that settings (the lockdown below) never leak
     # between connections of one process; the catalogue file is attached read-only and used.
     con = duckdb.connect(":memory:")
@@ -375,8 +310,7 @@ def connect(
         build_catalog(con, warehouse, rules_file)
     con.execute(f"SET VARIABLE {ROOT} = ?", [str(warehouse.root)])
     con.execute("SET parquet_metadata_cache = true")
-    if kept_asked:
-        con.execute(f"SET VARIABLE {KEPT_ASKED} = []::VARCHAR[]")
+    con.execute(f"SET VARIABLE {STORE} = ?", [str(store_dir(warehouse, fingerprint))])
     focus(con, runs)
     if kept and not rules_file:  # a --rules file's categories are not those the rows were kept with
         read_kept(con, warehouse)  # after focus, and again by each focus() on this connection
@@ -469,23 +403,31 @@ def connect_base(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
     return con
 
 
-# ---- kept rows: the views whose header says `-- materialized: per_run` -----------------------------------
+# ---- kept rows: the derived store, as readers see it ------------------------------------------------------
 #
-# A view so marked has its rows kept per run, computed once (warehouse.stored.derive_run: `tracehouse
-# derive`, started by ingest in the background) and read back by every reader:
+# A view whose header says `-- materialized: per_run` has its rows kept per run, computed once by the one
+# writer (warehouse.derived.derive: `tracehouse derive`), in one store:
 #
 #     <warehouse>/derived/<fingerprint>/<view>/types.json               the view's columns and DuckDB types
 #     <warehouse>/derived/<fingerprint>/<view>/run_id=<id>/rows.parquet  every row of that run (no run_id
 #                                                                         column: the folder's)
 #
-# The fingerprint is views_fingerprint([view]): the view's SQL and that of everything it reads, the rule
-# files and the versions, so an edited definition is never read from old rows. On every connection
-# (`connect`), the view of that name is a temp view (temp views come first in DuckDB's search path, also
-# for the views that read it): the kept rows of the runs that have them, UNION ALL the catalogue's own
-# view computed for the other runs. The rows are the same either way (tests/test_derived.py).
+# One fingerprint for the whole store (store_fingerprint): the catalogue's (every SQL file, the shipped
+# rules, the code that builds the catalogue and the versions), the user's rule files and STORE_VERSION, so
+# a changed definition anywhere is derived anew, never mixed with old rows. A run's folder appears whole (it
+# is written aside, then renamed), so the store's listing is the set of derived runs of each view. On every
+# connection (`connect`), each view with kept rows of the runs it sees is a temp view (temp views come first
+# in DuckDB's search path, also for the views that read it): the kept rows of those runs, UNION ALL the
+# catalogue's own view computed for the other runs, decided from the listing when the connection opens or
+# changes focus. The rows are the same either way (tests/test_derived.py).
 
 MATERIALIZED_LINE = re.compile(r"^--\s*materialized:\s*(\w+)\b")
 KEPT_FILE = "rows.parquet"
+TYPES_FILE = "types.json"
+STORE_VERSION = 3  # bump when the way rows are kept changes
+STORE = "tracehouse_store"  # the variable that holds a connection's derived store folder
+KEPT = "tracehouse_kept"  # set on a connection whose per-run views read kept rows (connect)
+KEPT_VIEWS = "tracehouse_kept_views"  # what read_kept made on a connection: '<view>/<run>' read kept
 
 
 def per_run_views() -> list[str]:
@@ -505,31 +447,41 @@ def derived_root(warehouse: Warehouse) -> Path:
     return warehouse.root / "derived"
 
 
-_KEPT_DIRS: dict = {}  # kept_dirs' answers in this process (the SQL files do not change under a reader)
+def store_fingerprint(catalog: str | None = None) -> str:
+    """The derived store's one key: the catalogue's fingerprint (catalog: given when already computed),
+    the user's rule files (by path and content) and STORE_VERSION."""
+    digest = hashlib.sha256(f"{STORE_VERSION}\0{catalog or catalog_fingerprint()}\0".encode())
+    digest.update(_site_rules_digest())
+    return digest.hexdigest()[:16]
 
 
-def kept_dirs(warehouse: Warehouse, views: list[str] | None = None) -> dict[str, Path]:
-    """{view: the folder of its kept rows} for these per-run views (default: all of them)."""
-    key = (str(SQL_DIR), tuple(os.environ.get(name) for name in USER_RULE_ENVS))
-    if key not in _KEPT_DIRS:
-        _KEPT_DIRS[key] = {v: views_fingerprint([v], _view_texts()) + "/" + v for v in _per_run_views()}
-    found = _KEPT_DIRS[key]
-    return {v: derived_root(warehouse) / found[v] for v in (found if views is None else views)}
+def store_dir(warehouse: Warehouse, catalog: str | None = None) -> Path:
+    """<warehouse>/derived/<store fingerprint>: the kept rows of every per-run view under this code."""
+    return derived_root(warehouse) / store_fingerprint(catalog)
 
 
-def kept_file(folder: Path, run_id: str) -> Path:
-    return folder / f"run_id={run_id}" / KEPT_FILE
+def kept_file(store: Path, view: str, run_id: str) -> Path:
+    return store / view / f"run_id={run_id}" / KEPT_FILE
 
 
-def kept_runs(folder: Path) -> list[str]:
-    """The runs whose rows of this view are kept (the whole file exists: it is written aside, renamed)."""
-    if not (folder / "types.json").is_file():
-        return []
-    return sorted(
-        p.name.split("=", 1)[1]
-        for p in folder.iterdir()
-        if p.name.startswith("run_id=") and (p / KEPT_FILE).is_file()
-    )
+def listing(store: Path) -> dict[str, list[str]]:
+    """{view: the runs whose rows of it are kept} in this store (folder names only: a run's folder is
+    renamed into place whole; names starting with '.' are being written)."""
+    out: dict[str, list[str]] = {}
+    try:
+        views = [e for e in os.scandir(store) if e.is_dir() and not e.name.startswith(".")]
+    except OSError:
+        return out
+    for view in views:
+        try:
+            runs = sorted(
+                e.name[len("run_id=") :] for e in os.scandir(view.path) if e.name.startswith("run_id=")
+            )
+        except OSError:
+            continue
+        if runs:
+            out[view.name] = runs
+    return out
 
 
 def typed_read(files: list[Path], types: list[list[str]], hive: bool = False) -> str:
@@ -545,113 +497,73 @@ def published_runs(warehouse: Warehouse) -> list[str]:
     return [r for r in warehouse.run_ids() if f"run_id={r}" != SCHEMA_PARTITION]
 
 
-KEPT = "tracehouse_kept"  # set on a connection whose per-run views read kept rows (connect)
-
-
-KEPT_ASKED = "tracehouse_kept_asked"  # connect(kept_asked=True): the per-run views read kept so far
-
-
-def read_kept(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, views: list[str] | None = None) -> dict:
+def read_kept(con: duckdb.DuckDBPyConnection, warehouse: Warehouse) -> dict:
     """Make each per-run view of `con` read its kept rows for the runs that have them, and compute it for
     the others; where every run the connection sees (its focus) is kept, nothing is computed. A view with
-    none of the seen runs kept is left to the catalogue. Called again when the focus changes (`focus`),
-    as the computed part cannot be pruned by a filter on run_id. views: these only (default: every
-    per-run view, or on a kept_asked connection those asked so far). {view: the runs read kept}."""
+    none of the seen runs kept is left to the catalogue. Decided from the store's listing now; called again
+    when the focus changes (`focus`), as the computed part cannot be pruned by a filter on run_id.
+    {view: the runs read kept}."""
     import json
 
     con.execute(f"SET VARIABLE {KEPT} = true")
-    if not derived_root(warehouse).is_dir():  # nothing derived yet: no fingerprints to compute
-        return {}
-    focused_runs, asked = con.execute(
-        f"SELECT getvariable('{FOCUS}'), getvariable('{KEPT_ASKED}')"
-    ).fetchone()
-    if views is None and asked is not None:
-        views = asked
-    schema = "catalog.main" if _attached(con) else "memory.main"
-    published = set(published_runs(warehouse))
-    seen = published if focused_runs is None else published & set(focused_runs)
-    out = {}
+    [(store, focused_runs, made)] = con.execute(
+        f"SELECT getvariable('{STORE}'), getvariable('{FOCUS}'), getvariable('{KEPT_VIEWS}')"
+    ).fetchall()
+    kept = listing(Path(store)) if store else {}
+    out: dict[str, list[str]] = {}
     computed = _temp_tables(con)  # a view `materialize` computed on this connection: its rows are there
-    for view, folder in kept_dirs(warehouse, views).items():
-        if view in computed:
-            continue
-        # only runs seen: a kept run outside the focus adds no row, and with none the view is computed
-        runs = [r for r in kept_runs(folder) if r in seen]
-        if not runs:
-            con.execute(f"DROP VIEW IF EXISTS temp.{view}")
-            continue
-        types = json.loads((folder / "types.json").read_text())
-        kept = typed_read([kept_file(folder, r) for r in runs], types, hive=True)
-        focused = f"(getvariable('{FOCUS}') IS NULL OR run_id IN (SELECT unnest(getvariable('{FOCUS}'))))"
-        sql = f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM ({kept}) WHERE {focused}"
-        if seen - set(runs):
-            # the other runs, computed (also runs published after this was made, for a long-lived reader)
-            listed = ", ".join(sql_string(r) for r in runs)
-            sql += f" UNION ALL SELECT * FROM {schema}.{view} WHERE run_id NOT IN ({listed})"
-        # else every run seen is kept: nothing computed; a run published later is read once a long-lived
-        # connection calls refresh_kept (warehouse.session does, before each query)
-        con.execute(sql)
-        out[view] = runs
+    if kept:
+        schema = "catalog.main" if _attached(con) else "memory.main"
+        published = set(published_runs(warehouse))
+        seen = published if focused_runs is None else published & set(focused_runs)
+        for view, all_runs in kept.items():
+            # only runs seen: a kept run outside the focus adds no row, and with none the view is computed
+            runs = [r for r in all_runs if r in seen]
+            if view in computed or not runs:
+                continue
+            try:
+                types = json.loads((Path(store) / view / TYPES_FILE).read_text())
+            except (OSError, ValueError):  # a view folder of another writer's first run, not there yet
+                continue
+            rows = typed_read([kept_file(Path(store), view, r) for r in runs], types, hive=True)
+            focused = f"(getvariable('{FOCUS}') IS NULL OR run_id IN (SELECT unnest(getvariable('{FOCUS}'))))"
+            sql = f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM ({rows}) WHERE {focused}"
+            if seen - set(runs):
+                # the other runs, computed (also runs published after this was made, for a long-lived reader)
+                listed = ", ".join(sql_string(r) for r in runs)
+                sql += f" UNION ALL SELECT * FROM {schema}.{view} WHERE run_id NOT IN ({listed})"
+            # else every run seen is kept: nothing computed; a run published later is read once a long-lived
+            # connection calls refresh_kept (warehouse.session does, before each query)
+            con.execute(sql)
+            out[view] = runs
+    for view in {m.split("/")[0] for m in made or []} - set(out) - computed:
+        con.execute(f"DROP VIEW IF EXISTS temp.{view}")
+    con.execute(
+        f"SET VARIABLE {KEPT_VIEWS} = ?::VARCHAR[]", [sorted(f"{v}/{r}" for v in out for r in out[v])]
+    )
     return out
 
 
-def read_kept_for(con: duckdb.DuckDBPyConnection, query: str) -> None:
-    """On a kept_asked connection (connect), before `query` runs: the per-run views it names, and those
-    they read (their SQL's words, transitively, as views_fingerprint finds dependencies: a word too many
-    only makes a view more), read their kept rows from now on."""
-    [(root, kept, asked)] = con.execute(  # fetchall: an unfinished result would refuse a con.sql() after
-        f"SELECT getvariable('{ROOT}'), getvariable('{KEPT}'), getvariable('{KEPT_ASKED}')"
-    ).fetchall()
-    if asked is None or not kept or not root:
-        return
-    texts = _view_texts()
-    needed, todo = set(), list(_words(query.lower()) & texts.keys())
-    while todo:
-        name = todo.pop()
-        if name not in needed:
-            needed.add(name)
-            todo.extend(_words(texts[name]) & texts.keys())
-    new = sorted(needed & set(_per_run_views()) - set(asked))
-    if new:
-        con.execute(f"SET VARIABLE {KEPT_ASKED} = ?::VARCHAR[]", [sorted(set(asked) | set(new))])
-        read_kept(con, Warehouse(root), new)
+def is_kept(con: duckdb.DuckDBPyConnection, view: str, run_id: str) -> bool:
+    """Whether `con` reads this view's rows of this run kept (read_kept)."""
+    [(made,)] = con.execute(f"SELECT getvariable('{KEPT_VIEWS}')").fetchall()
+    return f"{view}/{run_id}" in (made or [])
 
 
-@functools.cache
-def _view_texts() -> dict[str, str]:
-    """{view: its SQL} of sql/, read once per process (a reader's SQL files do not change under it)."""
-    return {name: path.read_text() for name, path in view_files().items()}
+def kept_signature(con: duckdb.DuckDBPyConnection) -> tuple:
+    """What read_kept's views depend on: the published runs and the store's listing (a few folder listings)."""
+    [(root, store)] = con.execute(f"SELECT getvariable('{ROOT}'), getvariable('{STORE}')").fetchall()
+    return tuple(published_runs(Warehouse(root))), tuple(
+        sorted(listing(Path(store)).items())
+    ) if store else ()
 
 
-@functools.cache
-def _per_run_views() -> tuple[str, ...]:
-    return tuple(per_run_views())
-
-
-def forget_sql() -> None:
-    """Forget what this process read of sql/ (its view texts, per-run views, kept folders): for a caller
-    that edits the SQL files under a running process (tests); readers never need it."""
-    _KEPT_DIRS.clear()
-    _view_texts.cache_clear()
-    _per_run_views.cache_clear()
-
-
-def kept_signature(warehouse: Warehouse) -> tuple:
-    """What read_kept's views depend on: the published runs and the kept files (a few folder listings)."""
-    root = derived_root(warehouse)
-    kept = []
-    if root.is_dir():
-        for fingerprint in sorted(os.listdir(root)):
-            for view in sorted(os.listdir(root / fingerprint)) if (root / fingerprint).is_dir() else []:
-                if (root / fingerprint / view).is_dir():
-                    kept.append((fingerprint, view, tuple(kept_runs(root / fingerprint / view))))
-    return tuple(published_runs(warehouse)), tuple(kept)
-
-
-def refresh_kept(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, seen: tuple | None) -> tuple:
+def refresh_kept(con: duckdb.DuckDBPyConnection, seen: tuple | None) -> tuple:
     """For a long-lived connection: read_kept again when runs were published or rows kept since `seen`
     (a kept_signature); the signature now."""
-    now = kept_signature(warehouse)
+    now = kept_signature(con)
     if now != seen:
-        read_kept(con, warehouse)
+        [(root, kept)] = con.execute(f"SELECT getvariable('{ROOT}'), getvariable('{KEPT}')").fetchall()
+        if kept:
+            read_kept(con, Warehouse(root))
     return now

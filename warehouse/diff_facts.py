@@ -1,28 +1,12 @@
-"""What a diff reads of one run (`run_facts`), and the diff store that keeps it per run (`stored_facts`):
-<warehouse>/cache/diff_facts-<fingerprint>/<run_id>.json, written at ingest (ingest.load) or by the first
-diff that needs it, read by reports.diff. In the warehouse layer because ingest writes it and reports read it.
+"""What a diff reads of one run (`run_facts`): a few small queries of views that are kept per run
+(run_step_time, step_kernel_time, critical_path_summary, step_latency, request_cost: `materialized:
+per_run`, warehouse.derived), so that a diff of two derived runs reads a few small files.
 """
 
 from __future__ import annotations
 
-import decimal
-import json
-import os
-from pathlib import Path
-
-from warehouse.catalog import connect, materialize, views_fingerprint
-from warehouse.store import process_alive
-
-FACT_VIEWS = [
-    "run_step_time",
-    "step_kernel_time",
-    "steps",
-    "kernels",
-    "kernel_name_normalized",
-    "critical_path_summary",
-    "step_latency",
-    "request_cost",
-]
+# the views run_facts reads: each kept per run (`materialized: per_run`; tests/test_diff_store.py)
+FACT_VIEWS = ["run_step_time", "step_kernel_time", "critical_path_summary", "step_latency", "request_cost"]
 
 
 def run_facts(con, run_id: str) -> dict:
@@ -30,7 +14,7 @@ def run_facts(con, run_id: str) -> dict:
     and their time per step (step_kernel_time, in a fixed order), the run's rank-steps, ranks, GPU time in
     and out of steps and per step (run_step_time), the critical path's time per part summed over its steps,
     its step_latency rows, and its per-request medians (None: no request named). Plain ints, floats and
-    strings: `stored_facts` keeps it as JSON. Every view read exists on every engine (warehouse.engine):
+    strings. Every view read exists on every engine (warehouse.engine):
     none is asked for first."""
     rank_steps, ranks, total_all, outside, per_step = con.execute(
         "SELECT rank_steps, ranks, gpu_time_ns, outside_steps_ns, gpu_ns_per_step FROM run_step_time WHERE run_id = ?",
@@ -79,51 +63,3 @@ def run_facts(con, run_id: str) -> dict:
     ).fetchone()
     facts["request_cost"] = list(row) if row[0] else None
     return facts
-
-
-def facts_dir(warehouse) -> Path:
-    return warehouse.root / "cache" / f"diff_facts-{views_fingerprint(FACT_VIEWS)}"
-
-
-def stored_facts(warehouse, run_id: str, memory_limit: str | None = None) -> dict:
-    """run_facts of a run, computed once (on a connection focused on that run) and kept in
-    <warehouse>/cache/diff_facts-<fingerprint>/<run_id>.json, as the run metrics are: a diff of two runs whose
-    facts are stored is two small reads. The fingerprint covers the SQL of the views read and the rule files,
-    so a changed definition is computed anew. A warehouse this user cannot write: computed, not kept.
-    Ingest stores them with the report's analyses (ingest.load), so a diff of two ingested runs reads.
-    memory_limit: DuckDB's (ingest passes its own)."""
-    path = facts_dir(warehouse) / f"{run_id}.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        pass
-    con = connect(warehouse, runs=[run_id], settings={"memory_limit": memory_limit} if memory_limit else None)
-    try:
-        materialize(con, ["steps"])  # four of the five queries read steps: computed once (half the time)
-        facts = run_facts(con, run_id)
-    finally:
-        con.close()
-    facts = json.loads(json.dumps(facts, default=_plain))  # the very values a stored read gives back
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _remove_abandoned(path.parent)
-        partial = path.with_name(f".{run_id}.{os.getpid()}.tmp")
-        partial.write_text(json.dumps(facts))
-        os.replace(partial, path)  # a reader sees no file or the whole file
-    except OSError:
-        pass
-    return facts
-
-
-def _remove_abandoned(folder: Path) -> None:
-    """Partial files (.<run>.<pid>.tmp) of writers whose process is gone (killed mid-write)."""
-    for partial in folder.glob(".*.*.tmp"):
-        pid = partial.name.split(".")[-2]
-        if pid.isdigit() and not process_alive(int(pid)):
-            partial.unlink(missing_ok=True)
-
-
-def _plain(value):
-    if isinstance(value, decimal.Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    raise TypeError(f"{type(value).__name__} is not stored in diff facts")

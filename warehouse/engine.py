@@ -1,6 +1,6 @@
 """The one connection factory: every report and command reads the warehouse through `open`.
 
-    con = engine.open(warehouse, "duckdb" | "spark", runs=None, stored=False, master=None)
+    con = engine.open(warehouse, "duckdb" | "spark", runs=None, master=None)
 
 returns a `Connection`: DuckDB's client surface, the one the reports are written against:
 `execute(sql, params)` (DuckDB's dialect; `?`, `$name`, `$1` parameters) then `fetchall()`,
@@ -15,11 +15,11 @@ an engine branch, a `duckdb.connect` or a Spark builder outside warehouse/):
 - `focused(con, runs)`: the connection's views computed for these runs only while a report, a diff or a
   trend reads them (DuckDB: a variable of the connection, given back after; Spark: a catalogue is focused
   when it is made, so an unfocused one gets a focused, materialized companion on the same application);
-- `step_scope(con, key)`: while one step's section is read, its views read stored or computed for that
-  step (DuckDB's stored analyses; Spark computes each view once per connection anyway);
-- `store_of(con)`: the warehouse whose per-run stores (run metrics, diff facts, stored analyses) may
-  answer for the connection: they hold DuckDB's results, so a DuckDB connection's own warehouse, and None
-  for another engine, which computes every figure itself;
+- `step_scope(con, key)`: while one step's section is read, its critical path is read kept or computed
+  once for that step (DuckDB; Spark computes each view once per connection anyway);
+- `store_of(con)`: the warehouse whose per-run metrics (warehouse.metrics: kept rows of run_metrics) may
+  answer for the connection: a DuckDB connection's own warehouse, and None for another engine, which
+  computes every figure itself;
 - `run_query(con, text)`: one read-only ad-hoc query (`tracehouse sql`), refused alike on both engines;
 - `open_tables(tables, views)`: rows that are not a warehouse (a rule of sql/ evaluated over rows made
   elsewhere: the trend's regression rule over synthesized metrics).
@@ -29,9 +29,10 @@ Adding an engine: a class answering DuckDB's client surface above (as SparkConne
 ENGINES; the CLI's `--engine` choices are ENGINES.
 
 The builders below this module (`catalog.connect`, `catalog.connect_base`, `catalog.build_catalog`,
-`spark.connect_spark`, `spark_connection.spark_connection`) stay the warehouse's own: the stores
-(warehouse/stored.py, diff_facts.py, metrics.py) open their working connections with them, and tests
-that study a few views build just those; nothing in reports/, ingest/ or the CLI calls them.
+`spark.connect_spark`, `spark_connection.spark_connection`) stay the warehouse's own: the derive
+(warehouse/derived.py) and warehouse/metrics.py open their working connections with them, and tests
+that study a few views build just those; nothing in reports/, ingest/ or the CLI calls them. Opening a
+connection never writes: the derived store is written by warehouse.derived.derive alone.
 """
 
 from __future__ import annotations
@@ -74,38 +75,31 @@ def open(
     engine: str = "duckdb",
     runs: list[str] | None = None,
     *,
-    stored: bool = False,
     master: str | None = None,
     rules_file: str | None = None,
     settings: dict[str, str] | None = None,
-    kept_asked: bool = False,
 ) -> Connection:
     """A connection to every table and view of the warehouse, read-only (it can read nothing else).
 
     warehouse: a Warehouse, or a URI string (`s3a://bucket/wh`, `gs://...`, `hdfs://...`) for an engine
     that reads one (Spark).
     runs: see only these runs (every table and view); None: every run.
-    stored: a report's connection: the whole-run views a report reads come from the runs' stored
-    analyses (DuckDB; computed and stored now where missing: warehouse/stored.py); Spark computes each
-    view once for the connection's runs instead. Needs runs.
     master: the Spark master URL (engine spark; default local[2]).
     rules_file: a kernel category rules file whose rules come before the shipped ones.
     settings: DuckDB settings made before the lockdown (memory_limit, temp_directory, ...); an engine
     without them ignores them.
-    kept_asked: an ad-hoc reader's connection (DuckDB): the per-run views read their kept rows once a
-    query run through `run_query` names them (catalog.connect); a report's reads every view kept.
+    DuckDB: the per-run views read their kept rows for the runs that are derived (catalog.read_kept) and
+    compute the others; nothing is written. Spark computes each view once for a focused connection.
 
     An unknown engine, a URI to an engine that reads local folders only, or an engine that cannot start
     (no pyspark, no Java) is a TracehouseError: one line and a hint.
     """
     if engine not in ENGINES:
         raise TracehouseError(f"unknown engine {engine!r}", hint="choose " + " or ".join(ENGINES))
-    if stored and runs is None:
-        raise ValueError("stored analyses are per run: give runs")
     runs = None if runs is None else list(runs)
     if engine == "spark":
         return _open_spark(warehouse, runs, master, rules_file)
-    return _open_duckdb(warehouse, runs, stored, rules_file, settings, kept_asked)
+    return _open_duckdb(warehouse, runs, rules_file, settings)
 
 
 def is_uri(root: str) -> bool:
@@ -116,10 +110,8 @@ def is_uri(root: str) -> bool:
 def _open_duckdb(
     warehouse: Warehouse | str,
     runs: list[str] | None,
-    stored: bool,
     rules_file: str | None,
     settings: dict[str, str] | None,
-    kept_asked: bool = False,
 ) -> duckdb.DuckDBPyConnection:
     if isinstance(warehouse, str):
         if is_uri(warehouse):
@@ -128,24 +120,14 @@ def _open_duckdb(
                 hint="--engine spark reads s3a://, gs:// and hdfs:// warehouses",
             )
         warehouse = Warehouse(warehouse)
-    con = connect(warehouse, rules_file=rules_file, runs=runs, settings=settings, kept_asked=kept_asked)
-    if stored:
-        # the whole-run views, stored once per run (computed now if not yet); warehouse.stored is imported by
-        # the connections that read it (its catalogue of per-run views costs an ad-hoc reader's process)
-        from warehouse.stored import use_stored
-
-        use_stored(con, warehouse, runs)
-    return con
+    return connect(warehouse, rules_file=rules_file, runs=runs, settings=settings)
 
 
-def report_runs(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, runs: list[str]) -> None:
-    """Make an open DuckDB connection (over every run) a report's, as open(warehouse, runs=runs,
-    stored=True) opens one: focused on these runs, their stored analyses read (derived now where they are
-    not). For a command that must resolve its runs on the connection before it knows them."""
-    from warehouse.stored import use_stored
-
+def report_runs(con: duckdb.DuckDBPyConnection, runs: list[str]) -> None:
+    """Make an open DuckDB connection (over every run) a report's: focused on these runs, their kept rows
+    read where they are derived (catalog.focus reads the store's listing again). For a command that must
+    resolve its runs on the connection before it knows them; derive them first (warehouse.derived)."""
     focus(con, list(runs))
-    use_stored(con, warehouse, list(runs))
 
 
 def _open_spark(
@@ -185,8 +167,8 @@ def focused(con: Connection, runs: list[str]) -> Iterator[Connection]:
 
 @contextmanager
 def step_scope(con: Connection, key: list) -> Iterator[None]:
-    """While the block reads one (run_id, rank, step): DuckDB reads that step's views stored (when the step
-    is stored) or computes the step's critical path once (warehouse.stored.scope_step_views). Spark
+    """While the block reads one (run_id, rank, step): DuckDB reads the step's critical path kept (a derived
+    run) or computes it once for that step (warehouse.stored.scope_step_views). Spark
     computes each view once per connection already: nothing to do."""
     if not isinstance(con, duckdb.DuckDBPyConnection):
         yield
@@ -201,9 +183,9 @@ def step_scope(con: Connection, key: list) -> Iterator[None]:
 
 
 def store_of(con: Connection) -> Warehouse | None:
-    """The warehouse whose per-run stores (warehouse.metrics, diff_facts, stored) may answer for `con`:
-    the stores hold DuckDB's results, so a DuckDB connection's own warehouse; None for another engine (and
-    for open_tables' rows), which computes every figure on the connection."""
+    """The warehouse whose kept run_metrics (warehouse.metrics) may answer for `con`: a DuckDB connection's
+    own warehouse; None for another engine (and for open_tables' rows), which computes every figure on
+    the connection."""
     if not isinstance(con, duckdb.DuckDBPyConnection):
         return None
     root = con.execute(f"SELECT getvariable('{ROOT}')").fetchone()[0]

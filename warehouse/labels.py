@@ -4,7 +4,7 @@ A run's files never change (its id is their content hash), so ingesting them aga
 stores nothing; this is the way to correct or add labels afterwards. Only the run's `runs` row is
 rewritten, whole, under the warehouse's publish lock, by an atomic rename: a reader sees the old row
 or the new one, never a half-written file. What was derived from the run (kept rows, report steps, diff
-facts, metrics) is removed after (warehouse.stored.forget_derived): labels give batch sizes and tokens,
+facts, metrics) is removed after (warehouse.derived.forget_derived): labels give batch sizes and tokens,
 `hardware` the device peaks.
 
 The keys with a column of their own (model, commit, commit_time, series, framework, hardware) update
@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tracehouse.errors import TracehouseError
+from warehouse.derived import forget_derived
 from warehouse.store import Warehouse
-from warehouse.stored import forget_derived
 
 COLUMN_KEYS = ("model", "commit", "commit_time", "series", "framework", "hardware")
 

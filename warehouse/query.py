@@ -15,7 +15,6 @@ import duckdb
 
 from tracehouse.errors import QueryError, QueryRefused
 from warehouse import local_db
-from warehouse.catalog import read_kept_for
 
 _FILE_FUNCTIONS = {
     "read_csv",
@@ -159,7 +158,6 @@ def _check_tree(node) -> None:
 def run_query(con: duckdb.DuckDBPyConnection, sql: str):
     """Run one read-only query; returns (column names, rows)."""
     text = check_read_only(sql, con)
-    read_kept_for(con, text)
     try:
         cursor = con.execute(text)
     except duckdb.PermissionException as exc:

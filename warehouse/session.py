@@ -20,7 +20,7 @@ import duckdb
 
 from tracehouse.errors import QueryError, QueryRefused, TracehouseError
 from warehouse import local_db
-from warehouse.catalog import connect, kept_signature, read_kept_for, refresh_kept
+from warehouse.catalog import connect, kept_signature, refresh_kept
 from warehouse.query import check_read_only, duckdb_message, run_query
 from warehouse.store import Warehouse
 
@@ -34,13 +34,13 @@ class Session:
                 hint="check the path, or create one with `tracehouse ingest PATH`",
             )
         self.runs = runs
-        self.con = connect(self.warehouse, runs=runs, kept_asked=True)
-        self.kept = kept_signature(self.warehouse)
+        self.con = connect(self.warehouse, runs=runs)
+        self.kept = kept_signature(self.con)
 
     def refresh(self) -> None:
         """The per-run views read the rows kept since the session opened (catalog.refresh_kept), and
         compute the runs published since."""
-        self.kept = refresh_kept(self.con, self.warehouse, self.kept)
+        self.kept = refresh_kept(self.con, self.kept)
 
     def sql(self, query: str) -> tuple[list[str], list[tuple]]:
         """One read-only query: (column names, rows)."""
@@ -51,7 +51,6 @@ class Session:
         """One read-only query (with ? parameters) as a pyarrow Table."""
         text = check_read_only(query, self.con)
         self.refresh()
-        read_kept_for(self.con, text)
         try:
             return self.con.sql(text, params=params or None).to_arrow_table()
         except duckdb.PermissionException as exc:

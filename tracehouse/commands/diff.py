@@ -37,9 +37,8 @@ def command(ctx, base, target, fmt, output, template_dir, engine, master):
       tracehouse diff 3f2a latest --engine spark
     """
     from reports.diff import DiffParams, build, render_diff
-    from warehouse.engine import store_of
 
     con = connect(ctx, engine, master)
-    # each run's figures from the diff store where the engine's are kept there (computed once per run)
-    report = build(con, DiffParams(base, target, store=store_of(con)))
+    # each run's figures from its kept rows where the run is derived (warehouse.derived), computed otherwise
+    report = build(con, DiffParams(base, target))
     write_report(render_diff(report, fmt, template_dir), output)

@@ -1,0 +1,267 @@
+"""The one writer of the derived store: `derive` keeps the rows of every `materialized: per_run` view of a
+run, once, for every reader (the store's layout and how readers read it: warehouse.catalog, "kept rows").
+
+    from warehouse.derived import derive
+    derive("./tracehouse-data")                 # every published run not derived yet
+    derive("./tracehouse-data", ["3f2a9c..."])  # these runs
+
+`tracehouse derive` calls it; the CLI starts it in the background after ingest, and a report runs it for
+its runs before reading. Readers never call it: a run not derived (yet) is computed by its reader, with the
+same rows.
+
+What is kept per run is a view whose SQL header says so: the report's views (gpu_timeline, step_breakdown,
+...), the step a report shows (report_steps: the rule in SQL) and that step's critical path, the diff's
+facts (run_step_time, step_kernel_time, step_latency, critical_path_summary, request_cost), run_metrics.
+Per run, each view is computed once on a connection focused on that run, in dependency order, and the views
+after it read its kept rows; HELPERS (views several kept views read) are computed once into a work folder
+for the derive and dropped after.
+
+Nothing half-written is ever read: a view's rows of a run are written into a folder beside the final one
+(`.run_id=<id>.<pid>.tmp`) and renamed into place whole; the work folder is `.work-<id>.<pid>.tmp`. Each
+derive removes what a killed derive left (its process gone) and the folders of other fingerprints (rows
+of code or rules no longer in use). Two processes deriving one run take turns (a lock file per run): the
+second finds the rows kept and stops.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+
+from warehouse.catalog import (
+    KEPT_FILE,
+    TYPES_FILE,
+    catalog_fingerprint,
+    connect,
+    derived_root,
+    kept_file,
+    listing,
+    ordered_views,
+    per_run_views,
+    published_runs,
+    store_dir,
+    typed_read,
+)
+from warehouse.quoting import sql_string
+from warehouse.store import Warehouse, process_alive
+
+# Views read by several kept views, computed once per derive (a work file, dropped after) rather than once
+# by each view that reads them; with the columns their readers use, where that is fewer than all
+# (_kernel_facts: 19 of its 40).
+HELPERS = {
+    "kernel_category": None,
+    "_kernel_facts": [
+        "run_id",
+        "rank",
+        "kernel_id",
+        "device",
+        "stream",
+        "step",
+        "kind",
+        "name",
+        "start_ns",
+        "end_ns",
+        "dur_ns",
+        "launch_call",
+        "collective_name",
+        "process_group",
+        "category",
+        "site",
+        "module_path",
+        "phase_key",
+        "cpu_op_id",
+    ],
+    "kernel_overlap": None,
+    "_op_work": None,
+    "_kernel_work": None,
+}
+SPECIAL = (".locks", ".logs")  # the folders of derived/ that are no store
+
+
+def derive(
+    warehouse: Warehouse | str | Path,
+    run_ids: list[str] | None = None,
+    memory_limit: str | None = None,
+    progress=None,
+) -> dict[str, str | None]:
+    """Keep the per-run views' rows of these runs (default: every published run); nothing kept already.
+
+    memory_limit: DuckDB's (None: its default, most of the machine's memory).
+    progress: called with a line as each view is done (its name and seconds), or None.
+    Returns {run: None when derived, else why not (one line)}: a run this process cannot derive (a
+    warehouse it may only read, a run too large for the memory limit) is left to its readers to compute."""
+    warehouse = warehouse if isinstance(warehouse, Warehouse) else Warehouse(warehouse)
+    catalog = catalog_fingerprint()
+    store = store_dir(warehouse, catalog)
+    views = _compute_order(per_run_views())
+    out: dict[str, str | None] = {}
+    try:
+        remove_abandoned(warehouse, store)
+    except OSError:
+        pass  # a store this user may only read: each run below says so
+    for run_id in published_runs(warehouse) if run_ids is None else run_ids:
+        try:
+            _derive_run(warehouse, store, views, run_id, memory_limit, progress)
+            out[run_id] = None
+        except (duckdb.Error, OSError) as exc:
+            out[run_id] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return out
+
+
+def missing_views(warehouse: Warehouse, run_id: str, store: Path | None = None) -> list[str]:
+    """The per-run views whose rows of this run are not kept (yet), in the derive's order."""
+    kept = listing(store or store_dir(warehouse))
+    return [v for v in per_run_views() if run_id not in kept.get(v, ())]
+
+
+def is_derived(warehouse: Warehouse, run_id: str) -> bool:
+    """Whether every per-run view's rows of this run are kept."""
+    return not missing_views(warehouse, run_id)
+
+
+def forget_derived(warehouse: Warehouse, run_id: str) -> int:
+    """Remove every row kept of this run, of any fingerprint: for a change to what the run's views read
+    besides its files (`tracehouse label`: labels state batch sizes and tokens, `hardware` picks the device
+    peaks; a new requests file). Under the run's derive lock, so a derive running with the old rows
+    finishes first and its rows go too; the next derive (or reader) computes them anew. How many removed."""
+    removed = 0
+    with _run_lock(warehouse, run_id):
+        for path in derived_root(warehouse).glob(f"*/*/run_id={run_id}"):
+            shutil.rmtree(path, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def remove_abandoned(warehouse: Warehouse, store: Path) -> None:
+    """The one cleanup: the folders of other fingerprints (kept under code or rules no longer in use), and
+    in this store what a derive killed mid-way left (`.<name>.<pid>.tmp` whose process is gone)."""
+    root = derived_root(warehouse)
+    if not root.is_dir():
+        return
+    for entry in os.scandir(root):
+        if entry.is_dir() and entry.name not in SPECIAL and entry.path != str(store):
+            shutil.rmtree(entry.path, ignore_errors=True)
+    for partial in [*store.glob(".*.tmp"), *store.glob("*/.*.tmp")]:
+        pid = partial.name.split(".")[-2]
+        if pid.isdigit() and not process_alive(int(pid)):
+            shutil.rmtree(partial, ignore_errors=True) if partial.is_dir() else partial.unlink(
+                missing_ok=True
+            )
+
+
+def _compute_order(kept: list[str]) -> list[str]:
+    """The kept views and HELPERS, each after the views it reads (the catalogue's order)."""
+    wanted = set(kept) | set(HELPERS)
+    return [name for name, _ in ordered_views() if name in wanted]
+
+
+@contextmanager
+def _run_lock(warehouse: Warehouse, run_id: str):
+    """One process derives a run at a time; the next one waits, then finds the rows there."""
+    folder = derived_root(warehouse) / ".locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{run_id}.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _derive_run(warehouse: Warehouse, store: Path, order: list[str], run_id: str, memory_limit, progress):
+    if not missing_views(warehouse, run_id, store):
+        return
+    with _run_lock(warehouse, run_id):
+        missing = missing_views(warehouse, run_id, store)  # derived by the process we waited for?
+        if not missing:
+            return
+        store.mkdir(parents=True, exist_ok=True)
+        work = store / f".work-{run_id}.{os.getpid()}.tmp"
+        shutil.rmtree(work, ignore_errors=True)
+        (work / "spill").mkdir(parents=True)
+        try:
+            _compute(warehouse, store, work, order, missing, run_id, memory_limit, progress)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _compute(warehouse, store: Path, work: Path, order, missing, run_id: str, memory_limit, progress) -> None:
+    # Not locked down (it writes its files; no user SQL runs on it); DuckDB spills to disk beyond the memory
+    # limit. Each view is computed once and written to Parquet as its rows stream, and the views after it
+    # read that file: nothing is held in memory between views, whatever the run's size.
+    settings = {"temp_directory": str(work / "spill"), "preserve_insertion_order": "false"}
+    con = connect(
+        warehouse,
+        runs=[run_id],
+        lockdown=False,
+        settings=settings | ({"memory_limit": memory_limit} if memory_limit else {}),
+    )
+    try:
+        for i, view in enumerate(order, 1):
+            started = time.perf_counter()
+            if view in HELPERS:
+                target = work / f"{view}.parquet"
+                types = _write_rows(con, f"SELECT {', '.join(HELPERS[view] or ['*'])} FROM {view}", target)
+                con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS " + typed_read([target], types))
+            elif view in missing:
+                _keep(con, store, view, run_id)
+            else:
+                continue  # kept already: the connection reads its rows (catalog.read_kept)
+            if progress:
+                progress(f"{view} ({i}/{len(order)}): {time.perf_counter() - started:.1f} s")
+    finally:
+        con.close()
+
+
+def _keep(con, store: Path, view: str, run_id: str) -> None:
+    """The view's rows of this run into its run folder (written aside, renamed), its types.json once; the
+    views after it read them."""
+    final = kept_file(store, view, run_id).parent
+    aside = final.with_name(f".{final.name}.{os.getpid()}.tmp")
+    shutil.rmtree(aside, ignore_errors=True)
+    aside.mkdir(parents=True)
+    rows = f"SELECT * FROM {view} WHERE run_id = {sql_string(run_id)}"
+    # run_id is the folder's (hive partition), not a column of the file
+    types = _write_rows(con, rows, aside / KEPT_FILE, leave_out=("run_id",))
+    types_file = final.parent / TYPES_FILE
+    if not types_file.is_file():
+        _into_place(aside / TYPES_FILE, types_file, json.dumps(types))
+    _into_place(aside, final)
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS " + typed_read([final / KEPT_FILE], types, hive=True))
+
+
+def _into_place(aside: Path, final: Path, text: str | None = None) -> None:
+    """The one publish of the store: a file or folder written aside (text: write it first), renamed into
+    place whole, so that a reader sees nothing or all of it. Where another process put it there first (same
+    rows), the aside copy is dropped."""
+    if text is not None:
+        aside.write_text(text)
+    try:
+        os.rename(aside, final)
+    except OSError:
+        if not final.exists():
+            raise
+        shutil.rmtree(aside, ignore_errors=True) if aside.is_dir() else aside.unlink(missing_ok=True)
+
+
+def _write_rows(con, select: str, target: Path, leave_out: tuple[str, ...] = ()) -> list[list[str]]:
+    """Write a query's rows to one Parquet file; its columns' DuckDB types (every column, also those left
+    out of the file). The one HUGEINT workaround: Parquet has none (DuckDB would write a lossy DOUBLE), so
+    such a column is written as DECIMAL(38, 0) and cast back on reading (catalog.typed_read)."""
+    types = [[row[0], row[1]] for row in con.execute(f"DESCRIBE {select}").fetchall()]
+    exact = ", ".join(
+        f'CAST("{name}" AS DECIMAL(38, 0)) AS "{name}"' if kind == "HUGEINT" else f'"{name}"'
+        for name, kind in types
+        if name not in leave_out
+    )
+    con.execute(
+        f"COPY (SELECT {exact} FROM ({select})) TO {sql_string(target)} (FORMAT parquet, COMPRESSION zstd)"
+    )
+    return types
