@@ -54,29 +54,15 @@
 -- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`): a step's gaps
 --                         need the whole rank's ordered passes (a filter on step reaches none of them)
 CREATE OR REPLACE VIEW idle_gaps AS
-WITH device_order AS (
-    SELECT run_id, rank, device, kernel_id, name, step, start_ns, launch_start_ns, launch_dur_ns,
-           launch_op_id, linked,
-           max(end_ns) OVER (PARTITION BY run_id, rank, device ORDER BY start_ns, end_ns, kernel_id
-                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-    FROM kernels
-),
-stream_order AS (
-    SELECT run_id, rank, device, stream, kernel_id, name, step, start_ns, launch_start_ns, launch_dur_ns,
-           launch_op_id, linked,
-           max(end_ns) OVER (PARTITION BY run_id, rank, device, stream ORDER BY start_ns, end_ns, kernel_id
-                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-    FROM kernels
-),
-raw_gaps AS (
-    SELECT run_id, rank, device, 'device' AS scope, NULL::BIGINT AS stream, step, prev_end AS gap_start_ns,
-           start_ns AS gap_end_ns, kernel_id AS next_kernel_id, name AS next_name, launch_start_ns,
-           launch_dur_ns, launch_op_id, linked
-    FROM device_order WHERE start_ns > prev_end
-    UNION ALL
-    SELECT run_id, rank, device, 'stream', stream, step, prev_end, start_ns, kernel_id, name, launch_start_ns,
-           launch_dur_ns, launch_op_id, linked
-    FROM stream_order WHERE start_ns > prev_end
+WITH raw_gaps AS (
+    -- the gap before each busy island of a device or a stream (_busy_islands), ended by the island's first
+    -- activity: the time from the latest end of the activities before it to its start
+    SELECT i.run_id, i.rank, i.device, i.scope, i.stream, k.step, i.prev_island_end_ns AS gap_start_ns,
+           i.island_start_ns AS gap_end_ns, k.kernel_id AS next_kernel_id, k.name AS next_name,
+           k.launch_start_ns, k.launch_dur_ns, k.launch_op_id, k.linked
+    FROM _busy_islands AS i
+    JOIN kernels AS k ON k.run_id = i.run_id AND k.rank = i.rank AND k.kernel_id = i.first_kernel_id
+    WHERE i.scope IN ('device', 'stream') AND i.prev_island_end_ns IS NOT NULL
 ),
 gaps AS (
     -- the launching thread (lane), and the launch call clamped into the gap: [launch_from, launch_to)

@@ -57,34 +57,14 @@ first_act AS (
     ) t
     WHERE rn = 1
 ),
-device_order AS (
-    -- every activity of the device, of any step: the end of the latest one before it, to find where a
-    -- busy island (activities that touch or overlap) starts
-    SELECT run_id, rank, device, start_ns, end_ns,
-           max(end_ns) OVER (PARTITION BY run_id, rank, device ORDER BY start_ns, end_ns, kernel_id
-                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-    FROM kernels
-),
-numbered AS (
-    SELECT *, sum(CASE WHEN prev_end IS NULL OR start_ns > prev_end THEN 1 ELSE 0 END)
-                  OVER (PARTITION BY run_id, rank, device ORDER BY start_ns, end_ns
-                        ROWS UNBOUNDED PRECEDING) AS island
-    FROM device_order
-),
-islands AS (
-    SELECT run_id, rank, device, min(start_ns) AS i_start, max(end_ns) AS i_end
-    FROM numbered
-    GROUP BY run_id, rank, device, island
-),
 island_sums AS (
-    -- the busy time before each island on its device (a device's islands are disjoint)
-    SELECT run_id, rank, device, i_start, i_end,
-           coalesce(sum(i_end - i_start) OVER (PARTITION BY run_id, rank, device ORDER BY i_start
-                                              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS i_before
-    FROM islands
+    -- the device's busy islands (activities of any step that touch or overlap), with the busy time before each
+    SELECT run_id, rank, device, island_start_ns AS i_start, island_end_ns AS i_end, busy_before_ns AS i_before
+    FROM _busy_islands
+    WHERE scope = 'device'
 ),
 rank_devices AS (
-    SELECT DISTINCT run_id, rank, device FROM islands
+    SELECT DISTINCT run_id, rank, device FROM island_sums
 ),
 span_ends AS (
     -- each end of the step's GPU span, on each device of its rank (which: 0 the start, 1 the end)

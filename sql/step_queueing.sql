@@ -80,27 +80,12 @@ window_ranks AS (
     SELECT DISTINCT run_id, rank FROM win
 ),
 rank_islands AS (
-    -- the rank's busy time as disjoint islands (the union of its activities: one sort of the rank's rows),
-    -- each with the busy time of the islands before it
-    SELECT run_id, rank, lo, hi,
-           coalesce(sum(hi - lo) OVER (PARTITION BY run_id, rank ORDER BY lo
-                                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS busy_before
-    FROM (
-        SELECT run_id, rank, island, MIN(start_ns) AS lo, MAX(end_ns) AS hi
-        FROM (
-            SELECT *, SUM(CASE WHEN prev_end IS NULL OR start_ns > prev_end THEN 1 ELSE 0 END) OVER (
-                          PARTITION BY run_id, rank ORDER BY start_ns, kernel_id
-                          ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS island
-            FROM (
-                SELECT k.run_id, k.rank, k.kernel_id, k.start_ns, k.end_ns,
-                       MAX(k.end_ns) OVER (PARTITION BY k.run_id, k.rank ORDER BY k.start_ns, k.kernel_id
-                                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-                FROM kernels k
-                JOIN window_ranks r ON r.run_id = k.run_id AND r.rank = k.rank
-            ) t
-        ) t
-        GROUP BY run_id, rank, island
-    ) t
+    -- the rank's busy time as disjoint islands (the union of its activities on all its devices), each with
+    -- the busy time of the islands before it
+    SELECT i.run_id, i.rank, i.island_start_ns AS lo, i.island_end_ns AS hi, i.busy_before_ns AS busy_before
+    FROM _busy_islands AS i
+    JOIN window_ranks AS r ON r.run_id = i.run_id AND r.rank = i.rank
+    WHERE i.scope = 'rank'
 ),
 points AS (
     -- the islands and both ends of every window in one time order (an island before a window's end at the

@@ -57,9 +57,6 @@ timeline AS (
     WHERE variant = 'exact' AND step IS NOT NULL
     GROUP BY run_id, rank, step
 ),
-rank_kernels AS (
-    SELECT run_id, rank, device, kernel_id, start_ns, end_ns FROM kernels
-),
 ordered AS (
     -- the end of the GPU work of the rank's earlier steps (step order), to place the step's GPU window
     SELECT s.run_id, s.rank, s.step, s.start_ns AS host_start_ns, t.gpu_start_ns, t.gpu_end_ns,
@@ -75,24 +72,10 @@ gpu_window AS (
     FROM ordered
 ),
 device_islands AS (
-    -- busy islands of each device (activities that touch or overlap), with the busy time before each
-    SELECT run_id, rank, device, i_start, i_end,
-           coalesce(sum(i_end - i_start) OVER (PARTITION BY run_id, rank, device ORDER BY i_start
-                                              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS i_before
-    FROM (
-        SELECT run_id, rank, device, island, min(start_ns) AS i_start, max(end_ns) AS i_end
-        FROM (
-            SELECT *, sum(CASE WHEN prev_end IS NULL OR start_ns > prev_end THEN 1 ELSE 0 END)
-                          OVER (PARTITION BY run_id, rank, device ORDER BY start_ns, end_ns, kernel_id
-                                ROWS UNBOUNDED PRECEDING) AS island
-            FROM (
-                SELECT *, max(end_ns) OVER (PARTITION BY run_id, rank, device ORDER BY start_ns, end_ns, kernel_id
-                                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-                FROM rank_kernels
-            ) AS d
-        ) AS n
-        GROUP BY run_id, rank, device, island
-    ) AS i
+    -- busy islands of each device (activities of any step that touch or overlap), with the busy time before each
+    SELECT run_id, rank, device, island_start_ns AS i_start, island_end_ns AS i_end, busy_before_ns AS i_before
+    FROM _busy_islands
+    WHERE scope = 'device'
 ),
 rank_devices AS (
     SELECT run_id, rank, count(DISTINCT device) AS devices FROM device_islands GROUP BY run_id, rank

@@ -30,28 +30,11 @@ per_step AS (
     GROUP BY run_id, rank, device, stream
 ),
 busy AS (
-    -- union of the stream's activities per step (and for the whole rank): in start order, each adds the
-    -- part of it after the latest end before it (as in gpu_timeline)
-    SELECT run_id, rank, device, stream, step,
-           sum(greatest(end_ns - greatest(start_ns, coalesce(before_ns, start_ns)), 0)) AS busy_ns
-    FROM (
-        SELECT run_id, rank, device, stream, step, start_ns, end_ns,
-               max(end_ns) OVER (PARTITION BY run_id, rank, device, stream, step ORDER BY start_ns
-                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_ns
-        FROM kernels
-        WHERE step IS NOT NULL
-    ) AS by_step
+    -- union of the stream's activities per step (and for the whole rank): the length of its busy islands
+    SELECT run_id, rank, device, stream, step, sum(island_ns) AS busy_ns
+    FROM _busy_islands
+    WHERE scope IN ('stream', 'stream_step')
     GROUP BY run_id, rank, device, stream, step
-    UNION ALL
-    SELECT run_id, rank, device, stream, NULL,
-           sum(greatest(end_ns - greatest(start_ns, coalesce(before_ns, start_ns)), 0))
-    FROM (
-        SELECT run_id, rank, device, stream, start_ns, end_ns,
-               max(end_ns) OVER (PARTITION BY run_id, rank, device, stream ORDER BY start_ns
-                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_ns
-        FROM kernels
-    ) AS whole
-    GROUP BY run_id, rank, device, stream
 ),
 names AS (
     SELECT run_id, rank, device, stream, name AS stream_name FROM streams
