@@ -7,7 +7,7 @@ import sqlglot
 from sqlglot import exp
 
 from tracehouse.cli import main
-from warehouse.catalog import SQL_DIR, connect, ordered_views, view_dependencies, view_files
+from warehouse.catalog import connect, ordered_views, view_dependencies, view_files
 from warehouse.docs import column_comments, view_comment
 from warehouse.store import ALL_TABLES, Warehouse
 
@@ -25,7 +25,7 @@ def test_every_command_has_help_with_an_example(cli_runner, command):
 @pytest.mark.parametrize("name", sorted(view_files()))
 def test_sql_file_is_one_documented_view(name):
     """Only CREATE [OR REPLACE] VIEW, named as the file, with a header saying what a row is."""
-    sql = (SQL_DIR / f"{name}.sql").read_text()
+    sql = view_files()[name].read_text()
     statements = [s for s in sqlglot.parse(sql, read="duckdb") if s is not None]
     assert len(statements) == 1
     create = statements[0]

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import GPU_CATS, TRACES, query_rows, require_shared
 
-from warehouse.catalog import connect
+from warehouse.catalog import connect, view_files
 from warehouse.rules import CATEGORIES
 from warehouse.store import Warehouse
 
@@ -153,11 +153,11 @@ def test_category_columns_follow_the_vocabulary():
     its own columns, the charts colour each: all follow warehouse.rules.CATEGORIES (read from there)."""
     from reports.svg import CATEGORY_COLORS
 
-    steps = (ROOT / "sql" / "steps.sql").read_text()
+    steps = view_files()["steps"].read_text()
     filtered = re.findall(r"FILTER \(WHERE category = '(\w+)'\) AS (\w+)_ns", steps)
     assert [c for c, _ in filtered] == list(CATEGORIES) and all(c == a for c, a in filtered)
     assert list(CATEGORY_COLORS) == list(CATEGORIES)
-    latency = (ROOT / "sql" / "step_latency.sql").read_text()
+    latency = view_files()["step_latency"].read_text()
     listed = [
         c for c in re.findall(r"sum\((\w+)_ns\) AS \1_ns", latency) if c != "gpu_busy"
     ]  # not a category

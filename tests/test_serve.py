@@ -17,6 +17,7 @@ import pytest
 from tracebuilder import simple_events, write_trace
 
 from tracehouse import client
+from warehouse.catalog import view_files
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -156,7 +157,7 @@ def test_identity_follows_the_settings_and_code(tmp_path, monkeypatch):
     assert client.identity() != with_rules  # the file's content (its size and mtime) counts
     monkeypatch.delenv("TRACEHOUSE_SITE_RULES")
     assert client.identity() == base
-    view = ROOT / "sql" / "kernel_summary.sql"
+    view = view_files()["kernel_summary"]
     stat = view.stat()
     try:
         os.utime(view, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))

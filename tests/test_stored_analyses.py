@@ -13,7 +13,7 @@ from conftest import REPORT_SCENARIOS, TRACES, require_shared
 from ingest.load import ingest_paths
 from reports.run import build_run_report, render_run_report, report_json
 from synth import write_scenario
-from warehouse.catalog import connect
+from warehouse.catalog import connect, view_files
 from warehouse.engine import open as open_connection
 from warehouse.store import Warehouse
 from warehouse.stored import RUN_VIEWS, STEP_PICKS, analyses_dir, is_stored, run_folder, store_analyses
@@ -145,7 +145,7 @@ def test_fingerprints_follow_only_what_the_stored_rows_depend_on(tmp_path, monke
         return (analyses_dir(wh).name, kept), metrics_dir(wh).name
 
     def edit(view):
-        path = sql / f"{view}.sql"
+        path = sql / view_files()[view].relative_to(catalog.SQL_DIR)
         path.write_text(path.read_text() + "\n-- edited\n")
 
     start = keys()

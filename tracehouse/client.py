@@ -27,7 +27,7 @@ from pathlib import Path
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 # what a server's answers depend on besides the warehouse: the code and SQL it runs, the interpreter,
 # and the settings the catalogue reads (the user's rule files, the catalogue cache, the time zone)
-CODE_GLOBS = ("tracehouse/*.py", "warehouse/*.py", "sql/*.sql", "sql/rules/*")
+CODE_GLOBS = ("tracehouse/*.py", "warehouse/*.py", "sql/**/*.sql", "sql/rules/*")
 SETTINGS_ENVS = (
     "TRACEHOUSE_CACHE",
     "XDG_CACHE_HOME",

@@ -1,7 +1,7 @@
 -- fusion_match: one row per (run_id, phase, pattern) of the fusion catalogue (sql/rules/fusion_patterns.csv,
 -- tables fusion_patterns / fusion_pattern_steps) that the run shows evidence of. No evidence, no row.
 -- Evidence is the pattern's OWN op sequence, never the mere presence of kernels somewhere in the run.
--- Chains (sql/_fusion_chains.sql): activities matching the pattern's split steps IN ORDER on one stream,
+-- Chains (sql/fusion/_fusion_chains.sql): activities matching the pattern's split steps IN ORDER on one stream,
 --   inside one step and one graph replay (never across a graph boundary), at most 2 other activities
 --   between two steps, each step's kernel name + category and, where the step names one, its launching
 --   host op; the pattern's shape rule on the ops' Input Dims (same_input, gate_product, logits_2d) and
