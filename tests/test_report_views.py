@@ -166,6 +166,27 @@ def test_category_columns_follow_the_vocabulary():
     assert sorted(listed + folded) == sorted(CATEGORIES) and len(set(listed + folded)) == len(CATEGORIES)
 
 
+def test_category_columns_are_generated_from_the_vocabulary(tmp_path, monkeypatch):
+    """steps' and step_latency's category lines are what sql/steps/category_columns.py writes from the
+    vocabulary (the check passes as shipped), and a vocabulary with one more category gives both views its
+    column: the lines follow the rule data, they are not typed by hand."""
+    from sql.steps import category_columns
+
+    assert category_columns.stale() == []
+    for name in ("steps.sql", "step_latency.sql"):
+        (tmp_path / name).write_text((category_columns.HERE / name).read_text())
+    monkeypatch.setattr(category_columns, "HERE", tmp_path)
+    monkeypatch.setattr(category_columns, "CATEGORIES", (*CATEGORIES, "scan"))
+    assert category_columns.stale() == ["steps.sql", "step_latency.sql"]
+    assert category_columns.main([]) == 0 and category_columns.stale() == []
+    steps = (tmp_path / "steps.sql").read_text()
+    assert (
+        "FILTER (WHERE category = 'scan') AS scan_ns" in steps
+        and "coalesce(c.scan_ns, 0) AS scan_ns" in steps
+    )
+    assert "embedding_ns + other_ns + scan_ns) AS other_ns" in (tmp_path / "step_latency.sql").read_text()
+
+
 # ---- real traces: the same figures taken another way ------------------------------------------------------
 REAL = "nvidia/h100_qwen1.5-0.5b.json.gz"
 

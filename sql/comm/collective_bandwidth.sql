@@ -12,23 +12,24 @@
 -- t is the kernel's GPU duration, which includes any wait for the slowest rank to arrive (rank_skew
 -- says which calls waited): a low busbw on a call that waited is skew, not the link.
 -- Columns:
---   run_id, rank, kernel_id   the kernel (for a custom all-reduce op, its first kernel)
---   step, phase               its step and phase
---   name                      the kernel name (custom: the op name)
---   collective                normalized: allreduce, allgather, reducescatter, broadcast, reduce, alltoall,
---                             sendrecv (as recorded when none of these)
---   size_source               nccl (kernel args) or op_dims (custom all-reduce)
---   dtype                     element type as recorded
---   elt_bytes                 its size in bytes
---   group_size                ranks in the collective (n)
---   bytes                     S (above)
---   dur_ns                    t
---   algbw_gbps                S / t in GB/s (10^9 bytes/s): bytes per ns
---   bus_factor                the factor above
---   busbw_gbps                algbw_gbps × bus_factor
---   size_bucket_bytes         the message-size bucket: the largest power of two <= bytes
---   link_gbps                 the link's peak per direction (_run_device; NULL: not known)
---   pct_of_link               100 × busbw_gbps / link_gbps
+--   run_id, rank, kernel_id   VARCHAR, INTEGER, BIGINT  the kernel (for a custom all-reduce op, its first
+--                            kernel)
+--   step, phase               BIGINT, VARCHAR  its step and phase
+--   name                      VARCHAR  the kernel name (custom: the op name)
+--   collective                VARCHAR  normalized: allreduce, allgather, reducescatter, broadcast, reduce,
+--                             alltoall, sendrecv (as recorded when none of these)
+--   size_source               VARCHAR  nccl (kernel args) or op_dims (custom all-reduce)
+--   dtype                     VARCHAR  element type as recorded
+--   elt_bytes                 INTEGER  its size in bytes
+--   group_size                INTEGER  ranks in the collective (n)
+--   bytes                     BIGINT  S (above)
+--   dur_ns                    HUGEINT  t
+--   algbw_gbps                DOUBLE  S / t in GB/s (10^9 bytes/s): bytes per ns
+--   bus_factor                DOUBLE  the factor above
+--   busbw_gbps                DOUBLE  algbw_gbps × bus_factor
+--   size_bucket_bytes         BIGINT  the message-size bucket: the largest power of two <= bytes
+--   link_gbps                 DOUBLE  the link's peak per direction (_run_device; NULL: not known)
+--   pct_of_link               DOUBLE  100 × busbw_gbps / link_gbps
 CREATE OR REPLACE VIEW collective_bandwidth AS
 WITH nccl AS (
     SELECT run_id, rank, kernel_id, step, phase, name, lower(replace(coalesce(collective_name, ''), '_', '')) AS coll,

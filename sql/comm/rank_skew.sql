@@ -6,23 +6,25 @@
 -- (kernel_id breaks ties); the n-th instance of every rank is matched. Activities outside any step are
 -- matched among themselves (step NULL).
 -- Columns:
---   run_id, step                  the run and step (NULL: outside steps)
---   collective, process_group     the collective as matched (see above)
---   instance                      n: the instance's number within (step, collective, process_group), from 1
---   name                          the kernel name (the smallest one when the ranks differ)
---   ranks                         ranks on which the instance ran
---   first_start_ns, last_start_ns earliest and latest start over the ranks
---   start_skew_ns                 last_start_ns − first_start_ns: how long the earliest rank waited for the
---                                 last one to arrive
---   first_end_ns, last_end_ns     earliest and latest end over the ranks
---   end_skew_ns                   last_end_ns − first_end_ns
---   min_dur_ns, max_dur_ns        shortest and longest duration over the ranks
---   dur_spread_ns                 max_dur_ns − min_dur_ns (the early ranks' kernels also hold the wait, so a
---                                 large spread with a large start skew is the straggler's signature)
---   first_rank                    the rank that started first (ties: the lowest rank)
---   last_rank                     the rank that arrived last: latest start (ties: the lowest rank)
---   last_rank_lead_ns             last_start_ns − the second-latest start: how much later than every other
---                                 rank the last one came (0 on a tie)
+--   run_id, step                  VARCHAR, BIGINT  the run and step (NULL: outside steps)
+--   collective, process_group     VARCHAR  the collective as matched (see above)
+--   instance                      BIGINT  n: the instance's number within (step, collective, process_group),
+--                            from 1
+--   name                          VARCHAR  the kernel name (the smallest one when the ranks differ)
+--   ranks                         BIGINT  ranks on which the instance ran
+--   first_start_ns, last_start_ns BIGINT  earliest and latest start over the ranks
+--   start_skew_ns                 BIGINT  last_start_ns − first_start_ns: how long the earliest rank waited
+--                                 for the last one to arrive
+--   first_end_ns, last_end_ns     BIGINT  earliest and latest end over the ranks
+--   end_skew_ns                   BIGINT  last_end_ns − first_end_ns
+--   min_dur_ns, max_dur_ns        BIGINT  shortest and longest duration over the ranks
+--   dur_spread_ns                 BIGINT  max_dur_ns − min_dur_ns (the early ranks' kernels also hold the
+--                                 wait, so a large spread with a large start skew is the straggler's
+--                                 signature)
+--   first_rank                    INTEGER  the rank that started first (ties: the lowest rank)
+--   last_rank                     INTEGER  the rank that arrived last: latest start (ties: the lowest rank)
+--   last_rank_lead_ns             BIGINT  last_start_ns − the second-latest start: how much later than every
+--                                 other rank the last one came (0 on a tie)
 -- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`): data_quality,
 --                          rank_skew_summary and run_metrics read it (18 s a query on a 1 GB run)
 CREATE OR REPLACE VIEW rank_skew AS

@@ -6,16 +6,16 @@
 --                    Σ over the other ranks of (its start − their start). The straggler has a large
 --                    imposed_wait_ns and a small wait_ns.
 -- Columns:
---   run_id, rank                 the rank
---   instances                    matched collective instances it took part in
---   times_last                   instances where it arrived last (rank_skew.last_rank)
---   last_share                   times_last / instances
---   times_first                  instances where it started first (rank_skew.first_rank)
---   wait_ns                      see above (≥ 0)
---   mean_wait_ns                 wait_ns / instances
---   imposed_wait_ns              see above (≥ 0)
---   mean_start_lateness_ns       mean over its instances of (its start − the instance's first start)
---   max_start_lateness_ns        the largest such lateness
+--   run_id, rank                 VARCHAR, INTEGER  the rank
+--   instances                    BIGINT  matched collective instances it took part in
+--   times_last                   BIGINT  instances where it arrived last (rank_skew.last_rank)
+--   last_share                   DOUBLE  times_last / instances
+--   times_first                  BIGINT  instances where it started first (rank_skew.first_rank)
+--   wait_ns                      BIGINT  see above (≥ 0)
+--   mean_wait_ns                 DOUBLE  wait_ns / instances
+--   imposed_wait_ns              BIGINT  see above (≥ 0)
+--   mean_start_lateness_ns       DOUBLE  mean over its instances of (its start − the instance's first start)
+--   max_start_lateness_ns        BIGINT  the largest such lateness
 -- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`)
 CREATE OR REPLACE VIEW rank_skew_summary AS
 WITH comm AS (

@@ -55,30 +55,31 @@
 -- Every edge goes strictly back in issue order (GPU activity: its launch call's start, else its own
 -- start; host call: its start), so the graph has no cycles even on traces with skewed clocks.
 -- Columns:
---   run_id, rank    the rank
---   node_type       `gpu` (a GPU activity), `cpu` (a host CUDA call, entered at its end) or `cpu_issue`
---                   (a blocking copy call entered through the launch of its own copy: only its issuing
---                   part, before the copy, which follows program order)
---   node_id         kernel_id (gpu) or op_id (cpu, cpu_issue)
---   step            the node's step: kernels.step for an activity; for a host call the step_spans
+--   run_id, rank    VARCHAR, INTEGER  the rank
+--   node_type       VARCHAR  `gpu` (a GPU activity), `cpu` (a host CUDA call, entered at its end) or
+--                   `cpu_issue` (a blocking copy call entered through the launch of its own copy: only its
+--                   issuing part, before the copy, which follows program order)
+--   node_id         BIGINT  kernel_id (gpu) or op_id (cpu, cpu_issue)
+--   step            BIGINT  the node's step: kernels.step for an activity; for a host call the step_spans
 --                   window (start_ns <= call start < end_ns) that holds it; NULL outside every step
---   name            activity or call name
---   kind            activity kind (kernel / memcpy / memset); NULL for host calls
---   stream          the activity's stream; NULL for host calls
---   node_start_ns   the node's start
---   node_end_ns     the node's end
---   node_lo_ns      where the walk leaves the node: its start, except a blocking sync call, which is
+--   name            VARCHAR  activity or call name
+--   kind            VARCHAR  activity kind (kernel / memcpy / memset); NULL for host calls
+--   stream          BIGINT  the activity's stream; NULL for host calls
+--   node_start_ns   BIGINT  the node's start
+--   node_end_ns     BIGINT  the node's end
+--   node_lo_ns      BIGINT  where the walk leaves the node: its start, except a blocking sync call, which is
 --                   left at its end (the time inside it is the sync_wait edge)
---   pred_type, pred_id  the chosen predecessor (NULL when the node has none)
---   ready_ns        when that dependency was satisfied (clamped as above); NULL when the node has none
---   edge            stream_order / event_wait / inferred_wait / launch / host_sync / program_order /
+--   pred_type, pred_id  VARCHAR, BIGINT  the chosen predecessor (NULL when the node has none)
+--   ready_ns        BIGINT  when that dependency was satisfied (clamped as above); NULL when the node has
+--                           none
+--   edge            VARCHAR  stream_order / event_wait / inferred_wait / launch / host_sync / program_order /
 --                   thread_handoff
---   edge_kind       the path segment kind of the edge: kernel_gap / sync_wait / launch_delay / gpu_queued
---                   / cpu
---   edge_name       what the edge segment is named on the path: the launch call, the sync call or
+--   edge_kind       VARCHAR  the path segment kind of the edge: kernel_gap / sync_wait / launch_delay /
+--                   gpu_queued / cpu
+--   edge_name       VARCHAR  what the edge segment is named on the path: the launch call, the sync call or
 --                   cudaStreamWaitEvent, the host op around a program-order gap; NULL for kernel gaps
 --                   and inferred waits
---   edge_op_id      the cpu_ops op_id behind that name (NULL for kernel gaps)
+--   edge_op_id      BIGINT  the cpu_ops op_id behind that name (NULL for kernel gaps)
 CREATE OR REPLACE VIEW _critical_path_pred AS
 WITH act AS (
     SELECT run_id, rank, device, stream, kernel_id, name, kind, step, start_ns, end_ns, launch_op_id,

@@ -25,9 +25,9 @@
 -- Zero-length segments are left out, except GPU activities (every activity on the chain is listed) and
 -- sync_wait edges (every synchronization the path crosses is listed).
 -- Columns:
---   run_id, rank, step  the step (kernels.step)
---   seq         1.. in time order along the path, from its start
---   kind        gpu           a GPU activity running
+--   run_id, rank, step  VARCHAR, INTEGER, BIGINT  the step (kernels.step)
+--   seq         BIGINT  1.. in time order along the path, from its start
+--   kind        VARCHAR  gpu           a GPU activity running
 --               launch_delay  from the launch call (its end; a graph launch or a call that ended after the
 --                             activity started: its start) to the activity's start, when the launch was
 --                             the last dependency satisfied, under 1 ms
@@ -40,16 +40,17 @@
 --               sync_wait     a wait on other GPU work: from the end of the awaited activity to the start
 --                             of the activity that waited on the event, or to the end of the blocking
 --                             host sync call / copy
---   category    activity_category of the activity (gpu rows only)
---   name        activity name (gpu), host call name (cpu node), the op around a host gap (cpu edge),
+--   category    VARCHAR  activity_category of the activity (gpu rows only)
+--   name        VARCHAR  activity name (gpu), host call name (cpu node), the op around a host gap (cpu edge),
 --               the launch call (launch_delay), the sync call or cudaStreamWaitEvent (sync_wait);
 --               NULL for kernel gaps
---   start_ns, dur_ns  the segment
---   kernel_id   the activity (gpu rows); NULL otherwise
---   op_id       cpu_ops op_id of the host call or op named (cpu, launch_delay, sync_wait rows)
---   stream      the activity's stream (gpu rows)
---   edge        NULL for a node (gpu activity or host call); for the time between nodes the dependency:
---               stream_order, event_wait, launch, host_sync, program_order, thread_handoff, step_start
+--   start_ns, dur_ns  BIGINT  the segment
+--   kernel_id   BIGINT  the activity (gpu rows); NULL otherwise
+--   op_id       BIGINT  cpu_ops op_id of the host call or op named (cpu, launch_delay, sync_wait rows)
+--   stream      BIGINT  the activity's stream (gpu rows)
+--   edge        VARCHAR  NULL for a node (gpu activity or host call); for the time between nodes the
+--               dependency: stream_order, event_wait, launch, host_sync, program_order, thread_handoff,
+--               step_start
 CREATE OR REPLACE VIEW critical_path AS
 WITH RECURSIVE ordered AS (
     SELECT p.*,

@@ -1,14 +1,16 @@
 -- critical_path_summary: one row per (run_id, rank, step, kind, category) of a critical path: how much
 -- of the path that kind of segment takes (category only for kind `gpu`; NULL for the others).
 -- Columns:
---   run_id, rank, step  the step
---   kind                gpu / launch_delay / gpu_queued / kernel_gap / cpu / sync_wait (see critical_path)
---   category            kernel category of the gpu time; NULL for the other kinds
---   time_ns             sum of the segments' dur_ns
---   share               time_ns / the path's span (the shares of a step sum to 1)
---   segments            number of segments
---   critical_stream     the step's critical stream: the stream with the most gpu time on the path (ties:
---                       the lower id), repeated on every row of the step (as in the critical_stream view)
+--   run_id, rank, step  VARCHAR, INTEGER, BIGINT  the step
+--   kind                VARCHAR  gpu / launch_delay / gpu_queued / kernel_gap / cpu / sync_wait (see
+--                            critical_path)
+--   category            VARCHAR  kernel category of the gpu time; NULL for the other kinds
+--   time_ns             HUGEINT  sum of the segments' dur_ns
+--   share               DOUBLE  time_ns / the path's span (the shares of a step sum to 1)
+--   segments            HUGEINT  number of segments
+--   critical_stream     BIGINT  the step's critical stream: the stream with the most gpu time on the path
+--                       (ties: the lower id), repeated on every row of the step (as in the critical_stream
+--                       view)
 CREATE OR REPLACE VIEW critical_path_summary AS
 WITH agg AS (
     SELECT run_id, rank, step, kind, category, stream, SUM(dur_ns) AS time_ns, COUNT(*) AS segments,

@@ -4,16 +4,16 @@
 -- time the step has no critical stream (NULL) and gpu_share is 0; where gpu_share is small (a host-bound
 -- or queued step) the critical stream names little of the path: read critical_stream_share beside it.
 -- Columns:
---   run_id, rank, step   the step
---   path_start_ns        start of the path's first segment
---   path_end_ns          end of its last segment (the end of the step's last GPU activity)
---   span_ns              path_end_ns - path_start_ns = sum of the segments' dur_ns
---   segments             number of segments (critical_path rows)
---   gpu_ns               gpu time on the path (all streams)
---   critical_stream      the stream with the most gpu time on the path (NULL if the path holds none)
---   critical_stream_ns   that stream's gpu time on the path
---   gpu_share            gpu_ns / span_ns (0 when span_ns is 0)
---   critical_stream_share  critical_stream_ns / span_ns (NULL without a critical stream)
+--   run_id, rank, step   VARCHAR, INTEGER, BIGINT  the step
+--   path_start_ns        BIGINT  start of the path's first segment
+--   path_end_ns          BIGINT  end of its last segment (the end of the step's last GPU activity)
+--   span_ns              BIGINT  path_end_ns - path_start_ns = sum of the segments' dur_ns
+--   segments             HUGEINT  number of segments (critical_path rows)
+--   gpu_ns               HUGEINT  gpu time on the path (all streams)
+--   critical_stream      BIGINT  the stream with the most gpu time on the path (NULL if the path holds none)
+--   critical_stream_ns   HUGEINT  that stream's gpu time on the path
+--   gpu_share            DOUBLE  gpu_ns / span_ns (0 when span_ns is 0)
+--   critical_stream_share  DOUBLE  critical_stream_ns / span_ns (NULL without a critical stream)
 CREATE OR REPLACE VIEW critical_stream AS
 WITH by_stream AS (
     -- one pass over the path: per stream (NULL: segments that are not gpu)

@@ -19,13 +19,14 @@
 -- The export (reports/export.py clock_alignment) groups the significant ranks into hosts and shifts each
 -- host's ranks by one offset.
 -- Columns:
---   run_id, rank           the rank
---   reference_rank         the rank whose clock it is compared with
---   matched                collective instances both ranks ran (matched as above)
---   offset_ns              median of d: the rank's clock minus the reference rank's, ns (NULL: none matched)
---   spread_ns              median |d − offset_ns|, ns
---   first_d_ns, last_d_ns  smallest and largest d (the range of the estimate's inputs)
---   significant            the rule above: true when the clocks differ by the offset
+--   run_id, rank           VARCHAR, INTEGER  the rank
+--   reference_rank         INTEGER  the rank whose clock it is compared with
+--   matched                BIGINT  collective instances both ranks ran (matched as above)
+--   offset_ns              BIGINT  median of d: the rank's clock minus the reference rank's, ns (NULL: none
+--                            matched)
+--   spread_ns              BIGINT  median |d − offset_ns|, ns
+--   first_d_ns, last_d_ns  BIGINT  smallest and largest d (the range of the estimate's inputs)
+--   significant            BOOLEAN  the rule above: true when the clocks differ by the offset
 CREATE OR REPLACE VIEW export_clock_offset AS
 WITH comm AS (
     SELECT k.run_id, k.rank, k.step, k.kernel_id, k.start_ns, k.start_ns + coalesce(k.dur_ns, 0) AS end_ns,

@@ -7,8 +7,8 @@
 -- between two consecutive points the counts are constant, and a piece with comm > 0 and compute = 0 is
 -- exposed; touching exposed pieces are merged into one interval (a gaps-and-islands pass).
 -- Columns:
---   run_id, rank, device   where
---   start_ns, end_ns, dur_ns   the interval (end_ns > start_ns)
+--   run_id, rank, device   VARCHAR, INTEGER, INTEGER  where
+--   start_ns, end_ns, dur_ns   BIGINT  the interval (end_ns > start_ns)
 CREATE OR REPLACE VIEW export_exposed_comm AS
 WITH intervals AS (
     SELECT run_id, rank, device, cls, start_ns, end_ns

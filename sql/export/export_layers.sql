@@ -4,12 +4,13 @@
 -- − 1 (layer_pattern_summary: ordinal = row number by (start_ns, kernel_id) within the stream and step), for
 -- j = 0 .. repeats − 1 (the repeating block; work before and after it is no layer).
 -- Columns:
---   run_id, rank, step, device, stream   the step and its main stream (layer_pattern_summary.is_main_stream)
---   layer        0 .. repeats − 1
---   period       activities per layer on this stream
---   start_ns     start of the layer's first activity (its position 0)
---   end_ns       latest end among the layer's activities
---   activities   activities of the layer (= period)
+--   run_id, rank, step, device, stream   VARCHAR, INTEGER, BIGINT, INTEGER, BIGINT
+--                            the step and its main stream (layer_pattern_summary.is_main_stream)
+--   layer        BIGINT  0 .. repeats − 1
+--   period       BIGINT  activities per layer on this stream
+--   start_ns     BIGINT  start of the layer's first activity (its position 0)
+--   end_ns       BIGINT  latest end among the layer's activities
+--   activities   BIGINT  activities of the layer (= period)
 CREATE OR REPLACE VIEW export_layers AS
 WITH blocks AS (
     SELECT run_id, rank, step, device, stream, period, repeats, start_ordinal

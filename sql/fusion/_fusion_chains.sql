@@ -22,12 +22,17 @@
 -- Requires. A pattern with requires_category (MoE routing / finalize: `moe`) has evidence only in a phase
 --   that has GPU time in that category (an index + sum of a dense model is not a MoE finalize).
 -- Columns:
---   run_id, rank, phase      the run, rank and the phase of the chain's first activity ('unknown' when none)
---   pattern_id, n_splits     the catalogue entry and its number of steps
---   kernel_id_N, name_N, dur_ns_N   step N's activity (NULL for steps the pattern does not have)
---   op_N, dims_N             its launching op and that op's Input Dims (NULL: none known)
---   ops_known                every step's launching op is known
---   adjacent                 the steps follow each other directly on the stream
+--   run_id, rank, phase      VARCHAR, INTEGER, VARCHAR  the run, rank and the phase of the chain's first
+--                            activity ('unknown' when none)
+--   pattern_id, n_splits     VARCHAR, INTEGER  the catalogue entry and its number of steps
+--   kernel_id_1, name_1, dur_ns_1   BIGINT, VARCHAR, BIGINT  step 1's activity
+--   kernel_id_2, name_2, dur_ns_2   BIGINT, VARCHAR, BIGINT  step 2's activity
+--   kernel_id_3, name_3, dur_ns_3   BIGINT, VARCHAR, BIGINT  step 3's activity (NULL when the pattern has 2
+--                            steps)
+--   op_1, dims_1, op_2, dims_2, op_3, dims_3   VARCHAR  each step's launching op and that op's Input Dims
+--                            (NULL: none known, or no such step)
+--   ops_known                BOOLEAN  every step's launching op is known
+--   adjacent                 BOOLEAN  the steps follow each other directly on the stream
 CREATE OR REPLACE VIEW _fusion_chains AS
 WITH launched AS (
     -- every activity with its scope and its launching op (name, dims)

@@ -16,38 +16,44 @@
 --   'generic'): the pattern with the best status (Confirmed, Fused, Likely), then the most related GPU
 --   time, then the first in the catalogue; its source_path lists every framework's implementation.
 -- Columns:
---   run_id, phase          the run and phase (phase 'unknown' when none); a chain's phase is its first
---                          activity's
---   pattern_id, pattern_name, pattern_key   the catalogue entry, and the key it shares with the other
---                          frameworks' entries for the same op sequence
---   pattern_framework      the entry's framework (sglang, vllm, tensorrt-llm); 'generic' on generic rows
---   row_scope              'framework' or 'generic' (above)
---   framework_match        TRUE on framework rows, NULL on generic rows (never FALSE: no such row)
---   status                 Confirmed, Fused or Likely (above)
---   occurrences            Confirmed: adjacent chains; Likely: chains; Fused: launches of the fused kernel
---   chains_adjacent, chains_near   adjacent chains, and chains with activities between their steps
---   related_gpu_time_ns    GPU time of the evidence: Confirmed: the activities of the adjacent chains;
---                          Likely: the activities of the chains (each once); Fused: the fused kernel's
---   share                  related_gpu_time_ns / the phase's total GPU time (as kernel_summary.share)
---   evidence_1, evidence_2, evidence_3   per step, the kernel name with the most GPU time among the
+--   run_id, phase          VARCHAR  the run and phase (phase 'unknown' when none); a chain's phase is its
+--                          first activity's
+--   pattern_id, pattern_name, pattern_key   VARCHAR  the catalogue entry, and the key it shares with the
+--                          other frameworks' entries for the same op sequence
+--   pattern_framework      VARCHAR  the entry's framework (sglang, vllm, tensorrt-llm); 'generic' on generic
+--                            rows
+--   row_scope              VARCHAR  'framework' or 'generic' (above)
+--   framework_match        BOOLEAN  TRUE on framework rows, NULL on generic rows (never FALSE: no such row)
+--   status                 VARCHAR  Confirmed, Fused or Likely (above)
+--   occurrences            HUGEINT  Confirmed: adjacent chains; Likely: chains; Fused: launches of the fused
+--                            kernel
+--   chains_adjacent, chains_near   BIGINT  adjacent chains, and chains with activities between their steps
+--   related_gpu_time_ns    HUGEINT  GPU time of the evidence: Confirmed: the activities of the adjacent
+--                          chains; Likely: the activities of the chains (each once); Fused: the fused
+--                          kernel's
+--   share                  DOUBLE  related_gpu_time_ns / the phase's total GPU time (as kernel_summary.share)
+--   evidence_1, evidence_2, evidence_3   VARCHAR  per step, the kernel name with the most GPU time among the
 --                          evidence (NULL for steps the pattern does not have, and for Fused rows)
---   evidence               the evidence kernel names joined with ' -> ' (Fused: the fused kernel's name)
---   evidence_ops           per step, the most frequent launching op and its Input Dims among the evidence,
---                          joined with ' -> ' (e.g. 'aten::silu [[16,559,2816]] -> aten::mul
+--   evidence               VARCHAR  the evidence kernel names joined with ' -> ' (Fused: the fused kernel's
+--                            name)
+--   evidence_ops           VARCHAR  per step, the most frequent launching op and its Input Dims among the
+--                          evidence, joined with ' -> ' (e.g. 'aten::silu [[16,559,2816]] -> aten::mul
 --                          [[16,559,2816],[16,559,2816]]'); NULL when no launching op is known
---   evidence_sequence      the whole evidence, uncut: per step 'kernel ×launches (op dims)' joined with
---                          ' -> ', then the chain counts ('; N adjacent, M near chain(s)'); Fused: every
+--   evidence_sequence      VARCHAR  the whole evidence, uncut: per step 'kernel ×launches (op dims)' joined
+--                          with ' -> ', then the chain counts ('; N adjacent, M near chain(s)'); Fused: every
 --                          fused kernel 'name ×launches', joined with ' + ' (most GPU time first)
---   evidence_basis         'ops' (every counted chain had its launching ops; shapes checked where the
---                          pattern has a rule), 'ops and kernel names' (some had), 'kernel names' (none
+--   evidence_basis         VARCHAR  'ops' (every counted chain had its launching ops; shapes checked where
+--                          the pattern has a rule), 'ops and kernel names' (some had), 'kernel names' (none
 --                          had, e.g. graph replays: judged by kernel names and order alone); NULL for Fused
---   fused_kernel           the fused kernel's name with the most GPU time when it runs, else NULL
---   fused_gpu_time_ns, fused_launches   the fused kernel's time and launches (0 when it does not run)
---   python_site            the current Python location: top launch site (kernel_summary.python_site) of
---                          evidence_1, or of the fused kernel for Fused rows
---   python_site_share      that site's share of that kernel's GPU time
---   source_path            where the fused implementation lives (generic rows: 'framework: path; ...')
---   rationale, reference, catalog_version   from the catalogue
+--   fused_kernel           VARCHAR  the fused kernel's name with the most GPU time when it runs, else NULL
+--   fused_gpu_time_ns, fused_launches   HUGEINT  the fused kernel's time and launches (0 when it does not
+--                            run)
+--   python_site            VARCHAR  the current Python location: top launch site (kernel_summary.python_site)
+--                          of evidence_1, or of the fused kernel for Fused rows
+--   python_site_share      DOUBLE  that site's share of that kernel's GPU time
+--   source_path            VARCHAR  where the fused implementation lives (generic rows: 'framework: path;
+--                            ...')
+--   rationale, reference, catalog_version   VARCHAR  from the catalogue
 -- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`)
 CREATE OR REPLACE VIEW fusion_match AS
 -- each view it reads is read once (a CTE): DuckDB binds a view again at every reference

@@ -4,8 +4,8 @@
 -- reading every activity joins `kernels` -> kernel_category by name, then this by kernel id:
 -- category = coalesce(o.category, c.category, 'other')). How the op rules match: activity_category.
 -- Columns:
---   run_id, rank, kernel_id  the activity
---   category, rule_name      the op rule that decides it
+--   run_id, rank, kernel_id  VARCHAR, INTEGER, BIGINT  the activity
+--   category, rule_name      VARCHAR  the op rule that decides it
 CREATE OR REPLACE VIEW _category_override AS
 WITH op_rules AS (
     SELECT rule_order, rule_name, category, pattern, op_pattern, op_pattern_literals, op_shape

@@ -31,11 +31,11 @@
 -- their descendants (4 levels, joins on op ids) give the launching ops a rule applies to; the activities
 -- launched from those ops are then tested against the rule's name pattern once per distinct name.
 -- Columns:
---   run_id, rank, kernel_id  the activity (kernels)
---   category                 its category (the vocabulary of kernel_category)
---   rule_name                the rule that decided (kernel_category.rule_name for name decisions)
---   by_op                    TRUE when a rule with an op_pattern or module_pattern decided (the launching op
---                            or module mattered)
+--   run_id, rank, kernel_id  VARCHAR, INTEGER, BIGINT  the activity (kernels)
+--   category                 VARCHAR  its category (the vocabulary of kernel_category)
+--   rule_name                VARCHAR  the rule that decided (kernel_category.rule_name for name decisions)
+--   by_op                    BOOLEAN  TRUE when a rule with an op_pattern or module_pattern decided (the
+--                            launching op or module mattered)
 CREATE OR REPLACE VIEW activity_category AS
 SELECT
     k.run_id,

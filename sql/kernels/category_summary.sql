@@ -1,11 +1,11 @@
 -- category_summary: one row per (run_id, phase, category): the GPU time of the category's activities
 -- (sum of durations over all ranks and streams) and its share of the phase's GPU time.
 -- Columns:
---   run_id, phase   the run and the phase (`prefill`, `decode`, `mixed`, `unknown`)
---   category        the category (kernel_category)
---   gpu_time_ns     sum of dur_ns of the category's activities
---   activities      how many activities
---   share           gpu_time_ns / the phase's total GPU time (shares of a phase sum to 1)
+--   run_id, phase   VARCHAR  the run and the phase (`prefill`, `decode`, `mixed`, `unknown`)
+--   category        VARCHAR  the category (kernel_category)
+--   gpu_time_ns     HUGEINT  sum of dur_ns of the category's activities
+--   activities      BIGINT  how many activities
+--   share           DOUBLE  gpu_time_ns / the phase's total GPU time (shares of a phase sum to 1)
 -- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`)
 CREATE OR REPLACE VIEW category_summary AS
 WITH per_category AS (

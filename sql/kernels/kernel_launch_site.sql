@@ -28,9 +28,9 @@
 -- `Qwen3ForCausalLM_0.Qwen3Model_0.Qwen3DecoderLayer_3.Qwen3Attention_3`); NULL when the stack has none
 -- (no `with_stack`/module recording, or work outside any module).
 -- Columns:
---   run_id, rank, kernel_id  the activity (as in `kernels`)
+--   run_id, rank, kernel_id  VARCHAR, INTEGER, BIGINT  the activity (as in `kernels`)
 --   name               VARCHAR  activity name (kernel symbol, `Memcpy ...`), as in `kernels`
---   dur_ns             BIGINT   its GPU time
+--   dur_ns             BIGINT  its GPU time
 --   file               VARCHAR  source file of the launch site (NULL: no site, or site_class 'frame')
 --   line               INTEGER  line in that file
 --   function           VARCHAR  Python function
@@ -42,7 +42,8 @@
 --   plumbing_frames    INTEGER  frames with a source file skipped as plumbing before the site (0 when the
 --                               innermost frame with a file is the site; NULL without a stack)
 --   inner_site         VARCHAR  the innermost frame with a source file, 'file(line): function' (the site
---                               before plumbing is skipped: e.g. triton/backends/amd/driver.py(634): __call__)
+--                               before plumbing is skipped: e.g. triton/backends/amd/driver.py(634):
+--                               __call__)
 --   module_path        VARCHAR  nn.Module chain around the launch, outermost first, '.'-joined (NULL: none)
 --   module             VARCHAR  the innermost nn.Module of that chain (e.g. Qwen3Attention_3)
 --   site_source        VARCHAR  'trace' (the trace's own stack), 'capture' (capture trace), or NULL

@@ -1,18 +1,20 @@
 -- kernel_summary: one row per (run_id, phase, kernel name): where the GPU time went, by kernel.
 -- Columns:
---   run_id, phase            the run and phase
---   name                     activity name (kernel symbol or `Memcpy ...`)
---   kind                     kernel, memcpy or memset
---   category                 its category (kernel_category)
---   gpu_time_ns              sum of its durations (all ranks, streams)
---   share                    gpu_time_ns / the phase's total GPU time
---   launches                 number of activities
---   mean_ns, median_ns, p90_ns, p99_ns, min_ns, max_ns   duration statistics (continuous quantiles)
---   python_site              the launch site with the most GPU time of this kernel ('file(line): function')
---   python_site_share        that site's share of the kernel's GPU time
---   second_site              the next site by time (NULL when only one)
---   launch_call              the most common launching call (cudaLaunchKernel, cudaGraphLaunch, ...)
---   ranks                    on how many ranks it ran
+--   run_id, phase            VARCHAR  the run and phase
+--   name                     VARCHAR  activity name (kernel symbol or `Memcpy ...`)
+--   kind                     VARCHAR  kernel, memcpy or memset
+--   category                 VARCHAR  its category (kernel_category)
+--   gpu_time_ns              HUGEINT  sum of its durations (all ranks, streams)
+--   share                    DOUBLE  gpu_time_ns / the phase's total GPU time
+--   launches                 BIGINT  number of activities
+--   mean_ns, median_ns, p90_ns, p99_ns, min_ns, max_ns   DOUBLE, DOUBLE, DOUBLE, DOUBLE, BIGINT, BIGINT
+--                            duration statistics (continuous quantiles)
+--   python_site              VARCHAR  the launch site with the most GPU time of this kernel ('file(line):
+--                            function')
+--   python_site_share        DOUBLE  that site's share of the kernel's GPU time
+--   second_site              VARCHAR  the next site by time (NULL when only one)
+--   launch_call              VARCHAR  the most common launching call (cudaLaunchKernel, cudaGraphLaunch, ...)
+--   ranks                    BIGINT  on how many ranks it ran
 -- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`)
 CREATE OR REPLACE VIEW kernel_summary AS
 WITH facts AS (

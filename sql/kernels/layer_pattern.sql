@@ -6,19 +6,21 @@
 -- Each part reads the one before it once, partitioned by (run_id, rank, step, ...), so that a query for one
 -- step computes that step only.
 -- Columns:
---   run_id, rank, step, phase, device, stream, is_main_stream   the stream (as in layer_pattern_summary)
---   period, repeats          the layer's length on this stream and the full layers it is taken over
---   position                 0 .. period − 1, in start order within the layer
---   name                     the kernel at this position in most layers (ties: the smallest name)
---   kind                     kernel, memcpy or memset
---   category                 its category (kernel_category)
---   name_share               share of the layers whose activity at this position has that name (1.0 = all)
---   median_ns, mean_ns, min_ns, max_ns   duration over the layers (all activities at this position;
---                            median: continuous quantile)
---   total_ns                 sum of the durations at this position over the layers
---   share_of_layer           median_ns / Σ median_ns over the positions of the layer
---   median_offset_ns         median over the layers of (start − the layer's first start): where in the
---                            layer it runs
+--   run_id, rank, step, phase, device, stream, is_main_stream   VARCHAR, INTEGER, BIGINT, VARCHAR, INTEGER, BIGINT, BOOLEAN
+--                            the stream (as in layer_pattern_summary)
+--   period, repeats          BIGINT  the layer's length on this stream and the full layers it is taken over
+--   position                 BIGINT  0 .. period − 1, in start order within the layer
+--   name                     VARCHAR  the kernel at this position in most layers (ties: the smallest name)
+--   kind                     VARCHAR  kernel, memcpy or memset
+--   category                 VARCHAR  its category (kernel_category)
+--   name_share               DOUBLE  share of the layers whose activity at this position has that name (1.0 =
+--                            all)
+--   median_ns, mean_ns, min_ns, max_ns   DOUBLE, DOUBLE, BIGINT, BIGINT  duration over the layers (all
+--                            activities at this position; median: continuous quantile)
+--   total_ns                 BIGINT  sum of the durations at this position over the layers
+--   share_of_layer           DOUBLE  median_ns / Σ median_ns over the positions of the layer
+--   median_offset_ns         DOUBLE  median over the layers of (start − the layer's first start): where in
+--                            the layer it runs
 CREATE OR REPLACE VIEW layer_pattern AS
 WITH seq AS (
     -- the same numbering as layer_pattern_summary

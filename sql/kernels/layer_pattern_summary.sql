@@ -33,33 +33,38 @@
 -- of the numbered sequence (DuckDB computes a CTE that is read twice once for all rows, which would stop
 -- a filter on the step from reaching the scans): a query for one step computes that step only.
 -- Columns:
---   run_id, rank, step, phase      the step (phase from step_spans: prefill, decode, mixed, unknown)
---   device, stream                 the stream
---   is_main_stream                 true for the stream with the most activities in the step (ties: lowest device, stream)
---   activities                     GPU activities of the step on this stream (n)
---   period                         activities per layer on this stream (NULL: no repeating sequence)
---   repeats                        full layers in the repeating block (NULL when period is NULL)
---   start_ordinal                  ordinal of the block's first activity (= layer 0, position 0)
---   end_ordinal                    ordinal just after the block's last full layer (start + period × repeats)
---   match_ratio                    share of positions i < n − period with name[i] = name[i + period]
---   block_layers                   (block length) / period as a fraction: the layers the matched block spans,
---                                  counting a partial one (a first or last layer one kernel shorter than
---                                  the others still shows, e.g. 11.94 where repeats says 11)
---   coverage                       period × repeats / activities: share of the stream's activities inside the block
---   layer_gpu_ns                   median over the layers of the block of the sum of their durations
---   layer_wall_ns                  median over the layers of (next layer's first start − this layer's first
---                                  start); the last layer uses the end of its last activity
---   layer_span_ns                  median over the layers of (last end − first start) of the layer's
+--   run_id, rank, step, phase      VARCHAR, INTEGER, BIGINT, VARCHAR  the step (phase from step_spans:
+--                            prefill, decode, mixed, unknown)
+--   device, stream                 INTEGER, BIGINT  the stream
+--   is_main_stream                 BOOLEAN  true for the stream with the most activities in the step (ties:
+--                            lowest device, stream)
+--   activities                     BIGINT  GPU activities of the step on this stream (n)
+--   period                         BIGINT  activities per layer on this stream (NULL: no repeating sequence)
+--   repeats                        BIGINT  full layers in the repeating block (NULL when period is NULL)
+--   start_ordinal                  BIGINT  ordinal of the block's first activity (= layer 0, position 0)
+--   end_ordinal                    BIGINT  ordinal just after the block's last full layer (start + period ×
+--                            repeats)
+--   match_ratio                    DOUBLE  share of positions i < n − period with name[i] = name[i + period]
+--   block_layers                   DOUBLE  (block length) / period as a fraction: the layers the matched
+--                                  block spans, counting a partial one (a first or last layer one kernel
+--                                  shorter than the others still shows, e.g. 11.94 where repeats says 11)
+--   coverage                       DOUBLE  period × repeats / activities: share of the stream's activities
+--                            inside the block
+--   layer_gpu_ns                   DOUBLE  median over the layers of the block of the sum of their durations
+--   layer_wall_ns                  DOUBLE  median over the layers of (next layer's first start − this layer's
+--                                  first start); the last layer uses the end of its last activity
+--   layer_span_ns                  DOUBLE  median over the layers of (last end − first start) of the layer's
 --                                  activities on this stream: a layer's wall time on the GPU
---   layer_span_min_ns, layer_span_max_ns   the shortest and longest of those spans
---   layer_start                    how the first layer's start was found: 'module' (an nn.Module layer
---                                  boundary), 'norm' (a norm kernel that repeats one period later), 'match'
---                                  (the first position of the repetition); NULL without a period
---   blocks                         contiguous blocks of at least two layers at this period (NULL: no period)
---   total_layers                   layers over all those blocks, each block rounded to whole layers (a first
---                                  layer one kernel shorter counts; N images × L layers gives N × L while
---                                  repeats counts the L of the biggest block)
---   step_layer_period              Σ period over the streams of the step whose repeats equal the main
+--   layer_span_min_ns, layer_span_max_ns   BIGINT  the shortest and longest of those spans
+--   layer_start                    VARCHAR  how the first layer's start was found: 'module' (an nn.Module
+--                                  layer boundary), 'norm' (a norm kernel that repeats one period later),
+--                                  'match' (the first position of the repetition); NULL without a period
+--   blocks                         BIGINT  contiguous blocks of at least two layers at this period (NULL: no
+--                            period)
+--   total_layers                   BIGINT  layers over all those blocks, each block rounded to whole layers
+--                                  (a first layer one kernel shorter counts; N images × L layers gives N × L
+--                                  while repeats counts the L of the biggest block)
+--   step_layer_period              BIGINT  Σ period over the streams of the step whose repeats equal the main
 --                                  stream's (the same on every row of the step; NULL without a main pattern)
 CREATE OR REPLACE VIEW layer_pattern_summary AS
 -- each view it reads is read once (a CTE): DuckDB binds a view again at every reference

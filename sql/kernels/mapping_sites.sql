@@ -8,12 +8,12 @@
 -- mapping. Rows only for names with GPU time. Ask for one pair (`WHERE target_run = ? AND mapping_run =
 -- ?`, on a connection focused on the two runs: `tracehouse report --mapping-run`).
 -- Columns:
---   target_run     the run whose kernels are located (runs.run_id)
---   mapping_run    the graph-off run whose sites are borrowed
---   phase, name    the target run's kernel (_kernel_facts.phase_key, name)
---   site           its most common mapped site by GPU time (NULL: none found)
---   site_share     that site's share of the kernel's GPU time (NULL: none found)
---   mapped_share   the share of the kernel's GPU time that found a mapped site (0..1)
+--   target_run     VARCHAR  the run whose kernels are located (runs.run_id)
+--   mapping_run    VARCHAR  the graph-off run whose sites are borrowed
+--   phase, name    VARCHAR  the target run's kernel (_kernel_facts.phase_key, name)
+--   site           VARCHAR  its most common mapped site by GPU time (NULL: none found)
+--   site_share     DOUBLE  that site's share of the kernel's GPU time (NULL: none found)
+--   mapped_share   DOUBLE  the share of the kernel's GPU time that found a mapped site (0..1)
 CREATE OR REPLACE VIEW mapping_sites AS
 WITH target AS (
     SELECT run_id AS target_run, phase_key AS phase, name, dur_ns,

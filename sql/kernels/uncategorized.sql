@@ -3,13 +3,13 @@
 -- purpose (torch.cuda._sleep's spin kernel is no work): such activities are known, not uncategorized.
 -- A run's share over several phases is sum(uncategorized_ns) / sum(gpu_time_ns) of their rows.
 -- Columns:
---   run_id, phase         the run and phase (category_summary)
---   gpu_time_ns           sum of dur_ns of the phase's activities (all categories, ranks, streams)
---   other_ns              of that, in category `other` (0 when none)
---   known_other_ns        of other_ns, the activities a rule files as `other` (kernel_category rule_name
---                         is not 'unmatched')
---   uncategorized_ns      other_ns - known_other_ns: the activities no rule matched
---   uncategorized_share   uncategorized_ns / gpu_time_ns (NULL when the phase has no GPU time)
+--   run_id, phase         VARCHAR  the run and phase (category_summary)
+--   gpu_time_ns           BIGINT  sum of dur_ns of the phase's activities (all categories, ranks, streams)
+--   other_ns              BIGINT  of that, in category `other` (0 when none)
+--   known_other_ns        BIGINT  of other_ns, the activities a rule files as `other` (kernel_category
+--                         rule_name is not 'unmatched')
+--   uncategorized_ns      BIGINT  other_ns - known_other_ns: the activities no rule matched
+--   uncategorized_share   DOUBLE  uncategorized_ns / gpu_time_ns (NULL when the phase has no GPU time)
 CREATE OR REPLACE VIEW uncategorized AS
 WITH phase_total AS (
     SELECT run_id, phase, sum(gpu_time_ns) AS gpu_time_ns,

@@ -1,11 +1,11 @@
 -- invariant_violations: one row per broken invariant of the warehouse (empty when all hold); what
 -- `tracehouse check` reports and the tests assert on every ingested trace.
 -- Columns:
---   check_name   which invariant: unique_kernel_id, unique_op_id, unique_frame_id, unique_run_id,
+--   check_name   VARCHAR  which invariant: unique_kernel_id, unique_op_id, unique_frame_id, unique_run_id,
 --                negative_duration, flow_source_missing, flow_destination_missing,
 --                category_shares_not_one, timeline_identity
---   run_id       the run where it broke
---   detail       what broke, in words
+--   run_id       VARCHAR  the run where it broke
+--   detail       VARCHAR  what broke, in words
 CREATE OR REPLACE VIEW invariant_violations AS
 SELECT 'unique_kernel_id' AS check_name, run_id, 'rank ' || rank || ' kernel_id ' || kernel_id || ' appears ' || count(*) || ' times' AS detail
 FROM kernels GROUP BY run_id, rank, kernel_id HAVING count(*) > 1

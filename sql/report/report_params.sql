@@ -3,7 +3,7 @@
 -- `CREATE OR REPLACE TEMP VIEW report_params AS SELECT ...` (same columns); a run's stored analyses
 -- (overlap_opportunity among them) keep the values they were computed with.
 -- Columns:
---   report_bar     DOUBLE   the reporting bar (0.01 = 1 %): a kernel under this share of its phase's GPU
+--   report_bar     DOUBLE  the reporting bar (0.01 = 1 %): a kernel under this share of its phase's GPU
 --                           time stays out of the report's kernel table (unless among the phase's top 10)
 --                           and is not a reportable overlap opportunity; a stream under this share of the
 --                           run's GPU time does not count as a stream that carries work

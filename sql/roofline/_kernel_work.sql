@@ -6,15 +6,17 @@
 -- bf16 (FP16/BF16), fp8, fp4, fp32 (the TF32 peak where the device has one: an FP32 GEMM may run on
 -- TF32 tensor cores).
 -- Columns:
---   run_id, rank, kernel_id, step   the kernel and its step
---   phase             kernels.phase, 'unknown' when NULL
---   kernel            the kernel name; category: its category (_kernel_facts)
---   op_id             the op whose work it shares (_op_work)
---   family, precision the op's formula family and precision (_op_work)
---   dur_ns            the kernel's GPU time
+--   run_id, rank, kernel_id, step   VARCHAR, INTEGER, BIGINT, BIGINT  the kernel and its step
+--   phase             VARCHAR  kernels.phase, 'unknown' when NULL
+--   kernel            VARCHAR  the kernel name
+--   category          VARCHAR  its category (_kernel_facts)
+--   op_id             BIGINT  the op whose work it shares (_op_work)
+--   family, precision VARCHAR  the op's formula family and precision (_op_work)
+--   dur_ns            BIGINT  the kernel's GPU time
 --   flops, bytes      DOUBLE  its share of the op's FLOPs (NULL: bytes-only family) and bytes
---   device, peaks_source   the device_peaks row used and its source
---   peak_tflops       the compute peak for the precision (TFLOP/s); peak_tbps: HBM peak (TB/s)
+--   device, peaks_source   VARCHAR  the device_peaks row used and its source
+--   peak_tflops       DOUBLE  the compute peak for the precision (TFLOP/s)
+--   peak_tbps         DOUBLE  the HBM peak (TB/s)
 CREATE OR REPLACE VIEW _kernel_work AS
 -- each view it reads is read once (a CTE): DuckDB binds a view again at every reference
 WITH all_op_work AS (SELECT * FROM _op_work),

@@ -4,11 +4,11 @@
 -- the innermost cpu_op around the launch) or, when that one has no formula, its parent or grandparent
 -- (aten::linear around a bias-less aten::mm is the mm's; SDPA around its backend is the backend's).
 -- Formulas (elt = bytes per element of the input's dtype; dims as recorded):
---   gemm       aten::mm [M,K]x[K,N], aten::addmm [bias],[M,K],[K,N], aten::_scaled_mm / scaled_mm (FP8),
---              aten::bmm / aten::baddbmm [B,M,K]x[B,K,N], aten::linear [..,K]x[N,K] (M = product of the leading dims):
---              flops = 2·B·M·N·K; bytes = B·(M·K·elt_A + K·N·elt_B + M·N·elt_out), elt_out = elt_A
---              (2 bytes for an FP8 _scaled_mm, whose output is BF16/FP16): each matrix moved once, the least
---              any kernel can move
+--   gemm  aten::mm [M,K]x[K,N], aten::addmm [bias],[M,K],[K,N], aten::_scaled_mm / scaled_mm (FP8),
+--              aten::bmm / aten::baddbmm [B,M,K]x[B,K,N], aten::linear [..,K]x[N,K] (M = product of the
+--              leading dims): flops = 2·B·M·N·K; bytes = B·(M·K·elt_A + K·N·elt_B + M·N·elt_out), elt_out =
+--              elt_A (2 bytes for an FP8 _scaled_mm, whose output is BF16/FP16): each matrix moved once, the
+--              least any kernel can move
 --   attention  SDPA and its backends with 4-D inputs: aten::_flash_attention_forward /
 --              _efficient_attention_forward ([B,S,H,D]), aten::scaled_dot_product_attention /
 --              _scaled_dot_product_{flash,efficient,cudnn}_attention ([B,H,S,D]):
@@ -20,27 +20,28 @@
 --              step's batch composition (steps.sum_q_kv, kv_tokens, both stated by detailed annotations):
 --              flops = 4·H·D·Σ(N_Q·N_KV); bytes = (2·T·H·D + 2·Hkv·D·Σ N_KV)·elt, Hkv from input 1's
 --              second dim; NULL without a detailed annotation
---   norm, elementwise   (bytes only) aten elementwise ops (add, sub, mul, div, silu, gelu, relu, sigmoid, tanh,
---              exp, pow, rsqrt, neg, where, clamp, copy_ and their in-place forms) and norms
---              (layer_norm, native_layer_norm, rms_norm, group_norm, aiter/vllm/sgl rmsnorm ops):
---              bytes = Σ over tensor inputs of numel·elt (each read once) + numel(input 0)·elt(input 0) (an
---              output of input 0's shape written once; copy_ writes its input 0, counted already; an
---              out= variant (a tensor after the functional form's arguments: mul.out [[a],[],[a]]) and a
---              custom (non-aten) op are given their output buffer as an input: Σ inputs only):
---              more than the traffic when an input broadcasts (a stride-0 view is read once, its dims
---              show the full shape; kernel_roofline leaves a rate over the peak out), less when an op
---              works in place
+--   norm, elementwise  (bytes only) aten elementwise ops (add, sub, mul, div, silu, gelu, relu, sigmoid,
+--              tanh, exp, pow, rsqrt, neg, where, clamp, copy_ and their in-place forms) and norms
+--              (layer_norm, native_layer_norm, rms_norm, group_norm, aiter/vllm/sgl rmsnorm ops): bytes = Σ
+--              over tensor inputs of numel·elt (each read once) + numel(input 0)·elt(input 0) (an output of
+--              input 0's shape written once; copy_ writes its input 0, counted already; an out= variant (a
+--              tensor after the functional form's arguments: mul.out [[a],[],[a]]) and a custom (non-aten) op
+--              are given their output buffer as an input: Σ inputs only): more than the traffic when an input
+--              broadcasts (a stride-0 view is read once, its dims show the full shape; kernel_roofline leaves
+--              a rate over the peak out), less when an op works in place
 -- A dtype without a known element size (or an op whose dims are missing) gets no row: silent, not guessed.
 -- Columns:
---   run_id, rank, op_id   the op whose work it is (cpu_ops)
---   launch_op_id          the kernels' launching op (kernels.cpu_op_id): op_id itself or an op inside it
---   op_name               its name
---   family                gemm, attention, norm, elementwise
---   dtype                 input 0's type as recorded (c10::BFloat16, float, c10::Float8_e4m3fn ...)
---   precision             the peak it is held to: bf16 (FP16/BF16), fp8, fp4, fp32, or NULL (bytes only)
+--   run_id, rank, op_id   VARCHAR, INTEGER, BIGINT  the op whose work it is (cpu_ops)
+--   launch_op_id          BIGINT  the kernels' launching op (kernels.cpu_op_id): op_id itself or an op inside
+--                            it
+--   op_name               VARCHAR  its name
+--   family                VARCHAR  gemm, attention, norm, elementwise
+--   dtype                 VARCHAR  input 0's type as recorded (c10::BFloat16, float, c10::Float8_e4m3fn ...)
+--   precision             VARCHAR  the peak it is held to: bf16 (FP16/BF16), fp8, fp4, fp32, or NULL (bytes
+--                            only)
 --   flops                 DOUBLE  floating-point operations (NULL: bytes-only family)
 --   bytes                 DOUBLE  bytes the op must move to and from memory
---   dims                  the Input Dims text
+--   dims                  VARCHAR  the Input Dims text
 CREATE OR REPLACE VIEW _op_work AS
 WITH launched AS (
     SELECT DISTINCT run_id, rank, cpu_op_id AS op_id FROM kernels WHERE kind = 'kernel' AND cpu_op_id IS NOT NULL

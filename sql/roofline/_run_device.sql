@@ -6,12 +6,13 @@
 -- device's properties written `cc=<computeMajor>.<computeMinor> sms=<numSms> mem_gib=<totalGlobalMem
 -- rounded to GiB>`. A run no row matches has no row here (its peaks are unknown, never guessed).
 -- Columns:
---   run_id            the run
---   device            the device_peaks row's device; peaks_source: its source
---   matched_by        pattern or props
---   bf16_tflops, fp8_tflops, fp4_tflops, tf32_tflops, fp32_tflops   dense compute peaks (TFLOP/s)
---   hbm_tbps          HBM peak (TB/s)
---   link_gbps         GPU-to-GPU link peak per direction (GB/s)
+--   run_id            VARCHAR  the run
+--   device            VARCHAR  the device_peaks row's device
+--   peaks_source      VARCHAR  its source
+--   matched_by        VARCHAR  pattern or props
+--   bf16_tflops, fp8_tflops, fp4_tflops, tf32_tflops, fp32_tflops   DOUBLE  dense compute peaks (TFLOP/s)
+--   hbm_tbps          DOUBLE  HBM peak (TB/s)
+--   link_gbps         DOUBLE  GPU-to-GPU link peak per direction (GB/s)
 CREATE OR REPLACE VIEW _run_device AS
 SELECT run_id, device, peaks_source, matched_by, bf16_tflops, fp8_tflops, fp4_tflops, tf32_tflops, fp32_tflops,
        hbm_tbps, link_gbps

@@ -5,30 +5,32 @@
 -- Kernels whose op has no formula are left out (silent, not guessed). The device peaks and how they are
 -- chosen: _kernel_work (no device row: the peak columns, bound and pct_of_bound are NULL).
 -- Columns:
---   run_id, phase       the run and the kernels' phase (kernels.phase, 'unknown' when NULL)
---   kernel              the kernel name
---   category            its category (_kernel_facts)
---   family              gemm, attention, norm, elementwise (the op's formula)
---   precision           bf16, fp8, fp4, fp32; NULL for bytes-only families (a kernel launched at several:
---                       the first by name, and its peak)
---   launches            kernels counted
---   dur_ns              their GPU time (sum of durations)
+--   run_id, phase       VARCHAR  the run and the kernels' phase (kernels.phase, 'unknown' when NULL)
+--   kernel              VARCHAR  the kernel name
+--   category            VARCHAR  its category (_kernel_facts)
+--   family              VARCHAR  gemm, attention, norm, elementwise (the op's formula)
+--   precision           VARCHAR  bf16, fp8, fp4, fp32; NULL for bytes-only families (a kernel launched at
+--                       several: the first by name, and its peak)
+--   launches            BIGINT  kernels counted
+--   dur_ns              HUGEINT  their GPU time (sum of durations)
 --   flops               DOUBLE  FLOPs charged to them (NULL: bytes-only family)
 --   bytes               DOUBLE  bytes charged to them
---   achieved_tflops     flops / dur_ns / 1000 (TFLOP/s)
---   achieved_tbps       bytes / dur_ns / 1000 (TB/s)
---   intensity           arithmetic intensity, flops / bytes (FLOP/byte)
---   device              the device_peaks row used (_run_device)
---   peaks_source        where its figures come from
---   peak_tflops         the compute peak for the precision (TFLOP/s)
---   peak_tbps           the HBM peak (TB/s)
---   ridge               peak_tflops / peak_tbps: the intensity where the bound turns from memory to compute
---   bound               compute (intensity >= ridge) or memory; memory for bytes-only families
---   attainable_tflops   min(peak_tflops, intensity × peak_tbps): the roofline at this intensity
---   pct_of_bound        100 × achieved_tflops / attainable_tflops; bytes-only: 100 × achieved_tbps / peak_tbps,
---                       NULL where that is over 100: the bytes from the input dims are more than the device
---                       can move in that time, so they are not the traffic (an input was a broadcast,
---                       stride-0 view, e.g. a gradient expanded over a pooled map: the dims do not show it)
+--   achieved_tflops     DOUBLE  flops / dur_ns / 1000 (TFLOP/s)
+--   achieved_tbps       DOUBLE  bytes / dur_ns / 1000 (TB/s)
+--   intensity           DOUBLE  arithmetic intensity, flops / bytes (FLOP/byte)
+--   device              VARCHAR  the device_peaks row used (_run_device)
+--   peaks_source        VARCHAR  where its figures come from
+--   peak_tflops         DOUBLE  the compute peak for the precision (TFLOP/s)
+--   peak_tbps           DOUBLE  the HBM peak (TB/s)
+--   ridge               DOUBLE  peak_tflops / peak_tbps: the intensity where the bound turns from memory to
+--                            compute
+--   bound               VARCHAR  compute (intensity >= ridge) or memory; memory for bytes-only families
+--   attainable_tflops   DOUBLE  min(peak_tflops, intensity × peak_tbps): the roofline at this intensity
+--   pct_of_bound        DOUBLE  100 × achieved_tflops / attainable_tflops; bytes-only: 100 × achieved_tbps /
+--                       peak_tbps, NULL where that is over 100: the bytes from the input dims are more than
+--                       the device can move in that time, so they are not the traffic (an input was a
+--                       broadcast, stride-0 view, e.g. a gradient expanded over a pooled map: the dims do not
+--                       show it)
 -- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`)
 CREATE OR REPLACE VIEW kernel_roofline AS
 WITH grouped AS (

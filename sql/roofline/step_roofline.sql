@@ -7,13 +7,13 @@
 -- formula add nothing (their GPU time is in step_time_ns, not in known_gpu_ns): MFU/MBU are lower bounds,
 -- read with known_gpu_pct. NULL where the device has no peaks.
 -- Columns:
---   run_id, rank, step, phase   the step (steps)
---   batch_size, tokens          its batch composition (steps)
---   step_time_ns                as above
---   known_gpu_ns                GPU time of the step's kernels whose work is known
---   known_gpu_pct               100 × known_gpu_ns / the step's kernel GPU time (sum of durations)
+--   run_id, rank, step, phase   VARCHAR, INTEGER, BIGINT, VARCHAR  the step (steps)
+--   batch_size, tokens          BIGINT  its batch composition (steps)
+--   step_time_ns                BIGINT  as above
+--   known_gpu_ns                HUGEINT  GPU time of the step's kernels whose work is known
+--   known_gpu_pct               DOUBLE  100 × known_gpu_ns / the step's kernel GPU time (sum of durations)
 --   flops, bytes                DOUBLE  Σ over those kernels
---   mfu_pct, mbu_pct            as above
+--   mfu_pct, mbu_pct            DOUBLE  as above
 -- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`)
 CREATE OR REPLACE VIEW step_roofline AS
 WITH work AS (

@@ -25,11 +25,13 @@
 -- flagged point's baseline ± threshold and band). So the two or three points that are flagged while the
 -- baseline still lags a lasting shift all name the commit where it started.
 -- Columns:
---   series, phase, metric, seq, run_id, commit, commit_time   as in trend
---   value, baseline, noise, change_pct, better, n_history, n_baseline   as in trend
---   band          DOUBLE   the half-width of the noise band the value is judged against (rule 2; NULL
+--   series, phase, metric, seq, run_id, commit, commit_time   VARCHAR, VARCHAR, VARCHAR, BIGINT, VARCHAR, VARCHAR, TIMESTAMP
+--                            as in trend
+--   value, baseline, noise, change_pct, better, n_history, n_baseline   DOUBLE, DOUBLE, DOUBLE, DOUBLE, VARCHAR, BIGINT, BIGINT
+--                            as in trend
+--   band          DOUBLE  the half-width of the noise band the value is judged against (rule 2; NULL
 --                          before min_history runs of history: nothing to judge against)
---   worse_pct     DOUBLE   change_pct signed so that positive is worse (NULL for better = none)
+--   worse_pct     DOUBLE  change_pct signed so that positive is worse (NULL for better = none)
 --   flagged       BOOLEAN  the rule above (never NULL)
 --   first_commit  VARCHAR  flagged rows: the commit where the shift first appears (else NULL)
 --   first_run_id  VARCHAR  that point's run

@@ -34,16 +34,16 @@
 --                        mean over ranks (a rank without the metric counts as 0)
 --   phase       VARCHAR  the steps' phase (prefill, decode, mixed, unknown)
 --   metric      VARCHAR  the metric name (above)
---   value       DOUBLE   its value (ns, %, count or share, as the name says)
+--   value       DOUBLE  its value (ns, %, count or share, as the name says)
 --   better      VARCHAR  which way is better: `lower` (times, idle, activities), `higher` (gpu_busy_pct,
 --                        mfu_pct, mbu_pct),
 --                        `none` (steps and critical-path shares: composition, never flagged)
---   spread      DOUBLE   step-to-step noise of the value: 1.4826 × MAD over the steps of the per-step value,
---                        / sqrt(steps) (the standard error of a per-step mean; step_time_p90_ns: not divided and at
---                        least p90 - median, since a tail quantile of a few steps moves like one step);
---                        rank NULL: sqrt(Σ spread²) / ranks for means, the pooled figure for step and
+--   spread      DOUBLE  step-to-step noise of the value: 1.4826 × MAD over the steps of the per-step value, /
+--                        sqrt(steps) (the standard error of a per-step mean; step_time_p90_ns: not divided
+--                        and at least p90 - median, since a tail quantile of a few steps moves like one
+--                        step); rank NULL: sqrt(Σ spread²) / ranks for means, the pooled figure for step and
 --                        wall times; NULL for critical-path shares
---   n_steps     BIGINT   steps behind the value (rank NULL: rank-steps for step_time_* and wall_time_*, else
+--   n_steps     BIGINT  steps behind the value (rank NULL: rank-steps for step_time_* and wall_time_*, else
 --                        the max over ranks)
 CREATE OR REPLACE VIEW run_metrics AS
 -- each view it reads is read once (a CTE): DuckDB binds a view again at every reference

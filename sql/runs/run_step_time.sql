@@ -1,7 +1,7 @@
 -- run_step_time: one row per run: its GPU time in and out of steps and per step, the totals of
 -- `tracehouse diff` (step_kernel_time has the same figures per activity name).
 -- Columns:
---   run_id                   the run (runs)
+--   run_id                   VARCHAR  the run (runs)
 --   rank_steps               BIGINT  rows of `steps` of the run (0: the run has no steps)
 --   ranks                    BIGINT  distinct ranks among them
 --   gpu_time_ns              BIGINT  sum of dur_ns of all the run's GPU activities

@@ -4,10 +4,10 @@
 -- (rank, step)s the run has, i.e. the mean time per step of one rank (run_metrics' rank-NULL rows).
 -- Activities in no step are in no row (run_step_time.outside_steps_ns says how much time that is).
 -- Columns:
---   run_id, name, kind       the run and the activity (kernels)
---   category                 the name's category (kernel_name_normalized / kernel_category; `other`
+--   run_id, name, kind       VARCHAR  the run and the activity (kernels)
+--   category                 VARCHAR  the name's category (kernel_name_normalized / kernel_category; `other`
 --                            when unknown)
---   normalized_name          kernel_name_normalized.normalized_name (the exact name when none)
+--   normalized_name          VARCHAR  kernel_name_normalized.normalized_name (the exact name when none)
 --   gpu_time_ns              BIGINT  sum of dur_ns of its activities inside steps, all ranks
 --   launches                 BIGINT  how many of them
 --   rank_steps               BIGINT  rows of `steps` of the run: the divisor

@@ -5,22 +5,22 @@
 -- Order: commit_time (label, ISO 8601), else ingested_at; ties by run_id.
 -- Constants: trend_params (k = 5, noise_window = 20). The rule that judges these rows is `regression`'s.
 -- Columns:
---   series, phase, metric   the line
---   seq          BIGINT     1, 2, ... along the line (runs without the metric are not on it)
---   run_id, commit          the run and its commit label
+--   series, phase, metric   VARCHAR  the line
+--   seq          BIGINT  1, 2, ... along the line (runs without the metric are not on it)
+--   run_id, commit          VARCHAR  the run and its commit label
 --   commit_time  TIMESTAMP  the ordering time (commit_time, else ingested_at)
---   value        DOUBLE     run_metrics.value
---   better       VARCHAR    lower / higher / none (run_metrics)
---   n_history    BIGINT     earlier points in the noise window (0..noise_window): the history that the
+--   value        DOUBLE  run_metrics.value
+--   better       VARCHAR  lower / higher / none (run_metrics)
+--   n_history    BIGINT  earlier points in the noise window (0..noise_window): the history that the
 --                           noise is estimated from, so the one that "enough history" is judged on
---   n_baseline   BIGINT     earlier points in the baseline window (0..k)
---   baseline     DOUBLE     median of the values of the previous k points (NULL without history)
---   noise        DOUBLE     greatest(mad_scale × MAD of the previous noise_window values (20; about their
+--   n_baseline   BIGINT  earlier points in the baseline window (0..k)
+--   baseline     DOUBLE  median of the values of the previous k points (NULL without history)
+--   noise        DOUBLE  greatest(mad_scale × MAD of the previous noise_window values (20; about their
 --                           median), the run's own step-to-step spread (run_metrics.spread)); with no
 --                           history: the spread alone. A MAD of only the k baseline values is too noisy
 --                           to scale a band with; the spread floor keeps a few values that happen to
 --                           agree from calling every wiggle a change
---   change_pct   DOUBLE     100 × (value - baseline) / |baseline| (NULL when baseline is NULL or 0)
+--   change_pct   DOUBLE  100 × (value - baseline) / |baseline| (NULL when baseline is NULL or 0)
 CREATE OR REPLACE VIEW trend AS
 -- each view it reads is read once (a CTE): DuckDB binds a view again at every reference
 WITH all_trend_params AS (SELECT * FROM trend_params),

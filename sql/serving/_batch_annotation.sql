@@ -12,19 +12,19 @@
 -- A figure the text does not state is NULL (never guessed): step[DECODE bs=64] says 64 decode requests
 -- and, one query token each, 64 decode tokens; step[MIXED bs=2] says 2 requests and no split.
 -- Columns:
---   run_id, rank, op_id  the annotation (cpu_ops)
---   name                 its text
---   start_ns, end_ns     its host window
---   batch_format         sglang, sglang_roofline, vllm, vllm_detailed, atom, atom_detailed
---   detailed             true when it states the attention terms (Σq², Σq·kv)
---   batch_size           requests (sequences) in the step: SGLang/ATOM bs (the real one, not the
+--   run_id, rank, op_id  VARCHAR, INTEGER, BIGINT  the annotation (cpu_ops)
+--   name                 VARCHAR  its text
+--   start_ns, end_ns     BIGINT  its host window
+--   batch_format         VARCHAR  sglang, sglang_roofline, vllm, vllm_detailed, atom, atom_detailed
+--   detailed             BOOLEAN  true when it states the attention terms (Σq², Σq·kv)
+--   batch_size           BIGINT  requests (sequences) in the step: SGLang/ATOM bs (the real one, not the
 --                        padded graph size), vLLM context + generation requests
---   prefill_requests, decode_requests   requests of each group (NULL: not stated)
---   prefill_tokens, decode_tokens       Σq of each group (NULL: not stated)
---   tokens               query tokens of the step: the stated total (vLLM's leading number, SGLang toks,
---                        ATOM tok), else prefill_tokens + decode_tokens
---   kv_tokens            Σkv over the step's requests (detailed only)
---   sum_q_sq, sum_q_kv   Σq² and Σq·kv over the step's requests (detailed only): the attention terms
+--   prefill_requests, decode_requests   BIGINT  requests of each group (NULL: not stated)
+--   prefill_tokens, decode_tokens       BIGINT  Σq of each group (NULL: not stated)
+--   tokens               BIGINT  query tokens of the step: the stated total (vLLM's leading number, SGLang
+--                        toks, ATOM tok), else prefill_tokens + decode_tokens
+--   kv_tokens            BIGINT  Σkv over the step's requests (detailed only)
+--   sum_q_sq, sum_q_kv   BIGINT  Σq² and Σq·kv over the step's requests (detailed only): the attention terms
 CREATE OR REPLACE VIEW _batch_annotation AS
 WITH ann AS (
     SELECT run_id, rank, op_id, name, start_ns, start_ns + dur_ns AS end_ns

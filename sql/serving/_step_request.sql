@@ -8,13 +8,13 @@
 --   Where both name a request in a step, the file's row is kept; two annotations of one request in one step
 --   count as one (the first).
 -- Columns:
---   run_id, rank, step      the step (step_spans)
---   request_id              the request
---   tokens                  its query (new) tokens in the step (NULL: not stated)
---   kv_tokens               the KV tokens its attention read in the step (NULL: not stated)
---   phase                   prefill or decode: as stated; else the step's phase when that is prefill or
---                           decode; else decode when tokens = 1, prefill when tokens > 1; else unknown
---   source                  'file' or 'annotation'
+--   run_id, rank, step      VARCHAR, INTEGER, BIGINT  the step (step_spans)
+--   request_id              VARCHAR  the request
+--   tokens                  BIGINT  its query (new) tokens in the step (NULL: not stated)
+--   kv_tokens               BIGINT  the KV tokens its attention read in the step (NULL: not stated)
+--   phase                   VARCHAR  prefill or decode: as stated; else the step's phase when that is prefill
+--                           or decode; else decode when tokens = 1, prefill when tokens > 1; else unknown
+--   source                  VARCHAR  'file' or 'annotation'
 CREATE OR REPLACE VIEW _step_request AS
 WITH from_file AS (
     SELECT s.run_id, s.rank, s.step, r.request_id, r.tokens, r.kv_tokens, r.phase AS stated_phase,

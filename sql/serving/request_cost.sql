@@ -6,20 +6,23 @@
 -- A request whose prefill happened before the trace began has no prefill rows: prefill_gpu_ns 0 says only
 -- what the trace holds.
 -- Columns:
---   run_id, request_id       the request
---   ranks                    ranks whose steps name it
---   steps                    distinct steps that name it
---   prefill_steps, decode_steps   of those, the steps where it was in prefill / in decode
---   first_step, last_step    its first and last step
---   prefill_tokens           query tokens of its prefill steps (its prompt, as far as the trace saw it)
---   decode_tokens            query tokens of its decode steps (tokens it generated, 1 a plain decode step)
---   max_kv_tokens            the most KV tokens it attended in one step (its longest context seen)
---   prefill_gpu_ns           GPU time of its prefill steps (the TTFT side), summed over ranks
---   decode_gpu_ns            GPU time of its decode steps, summed over ranks
---   unknown_gpu_ns           GPU time of steps where its phase is not known (neither stated nor inferable)
---   gpu_ns                   all of its GPU time: prefill + decode + unknown
---   attention_gpu_ns         the part of gpu_ns that is attention
---   decode_gpu_ns_per_token  decode_gpu_ns / decode_tokens (NULL without decode tokens)
+--   run_id, request_id       VARCHAR  the request
+--   ranks                    BIGINT  ranks whose steps name it
+--   steps                    BIGINT  distinct steps that name it
+--   prefill_steps, decode_steps   BIGINT  of those, the steps where it was in prefill / in decode
+--   first_step, last_step    BIGINT  its first and last step
+--   prefill_tokens           HUGEINT  query tokens of its prefill steps (its prompt, as far as the trace saw
+--                            it)
+--   decode_tokens            HUGEINT  query tokens of its decode steps (tokens it generated, 1 a plain decode
+--                            step)
+--   max_kv_tokens            BIGINT  the most KV tokens it attended in one step (its longest context seen)
+--   prefill_gpu_ns           BIGINT  GPU time of its prefill steps (the TTFT side), summed over ranks
+--   decode_gpu_ns            BIGINT  GPU time of its decode steps, summed over ranks
+--   unknown_gpu_ns           BIGINT  GPU time of steps where its phase is not known (neither stated nor
+--                            inferable)
+--   gpu_ns                   BIGINT  all of its GPU time: prefill + decode + unknown
+--   attention_gpu_ns         BIGINT  the part of gpu_ns that is attention
+--   decode_gpu_ns_per_token  DOUBLE  decode_gpu_ns / decode_tokens (NULL without decode tokens)
 -- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`; a new requests file
 --                          forgets them): the report and the diff read it (13 s a query on a 1 GB run)
 CREATE OR REPLACE VIEW request_cost AS

@@ -13,17 +13,19 @@
 -- A step's GPU time is per rank: under tensor parallelism each rank's share is charged on that rank, and
 -- request_cost sums over ranks.
 -- Columns:
---   run_id, rank, step, request_id   the request in the step
---   phase                    prefill or decode (or unknown): the request's phase in the step (_step_request)
---   tokens, kv_tokens        its query tokens and attended KV tokens in the step (NULL: not stated)
---   requests_in_step         requests of the step
---   attention_ns             its share of the step's attention time
---   other_ns                 its share of the step's other GPU time
---   gpu_ns                   attention_ns + other_ns
---   step_gpu_ns              the step's GPU time (sum of its activities' durations), all requests together
---   attention_split          how attention time was split: 'tokens_x_kv', 'tokens' or 'equal'
---   other_split              how the other time was split: 'tokens' or 'equal'
---   source                   'file' or 'annotation'
+--   run_id, rank, step, request_id   VARCHAR, INTEGER, BIGINT, VARCHAR  the request in the step
+--   phase                    VARCHAR  prefill or decode (or unknown): the request's phase in the step
+--                            (_step_request)
+--   tokens, kv_tokens        BIGINT  its query tokens and attended KV tokens in the step (NULL: not stated)
+--   requests_in_step         BIGINT  requests of the step
+--   attention_ns             BIGINT  its share of the step's attention time
+--   other_ns                 BIGINT  its share of the step's other GPU time
+--   gpu_ns                   BIGINT  attention_ns + other_ns
+--   step_gpu_ns              BIGINT  the step's GPU time (sum of its activities' durations), all requests
+--                            together
+--   attention_split          VARCHAR  how attention time was split: 'tokens_x_kv', 'tokens' or 'equal'
+--   other_split              VARCHAR  how the other time was split: 'tokens' or 'equal'
+--   source                   VARCHAR  'file' or 'annotation'
 CREATE OR REPLACE VIEW request_step_cost AS
 WITH work AS (
     SELECT run_id, rank, step,

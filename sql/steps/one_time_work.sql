@@ -15,15 +15,15 @@
 -- (the step_spans row that starts first; the whole rank when the trace marks no step): in later steps
 -- the same calls are a cost of the steady state (an allocator that keeps freeing, a full launch queue).
 -- Columns:
---   run_id, rank   the rank the event is on
---   op_id          cpu_ops.op_id of the event
---   step           the step (step_spans.step) whose host window holds the event's start; NULL: outside
---                  every step (before the first, between two, after the last)
---   kind           context_creation / module_loading / library_init / allocator_growth / first_launch /
---                  compile (the rule's)
---   rule_name      the rule that matched (sql/rules/one_time_work.csv)
---   name, cat      the event's name and category (cuda_runtime, cuda_driver, overhead, cpu_op ...)
---   start_ns, dur_ns, end_ns   the event's host time
+--   run_id, rank   VARCHAR, INTEGER  the rank the event is on
+--   op_id          BIGINT  cpu_ops.op_id of the event
+--   step           BIGINT  the step (step_spans.step) whose host window holds the event's start; NULL:
+--                  outside every step (before the first, between two, after the last)
+--   kind           VARCHAR  context_creation / module_loading / library_init / allocator_growth /
+--                  first_launch / compile (the rule's)
+--   rule_name      VARCHAR  the rule that matched (sql/rules/one_time_work.csv)
+--   name, cat      VARCHAR  the event's name and category (cuda_runtime, cuda_driver, overhead, cpu_op ...)
+--   start_ns, dur_ns, end_ns   BIGINT  the event's host time
 CREATE OR REPLACE VIEW one_time_work AS
 WITH rules AS (SELECT * FROM one_time_rules),
 candidates AS (

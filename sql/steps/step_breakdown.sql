@@ -4,12 +4,12 @@
 -- host end and its last GPU end. It splits, exactly (the parts sum to wall_ns), into:
 --   host_setup_ns      before the step's first GPU activity starts, while that activity was not yet
 --                      launched (host preparing, launching)
---   gpu_queued_ns      before the step's first GPU activity starts, while it was already launched and
---                      waiting on the GPU: from its launch (the launch call's return; 0 when the activity
---                      started before the call returned: a long call is host-side launch delay, counted
---                      in host_setup_ns) to its start, within the wall. Not host time: the GPU was busy with earlier work (of an earlier
---                      step, or from before the profiled window) or the host and GPU clocks are offset.
---                      0 when the first activity has no launch call in the trace
+--   gpu_queued_ns  before the step's first GPU activity starts, while it was already launched and waiting
+--                      on the GPU: from its launch (the launch call's return; 0 when the activity started
+--                      before the call returned: a long call is host-side launch delay, counted in
+--                      host_setup_ns) to its start, within the wall. Not host time: the GPU was busy with
+--                      earlier work (of an earlier step, or from before the profiled window) or the host and
+--                      GPU clocks are offset. 0 when the first activity has no launch call in the trace
 --                      (step_queueing says whether a step's first activities were queued)
 --   compute_ns         GPU compute (gpu_timeline exact: union of non-communication, non-memory work)
 --   exposed_comm_ns    communication not under compute
@@ -26,18 +26,19 @@
 -- the step): a communication kernel of this step that ran under another step's compute is still counted
 -- exposed here.
 -- Columns:
---   run_id, rank, step, phase, name   the step (steps view)
---   wall_start_ns, wall_end_ns, wall_ns   the wall clock of the step, as above
---   host_setup_ns, gpu_queued_ns, compute_ns, exposed_comm_ns, exposed_memory_ns   as above
---   other_steps_ns, gpu_idle_ns, host_tail_ns   as above
---   gpu_window_ns      the step's GPU window (steps.gpu_window_ns: from the end of the previous step's GPU
---                      work, or the step's own GPU start when the device was idle as it began, to its
---                      GPU end)
---   gpu_utilization    steps.gpu_busy_pct / 100 (0..1): the device's busy time in the step's GPU window /
---                      the window, the one definition of busy % (run_metrics' gpu_busy_pct, the cards);
---                      not busy / wall, which would count an async engine's launch-ahead (the host
+--   run_id, rank, step, phase, name   VARCHAR, INTEGER, BIGINT, VARCHAR, VARCHAR  the step (steps view)
+--   wall_start_ns, wall_end_ns, wall_ns   BIGINT  the wall clock of the step, as above
+--   host_setup_ns, gpu_queued_ns, compute_ns, exposed_comm_ns, exposed_memory_ns   BIGINT, BIGINT, HUGEINT, HUGEINT, HUGEINT
+--                            as above
+--   other_steps_ns, gpu_idle_ns, host_tail_ns   HUGEINT, HUGEINT, BIGINT  as above
+--   gpu_window_ns      BIGINT  the step's GPU window (steps.gpu_window_ns: from the end of the previous
+--                      step's GPU work, or the step's own GPU start when the device was idle as it began, to
+--                      its GPU end)
+--   gpu_utilization    DOUBLE  steps.gpu_busy_pct / 100 (0..1): the device's busy time in the step's GPU
+--                      window / the window, the one definition of busy % (run_metrics' gpu_busy_pct, the
+--                      cards); not busy / wall, which would count an async engine's launch-ahead (the host
 --                      enqueuing the step long before the GPU runs it) as idle GPU
---   activities         GPU activities of the step
+--   activities         HUGEINT  GPU activities of the step
 -- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`)
 CREATE OR REPLACE VIEW step_breakdown AS
 WITH s AS (

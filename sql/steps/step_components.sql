@@ -6,8 +6,8 @@
 -- A component without GPU time in the step (no activity, or only zero-duration ones) has no row. Shares
 -- add to more than 1 when streams overlap.
 -- Columns:
---   run_id, rank, step   the step (steps; step_breakdown gives its wall)
---   component            attention, moe, gemm, communication, norm, other, or 'rest (...)'
+--   run_id, rank, step   VARCHAR, INTEGER, BIGINT  the step (steps; step_breakdown gives its wall)
+--   component            VARCHAR  attention, moe, gemm, communication, norm, other, or 'rest (...)'
 --   categories           VARCHAR[]  the categories the row sums (one for a named component), largest first
 --   gpu_time_ns          BIGINT  sum of dur_ns of the step's activities in those categories
 --   share_of_wall        DOUBLE  gpu_time_ns / step_breakdown.wall_ns (NULL when the wall is 0)

@@ -6,16 +6,16 @@
 -- Medians and p90 are discrete quantiles (quantile_disc: an actual step's value, exact ns; for an even
 -- count the median is the lower of the middle two).
 -- Columns:
---   run_id, phase          the run and the steps' phase
---   batch_size             requests in the step (steps.batch_size)
---   steps                  rank-steps in the row
---   ranks                  distinct ranks among them
---   median_tokens          median query tokens per step (steps.tokens)
---   median_step_ns, p90_step_ns   step time (above)
---   median_wall_ns         median host window of the step
---   median_gpu_busy_ns     median union of the step's GPU activities
---   gpu_busy_ns            GPU busy time summed over the row's steps
---   gemm_ns, attention_ns, moe_ns, communication_ns, norm_ns, elementwise_ns, other_ns   GPU time
+--   run_id, phase          VARCHAR  the run and the steps' phase
+--   batch_size             BIGINT  requests in the step (steps.batch_size)
+--   steps                  BIGINT  rank-steps in the row
+--   ranks                  BIGINT  distinct ranks among them
+--   median_tokens          BIGINT  median query tokens per step (steps.tokens)
+--   median_step_ns, p90_step_ns   BIGINT  step time (above)
+--   median_wall_ns         BIGINT  median host window of the step
+--   median_gpu_busy_ns     HUGEINT  median union of the step's GPU activities
+--   gpu_busy_ns            HUGEINT  GPU busy time summed over the row's steps
+--   gemm_ns, attention_ns, moe_ns, communication_ns, norm_ns, elementwise_ns, other_ns   HUGEINT  GPU time
 --                          (sum of durations) of these categories summed over the row's steps; other_ns
 --                          holds every category not listed (activation, rope, quantize, sampling,
 --                          reduction, memory, convolution, embedding, other)
@@ -28,9 +28,12 @@ SELECT run_id, coalesce(phase, 'unknown') AS phase, batch_size,
        quantile_disc(wall_ns, 0.5) AS median_wall_ns,
        quantile_disc(gpu_busy_ns, 0.5) AS median_gpu_busy_ns,
        sum(gpu_busy_ns) AS gpu_busy_ns,
+       -- generated: category columns
        sum(gemm_ns) AS gemm_ns, sum(attention_ns) AS attention_ns, sum(moe_ns) AS moe_ns,
-       sum(communication_ns) AS communication_ns, sum(norm_ns) AS norm_ns, sum(elementwise_ns) AS elementwise_ns,
-       sum(activation_ns + rope_ns + quantize_ns + sampling_ns + reduction_ns + memory_ns + convolution_ns
-           + embedding_ns + other_ns) AS other_ns
+       sum(communication_ns) AS communication_ns, sum(norm_ns) AS norm_ns,
+       sum(elementwise_ns) AS elementwise_ns,
+       sum(activation_ns + rope_ns + quantize_ns + sampling_ns + reduction_ns + memory_ns +
+           convolution_ns + embedding_ns + other_ns) AS other_ns
+       -- end generated
 FROM steps
 GROUP BY run_id, coalesce(phase, 'unknown'), batch_size;

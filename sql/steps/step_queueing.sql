@@ -15,22 +15,24 @@
 -- GPU), so the rule reads the first activity; the first few (up to 8, in start order, those with a
 -- launch call in the trace) are summarized beside it.
 -- Columns:
---   run_id, rank, step   the step (kernels.step)
---   first_delay_ns       the step's first activity's launch-to-start delay (NULL: no launch call)
---   first_launch_call_ns  the duration of the step's first activity's launch call (NULL: no launch
+--   run_id, rank, step   VARCHAR, INTEGER, BIGINT  the step (kernels.step)
+--   first_delay_ns       BIGINT  the step's first activity's launch-to-start delay (NULL: no launch call)
+--   first_launch_call_ns  BIGINT  the duration of the step's first activity's launch call (NULL: no launch
 --                        call): its host-side launch delay when long, never queueing
---   first_activities     how many first activities were measured (0: none has a launch call)
---   min_delay_ns         the smallest launch-to-start delay among them (NULL when none)
---   median_delay_ns      their median delay (the lower middle value for an even count; NULL when none)
---   queued_ns            the time the step's first activity waited, launched, inside the step's wall
+--   first_activities     BIGINT  how many first activities were measured (0: none has a launch call)
+--   min_delay_ns         BIGINT  the smallest launch-to-start delay among them (NULL when none)
+--   median_delay_ns      BIGINT  their median delay (the lower middle value for an even count; NULL when
+--                            none)
+--   queued_ns            BIGINT  the time the step's first activity waited, launched, inside the step's wall
 --                        (= step_breakdown.gpu_queued_ns): its start minus the later of its launch and
 --                        the wall's start (the earlier of the step's host start and first GPU start)
---   gpu_queued           first_delay_ns >= 1 000 000 (FALSE when the first activity has no launch call)
---   visible_busy_ns      how much of the first activity's wait (its launch to its start) the trace shows
---                        the rank's GPU busy: the union of the rank's activities clipped to that window
---   queue_cause          why a gpu_queued step waited: `earlier_gpu_work` when the trace shows the GPU busy
---                        for at least half the wait (e.g. the host running ahead of the previous step's
---                        GPU work), else `unseen_work_or_clock_offset` (work from before the profiled
+--   gpu_queued           BOOLEAN  first_delay_ns >= 1 000 000 (FALSE when the first activity has no launch
+--                            call)
+--   visible_busy_ns      HUGEINT  how much of the first activity's wait (its launch to its start) the trace
+--                        shows the rank's GPU busy: the union of the rank's activities clipped to that window
+--   queue_cause          VARCHAR  why a gpu_queued step waited: `earlier_gpu_work` when the trace shows the
+--                        GPU busy for at least half the wait (e.g. the host running ahead of the previous
+--                        step's GPU work), else `unseen_work_or_clock_offset` (work from before the profiled
 --                        window, or host and GPU clocks offset); NULL when the step is not gpu_queued
 -- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`): data_quality and
 --                          run_metrics read it (42 s a query on a 1 GB run with the range join of its

@@ -10,20 +10,22 @@
 -- The report shows a steady-state step: warehouse/stored.py's representative_step leaves the warm-up step
 -- out of its median pick (it has other steps of its phase, by the second condition).
 -- Columns:
---   run_id, rank, step  the step (step_breakdown); step NULL: the one-time work outside every step
---   phase               the step's phase (NULL for the row outside the steps)
---   wall_ns             the step's wall (step_breakdown.wall_ns; NULL outside the steps)
---   one_time_ns         the union of the host time of the step's one-time work (events whose start lies in
---                       the step; nested or overlapping events counted once), 0 when none
---   one_time_events     how many one-time events the step holds, not counting those inside another one
---   one_time_summary    what they are, longest first: '<what> <time>' per event name, of the events not
---                       inside another one-time event (module loading records as `module loading`, a
---                       call holding one as `module loading in <call>`; `(N calls)` when several), the
---                       first 4 and `and N more`; times in s, ms or us; NULL when none
---   first_step          the step is the rank's first step with GPU work
---   others_median_wall_ns   the median wall of the rank's other steps with GPU work of the same phase
+--   run_id, rank, step  VARCHAR, INTEGER, BIGINT  the step (step_breakdown); step NULL: the one-time work
+--                            outside every step
+--   phase               VARCHAR  the step's phase (NULL for the row outside the steps)
+--   wall_ns             BIGINT  the step's wall (step_breakdown.wall_ns; NULL outside the steps)
+--   one_time_ns         HUGEINT  the union of the host time of the step's one-time work (events whose start
+--                       lies in the step; nested or overlapping events counted once), 0 when none
+--   one_time_events     HUGEINT  how many one-time events the step holds, not counting those inside another
+--                            one
+--   one_time_summary    VARCHAR  what they are, longest first: '<what> <time>' per event name, of the events
+--                       not inside another one-time event (module loading records as `module loading`, a call
+--                       holding one as `module loading in <call>`; `(N calls)` when several), the first 4 and
+--                       `and N more`; times in s, ms or us; NULL when none
+--   first_step          BOOLEAN  the step is the rank's first step with GPU work
+--   others_median_wall_ns   DOUBLE  the median wall of the rank's other steps with GPU work of the same phase
 --                       (NULL when there is none)
---   is_warmup           the step is the rank's warm-up step (the rule above)
+--   is_warmup           BOOLEAN  the step is the rank's warm-up step (the rule above)
 CREATE OR REPLACE VIEW step_warmup AS
 WITH work AS (SELECT * FROM one_time_work),
 b AS (

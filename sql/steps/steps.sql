@@ -1,33 +1,37 @@
 -- steps: one row per (run_id, rank, step): the step's host window, its GPU work and where it went.
 -- Columns:
---   run_id, rank, step       the step (step_spans; 0 is the whole rank when the trace shows no steps)
---   name, source             the marker that defines it (ProfilerStep#N, step[...], execute_model, a host
---                            burst, ...) and which rule found it (ingest/sql/60_steps.sql)
---   phase                    prefill, decode, mixed or unknown
---   host_start_ns, host_end_ns, wall_ns   the host window of the step and its length
---   gpu_start_ns, gpu_end_ns, gpu_span_ns first GPU start / last GPU end of its activities (NULL: none)
---   gpu_busy_ns, compute_ns, exposed_comm_ns, exposed_memory_ns, idle_ns   gpu_timeline (exact) of the
---                            step, summed over the rank's devices
---   gpu_window_start_ns      start of the step's GPU window, which ends at gpu_end_ns: the end of the
+--   run_id, rank, step       VARCHAR, INTEGER, BIGINT  the step (step_spans; 0 is the whole rank when the
+--                            trace shows no steps)
+--   name, source             VARCHAR  the marker that defines it (ProfilerStep#N, step[...], execute_model, a
+--                            host burst, ...) and which rule found it (ingest/sql/60_steps.sql)
+--   phase                    VARCHAR  prefill, decode, mixed or unknown
+--   host_start_ns, host_end_ns, wall_ns   BIGINT  the host window of the step and its length
+--   gpu_start_ns, gpu_end_ns, gpu_span_ns BIGINT  first GPU start / last GPU end of its activities (NULL:
+--                            none)
+--   gpu_busy_ns, compute_ns, exposed_comm_ns, exposed_memory_ns, idle_ns   HUGEINT
+--                            gpu_timeline (exact) of the step, summed over the rank's devices
+--   gpu_window_start_ns      BIGINT  start of the step's GPU window, which ends at gpu_end_ns: the end of the
 --                            previous step's GPU work (the latest gpu_end_ns of the rank's earlier steps,
 --                            in step order) when the step's host window began before that end (the host
 --                            ran ahead: an async engine enqueues a step while the GPU runs the one
 --                            before), else the step's own gpu_start_ns (the device was idle when the
 --                            step began, or no step came before). The windows of a rank do not overlap,
 --                            and the launch-ahead of the host is never counted as GPU idle
---   gpu_window_ns            gpu_end_ns - gpu_window_start_ns (0 when an earlier step's work ran past
+--   gpu_window_ns            BIGINT  gpu_end_ns - gpu_window_start_ns (0 when an earlier step's work ran past
 --                            this step's end)
---   gpu_window_busy_ns       the device's busy time (any activity, of any step) inside the GPU window,
---                            summed over the rank's devices
---   gpu_busy_pct             busy % of the step, THE definition of GPU busy % that run_metrics, the
+--   gpu_window_busy_ns       HUGEINT  the device's busy time (any activity, of any step) inside the GPU
+--                            window, summed over the rank's devices
+--   gpu_busy_pct             DOUBLE  busy % of the step, THE definition of GPU busy % that run_metrics, the
 --                            report's cards and step_breakdown use: 100 x gpu_window_busy_ns /
 --                            (gpu_window_ns x the rank's devices with GPU activity); NULL when the window
 --                            is empty
---   activities               GPU activities of the step
---   gemm_ns, attention_ns, moe_ns, communication_ns, norm_ns   GPU time (sum of durations) of the step's
---                            activities in that category
---   activation_ns, rope_ns, quantize_ns, sampling_ns, elementwise_ns   the same, for these categories
---   reduction_ns, memory_ns, convolution_ns, embedding_ns, other_ns    the same, for these categories
+--   activities               HUGEINT  GPU activities of the step
+--   gemm_ns, attention_ns, moe_ns, communication_ns, norm_ns   HUGEINT  GPU time (sum of durations) of the
+--                            step's activities in that category
+--   activation_ns, rope_ns, quantize_ns, sampling_ns, elementwise_ns   HUGEINT
+--                            the same, for these categories
+--   reduction_ns, memory_ns, convolution_ns, embedding_ns, other_ns    HUGEINT
+--                            the same, for these categories
 -- Batch composition (NULL where neither the trace nor a label states it; never guessed). From the serving
 -- annotation of the step (_batch_annotation: SGLang step[...] and its roofline annotation, vLLM
 -- execute_..., ATOM prefill[...]/decode[...]): of the annotations whose host window contains the step's
@@ -35,15 +39,16 @@
 -- one inside the step (a ProfilerStep around one forward). Without one, the run's labels given at
 -- ingest (--label batch_size=N, prefill_tokens=N, decode_tokens=N, prefill_requests=N, decode_requests=N)
 -- stand for every step of the run.
---   batch_size               requests (sequences) in the step (SGLang/ATOM bs, vLLM context + generation
---                            requests; not vLLM's leading number, which counts tokens)
---   prefill_requests, decode_requests   requests of each group
---   prefill_tokens, decode_tokens       query (new) tokens of each group
---   tokens                   query tokens of the step (the stated total, else the sum of both groups)
---   kv_tokens                Σ over requests of the attended KV tokens (detailed annotations)
---   sum_q_sq, sum_q_kv       Σ N_Q² and Σ N_Q·N_KV over requests (detailed annotations): attention work
---   batch_source             the annotation format (sglang, sglang_roofline, vllm, vllm_detailed, atom,
---                            atom_detailed), 'label', or NULL
+--   batch_size               BIGINT  requests (sequences) in the step (SGLang/ATOM bs, vLLM context +
+--                            generation requests; not vLLM's leading number, which counts tokens)
+--   prefill_requests, decode_requests   BIGINT  requests of each group
+--   prefill_tokens, decode_tokens       BIGINT  query (new) tokens of each group
+--   tokens                   BIGINT  query tokens of the step (the stated total, else the sum of both groups)
+--   kv_tokens                BIGINT  Σ over requests of the attended KV tokens (detailed annotations)
+--   sum_q_sq, sum_q_kv       BIGINT  Σ N_Q² and Σ N_Q·N_KV over requests (detailed annotations): attention
+--                            work
+--   batch_source             VARCHAR  the annotation format (sglang, sglang_roofline, vllm, vllm_detailed,
+--                            atom, atom_detailed), 'label', or NULL
 -- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`): step_latency,
 --                          request_cost and data_quality read it (18 s a query on a 1 GB run, computed)
 CREATE OR REPLACE VIEW steps AS
@@ -114,6 +119,7 @@ window_busy AS (
 ),
 per_category AS (
     SELECT run_id, rank, step,
+           -- generated: per category
            sum(dur_ns) FILTER (WHERE category = 'gemm') AS gemm_ns,
            sum(dur_ns) FILTER (WHERE category = 'attention') AS attention_ns,
            sum(dur_ns) FILTER (WHERE category = 'moe') AS moe_ns,
@@ -129,6 +135,7 @@ per_category AS (
            sum(dur_ns) FILTER (WHERE category = 'convolution') AS convolution_ns,
            sum(dur_ns) FILTER (WHERE category = 'embedding') AS embedding_ns,
            sum(dur_ns) FILTER (WHERE category = 'other') AS other_ns
+           -- end generated
     FROM _kernel_facts
     WHERE step IS NOT NULL
     GROUP BY run_id, rank, step
@@ -172,6 +179,7 @@ SELECT
     coalesce(t.idle_ns, 0) AS idle_ns, coalesce(t.activities, 0) AS activities,
     wb.window_start_ns AS gpu_window_start_ns, wb.window_ns AS gpu_window_ns, wb.busy_ns AS gpu_window_busy_ns,
     CASE WHEN wb.window_ns > 0 THEN 100.0 * wb.busy_ns / (wb.window_ns * rd.devices) END AS gpu_busy_pct,
+    -- generated: category columns
     coalesce(c.gemm_ns, 0) AS gemm_ns, coalesce(c.attention_ns, 0) AS attention_ns,
     coalesce(c.moe_ns, 0) AS moe_ns, coalesce(c.communication_ns, 0) AS communication_ns,
     coalesce(c.norm_ns, 0) AS norm_ns, coalesce(c.activation_ns, 0) AS activation_ns,
@@ -180,6 +188,7 @@ SELECT
     coalesce(c.reduction_ns, 0) AS reduction_ns, coalesce(c.memory_ns, 0) AS memory_ns,
     coalesce(c.convolution_ns, 0) AS convolution_ns, coalesce(c.embedding_ns, 0) AS embedding_ns,
     coalesce(c.other_ns, 0) AS other_ns,
+    -- end generated
     coalesce(b.batch_size, TRY_CAST(r.labels['batch_size'] AS BIGINT)) AS batch_size,
     coalesce(b.prefill_requests, CASE WHEN b.batch_format IS NULL THEN TRY_CAST(r.labels['prefill_requests'] AS BIGINT) END) AS prefill_requests,
     coalesce(b.decode_requests, CASE WHEN b.batch_format IS NULL THEN TRY_CAST(r.labels['decode_requests'] AS BIGINT) END) AS decode_requests,

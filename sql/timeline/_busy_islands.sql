@@ -12,19 +12,19 @@
 -- (kernels.step; activities outside every step are in no such lane). A query names its scope: each scope
 -- is its own branch, so that one scope computes only itself.
 -- Columns:
---   run_id, rank          the rank
---   scope                 `rank`, `device`, `stream`, `device_step` or `stream_step` (above)
---   device                the device (NULL for scope `rank`)
---   stream                the stream (scopes `stream`, `stream_step`; else NULL)
---   step                  the step (scopes `device_step`, `stream_step`; else NULL)
---   island_start_ns, island_end_ns   the island: its first start and its last end
---   island_ns             island_end_ns - island_start_ns
---   activities            activities in the island
---   first_kernel_id       the island's first activity in the lane's order (the one that ends the gap
+--   run_id, rank          VARCHAR, INTEGER  the rank
+--   scope                 VARCHAR  `rank`, `device`, `stream`, `device_step` or `stream_step` (above)
+--   device                INTEGER  the device (NULL for scope `rank`)
+--   stream                BIGINT  the stream (scopes `stream`, `stream_step`; else NULL)
+--   step                  BIGINT  the step (scopes `device_step`, `stream_step`; else NULL)
+--   island_start_ns, island_end_ns   BIGINT  the island: its first start and its last end
+--   island_ns             BIGINT  island_end_ns - island_start_ns
+--   activities            BIGINT  activities in the island
+--   first_kernel_id       BIGINT  the island's first activity in the lane's order (the one that ends the gap
 --                         before the island)
---   prev_island_end_ns    the end of the lane's island before this one (NULL for the first): the gap
+--   prev_island_end_ns    BIGINT  the end of the lane's island before this one (NULL for the first): the gap
 --                         before the island runs from it to island_start_ns
---   busy_before_ns        the lane's busy time before the island: the summed length of its islands
+--   busy_before_ns        HUGEINT  the lane's busy time before the island: the summed length of its islands
 --                         before this one, so the busy time before any t in the island is
 --                         busy_before_ns + t - island_start_ns
 CREATE OR REPLACE VIEW _busy_islands AS

@@ -1,37 +1,36 @@
 -- _timeline_intervals: helper of gpu_timeline. One row per (variant, GPU interval): the intervals that
 -- each variant of the timeline sweeps, with the class that decides where their time goes.
 -- Columns:
---   run_id, rank, device  where the interval ran
---   step                  the step it belongs to (kernels.step; NULL when outside every step)
---   variant               `exact`: every GPU activity (kernel, memcpy, memset) at its exact ns times,
---                                   classified by tracehouse's categories (activity_category:
+--   run_id, rank, device  VARCHAR, INTEGER, INTEGER  where the interval ran
+--   step                  BIGINT  the step it belongs to (kernels.step; NULL when outside every step)
+--   variant               VARCHAR  `exact`: every GPU activity (kernel, memcpy, memset) at its exact ns
+--                                   times, classified by tracehouse's categories (activity_category:
 --                                   communication = comm, memcpy/memset = memory, the rest compute);
---                         `linked`: TraceLens' gpu_timeline exactly (its default view; docs/tables.md,
---                                   gpu_timeline variants): linked activities only (kernels.linked: the launch call is
---                                   in the trace), exact ns times, and TraceLens' classes, which differ
---                                   from tracehouse's: a memset is computation (not memory), a memcpy is
---                                   memory, and communication is a kernel whose name contains `nccl`,
---                                   `rccl` or `cross_device_reduce` (case-insensitive; tracehouse's
---                                   communication category also holds e.g. multimem / symmetric-memory
---                                   all-reduces, which TraceLens counts as computation). So its compute_ns
---                                   is TraceLens' computation_time, exposed_comm_ns its exposed_comm_time,
---                                   exposed_memory_ns its exposed_memcpy_time;
---                         `tracelens_all`: the same with every activity, linked or not (TraceLens'
---                                   `..._unlinked` numbers);
---                         `hta_names`: every activity at exact times, classified by HTA's name rule
---                                   (communication = name starts with `nccl`): isolates the category
---                                   difference from HTA's other rules;
---                         `hta`: HTA 0.5.0's rules (docs/tables.md, gpu_timeline variants): times rounded to whole µs
---                                   (start = ceil(ts), end = floor(ts + dur), in float64
---                                   as HTA parses them), any event with a stream other than -1
---                                   counts (cuda_sync and stream-carrying host ops too), HTA's name classes,
---                                   and with two or more ProfilerStep#N the last step is dropped; HTA's
---                                   OTHER class (cuda_sync events) is counted as `memory` (non-compute)
---   variant_no            the variant's number (0 exact, 1 linked, 2 tracelens_all, 3 hta_names, 4 hta): the
---                         key gpu_timeline's windows partition by (DuckDB sorts on an integer key about twice
---                         as fast as on text: 1.48 -> 0.84 s for gpu_timeline of a 300 MB run)
---   start_ns, end_ns      the interval (end_ns >= start_ns)
---   cls                   `compute`, `comm` or `memory`
+--                                   `linked`: TraceLens' gpu_timeline exactly (its default view;
+--                                   docs/tables.md, gpu_timeline variants): linked activities only
+--                                   (kernels.linked: the launch call is in the trace), exact ns times, and
+--                                   TraceLens' classes, which differ from tracehouse's: a memset is
+--                                   computation (not memory), a memcpy is memory, and communication is a
+--                                   kernel whose name contains `nccl`, `rccl` or `cross_device_reduce` (case-
+--                                   insensitive; tracehouse's communication category also holds e.g. multimem
+--                                   / symmetric-memory all-reduces, which TraceLens counts as computation).
+--                                   So its compute_ns is TraceLens' computation_time, exposed_comm_ns its
+--                                   exposed_comm_time, exposed_memory_ns its exposed_memcpy_time;
+--                                   `tracelens_all`: the same with every activity, linked or not (TraceLens'
+--                                   `..._unlinked` numbers); `hta_names`: every activity at exact times,
+--                                   classified by HTA's name rule (communication = name starts with `nccl`):
+--                                   isolates the category difference from HTA's other rules; `hta`: HTA
+--                                   0.5.0's rules (docs/tables.md, gpu_timeline variants): times rounded to
+--                                   whole µs (start = ceil(ts), end = floor(ts + dur), in float64 as HTA
+--                                   parses them), any event with a stream other than -1 counts (cuda_sync and
+--                                   stream-carrying host ops too), HTA's name classes, and with two or more
+--                                   ProfilerStep#N the last step is dropped; HTA's OTHER class (cuda_sync
+--                                   events) is counted as `memory` (non-compute)
+--   variant_no            INTEGER  the variant's number (0 exact, 1 linked, 2 tracelens_all, 3 hta_names, 4
+--                         hta): the key gpu_timeline's windows partition by (DuckDB sorts on an integer key
+--                         about twice as fast as on text: 1.48 -> 0.84 s for gpu_timeline of a 300 MB run)
+--   start_ns, end_ns      BIGINT  the interval (end_ns >= start_ns)
+--   cls                   VARCHAR  `compute`, `comm` or `memory`
 CREATE OR REPLACE VIEW _timeline_intervals AS
 WITH activities AS (
     SELECT k.run_id, k.rank, k.device, k.step, k.start_ns, k.end_ns, k.linked, k.kind, k.name, k.correlation,

@@ -13,19 +13,20 @@
 -- idle_ns = span_ns holds exactly. Step rows and whole-rank rows are separate branches, so that a query
 -- for some steps (or some ranks) computes only those.
 -- Columns:
---   run_id, rank, device, step   the group (step NULL: the whole rank)
---   variant                      `exact`, `linked` (TraceLens' default view, its classes), `tracelens_all`,
---                                `hta_names` or `hta` (see _timeline_intervals)
---   activities                   intervals in the group
---   first_start_ns, last_end_ns  first GPU start and last GPU end
---   span_ns                      last_end_ns - first_start_ns
---   busy_ns                      length of the union of all intervals
---   compute_ns                   length of the union of compute intervals (not communication, not memory)
---   comm_ns                      length of the union of communication intervals
---   exposed_comm_ns              communication time not under compute: |comm - compute|
---   exposed_memory_ns            memory time under neither: |memory - compute - comm|
---   idle_ns                      span_ns - busy_ns
---   comm_compute_overlap_pct     |comm ∩ compute| / |comm| * 100 (NULL without communication)
+--   run_id, rank, device, step   VARCHAR, INTEGER, INTEGER, BIGINT  the group (step NULL: the whole rank)
+--   variant                      VARCHAR  `exact`, `linked` (TraceLens' default view, its classes),
+--                                `tracelens_all`, `hta_names` or `hta` (see _timeline_intervals)
+--   activities                   BIGINT  intervals in the group
+--   first_start_ns, last_end_ns  BIGINT  first GPU start and last GPU end
+--   span_ns                      BIGINT  last_end_ns - first_start_ns
+--   busy_ns                      HUGEINT  length of the union of all intervals
+--   compute_ns                   HUGEINT  length of the union of compute intervals (not communication, not
+--                            memory)
+--   comm_ns                      HUGEINT  length of the union of communication intervals
+--   exposed_comm_ns              HUGEINT  communication time not under compute: |comm - compute|
+--   exposed_memory_ns            HUGEINT  memory time under neither: |memory - compute - comm|
+--   idle_ns                      HUGEINT  span_ns - busy_ns
+--   comm_compute_overlap_pct     DOUBLE  |comm ∩ compute| / |comm| * 100 (NULL without communication)
 -- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`)
 CREATE OR REPLACE VIEW gpu_timeline AS
 -- each view it reads is read once (a CTE): DuckDB binds a view again at every reference

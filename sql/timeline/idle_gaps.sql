@@ -33,19 +33,20 @@
 -- midpoint, one per nesting depth (an ordered pass per thread and depth); NULL for tiny gaps, unlinked activities and
 -- gaps that no single range covers for more than half (ProfilerStep#N usually does, when nothing deeper).
 -- Columns:
---   run_id, rank, device      where
---   scope                     `device` or `stream`
---   stream                    the stream (scope `stream`); NULL for scope `device`
---   step                      the step of the next activity
---   gap_start_ns, gap_end_ns, gap_ns   the gap
---   next_kernel_id, next_name the activity that ends the gap
---   class                     `tiny`, `sync_wait`, `host_bound` or `other` (the rule above)
---   wait_ns, host_ns, queued_ns   the three parts (wait_ns + host_ns + queued_ns = gap_ns)
---   host_op, host_op_ns       the host range that covers most of the gap, and how much of it (above)
---   hta_class                 HTA's class for stream gaps, as Holistic Trace Analysis defines it:
+--   run_id, rank, device      VARCHAR, INTEGER, INTEGER  where
+--   scope                     VARCHAR  `device` or `stream`
+--   stream                    BIGINT  the stream (scope `stream`); NULL for scope `device`
+--   step                      BIGINT  the step of the next activity
+--   gap_start_ns, gap_end_ns, gap_ns   BIGINT  the gap
+--   next_kernel_id, next_name BIGINT, VARCHAR  the activity that ends the gap
+--   class                     VARCHAR  `tiny`, `sync_wait`, `host_bound` or `other` (the rule above)
+--   wait_ns, host_ns, queued_ns   HUGEINT  the three parts (wait_ns + host_ns + queued_ns = gap_ns)
+--   host_op, host_op_ns       VARCHAR, BIGINT  the host range that covers most of the gap, and how much of it
+--                            (above)
+--   hta_class                 VARCHAR  HTA's class for stream gaps, as Holistic Trace Analysis defines it:
 --                             `host_wait` (the next launch started after the previous activity ended),
 --                             else `kernel_wait` (gap < 30 µs), else `other`
---   offset_in_step_ns         gap_start_ns - the step's first GPU start
+--   offset_in_step_ns         BIGINT  gap_start_ns - the step's first GPU start
 -- Method (no range join): the waits of each lane (a launching thread; lane `*` for unlinked activities)
 -- are merged into disjoint islands, and C(t), the wait time before t, comes from the last island starting
 -- at or before t (an ordered pass over the islands' starts and the points); the wait time in [x, y) is

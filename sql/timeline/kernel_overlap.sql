@@ -10,18 +10,19 @@
 -- points of the same sweep (a piece usually starts and ends there), so each activity's share of a total
 -- is the total at its end minus the total at its start.
 -- Columns:
---   run_id, rank, kernel_id, device, stream, step, phase, name, category, dur_ns   the activity
---   exclusive_ns              time while no other stream of the device was busy
---   stream_exclusive_ns       the part of exclusive_ns in the activity's own piece (the part of it that no
---                             earlier activity of its stream covered). Two activities of one stream can
---                             overlap (programmatic dependent launch on Hopper/Blackwell: b200_eager has 74
---                             such pairs); each one's exclusive_ns counts the shared time, so a sum of
+--   run_id, rank, kernel_id, device, stream, step, phase, name, category, dur_ns   VARCHAR, INTEGER, BIGINT, INTEGER, BIGINT, BIGINT, VARCHAR, VARCHAR, VARCHAR, BIGINT
+--                            the activity
+--   exclusive_ns              HUGEINT  time while no other stream of the device was busy
+--   stream_exclusive_ns       HUGEINT  the part of exclusive_ns in the activity's own piece (the part of it
+--                             that no earlier activity of its stream covered). Two activities of one stream
+--                             can overlap (programmatic dependent launch on Hopper/Blackwell: b200_eager has
+--                             74 such pairs); each one's exclusive_ns counts the shared time, so a sum of
 --                             exclusive_ns over a stream counts it twice and can exceed the stream's busy
---                             time. Summed over a stream (or a stream's activities in a step) this column
---                             is the stream's exclusive time, never more than its busy time
---   hidden_ns                 dur_ns - exclusive_ns: time while another stream was busy too
---   hidden_under_compute_ns   time while another stream ran compute (not communication, not memory)
---   exclusive_ratio, hidden_ratio   the two as fractions of dur_ns (NULL for zero-length activities)
+--                             time. Summed over a stream (or a stream's activities in a step) this column is
+--                             the stream's exclusive time, never more than its busy time
+--   hidden_ns                 HUGEINT  dur_ns - exclusive_ns: time while another stream was busy too
+--   hidden_under_compute_ns   HUGEINT  time while another stream ran compute (not communication, not memory)
+--   exclusive_ratio, hidden_ratio   DOUBLE  the two as fractions of dur_ns (NULL for zero-length activities)
 CREATE OR REPLACE VIEW kernel_overlap AS
 WITH acts AS (
     SELECT run_id, rank, kernel_id, device, stream, step, phase_key AS phase, name, category, start_ns,

@@ -43,28 +43,29 @@
 -- (`tracehouse report --mapping RUN`, a graph-off run of the same workload) is not a view: join this view to
 -- kernel_summary of the mapping run on (phase, name) and take its python_site; scope_source says which.
 -- Columns:
---   run_id, phase, name           the kernel (phase 'unknown' when none)
---   category                      its category (kernel_category)
---   launches, streams             activities, and distinct (rank, device, stream) they ran on
---   peer_streams                  the most other streams with GPU activity on any device it ran on (0: it
---                                 ran only on single-stream devices)
---   second_stream_needed          peer_streams = 0
---   gpu_time_ns                   sum of durations
---   exclusive_ns, hidden_ns, hidden_under_compute_ns   sums from kernel_overlap
---   exclusive_ratio, hidden_ratio exclusive_ns / gpu_time_ns, hidden_ns / gpu_time_ns (NULL when 0)
---   exclusive_pct, hidden_pct     the two ratios in percent
---   verdict                       single-stream, headroom, low-roi-hidden or neutral
---   share                         gpu_time_ns / the phase's GPU time (kernel_summary.share)
---   priority                      P1 .. P5
---   dep_high_ratio, dep_low_ratio share of its launches whose neighbours make the risk high / low
---   prev_category, next_category  the most common category just before / after it on its stream
---   dependency_risk               low, high or unclear
---   recommendation                not applicable, try overlap, try fusion, check deps, skip overlap,
+--   run_id, phase, name           VARCHAR  the kernel (phase 'unknown' when none)
+--   category                      VARCHAR  its category (kernel_category)
+--   launches, streams             BIGINT  activities, and distinct (rank, device, stream) they ran on
+--   peer_streams                  BIGINT  the most other streams with GPU activity on any device it ran on
+--                                 (0: it ran only on single-stream devices)
+--   second_stream_needed          BOOLEAN  peer_streams = 0
+--   gpu_time_ns                   HUGEINT  sum of durations
+--   exclusive_ns, hidden_ns, hidden_under_compute_ns   HUGEINT  sums from kernel_overlap
+--   exclusive_ratio, hidden_ratio DOUBLE  exclusive_ns / gpu_time_ns, hidden_ns / gpu_time_ns (NULL when 0)
+--   exclusive_pct, hidden_pct     DOUBLE  the two ratios in percent
+--   verdict                       VARCHAR  single-stream, headroom, low-roi-hidden or neutral
+--   share                         DOUBLE  gpu_time_ns / the phase's GPU time (kernel_summary.share)
+--   priority                      VARCHAR  P1 .. P5
+--   dep_high_ratio, dep_low_ratio DOUBLE  share of its launches whose neighbours make the risk high / low
+--   prev_category, next_category  VARCHAR  the most common category just before / after it on its stream
+--   dependency_risk               VARCHAR  low, high or unclear
+--   recommendation                VARCHAR  not applicable, try overlap, try fusion, check deps, skip overlap,
 --                                 manual check, observe later
---   reportable                    share >= report_params.report_bar (the 1 % reporting bar) and not
+--   reportable                    BOOLEAN  share >= report_params.report_bar (the 1 % reporting bar) and not
 --                                 single-stream
---   python_site, python_site_share  top launch site and its share of the kernel's time (kernel_summary)
---   scope_source                  'formal' (sites from this run)
+--   python_site, python_site_share  VARCHAR, DOUBLE  top launch site and its share of the kernel's time
+--                            (kernel_summary)
+--   scope_source                  VARCHAR  'formal' (sites from this run)
 -- materialized: per_run   rows kept per run (warehouse/stored.py: `tracehouse derive`)
 CREATE OR REPLACE VIEW overlap_opportunity AS
 -- each view it reads is read once (a CTE): DuckDB binds a view again at every reference

@@ -2,9 +2,9 @@
 -- run's GPU time, and whether it carries work in the report's sense (the run report counts these
 -- streams: with one, nothing runs beside any kernel and overlap has nothing to say).
 -- Columns:
---   run_id, rank, device, stream   the stream (kernels)
---   gpu_time_ns    BIGINT   sum of dur_ns of its activities
---   share          DOUBLE   gpu_time_ns / the run's GPU time (all ranks, devices, streams); NULL when the
+--   run_id, rank, device, stream   VARCHAR, INTEGER, INTEGER, BIGINT  the stream (kernels)
+--   gpu_time_ns    BIGINT  sum of dur_ns of its activities
+--   share          DOUBLE  gpu_time_ns / the run's GPU time (all ranks, devices, streams); NULL when the
 --                           run has no GPU time (only zero-duration activities)
 --   carries_work   BOOLEAN  share >= report_params.report_bar (1 %); FALSE when share is NULL
 CREATE OR REPLACE VIEW stream_share AS

@@ -1,20 +1,22 @@
 -- stream_summary: one row per (run_id, rank, device, stream, step), plus one per stream with step NULL
 -- for the whole rank.
 -- Columns:
---   run_id, rank, device, stream, step   the stream in the step (step NULL: whole rank)
---   stream_name               the stream's name from the trace (`stream 7`, ...)
---   activities                GPU activities on the stream
---   busy_ns                   union of its activities (sum of durations when they do not overlap)
---   share_of_span             busy_ns / the span of the device's GPU work in the step (gpu_timeline exact)
---   exclusive_ns              time while this stream was busy and no other stream of the device was: the
---                             sum of kernel_overlap.stream_exclusive_ns (each activity's exclusive time in
---                             its own piece, the part no earlier activity of the stream covered), so time
+--   run_id, rank, device, stream, step   VARCHAR, INTEGER, INTEGER, BIGINT, BIGINT
+--                            the stream in the step (step NULL: whole rank)
+--   stream_name               VARCHAR  the stream's name from the trace (`stream 7`, ...)
+--   activities                BIGINT  GPU activities on the stream
+--   busy_ns                   HUGEINT  union of its activities (sum of durations when they do not overlap)
+--   share_of_span             DOUBLE  busy_ns / the span of the device's GPU work in the step (gpu_timeline
+--                            exact)
+--   exclusive_ns              HUGEINT  time while this stream was busy and no other stream of the device was:
+--                             the sum of kernel_overlap.stream_exclusive_ns (each activity's exclusive time
+--                             in its own piece, the part no earlier activity of the stream covered), so time
 --                             when two activities of the stream overlap (programmatic dependent launch)
 --                             counts once. Invariant: exclusive_ns <= busy_ns on every row (a sum of the
---                             activities' exclusive_ns would count that time twice: b200_eager's stream 7
---                             had exclusive 11.666 ms > busy 11.596 ms that way)
---   gpu_time_ns               sum of its activities' durations
---   is_critical               the stream with the most gpu time on the step's critical path
+--                             activities' exclusive_ns would count that time twice: b200_eager's stream 7 had
+--                             exclusive 11.666 ms > busy 11.596 ms that way)
+--   gpu_time_ns               HUGEINT  sum of its activities' durations
+--   is_critical               BOOLEAN  the stream with the most gpu time on the step's critical path
 --                             (critical_stream); NULL on whole-rank rows and steps without a path
 CREATE OR REPLACE VIEW stream_summary AS
 -- each view it reads is read once (a CTE): DuckDB binds a view again at every reference
