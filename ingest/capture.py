@@ -27,7 +27,7 @@ from its Python line and inside its cpu_op. This module
            not fit (another kind, another name);
 4. writes the per-rank table `kernel_sites` (one row per attributed replayed activity).
 
-The view `kernel_launch_site` (sql/kernel_launch_site.sql) merges these rows with the launch sites
+The view `kernel_launch_site` (sql/kernels/kernel_launch_site.sql) merges these rows with the launch sites
 the trace itself gives, and the runs row stores the coverage (ingest/run.py build_runs_row).
 """
 

@@ -265,7 +265,7 @@ def detect_framework(results: list[RankResult], files: list[Path]) -> str:
     export without PyTorch's signs (ingest/nsys.py TORCH_EVIDENCE: a CUDA application), else pytorch. A
     folder merely named like a framework (`vllm_bench/run.py`) is not evidence (ingest/sql/80_summary.sql
     counts package folders only). The
-    fusion catalogue's framework rows key on this value (sql/fusion_match.sql)."""
+    fusion catalogue's framework rows key on this value (sql/fusion/fusion_match.sql)."""
     hints: dict[str, int] = {}
     for r in results:
         for k, v in r.hints.items():

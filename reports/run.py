@@ -501,14 +501,16 @@ def _quality(con, run_id: str, key: list | None) -> list[QualityFlag]:
     return [QualityFlag(**r) for r in rows]
 
 
-MAPPING_SQL = (Path(__file__).parent / "queries" / "mapping_sites.sql").read_text()
-
-
 def _apply_mapping(con, report: RunReport, mapping_run: str) -> None:
-    """Mapping/formal mode: Python locations from a graph-off run (reports/queries/mapping_sites.sql)."""
+    """Mapping/formal mode: Python locations from a graph-off run (the view mapping_sites)."""
     sites = {
         (r["phase"], r["name"]): r
-        for r in _rows(con, MAPPING_SQL, {"target": report.run_id, "mapping": mapping_run})
+        for r in _rows(
+            con,
+            "SELECT phase, name, site, site_share, mapped_share FROM mapping_sites "
+            "WHERE target_run = ? AND mapping_run = ?",
+            [report.run_id, mapping_run],
+        )
     }
     for phase in report.phases:
         for k in phase.kernels:

@@ -27,7 +27,7 @@ PHASE_BAR = 0.10  # a phase under this share of the run's GPU time draws no cate
 OTHER_BAR = 0.05
 COVERAGE_BAR = 0.90
 STRAGGLER_BAR = 0.75  # a rank that arrives last at this share of the collectives
-# what the GPU waited for, by the class of idle gap (sql/idle_gaps.sql) holding the most of the step's idle
+# what the GPU waited for, by the class of idle gap (sql/timeline/idle_gaps.sql) holding the most of the step's idle
 # time: the idle takeaway names the largest one
 IDLE_CAUSES = {
     "host_bound": "the host launching too late (host-bound gaps)",

@@ -1,7 +1,7 @@
 """The trend report: every metric of run_metrics across the runs of a series, with regressions flagged.
 
 How it is computed: the run_metrics rows (rank NULL) of the selected runs are fetched once from the
-warehouse; the trend and regression views (sql/trend_params.sql, sql/trend.sql, sql/regression.sql,
+warehouse; the trend and regression views (sql/runs/trend_params.sql, sql/runs/trend.sql, sql/runs/regression.sql,
 the same files the warehouse catalogue registers) then run over those rows in a small in-memory DuckDB
 (`evaluate`: warehouse.engine.open_tables). So the regression rule has one definition whether it reads a warehouse or, as in
 bench/trend_bench.py, a table of synthesized metrics.

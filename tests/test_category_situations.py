@@ -1,4 +1,4 @@
-"""Per-activity categories (sql/activity_category.sql): a kernel's category can depend on its launching op.
+"""Per-activity categories (sql/kernels/activity_category.sql): a kernel's category can depend on its launching op.
 
 - Synthesized situations (synth/situations/categories.py) give every activity's category as ground truth;
   activity_category, _kernel_facts and category_summary must match it exactly, and each situation must

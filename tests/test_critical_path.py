@@ -1,4 +1,4 @@
-"""The critical path (sql/critical_path.sql and its helper and summaries).
+"""The critical path (sql/critical_path/critical_path.sql and its helper and summaries).
 
 - tiny inline graphs, written straight into kernels / cpu_ops / step_spans tables, with the exact path
   each must give (launch bound, GPU bound, event wait, host sync, blocking copy, graph launch 1:N,
@@ -29,14 +29,16 @@ if str(ROOT) not in sys.path:
 
 from conftest import ORACLES, RunFocused, real_trace_files, require_shared
 
-SQL_DIR = ROOT / "sql"
+from warehouse.catalog import view_files
+
+SQL = view_files()  # {view: its sql/<domain>/<view>.sql}
 CP_VIEWS = ["_critical_path_pred", "critical_path", "critical_stream", "critical_path_summary"]
 RECORDED = ROOT / "tests" / "data" / "recorded"
 
 
 def _create_views(con: duckdb.DuckDBPyConnection) -> None:
     for name in CP_VIEWS:
-        con.execute((SQL_DIR / f"{name}.sql").read_text(encoding="utf-8"))
+        con.execute(SQL[name].read_text(encoding="utf-8"))
 
 
 def cp_connect(wh) -> duckdb.DuckDBPyConnection:
@@ -45,8 +47,8 @@ def cp_connect(wh) -> duckdb.DuckDBPyConnection:
     from warehouse.catalog import connect_base
 
     con = connect_base(wh)
-    con.execute((SQL_DIR / "kernel_category.sql").read_text(encoding="utf-8"))
-    con.execute((SQL_DIR / "_category_override.sql").read_text(encoding="utf-8"))
+    con.execute(SQL["kernel_category"].read_text(encoding="utf-8"))
+    con.execute(SQL["_category_override"].read_text(encoding="utf-8"))
     _create_views(con)
     return con
 
@@ -648,8 +650,8 @@ def _window_connect(wh, run_id: str, start: int, end: int) -> duckdb.DuckDBPyCon
         f"CAST({start} AS BIGINT) AS start_ns, CAST({end} AS BIGINT) AS end_ns"
     )
     register_rules(con)
-    con.execute((SQL_DIR / "kernel_category.sql").read_text(encoding="utf-8"))
-    con.execute((SQL_DIR / "_category_override.sql").read_text(encoding="utf-8"))
+    con.execute(SQL["kernel_category"].read_text(encoding="utf-8"))
+    con.execute(SQL["_category_override"].read_text(encoding="utf-8"))
     _create_views(con)
     return con
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import sqlglot
 from sqlglot import exp
 
 from tracehouse.cli import main
-from warehouse.catalog import SQL_DIR, connect, ordered_views, view_dependencies, view_files
-from warehouse.docs import column_comments, view_comment
+from warehouse.catalog import connect, ordered_views, view_dependencies, view_files
+from warehouse.docs import column_comments, column_types, view_comment
 from warehouse.store import ALL_TABLES, Warehouse
 
 COMMANDS = sorted(main.commands)
@@ -25,7 +27,7 @@ def test_every_command_has_help_with_an_example(cli_runner, command):
 @pytest.mark.parametrize("name", sorted(view_files()))
 def test_sql_file_is_one_documented_view(name):
     """Only CREATE [OR REPLACE] VIEW, named as the file, with a header saying what a row is."""
-    sql = (SQL_DIR / f"{name}.sql").read_text()
+    sql = view_files()[name].read_text()
     statements = [s for s in sqlglot.parse(sql, read="duckdb") if s is not None]
     assert len(statements) == 1
     create = statements[0]
@@ -68,3 +70,62 @@ def test_every_public_view_column_is_documented(tmp_path):
     assert missing == {}
     comments = con.execute("SELECT count(*) FROM duckdb_columns() WHERE comment IS NOT NULL").fetchone()[0]
     assert comments > 100
+
+
+# ---- typed headers: each view's header names its columns and their types, as DESCRIBE does ---------------
+EVERY_COLUMN_OF = re.compile(r"^--\s*Columns:\s*every column of `(\w+)`", re.MULTILINE)
+
+
+def header_problems(sql: str, described: dict[str, str], tables: dict[str, dict[str, str]]) -> list[str]:
+    """What a view's header gets wrong against DESCRIBE of the view ({column: type}): a column it does not
+    list, a type missing or not DESCRIBE's, a name that is no column. `Columns: every column of `t``
+    lists t's columns with t's types (tables: {t: {column: type}})."""
+    stated: dict[str, str | None] = {}
+    for table in EVERY_COLUMN_OF.findall(sql):
+        stated |= tables[table]
+    stated |= column_types(sql)
+    problems = [
+        f"{column}: header says {stated[column]!r}, DESCRIBE {kind!r}"
+        if column in stated
+        else f"{column} ({kind}): not in the header"
+        for column, kind in described.items()
+        if stated.get(column) != kind
+    ]
+    return problems + [
+        f"{column}: in the header, not a column" for column in stated if column not in described
+    ]
+
+
+def test_header_problems_finds_each_mistake():
+    sql = (
+        "-- v: one row per x.\n-- Columns:\n--   a, b   BIGINT, VARCHAR  two\n--   c      DOUBLE  a third\n"
+        "--   d      a fourth without a type\n--   gone   BIGINT  dropped from the view\n"
+    )
+    described = {"a": "BIGINT", "b": "VARCHAR", "c": "HUGEINT", "d": "BIGINT", "e": "VARCHAR"}
+    assert header_problems(sql, described, {}) == [
+        "c: header says 'DOUBLE', DESCRIBE 'HUGEINT'",
+        "d: header says None, DESCRIBE 'BIGINT'",
+        "e (VARCHAR): not in the header",
+        "gone: in the header, not a column",
+    ]
+    whole = "-- v: one row per x.\n-- Columns: every column of `t`, plus\n--   c   HUGEINT  more\n"
+    assert header_problems(whole, {"a": "BIGINT", "c": "HUGEINT"}, {"t": {"a": "BIGINT"}}) == []
+
+
+def test_every_view_header_states_its_columns_and_types(synth_warehouse):
+    """Each view's header lists every column of the view with the type DESCRIBE gives it on a synthesized
+    warehouse, and nothing else: the header is the view's typed signature."""
+    wh, _ = synth_warehouse
+    con = connect(wh, kept=False)
+
+    def describe(name: str) -> dict[str, str]:
+        return {row[0]: row[1] for row in con.execute(f"DESCRIBE {name}").fetchall()}
+
+    wrong = {}
+    for name, path in view_files().items():
+        sql = path.read_text()
+        tables = {t: describe(t) for t in EVERY_COLUMN_OF.findall(sql)}
+        problems = header_problems(sql, describe(name), tables)
+        if problems:
+            wrong[name] = problems
+    assert wrong == {}

@@ -1,4 +1,4 @@
-"""Steps as the engine ran them (ingest/sql/60_steps.sql) and the one GPU busy % (sql/steps.sql's GPU
+"""Steps as the engine ran them (ingest/sql/60_steps.sql) and the one GPU busy % (sql/steps/steps.sql's GPU
 window; step_breakdown's gpu_utilization and run_metrics' gpu_busy_pct read it).
 
 Synthesized (synth/situations/engine_steps.py, truth from the simulated schedule): vLLM piecewise CUDA

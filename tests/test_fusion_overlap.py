@@ -12,9 +12,10 @@ from conftest import query_rows as _rows
 
 from synth.truth import load_truth
 from warehouse import fusion
+from warehouse.catalog import view_files
 
 ROOT = Path(__file__).resolve().parents[1]
-SQL = ROOT / "sql"
+SQL = view_files()  # {view: its sql/<domain>/<view>.sql}
 
 
 # ---- the catalogue ------------------------------------------------------------------------------
@@ -78,9 +79,9 @@ def test_views_transpile_to_spark():
     import sqlglot
 
     for name in ("overlap_opportunity", "fusion_match"):
-        (out,) = sqlglot.transpile((SQL / f"{name}.sql").read_text(), read="duckdb", write="spark")
+        (out,) = sqlglot.transpile(SQL[name].read_text(), read="duckdb", write="spark")
         assert "ROW_NUMBER()" in out.upper()
-    fm = sqlglot.transpile((SQL / "fusion_match.sql").read_text(), read="duckdb", write="spark")[0]
+    fm = sqlglot.transpile(SQL["fusion_match"].read_text(), read="duckdb", write="spark")[0]
     assert "RLIKE" in fm.upper()
 
 

@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from warehouse.catalog import view_files
 from warehouse.rules import (
     CATEGORIES,
     RULES_VERSION,
@@ -33,7 +34,7 @@ from warehouse.rules import (
 )
 
 FIXTURE = ROOT / "tests" / "fixtures" / "kernel_categories.csv"
-VIEW_SQL = ROOT / "sql" / "kernel_category.sql"
+VIEW_SQL = view_files()["kernel_category"]
 TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 
 # Kineto categories of GPU activities (older traces capitalise them) -> kernels.kind
@@ -51,7 +52,7 @@ NO_WORK_RULES = {"torch_cuda_sleep"}
 
 
 def classify(names: list[tuple[str, str]], rules: pa.Table | None = None) -> dict[tuple[str, str], tuple]:
-    """(name, kind) -> (category, rule_name, rules_version), through sql/kernel_category.sql on DuckDB."""
+    """(name, kind) -> (category, rule_name, rules_version), through sql/kernels/kernel_category.sql on DuckDB."""
     con = duckdb.connect()
     con.register("category_rules", rules if rules is not None else load_category_rules())
     con.register(

@@ -14,11 +14,12 @@ from collections import Counter
 
 import duckdb
 import pytest
-from conftest import ROOT, TRACES, require_shared
+from conftest import TRACES, require_shared
 
 from synth.truth import load_truth
+from warehouse.catalog import view_files
 
-SQL = ROOT / "sql"
+SQL = view_files()  # {view: its sql/<domain>/<view>.sql}
 
 
 # ---------------------------------------------------------------- handmade rows
@@ -275,5 +276,5 @@ def test_views_transpile_to_spark():
     import sqlglot
 
     for name in ("layer_pattern_summary", "layer_pattern"):
-        (out,) = sqlglot.transpile((SQL / f"{name}.sql").read_text(), read="duckdb", write="spark")
+        (out,) = sqlglot.transpile(SQL[name].read_text(), read="duckdb", write="spark")
         assert "ROW_NUMBER()" in out.upper()

@@ -12,11 +12,12 @@ from collections import Counter
 
 import duckdb
 import pytest
-from conftest import ROOT, TRACES, require_shared
+from conftest import TRACES, require_shared
 
 from synth.truth import load_truth
+from warehouse.catalog import view_files
 
-SQL = ROOT / "sql"
+SQL = view_files()  # {view: its sql/<domain>/<view>.sql}
 
 
 def _fetch(con, sql: str) -> list[dict]:
@@ -217,5 +218,5 @@ def test_views_transpile_to_spark():
     import sqlglot
 
     for name in ("rank_skew", "rank_skew_summary"):
-        (out,) = sqlglot.transpile((SQL / f"{name}.sql").read_text(), read="duckdb", write="spark")
+        (out,) = sqlglot.transpile(SQL[name].read_text(), read="duckdb", write="spark")
         assert "ROW_NUMBER()" in out.upper() or "JOIN" in out.upper()

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import GPU_CATS, TRACES, query_rows, require_shared
 
-from warehouse.catalog import connect
+from warehouse.catalog import connect, view_files
 from warehouse.rules import CATEGORIES
 from warehouse.store import Warehouse
 
@@ -153,17 +153,38 @@ def test_category_columns_follow_the_vocabulary():
     its own columns, the charts colour each: all follow warehouse.rules.CATEGORIES (read from there)."""
     from reports.svg import CATEGORY_COLORS
 
-    steps = (ROOT / "sql" / "steps.sql").read_text()
+    steps = view_files()["steps"].read_text()
     filtered = re.findall(r"FILTER \(WHERE category = '(\w+)'\) AS (\w+)_ns", steps)
     assert [c for c, _ in filtered] == list(CATEGORIES) and all(c == a for c, a in filtered)
     assert list(CATEGORY_COLORS) == list(CATEGORIES)
-    latency = (ROOT / "sql" / "step_latency.sql").read_text()
+    latency = view_files()["step_latency"].read_text()
     listed = [
         c for c in re.findall(r"sum\((\w+)_ns\) AS \1_ns", latency) if c != "gpu_busy"
     ]  # not a category
     folded = re.findall(r"(\w+)_ns", re.search(r"sum\((activation_ns[^)]*)\) AS other_ns", latency).group(1))
     # every category once: its own column or folded into other_ns
     assert sorted(listed + folded) == sorted(CATEGORIES) and len(set(listed + folded)) == len(CATEGORIES)
+
+
+def test_category_columns_are_generated_from_the_vocabulary(tmp_path, monkeypatch):
+    """steps' and step_latency's category lines are what sql/steps/category_columns.py writes from the
+    vocabulary (the check passes as shipped), and a vocabulary with one more category gives both views its
+    column: the lines follow the rule data, they are not typed by hand."""
+    from sql.steps import category_columns
+
+    assert category_columns.stale() == []
+    for name in ("steps.sql", "step_latency.sql"):
+        (tmp_path / name).write_text((category_columns.HERE / name).read_text())
+    monkeypatch.setattr(category_columns, "HERE", tmp_path)
+    monkeypatch.setattr(category_columns, "CATEGORIES", (*CATEGORIES, "scan"))
+    assert category_columns.stale() == ["steps.sql", "step_latency.sql"]
+    assert category_columns.main([]) == 0 and category_columns.stale() == []
+    steps = (tmp_path / "steps.sql").read_text()
+    assert (
+        "FILTER (WHERE category = 'scan') AS scan_ns" in steps
+        and "coalesce(c.scan_ns, 0) AS scan_ns" in steps
+    )
+    assert "embedding_ns + other_ns + scan_ns) AS other_ns" in (tmp_path / "step_latency.sql").read_text()
 
 
 # ---- real traces: the same figures taken another way ------------------------------------------------------

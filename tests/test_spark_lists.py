@@ -1,6 +1,6 @@
 """DuckDB's list expressions on Spark (warehouse/spark.py `_spark_transforms`): the same values.
 
-sql/_op_work.sql reads a trace's `Input Dims` as lists: indexes (1-based, negative from the end, computed
+sql/roofline/_op_work.sql reads a trace's `Input Dims` as lists: indexes (1-based, negative from the end, computed
 indexes), slices, list_sum / list_bool_and over a list_zip, TRY_CAST of JSON text to nested lists. Each
 expression here runs on DuckDB as written and on Spark as transpiled, over edge cases (NULL lists, empty
 lists, out-of-range and zero indexes, NULL elements), and must give the same value.

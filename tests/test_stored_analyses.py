@@ -14,7 +14,7 @@ from conftest import REPORT_SCENARIOS, TRACES, require_shared
 from ingest.load import ingest_paths
 from reports.run import build_run_report, render_run_report, report_json
 from synth import write_scenario
-from warehouse.catalog import connect, kept_file, per_run_views, store_dir
+from warehouse.catalog import connect, kept_file, per_run_views, store_dir, view_files
 from warehouse.derived import derive, is_derived
 from warehouse.engine import open as open_connection
 from warehouse.store import Warehouse
@@ -152,6 +152,7 @@ def test_one_fingerprint_follows_the_whole_catalogue(tmp_path, monkeypatch):
     rows are derived anew, never mixed with old ones); nothing else does."""
     from warehouse import catalog
 
+    where = {view: path.relative_to(catalog.SQL_DIR) for view, path in view_files().items()}  # sql/<domain>/
     sql = tmp_path / "sql"
     shutil.copytree(catalog.SQL_DIR, sql)
     monkeypatch.setattr(catalog, "SQL_DIR", sql)
@@ -164,8 +165,8 @@ def test_one_fingerprint_follows_the_whole_catalogue(tmp_path, monkeypatch):
         seen.append(store_dir(wh))
         assert seen[-1] != seen[-2] and seen[-1].parent == wh.root / "derived", path
 
-    edit(sql / "regression.sql")
-    edit(sql / "overlap_opportunity.sql")
+    edit(sql / where["regression"])
+    edit(sql / where["overlap_opportunity"])
     edit(sql / "rules" / "kernel_categories.csv")
 
 

@@ -1,4 +1,4 @@
-"""The view diff-tests (tests/viewtest.py, cases in tests/views/<view>/<case>/): each case's rows on DuckDB,
+"""The view diff-tests (tests/viewtest.py, cases in tests/views/<domain>/<view>/<case>/): each case's rows on DuckDB,
 the same cases on Spark where pyspark and Java are there (slow), and every view of sql/ has a case."""
 
 from __future__ import annotations
@@ -7,6 +7,8 @@ import shutil
 
 import pytest
 from viewtest import CASES_DIR, all_cases, compare, run_duckdb, run_spark, view_names
+
+from warehouse.catalog import SQL_DIR, sql_path, view_files
 
 CASES = all_cases()
 
@@ -60,10 +62,21 @@ def test_every_view_has_a_case():
     assert not done, f"these views have a case now: take them out of UNCOVERED: {done}"
     unknown = sorted(set(UNCOVERED) - views)
     assert not unknown, f"UNCOVERED names no view of sql/: {unknown}"
-    strays = sorted(
-        p.parent.name for p in CASES_DIR.glob("*/*/expected.csv") if p.parent.parent.name not in views
-    )
+    strays = sorted(c.id for c in CASES if c.view not in views)
     assert not strays, f"tests/views/ has cases for no view of sql/: {strays}"
+
+
+def test_view_cases_mirror_the_sql_folders():
+    """tests/views/<domain>/<view>/: the case folders of a view sit in the folder named as the view's own
+    folder in sql/ (sql/<domain>/<view>.sql), so a view's cases are found beside it by the same path."""
+    files = view_files()
+    misplaced = sorted(
+        f"{c.folder.parent.relative_to(CASES_DIR)} (the view is {sql_path(files[c.view])})"
+        for c in CASES
+        if c.view in files
+        and c.folder.parent.parent.relative_to(CASES_DIR) != files[c.view].parent.relative_to(SQL_DIR)
+    )
+    assert not misplaced, f"view cases outside their view's folder: {misplaced}"
 
 
 # ---------------------------------------------------------------- the comparison itself can fail

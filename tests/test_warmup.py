@@ -1,6 +1,6 @@
 """Warm-up and one-time setup kept out of the steady-state figures, and launch delay told apart from GPU
-queueing: sql/one_time_work.sql, sql/step_warmup.sql, the data-quality flag `warmup_in_window`, the
-report's step pick (sql/report_steps.sql, warehouse/stored.py) and step_queueing's rule.
+queueing: sql/steps/one_time_work.sql, sql/steps/step_warmup.sql, the data-quality flag `warmup_in_window`,
+the report's step pick (sql/report/report_steps.sql, warehouse/stored.py) and step_queueing's rule.
 
 The situations (synth/situations/warmup.py) are executed by a small host/stream simulator; their ground
 truth (the warm-up steps, the setup time, the steady steps' GPU busy share, the first launch call's time

@@ -1,6 +1,7 @@
 """View diff-tests: one view, small input rows, the view and only what it reads, expected rows.
 
-In the style of Perfetto's diff tests. A case is a folder `tests/views/<view>/<case>/` holding
+In the style of Perfetto's diff tests. A case is a folder `tests/views/<domain>/<view>/<case>/` (the
+view's folder in sql/, mirrored) holding
 
 - `<table>.csv` for each input: a stored table (`kernels`, `step_spans`, ...), a rule table
   (`category_rules`, ...) or an upstream view of sql/ (`_kernel_facts`, `kernel_category`, ...). A view
@@ -325,7 +326,9 @@ def load_case(folder: Path) -> Case:
 
 
 def all_cases() -> list[Case]:
-    return [load_case(p) for p in sorted(CASES_DIR.glob("*/*")) if (p / "expected.csv").is_file()]
+    """Every case under tests/views/<domain>/<view>/<case>/ (the domain folder mirrors the view's folder
+    in sql/)."""
+    return [load_case(p.parent) for p in sorted(CASES_DIR.rglob("expected.csv"))]
 
 
 # ---------------------------------------------------------------- comparing rows
@@ -389,7 +392,7 @@ def _show(rows) -> str:
 
 def compare(case: Case, columns: list[str], got: list[tuple]) -> None:
     """Fail (AssertionError) unless the query's columns and rows are the expected ones."""
-    where = f"tests/views/{case.id}"
+    where = str(case.folder.relative_to(ROOT)) if case.folder.is_relative_to(ROOT) else case.id
     assert columns == case.columns, f"{where}: columns {columns}, expected.csv has {case.columns}"
     problem = None
     if case.ordered:

@@ -29,8 +29,21 @@ SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 
 
 def view_files() -> dict[str, Path]:
-    """sql/<view>.sql for every view; the file stem is the view name."""
-    return {p.stem: p for p in sorted(SQL_DIR.glob("*.sql"))}
+    """sql/<domain>/<view>.sql for every view, in any folder under sql/ (a view's folder is its subject:
+    timeline/, steps/, ...; the name does not depend on it); the file stem is the view name."""
+    files: dict[str, Path] = {}
+    for path in sorted(SQL_DIR.rglob("*.sql")):
+        if path.stem in files:
+            raise RuntimeError(
+                f"two views named {path.stem}: {sql_path(files[path.stem])} and {sql_path(path)}"
+            )
+        files[path.stem] = path
+    return files
+
+
+def sql_path(path: Path) -> str:
+    """A view file's path as the project names it (sql/timeline/gpu_timeline.sql), for messages."""
+    return str(Path("sql") / path.relative_to(SQL_DIR))
 
 
 def view_dependencies(sql: str) -> set[str]:
@@ -131,7 +144,8 @@ def register_rules(
     """The rule tables: kernel categories (rules_file's rules first), the fusion catalogue, launch-site
     rules and device peaks (with the user's TRACEHOUSE_SITE_RULES / TRACEHOUSE_DEVICE_PEAKS files unless
     user_files is off: the shared catalogue file holds the shipped rules only)."""
-    from warehouse.fusion import register_fusion_patterns  # the fusion catalogue (sql/fusion_match.sql)
+    # the fusion catalogue (sql/fusion/fusion_match.sql)
+    from warehouse.fusion import register_fusion_patterns
 
     for name, rows in _rule_tables(rules_file, user_files).items():
         _create_from(con, f"CREATE OR REPLACE TABLE {name}", rows)
@@ -145,9 +159,9 @@ def _rule_tables(rules_file: str | None, user_files: bool) -> dict:
     from warehouse.site_rules import load_site_rules, user_site_rules_file
 
     return {
-        "category_rules": load_category_rules(rules_file),  # sql/kernel_category.sql
-        "one_time_rules": load_one_time_rules(),  # sql/one_time_work.sql
-        # sql/kernel_launch_site.sql, sql/kernel_roofline.sql
+        "category_rules": load_category_rules(rules_file),  # sql/kernels/kernel_category.sql
+        "one_time_rules": load_one_time_rules(),  # sql/steps/one_time_work.sql
+        # sql/kernels/kernel_launch_site.sql, sql/roofline/kernel_roofline.sql
         "launch_site_rules": load_site_rules(user_site_rules_file() if user_files else None),
         "device_peaks": load_device_peaks(user_peaks_file() if user_files else None),
     }
@@ -239,7 +253,7 @@ def build_catalog(
         try:
             con.execute(sql)
         except duckdb.Error as exc:
-            raise RuntimeError(f"sql/{path.name}: {exc}") from exc
+            raise RuntimeError(f"{sql_path(path)}: {exc}") from exc
         columns = [row[0] for row in con.execute(f"DESCRIBE {name}").fetchall()]
         for statement in comment_statements(name, sql, columns):
             con.execute(statement)

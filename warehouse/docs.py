@@ -1,8 +1,11 @@
 """The documentation in each sql/ file's header comment, as DuckDB comments on the view and its columns.
 
 A header says what one row is (the first paragraph) and, after a `Columns:` line, what each column
-means, one entry per line: `--   name[, name...]   [TYPE]  description`, continued on more-indented
-lines. `tracehouse sql "select * from duckdb_columns()"` then shows every column's meaning.
+means, one entry per line: `--   name[, name...]   TYPE[, TYPE...]   description`, continued on
+more-indented lines. TYPE is the column's DuckDB type as DESCRIBE spells it (BIGINT, VARCHAR[],
+DECIMAL(5,4), MAP(VARCHAR, DOUBLE), ...): one type for every name of the entry, or one per name in
+order. tests/test_docs.py checks each header's names and types against DESCRIBE of its view.
+`tracehouse sql "select * from duckdb_columns()"` then shows every column's meaning.
 """
 
 from __future__ import annotations
@@ -11,11 +14,18 @@ import re
 
 from warehouse.quoting import sql_string
 
-# a single name is followed by two or more spaces; a list of names (a, b, c) by at least one
+# a DuckDB type as DESCRIBE writes it
+_TYPE = (
+    r"(?:BIGINT|UBIGINT|HUGEINT|INTEGER|SMALLINT|TINYINT|DOUBLE|FLOAT|VARCHAR|BOOLEAN|DATE|TIMESTAMP"
+    r"|DECIMAL\(\d+,\s?\d+\)|MAP\([A-Z]+, [A-Z]+\)|STRUCT\([^)]*\))(?:\[\])*"
+)
+# a single name is followed by two or more spaces; a list of names (a, b, c) by at least one; then the
+# types (one, or one per name) and the description
 _ENTRY = re.compile(
     r"^--\s{2,4}(?:([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)+)\s+|([A-Za-z_]\w*)\s{2,})"
-    r"(?:[A-Z]+(?:\[\])?\s+)?(.*)$"
+    rf"(?:({_TYPE}(?:,\s*{_TYPE})*)(?:\s+|$))?(.*)$"
 )
+_ONE_TYPE = re.compile(_TYPE)
 _CONTINUATION = re.compile(r"^--\s{5,}(\S.*)$")
 
 
@@ -55,11 +65,33 @@ def column_comments(sql: str) -> dict[str, str]:
         if entry:
             current = [name.strip() for name in (entry.group(1) or entry.group(2)).split(",")]
             for name in current:
-                docs[name] = entry.group(3).strip()
+                docs[name] = entry.group(4).strip()
         elif (cont := _CONTINUATION.match(line)) and current:
             for name in current:
                 docs[name] = f"{docs[name]} {cont.group(1).strip()}"
     return docs
+
+
+def column_types(sql: str) -> dict[str, str | None]:
+    """{column: its DuckDB type as the header states it (None: no type given)} for every documented
+    column, in the header's order."""
+    types: dict[str, str | None] = {}
+    in_columns = False
+    for line in header(sql):
+        body = line[2:].strip()
+        if body.lower().startswith("columns"):
+            in_columns = True
+            continue
+        entry = _ENTRY.match(line) if in_columns else None
+        if not entry:
+            continue
+        names = [name.strip() for name in (entry.group(1) or entry.group(2)).split(",")]
+        stated = _ONE_TYPE.findall(entry.group(3) or "")
+        if len(stated) == 1:
+            stated = stated * len(names)
+        for i, name in enumerate(names):
+            types[name] = stated[i] if len(stated) == len(names) else None
+    return types
 
 
 def comment_statements(view: str, sql: str, columns: list[str]) -> list[str]:

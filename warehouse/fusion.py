@@ -4,7 +4,7 @@ The catalogue lives in ``sql/rules/fusion_patterns.csv`` (format in ``sql/rules/
 one row per pattern, with the split kernels as an ordered list of steps (``split_1`` .. ``split_3``, each
 a name regex plus the categories a kernel must have to count for that step), the fused kernel (regex and
 categories), the framework, the source path of the fused implementation in that framework's tree, a
-one-line rationale and a reference. ``sql/fusion_match.sql`` matches it against a run.
+one-line rationale and a reference. ``sql/fusion/fusion_match.sql`` matches it against a run.
 
 The version is in ``sql/rules/fusion_patterns.version.json`` (``{"catalog_version": ..., "sha256": ...}``);
 ``sha256`` is the hash of the CSV so a test can tell when the catalogue changed without a version bump.
@@ -37,7 +37,7 @@ VERSION_FILE = RULES_DIR / "fusion_patterns.version.json"
 #: Frameworks a pattern may name (the values of runs.framework for these engines).
 FRAMEWORKS: tuple[str, ...] = ("sglang", "vllm", "tensorrt-llm")
 MAX_SPLITS = 3
-#: Shape rules a pattern may name (column shape_rule; see sql/fusion_match.sql for what each checks).
+#: Shape rules a pattern may name (column shape_rule; see sql/fusion/fusion_match.sql for what each checks).
 SHAPE_RULES: tuple[str, ...] = ("same_input", "gate_product", "logits_2d")
 #: Optional columns (a user file may leave them out): the pattern's key (patterns of different frameworks
 #: that fuse the same op sequence share it), the category the phase must show, the shape rule, and per

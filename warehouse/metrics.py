@@ -1,6 +1,6 @@
 """Per-run metrics for a trend: the `run_metrics` rows of many runs as one Arrow table.
 
-The `run_metrics` view (sql/run_metrics.sql) defines every metric; computing it walks a run's whole
+The `run_metrics` view (sql/runs/run_metrics.sql) defines every metric; computing it walks a run's whole
 analysis (timeline, critical path, ...), seconds per run. It is kept per run (`materialized: per_run`,
 written by warehouse.derived.derive after ingest), so a trend over a thousand derived runs reads a thousand
 small files; a run not derived yet is computed by this read, as any reader computes it, and not kept.

@@ -7,8 +7,8 @@ the activity's name; a rule may also (``op_pattern``, optional) require a launch
 ``cpu_op`` around the activity's launch call, or one of the cpu_ops enclosing it (``OP_LEVELS`` levels in
 all), whose name matches ``op_pattern`` and whose input dims satisfy ``op_shape`` (optional, one of
 ``OP_SHAPES``), or (``module_pattern``, optional) require the innermost ``nn.Module`` frame around the launch
-(with_stack traces) to match. Name-only rules decide ``sql/kernel_category.sql`` (per name); every rule decides
-``sql/activity_category.sql`` (per activity). Patterns are
+(with_stack traces) to match. Name-only rules decide ``sql/kernels/kernel_category.sql`` (per name); every rule decides
+``sql/kernels/activity_category.sql`` (per activity). Patterns are
 RE2 (DuckDB's ``regexp_matches``) and must also mean the same in Java regex (Spark's ``RLIKE``): no
 lookarounds, no backreferences, ``(?i)`` for case-insensitive matching. A match is a search, not a full
 match: anchor with ``^``/``$`` where needed.
@@ -66,10 +66,10 @@ REQUIRED_COLUMNS: tuple[str, ...] = ("rule_order", "rule_name", "category", "pat
 OPTIONAL_COLUMNS: tuple[str, ...] = ("op_pattern", "op_shape", "module_pattern", "note")
 
 #: How many cpu_ops of the launching op chain an ``op_pattern`` is tried on: the innermost cpu_op around the
-#: launch call (level 0) and the cpu_ops enclosing it, up to level OP_LEVELS - 1 (sql/activity_category.sql).
+#: launch call (level 0) and the cpu_ops enclosing it, up to level OP_LEVELS - 1 (sql/kernels/activity_category.sql).
 OP_LEVELS = 5
 
-#: The shape conditions a rule can put on its launching op's `Input Dims` (sql/activity_category.sql and
+#: The shape conditions a rule can put on its launching op's `Input Dims` (sql/kernels/activity_category.sql and
 #: sql/rules/README.md define them exactly). `scores` also defines the run's attention score tensors that the
 #: other three compare with.
 OP_SHAPES: tuple[str, ...] = ("scores", "scores_matmul", "on_scores")
@@ -373,7 +373,7 @@ def load_category_rules(user_file: str | Path | None = None) -> pa.Table:
     )
 
 
-# ---- the one-time work rule table (sql/rules/one_time_work.csv, read by sql/one_time_work.sql) ----------
+# ---- the one-time work rule table (sql/rules/one_time_work.csv, read by sql/steps/one_time_work.sql) ----------
 ONE_TIME_RULES = RULES_DIR / "one_time_work.csv"
 ONE_TIME_VERSION_FILE = RULES_DIR / "one_time_work.version.json"
 ONE_TIME_KINDS: tuple[str, ...] = (

@@ -6,7 +6,7 @@ profiler's ``path/file.py(123): function``). The first match by ``rule_order`` d
 ``action``: ``plumbing`` (framework or library machinery between the caller and the kernel: torch
 internals, the Triton runtime, Inductor's generated code, kernel-library bindings ...) or ``site`` (a
 rule that keeps a frame that a later rule would call plumbing). A frame no rule matches is a site.
-``sql/kernel_launch_site.sql`` walks each launch's stack from the innermost frame outwards and takes
+``sql/kernels/kernel_launch_site.sql`` walks each launch's stack from the innermost frame outwards and takes
 the first frame with a source file that is not plumbing.
 
 Patterns follow the category rules' dialect (RE2 and Java regex, see warehouse/rules.py). The version is

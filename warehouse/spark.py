@@ -37,6 +37,7 @@ from warehouse.catalog import (
     SCHEMA_PARTITION,
     ensure_schema_files,
     ordered_views,
+    sql_path,
     view_dependencies,
     view_files,
 )
@@ -596,7 +597,7 @@ class SparkCatalog:
                     self.session.table(name).localCheckpoint(eager=True).createOrReplaceTempView(name)
                 self.built.add(name)
             except Exception as exc:  # noqa: BLE001 - AnalysisException, Py4JJavaError, ValueError (transforms)
-                self.unavailable[name] = f"sql/{path.name}: {first_line(exc)}"
+                self.unavailable[name] = f"{sql_path(path)}: {first_line(exc)}"
                 self.session.catalog.dropTempView(name)
 
 

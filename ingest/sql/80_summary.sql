@@ -57,7 +57,7 @@ UNION ALL
 -- Device activity of a kind that is not a GPU kernel, copy or fill (an MTIA `mtia_ccp_events` record, a
 -- new accelerator's category): none of it is in `kernels`, so GPU time, categories and steps leave it
 -- out. Counted per category, with its time, so that no report says "GPU time 0 ns" without a word
--- (sql/data_quality.sql reads these keys; the prefix is the contract). A device-side event is an X event
+-- (sql/quality/data_quality.sql reads these keys; the prefix is the contract). A device-side event is an X event
 -- on a process that CPU->GPU flows (ac2g) end on, or of a category named below as device-side; sync
 -- records, GPU-side annotations and the profiler's own span are not activity.
 SELECT 'warning', 'device activities of an uncounted kind (' || cat || ')', count(*)

@@ -4,7 +4,7 @@ Each situation lays out eager-mode ops (`cpu_op` ranges with `Input Dims`, neste
 aten::matmul around aten::bmm, aten::softmax around aten::_softmax ...) and the kernels they launch, and
 returns as ground truth the category of every GPU activity (in GPU start order) and the GPU time per
 category. The same kernel symbol (a cuBLAS GEMM, an elementwise copy, indexSelectLargeIndex) appears under
-different ops on purpose: a correct analysis files it by the op (sql/activity_category.sql).
+different ops on purpose: a correct analysis files it by the op (sql/kernels/activity_category.sql).
 """
 
 from __future__ import annotations

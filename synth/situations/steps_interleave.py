@@ -22,7 +22,7 @@ call begins or when its stream frees):
 Step 2's span [620, 1290]: its NCCL [620, 640] and GEMMs [890, 1290] are its own (420 us); step 1's GEMMs
 run until 890 on stream 7, and [640, 890] (250 us) of that has no activity of step 2. Compute is 400 us in
 every step and the all-reduce is exposed (20 us): it overlaps only another step's compute, and the
-exposed figures classify a step's own activities (sql/step_breakdown.sql). host_tail is 0 (the GPU ends
+exposed figures classify a step's own activities (sql/steps/step_breakdown.sql). host_tail is 0 (the GPU ends
 after the host leaves each step).
 """
 

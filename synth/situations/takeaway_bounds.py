@@ -15,7 +15,7 @@ streams; only the host's pace differs:
 
 Both: 3 ProfilerSteps; per step, 8 kernels on stream 7 alternating a GEMM (40 us) and a layer norm
 (20 us): neighbours of another category and no producer -> consumer pair between them (gemm -> norm is
-none in sql/overlap_opportunity.sql), so the GEMM's dependency risk is `low`; one 10 us NCCL all-reduce
+none in sql/timeline/overlap_opportunity.sql), so the GEMM's dependency risk is `low`; one 10 us NCCL all-reduce
 on stream 20 at the step's start, so the device has a second stream. The GEMM is 4 x 40 of 4 x 60 + 10
 us = 64 % of the step's GPU time and at least 75 % exclusive: verdict headroom, `try overlap`.
 """

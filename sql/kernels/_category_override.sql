@@ -1,0 +1,238 @@
+-- _category_override: helper of activity_category. One row per GPU activity whose category a rule with an
+-- op_pattern or a module_pattern decides (the first matching rule, by rule_order, is an op rule): few rows, so that views
+-- that already join kernel_category by name add the per-activity decision with a small join (a view
+-- reading every activity joins `kernels` -> kernel_category by name, then this by kernel id:
+-- category = coalesce(o.category, c.category, 'other')). How the op rules match: activity_category.
+-- Columns:
+--   run_id, rank, kernel_id  VARCHAR, INTEGER, BIGINT  the activity
+--   category, rule_name      VARCHAR  the op rule that decides it
+CREATE OR REPLACE VIEW _category_override AS
+WITH op_rules AS (
+    SELECT rule_order, rule_name, category, pattern, op_pattern, op_pattern_literals, op_shape
+    FROM category_rules
+    WHERE op_pattern IS NOT NULL
+),
+ops AS (
+    -- the host ranges' nesting, read once (narrow) for the walks below
+    SELECT run_id, rank, op_id, parent_op_id FROM cpu_ops
+),
+frames AS (
+    SELECT run_id, rank, frame_id, parent_frame_id, name, name LIKE 'nn.Module: %' AS is_module FROM python_frames
+),
+op_names AS (
+    SELECT DISTINCT name FROM cpu_ops WHERE cat = 'cpu_op'
+),
+name_rules AS (
+    -- every (op name, op rule) whose op_pattern matches the op's name
+    SELECT n.name, r.rule_order, r.op_shape
+    FROM op_names AS n
+    JOIN op_rules AS r
+        ON CASE WHEN coalesce(array_length(r.op_pattern_literals), 0) = 0
+              OR list_bool_or(list_transform(r.op_pattern_literals, lambda l: contains(lower(n.name), l)))
+             THEN regexp_matches(n.name, r.op_pattern) ELSE false END
+),
+roots_raw AS (
+    SELECT o.run_id, o.rank, o.op_id, o.name, coalesce(replace(o.input_dims, ' ', ''), '') AS dims
+    FROM cpu_ops AS o
+    WHERE o.cat = 'cpu_op' AND o.name IN (SELECT name FROM name_rules)
+),
+root_keys AS (
+    SELECT DISTINCT run_id, name, dims FROM roots_raw
+),
+parsed AS (
+    -- input 0 as 4-D (s_*), and the first two inputs as a batched matmul of 3-D or 4-D tensors (m*_*)
+    SELECT run_id, name, dims,
+           CAST(nullif(regexp_extract(dims, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)[^0-9,]', 1), '') AS BIGINT) AS s_b,
+           CAST(nullif(regexp_extract(dims, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)[^0-9,]', 2), '') AS BIGINT) AS s_h,
+           CAST(nullif(regexp_extract(dims, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)[^0-9,]', 3), '') AS BIGINT) AS s_q,
+           CAST(nullif(regexp_extract(dims, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)[^0-9,]', 4), '') AS BIGINT) AS s_k,
+           regexp_extract(dims, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+)[^0-9,][^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+)[^0-9,]', 0) AS m3,
+           regexp_extract(dims, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)[^0-9,][^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)[^0-9,]', 0) AS m4
+    FROM root_keys
+),
+matmuls AS (
+    SELECT p.*,
+           CASE WHEN m3 <> '' THEN
+                CASE WHEN regexp_extract(m3, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+)[^0-9,][^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+)', 1)
+                          = regexp_extract(m3, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+)[^0-9,][^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+)', 4)
+                      AND regexp_extract(m3, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+)[^0-9,][^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+)', 3)
+                          = regexp_extract(m3, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+)[^0-9,][^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+)', 5)
+                     THEN 3 END
+                WHEN m4 <> '' THEN
+                CASE WHEN regexp_extract(m4, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)[^0-9,][^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)', 1)
+                          = regexp_extract(m4, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)[^0-9,][^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)', 5)
+                      AND regexp_extract(m4, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)[^0-9,][^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)', 2)
+                          = regexp_extract(m4, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)[^0-9,][^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)', 6)
+                      AND regexp_extract(m4, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)[^0-9,][^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)', 4)
+                          = regexp_extract(m4, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)[^0-9,][^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)', 7)
+                     THEN 4 END
+           END AS mm_rank
+    FROM parsed AS p
+),
+shaped AS (
+    -- a batched matmul A [N, X, Y] x B [N, Y, Z] as (mm_n, mm_x, mm_y, mm_z); NULL when the inputs are not one
+    SELECT run_id, name, dims, s_b, s_h, s_q, s_k,
+           CASE WHEN mm_rank = 3 THEN CAST(regexp_extract(m3, '^[^0-9][^0-9]([0-9]+)', 1) AS BIGINT)
+                WHEN mm_rank = 4 THEN CAST(regexp_extract(m4, '^[^0-9][^0-9]([0-9]+)', 1) AS BIGINT)
+                                      * CAST(regexp_extract(m4, '^[^0-9][^0-9]([0-9]+),([0-9]+)', 2) AS BIGINT) END AS mm_n,
+           CASE WHEN mm_rank = 3 THEN CAST(regexp_extract(m3, '^[^0-9][^0-9]([0-9]+),([0-9]+)', 2) AS BIGINT)
+                WHEN mm_rank = 4 THEN CAST(regexp_extract(m4, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+)', 3) AS BIGINT) END AS mm_x,
+           CASE WHEN mm_rank = 3 THEN CAST(regexp_extract(m3, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+)', 3) AS BIGINT)
+                WHEN mm_rank = 4 THEN CAST(regexp_extract(m4, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)', 4) AS BIGINT) END AS mm_y,
+           CASE WHEN mm_rank = 3 THEN CAST(regexp_extract(m3, '([0-9]+)[^0-9,]$', 1) AS BIGINT)
+                WHEN mm_rank = 4 THEN CAST(regexp_extract(m4, '([0-9]+)[^0-9,]$', 1) AS BIGINT) END AS mm_z
+    FROM matmuls
+),
+scores AS (
+    -- the run's attention score tensors [B, H, Sq, Sk]: input 0 of the ops that a `scores` rule matches
+    SELECT DISTINCT s.run_id, s.s_b AS b, s.s_h AS h, s.s_q AS sq, s.s_k AS sk
+    FROM shaped AS s
+    JOIN name_rules AS n ON n.name = s.name AND n.op_shape = 'scores'
+    WHERE s.s_b IS NOT NULL
+),
+on_scores_keys AS (
+    SELECT DISTINCT k.run_id, k.name, k.dims
+    FROM shaped AS k
+    JOIN scores AS s ON s.run_id = k.run_id AND s.b = k.s_b AND s.h = k.s_h AND s.sq = k.s_q AND s.sk = k.s_k
+),
+matmul_keys AS (
+    SELECT DISTINCT k.run_id, k.name, k.dims
+    FROM shaped AS k
+    JOIN scores AS s ON s.run_id = k.run_id AND s.b * s.h = k.mm_n
+        AND ((s.sq = k.mm_x AND (s.sk = k.mm_y OR s.sk = k.mm_z))
+          OR (s.sk = k.mm_x AND (s.sq = k.mm_y OR s.sq = k.mm_z)))
+),
+key_hits AS (
+    -- (run, op name, dims) that satisfy an op rule: op_pattern and op_shape
+    SELECT k.run_id, k.name, k.dims, n.rule_order
+    FROM shaped AS k
+    JOIN name_rules AS n ON n.name = k.name
+    LEFT JOIN on_scores_keys AS o ON o.run_id = k.run_id AND o.name = k.name AND o.dims = k.dims
+    LEFT JOIN matmul_keys AS m ON m.run_id = k.run_id AND m.name = k.name AND m.dims = k.dims
+    WHERE n.op_shape IS NULL
+       OR (n.op_shape = 'scores' AND k.s_b IS NOT NULL)
+       OR (n.op_shape = 'on_scores' AND o.name IS NOT NULL)
+       OR (n.op_shape = 'scores_matmul' AND m.name IS NOT NULL)
+),
+d0 AS (
+    SELECT r.run_id, r.rank, r.op_id, h.rule_order
+    FROM roots_raw AS r
+    JOIN key_hits AS h ON h.run_id = r.run_id AND h.name = r.name AND h.dims = r.dims
+),
+-- the host ranges below a matching op, level by level (cpu_ops.parent_op_id), 4 levels down
+d1 AS (
+    SELECT c.run_id, c.rank, c.op_id, d.rule_order
+    FROM ops AS c JOIN d0 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.op_id = c.parent_op_id
+),
+d2 AS (
+    SELECT c.run_id, c.rank, c.op_id, d.rule_order
+    FROM ops AS c JOIN d1 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.op_id = c.parent_op_id
+),
+d3 AS (
+    SELECT c.run_id, c.rank, c.op_id, d.rule_order
+    FROM ops AS c JOIN d2 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.op_id = c.parent_op_id
+),
+d4 AS (
+    SELECT c.run_id, c.rank, c.op_id, d.rule_order
+    FROM ops AS c JOIN d3 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.op_id = c.parent_op_id
+),
+under AS (
+    SELECT DISTINCT run_id, rank, op_id, rule_order
+    FROM (SELECT * FROM d0 UNION ALL SELECT * FROM d1 UNION ALL SELECT * FROM d2
+          UNION ALL SELECT * FROM d3 UNION ALL SELECT * FROM d4) AS levels
+),
+-- module rules: the innermost nn.Module frame around the launch (python_frames), reached by walking down
+-- from the matching module frames through frames that are not modules themselves, 6 levels
+mod_rules AS (
+    SELECT rule_order, module_pattern, module_pattern_literals FROM category_rules WHERE module_pattern IS NOT NULL
+),
+mod_names AS (
+    SELECT n.name, r.rule_order
+    FROM (SELECT DISTINCT name FROM frames WHERE is_module) AS n
+    JOIN mod_rules AS r
+        ON CASE WHEN coalesce(array_length(r.module_pattern_literals), 0) = 0
+              OR list_bool_or(list_transform(r.module_pattern_literals, lambda l: contains(lower(n.name), l)))
+             THEN regexp_matches(n.name, r.module_pattern) ELSE false END
+),
+f0 AS (
+    SELECT f.run_id, f.rank, f.frame_id, m.rule_order
+    FROM frames AS f JOIN mod_names AS m ON m.name = f.name
+),
+f1 AS (
+    SELECT c.run_id, c.rank, c.frame_id, d.rule_order
+    FROM frames AS c JOIN f0 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.frame_id = c.parent_frame_id
+    WHERE NOT c.is_module
+),
+f2 AS (
+    SELECT c.run_id, c.rank, c.frame_id, d.rule_order
+    FROM frames AS c JOIN f1 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.frame_id = c.parent_frame_id
+    WHERE NOT c.is_module
+),
+f3 AS (
+    SELECT c.run_id, c.rank, c.frame_id, d.rule_order
+    FROM frames AS c JOIN f2 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.frame_id = c.parent_frame_id
+    WHERE NOT c.is_module
+),
+f4 AS (
+    SELECT c.run_id, c.rank, c.frame_id, d.rule_order
+    FROM frames AS c JOIN f3 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.frame_id = c.parent_frame_id
+    WHERE NOT c.is_module
+),
+f5 AS (
+    SELECT c.run_id, c.rank, c.frame_id, d.rule_order
+    FROM frames AS c JOIN f4 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.frame_id = c.parent_frame_id
+    WHERE NOT c.is_module
+),
+f6 AS (
+    SELECT c.run_id, c.rank, c.frame_id, d.rule_order
+    FROM frames AS c JOIN f5 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.frame_id = c.parent_frame_id
+    WHERE NOT c.is_module
+),
+in_module AS (
+    SELECT DISTINCT run_id, rank, frame_id, rule_order
+    FROM (SELECT * FROM f0 UNION ALL SELECT * FROM f1 UNION ALL SELECT * FROM f2 UNION ALL SELECT * FROM f3
+          UNION ALL SELECT * FROM f4 UNION ALL SELECT * FROM f5 UNION ALL SELECT * FROM f6) AS levels
+),
+hit_activities AS (
+    SELECT k.run_id, k.rank, k.kernel_id, k.name, k.kind, u.rule_order
+    FROM kernels AS k
+    JOIN under AS u ON u.run_id = k.run_id AND u.rank = k.rank AND u.op_id = k.cpu_op_id
+    WHERE k.kind NOT IN ('memcpy', 'memset')
+    UNION ALL
+    SELECT k.run_id, k.rank, k.kernel_id, k.name, k.kind, m.rule_order
+    FROM kernels AS k
+    JOIN in_module AS m ON m.run_id = k.run_id AND m.rank = k.rank AND m.frame_id = k.python_frame_id
+    WHERE k.kind NOT IN ('memcpy', 'memset')
+),
+hit_names AS (
+    -- the op rule's name pattern, tried once per distinct (name, kind, rule)
+    SELECT h.name, h.kind, h.rule_order
+    FROM (SELECT DISTINCT name, kind, rule_order FROM hit_activities) AS h
+    JOIN category_rules AS r ON r.rule_order = h.rule_order
+    WHERE CASE WHEN coalesce(array_length(r.pattern_literals), 0) = 0
+              OR list_bool_or(list_transform(r.pattern_literals, lambda l: contains(lower(h.name), l)))
+             THEN regexp_matches(h.name, r.pattern) ELSE false END
+),
+best_op AS (
+    SELECT a.run_id, a.rank, a.kernel_id, a.name, a.kind, min(a.rule_order) AS rule_order
+    FROM hit_activities AS a
+    JOIN hit_names AS n ON n.name = a.name AND n.kind = a.kind AND n.rule_order = a.rule_order
+    GROUP BY a.run_id, a.rank, a.kernel_id, a.name, a.kind
+),
+plain AS (
+    -- the rule_order kernel_category gives these names (its first name-only rule), for the few names here
+    -- (not a join with kernel_category, which would list every name of the run again)
+    SELECT h.name, h.kind, min(r.rule_order) AS rule_order
+    FROM (SELECT DISTINCT name, kind FROM best_op) AS h
+    LEFT JOIN category_rules AS r
+        ON r.op_pattern IS NULL AND r.module_pattern IS NULL
+        AND CASE WHEN coalesce(array_length(r.pattern_literals), 0) = 0
+              OR list_bool_or(list_transform(r.pattern_literals, lambda l: contains(lower(h.name), l)))
+             THEN regexp_matches(h.name, r.pattern) ELSE false END
+    GROUP BY h.name, h.kind
+)
+SELECT b.run_id, b.rank, b.kernel_id, r.category, r.rule_name
+FROM best_op AS b
+JOIN category_rules AS r ON r.rule_order = b.rule_order
+JOIN plain AS p ON p.name = b.name AND p.kind = b.kind
+WHERE p.rule_order IS NULL OR b.rule_order < p.rule_order;

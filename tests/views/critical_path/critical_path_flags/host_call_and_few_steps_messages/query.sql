@@ -1,0 +1,1 @@
+SELECT rank, step, flag, message FROM critical_path_flags

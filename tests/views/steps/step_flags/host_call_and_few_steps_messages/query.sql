@@ -1,0 +1,1 @@
+SELECT rank, step, flag, message FROM step_flags
