@@ -36,7 +36,7 @@ that study a few views build just those; nothing in reports/, ingest/ or the CLI
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -138,14 +138,42 @@ def _open_duckdb(
     return con
 
 
-def report_runs(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, runs: list[str]) -> None:
-    """Make an open DuckDB connection (over every run) a report's, as open(warehouse, runs=runs,
-    stored=True) opens one: focused on these runs, their stored analyses read (derived now where they are
-    not). For a command that must resolve its runs on the connection before it knows them."""
-    from warehouse.stored import use_stored
+def open_resolved(
+    warehouse: Warehouse | str,
+    engine: str,
+    resolve: Callable[[Connection], tuple],
+    *,
+    master: str | None = None,
+    settings: dict[str, str] | None = None,
+) -> tuple[Connection, tuple]:
+    """A report's connection (as open(warehouse, engine, runs, stored=True)) for the runs that `resolve`
+    finds on a connection over every run, and what it found (None entries are no run).
 
-    focus(con, list(runs))
-    use_stored(con, warehouse, list(runs))
+    DuckDB: one connection, resolved on, then focused on the runs and their stored analyses read
+    (use_stored: derived now where they are not). Spark's connection is focused when it is made: a lookup
+    connection first, then the report's."""
+    if engine == "duckdb":
+        store = warehouse if isinstance(warehouse, Warehouse) else Warehouse(str(warehouse))
+        con = open(store, engine, settings=settings)
+        try:
+            found = resolve(con)
+            runs = [r for r in found if r]
+            from warehouse.stored import use_stored
+
+            focus(con, runs)
+            use_stored(con, store, runs)
+        except BaseException:
+            con.close()
+            raise
+        return con, found
+    lookup = open(warehouse, engine, master=master)
+    try:
+        found = resolve(lookup)
+    finally:
+        lookup.close()
+    return open(
+        warehouse, engine, [r for r in found if r], stored=True, master=master, settings=settings
+    ), found
 
 
 def _open_spark(
@@ -210,10 +238,10 @@ def store_of(con: Connection) -> Warehouse | None:
     return Warehouse(root) if root else None
 
 
-def opens_quickly(engine: str) -> bool:
-    """Whether opening this engine's connection costs next to nothing (DuckDB: a catalogue file attached),
-    so that a command may open it before checking its input; Spark starts a JVM, which a refused query
-    must not pay for."""
+def answers_in_session(engine: str) -> bool:
+    """Whether this engine's ad-hoc queries (`tracehouse sql`) are answered by a warehouse.session.Session
+    (DuckDB: one catalogue connection, opened at once, whose running query can be cancelled) rather than
+    by open()'s connection (Spark starts a JVM, which a refused query must not pay for)."""
     return engine == "duckdb"
 
 
