@@ -5,8 +5,8 @@ benchmarks call.
 Apart from reports.run because the trace beside the report is the export's (reports.export), and the
 export itself reads the run report (its takeaways as a track): run <- export <- this module, one way.
 With the trace (DuckDB), one connection does everything: opened with the export's memory settings, the
-run resolved on it, then focused on the report's runs; the report is built once and its takeaways drawn
-into the trace.
+run resolved on it, then focused on the report's runs (engine.open_resolved); the report is built once
+and its takeaways drawn into the trace.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from pathlib import Path
 from reports.export import export_run, export_settings
 from reports.run import RunParams, build, render_run_report
 from warehouse.derived import derive, is_derived
-from warehouse.engine import is_uri, report_runs
-from warehouse.engine import open as open_connection
+from warehouse.engine import is_uri, open_resolved, store_of
 from warehouse.runs import resolve_run
 from warehouse.store import Warehouse
 
@@ -36,31 +35,32 @@ def write_run_report(
     trace_path: str | Path | None = None,
 ) -> str:
     """engine, master: warehouse.engine.open's (the warehouse may be a URI for an engine that reads one)."""
-    if engine == "duckdb" and not is_uri(str(warehouse)):
-        store = warehouse if isinstance(warehouse, Warehouse) else Warehouse(warehouse)
-        settings = export_settings(store) if trace_path is not None else None
-        con = open_connection(store, settings=settings)
-        try:
-            run_ids = _resolve(con, run, mapping_run)
-            runs = [r for r in run_ids if r]
-            derive_first(store, runs)
-            report_runs(con, runs)  # focused on them, their kept rows read (derived just now where not)
-            report = build(con, RunParams(run_ids[0], phase, run_ids[1]))
-            if trace_path is not None:  # the step the report shows, on every rank (the whole run without one)
-                step = report.step.step if report.step else None
-                export_run(store, run_ids[0], trace_path, step=step, con=con, report=report)
-        finally:
-            con.close()
-    else:  # an engine whose connection is focused when it is opened (Spark: its views computed for its runs)
-        lookup = open_connection(warehouse, engine, master=master)
-        run_ids = _resolve(lookup, run, mapping_run)
-        lookup.close()
-        con = open_connection(warehouse, engine, [r for r in run_ids if r], master=master)
-        report = build(con, RunParams(run_ids[0], phase, run_ids[1]))
-        if trace_path is not None:  # the export reads DuckDB's warehouse
-            step = report.step.step if report.step else None
-            store = warehouse if isinstance(warehouse, Warehouse) else Warehouse(warehouse)
-            export_run(store, run_ids[0], trace_path, step=step, report=report)
+    store = warehouse if isinstance(warehouse, Warehouse) or is_uri(str(warehouse)) else Warehouse(warehouse)
+    # the export's memory settings where the trace is written beside (a local warehouse's connection)
+    settings = export_settings(store) if trace_path is not None and isinstance(store, Warehouse) else None
+    con, (run_id, mapping_id) = open_resolved(
+        store,
+        engine,
+        lambda c: _resolve(c, run, mapping_run),
+        master=master,
+        settings=settings,
+        before_reading=derive_first,  # DuckDB's kept rows: the runs derived first where they are not
+    )
+    try:
+        report = build(con, RunParams(run_id, phase, mapping_id))
+        if trace_path is not None:  # the step the report shows, on every rank (the whole run without one)
+            # on the report's own connection where it reads this warehouse (DuckDB), else on the export's
+            own = store_of(con)
+            export_run(
+                own or store,
+                run_id,
+                trace_path,
+                step=report.step.step if report.step else None,
+                con=con if own else None,
+                report=report,
+            )
+    finally:
+        con.close()
     if trace_path is not None:
         report.trace_file = Path(trace_path).name
     text = render_run_report(report, fmt, template_dir)

@@ -37,7 +37,7 @@ connection never writes: the derived store is written by warehouse.derived.deriv
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -123,11 +123,40 @@ def _open_duckdb(
     return connect(warehouse, rules_file=rules_file, runs=runs, settings=settings)
 
 
-def report_runs(con: duckdb.DuckDBPyConnection, runs: list[str]) -> None:
-    """Make an open DuckDB connection (over every run) a report's: focused on these runs, their kept rows
-    read where they are derived (catalog.focus reads the store's listing again). For a command that must
-    resolve its runs on the connection before it knows them; derive them first (warehouse.derived)."""
-    focus(con, list(runs))
+def open_resolved(
+    warehouse: Warehouse | str,
+    engine: str,
+    resolve: Callable[[Connection], tuple],
+    *,
+    master: str | None = None,
+    settings: dict[str, str] | None = None,
+    before_reading: Callable[[Warehouse, list[str]], None] | None = None,
+) -> tuple[Connection, tuple]:
+    """A report's connection for the runs that `resolve` finds on a connection over every run, and what it
+    found (None entries are no run).
+
+    DuckDB: one connection, resolved on, then `before_reading(warehouse, runs)` (a report derives its runs
+    there: warehouse.derived), then focused on the runs, which reads their kept rows (catalog.focus).
+    Spark's connection is focused when it is made: a lookup connection first, then the report's."""
+    if engine == "duckdb" and not is_uri(str(warehouse)):
+        store = warehouse if isinstance(warehouse, Warehouse) else Warehouse(str(warehouse))
+        con = open(store, engine, settings=settings)
+        try:
+            found = resolve(con)
+            runs = [r for r in found if r]
+            if before_reading is not None:
+                before_reading(store, runs)
+            focus(con, runs)
+        except BaseException:
+            con.close()
+            raise
+        return con, found
+    lookup = open(warehouse, engine, master=master)
+    try:
+        found = resolve(lookup)
+    finally:
+        lookup.close()
+    return open(warehouse, engine, [r for r in found if r], master=master, settings=settings), found
 
 
 def _open_spark(
@@ -192,10 +221,10 @@ def store_of(con: Connection) -> Warehouse | None:
     return Warehouse(root) if root else None
 
 
-def opens_quickly(engine: str) -> bool:
-    """Whether opening this engine's connection costs next to nothing (DuckDB: a catalogue file attached),
-    so that a command may open it before checking its input; Spark starts a JVM, which a refused query
-    must not pay for."""
+def answers_in_session(engine: str) -> bool:
+    """Whether this engine's ad-hoc queries (`tracehouse sql`) are answered by a warehouse.session.Session
+    (DuckDB: one catalogue connection, opened at once, whose running query can be cancelled) rather than
+    by open()'s connection (Spark starts a JVM, which a refused query must not pay for)."""
     return engine == "duckdb"
 
 

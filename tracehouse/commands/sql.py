@@ -47,6 +47,7 @@ def command(ctx, query, fmt, engine, master):
       tracehouse sql --engine spark --master spark://head:7077 "select * from category_summary"
     """
     from tracehouse.output import print_answers
+    from warehouse.engine import answers_in_session
     from warehouse.query import check_read_only
 
     if query is None and sys.stdin.isatty():  # nothing piped: say so rather than wait on the terminal
@@ -56,7 +57,7 @@ def command(ctx, query, fmt, engine, master):
     try:
         # DuckDB: the queries are split and checked on the reader they run on (a second database cost
         # 0.03-0.1 s); Spark starts a JVM, which a refused query must not pay for: checked before it starts
-        session = _session(ctx) if engine == "duckdb" else None
+        session = _session(ctx) if answers_in_session(engine) else None
         queries = _queries(query, session.con if session else None)
         for text in queries:  # refuse a script before any of it runs
             check_read_only(text, session.con if session else None)
