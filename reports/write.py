@@ -14,8 +14,8 @@ from pathlib import Path
 from reports.export import export_run
 from reports.run import RunParams, build, render_run_report
 from warehouse.derived import derive, is_derived
-from warehouse.engine import is_uri
 from warehouse.engine import open as open_connection
+from warehouse.engine import reads_derived
 from warehouse.runs import resolve_run
 from warehouse.store import Warehouse
 
@@ -38,7 +38,7 @@ def write_run_report(
     mapping_id = resolve_run(lookup, mapping_run) if mapping_run else None
     lookup.close()
     runs = [run_id] + ([mapping_id] if mapping_id else [])
-    if engine == "duckdb" and not is_uri(str(warehouse)):
+    if reads_derived(engine, warehouse):
         derive_first(Warehouse(warehouse) if isinstance(warehouse, str) else warehouse, runs)
     con = open_connection(warehouse, engine, runs, master=master)
     report = build(con, RunParams(run_id, phase, mapping_id))

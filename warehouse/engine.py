@@ -191,6 +191,14 @@ def opens_quickly(engine: str) -> bool:
     return engine == "duckdb"
 
 
+def reads_derived(engine: str, warehouse: Warehouse | str) -> bool:
+    """Whether this engine's connection to this warehouse reads the derived store (DuckDB on a local
+    folder: warehouse.catalog.read_kept), so that a report derives its runs before reading them."""
+    return engine == "duckdb" and not is_uri(
+        str(warehouse.root if isinstance(warehouse, Warehouse) else warehouse)
+    )
+
+
 def served(engine: str) -> bool:
     """Whether the query server (tracehouse.serve: one warehouse.session.Session per warehouse, DuckDB)
     answers this engine's `sql` questions."""
