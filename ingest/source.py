@@ -306,6 +306,134 @@ _DAMAGED_HINT = (
 _SECOND_DOCUMENT = re.compile(rb'"traceEvents"\s*:')
 
 
+class _ArrayCut:
+    """Finds the event array in the inflated pieces of one file and writes it out, keeping a bounded tail in
+    memory (everything before it is certainly inside the array): the state of read_trace."""
+
+    def __init__(self, source: TraceSource, label: str, out: _ArrayPieces):
+        self.source, self.label, self.out = source, label, out
+        self.head = b""
+        self.found = False
+        self.tail = b""
+        self.aligned = True  # the tail still starts at the array's `[`
+        self.carry = b""  # the last bytes of the previous piece, to find a key cut between two pieces
+
+    def start(self, piece: bytes) -> bytes | None:
+        """The piece from the array's `[` on once the array is found (the metadata before it parsed), or
+        None while the head is still before it."""
+        source = self.source
+        self.head += piece
+        stripped = self.head.lstrip()
+        if stripped[:1] == b"[":  # a bare array of events
+            source.bare_array = self.found = True
+            source.array_offset = len(self.head) - len(stripped)
+            piece = stripped
+        else:
+            match = _TRACE_EVENTS_KEY.search(self.head)
+            if match is None:
+                if len(self.head) > HEAD_LIMIT or (stripped and stripped[:1] != b"{"):
+                    raise TraceFormatError(
+                        self.label, "not a Kineto trace: no `traceEvents` array", "start of file"
+                    )
+                return None
+            self.found = True
+            before = self.head[: match.start()].rstrip()
+            if before.endswith(b","):
+                before = before[:-1]
+            source.metadata = _parse_object_text(before + b"}", self.label, "metadata before traceEvents")
+            source.array_offset = match.end() - 1
+            piece = self.head[match.end() - 1 :]
+        self.head = b""
+        self.carry = b""
+        return piece
+
+    def no_second_document(self, piece: bytes) -> None:
+        """Two documents in one file (several ranks writing one trace): the array holds another
+        `"traceEvents":`. bytes.find is fast; the carried bytes catch a key cut between pieces."""
+        if b'"traceEvents"' in piece or b'"traceEvents"' in self.carry + piece[:32]:
+            window = self.carry + piece
+            second = _SECOND_DOCUMENT.search(window)
+            if second is not None:
+                at = self.source.json_bytes - len(window) + second.start()
+                raise TraceFormatError(
+                    self.label,
+                    "two JSON documents in one file: a second `traceEvents` array starts inside the "
+                    "first (several processes wrote this file?); write one trace file per rank",
+                    f"byte {at}",
+                )
+        self.carry = piece[-32:]
+
+    def keep(self, piece: bytes) -> None:
+        """Write what is certainly inside the array; a large piece is written straight from the inflater's
+        buffer (no copy into the tail)."""
+        out = self.out
+        if len(piece) >= TAIL_KEEP:
+            if self.tail:
+                out.write(self.tail)
+            out.write(memoryview(piece)[:-TAIL_KEEP])
+            self.tail = piece[-TAIL_KEEP:]
+            self.aligned = False
+        else:
+            self.tail += piece
+            if len(self.tail) > 2 * TAIL_KEEP:
+                out.write(self.tail[:-TAIL_KEEP])
+                self.tail = self.tail[-TAIL_KEEP:]
+                self.aligned = False
+
+    def not_found(self, damage: _Damage) -> TraceFormatError:
+        """The error of a file whose array was never found."""
+        if damage.what:
+            return TraceFormatError(
+                self.label,
+                f"{damage.what}; no event before the damage, nothing could be kept",
+                damage.where,
+                hint=_DAMAGED_HINT,
+            )
+        if not self.head.strip():
+            return TraceFormatError(self.label, "empty file", "byte 0")
+        return TraceFormatError(self.label, "not a Kineto trace: no `traceEvents` array", "start of file")
+
+    def _close(self) -> tuple[int, dict]:
+        """(bytes of the tail to keep, the metadata after the array)."""
+        tail = self.tail
+        if self.source.bare_array:
+            end = len(tail.rstrip())
+            if not tail[:end].endswith(b"]"):
+                raise TraceFormatError(
+                    self.label, "truncated JSON: the event array is never closed", "end of file"
+                )
+            return end, {}
+        return _close_array(tail, self.aligned, self.label)
+
+    def finish(self, damage: _Damage) -> dict:
+        """Write the tail up to the array's end (or, when the file is damaged, up to the last complete event:
+        refused only when there is none); the metadata after the array."""
+        source, tail = self.source, self.tail
+        try:
+            keep, after = self._close()
+        except TraceFormatError as problem:
+            # Salvage: keep the events up to the last complete one; refuse only when there is none.
+            cut = _last_complete_event(tail, self.aligned)
+            end_at = source.json_bytes
+            what = damage.what or problem.what
+            if cut is None:
+                raise TraceFormatError(
+                    self.label,
+                    f"{what}; no complete event before the damage, nothing could be kept",
+                    damage.where if damage.what else f"byte {end_at}",
+                    hint=_DAMAGED_HINT,
+                )
+            self.out.write(tail[:cut] + b"]")
+            source.truncation = f"file truncated at byte {end_at}" + (
+                f" ({damage.what} at {damage.where})" if damage.what else ""
+            )
+            return {}
+        self.out.write(tail[:keep])
+        if damage.what:  # every byte inflated, but the final checksum failed: the content may be damaged
+            source.warnings[f"{damage.what} at {damage.where}; the events that could be read were kept"] = 1
+        return after
+
+
 def read_trace(path: Path, events_file: Path, piece_bytes: int | None = None, on_piece=None) -> TraceSource:
     """Inflate `path`, write its event array to `events_file`, and return what was found. piece_bytes:
     write it instead to pieces of about that many bytes (piece_path(events_file, k), in source.pieces);
@@ -315,110 +443,19 @@ def read_trace(path: Path, events_file: Path, piece_bytes: int | None = None, on
     digest = hashlib.sha256()
     source = TraceSource(path=path, size=path.stat().st_size, sha256="")
     damage = _Damage()
-    head = b""
-    found = False
-    tail = b""
-    aligned = True  # the tail still starts at the array's `[`
-    carry = b""  # the last bytes of the previous piece, to find a key cut between two pieces
     with open(path, "rb") as stream, _ArrayPieces(events_file, piece_bytes, on_piece) as out:
+        cut = _ArrayCut(source, label, out)
         for piece in _pieces(stream, label, digest, damage):
             source.json_bytes += len(piece)
-            if not found:
-                head += piece
-                stripped = head.lstrip()
-                if stripped[:1] == b"[":  # a bare array of events
-                    source.bare_array = found = True
-                    source.array_offset = len(head) - len(stripped)
-                    piece = stripped
-                else:
-                    match = _TRACE_EVENTS_KEY.search(head)
-                    if match is None:
-                        if len(head) > HEAD_LIMIT or (stripped and stripped[:1] != b"{"):
-                            raise TraceFormatError(
-                                label, "not a Kineto trace: no `traceEvents` array", "start of file"
-                            )
-                        continue
-                    found = True
-                    before = head[: match.start()].rstrip()
-                    if before.endswith(b","):
-                        before = before[:-1]
-                    source.metadata = _parse_object_text(before + b"}", label, "metadata before traceEvents")
-                    source.array_offset = match.end() - 1
-                    piece = head[match.end() - 1 :]
-                head = b""
-                carry = b""
-            # Two documents in one file (several ranks writing one trace): the array holds another
-            # `"traceEvents":`. bytes.find is fast; the carried bytes catch a key cut between pieces.
-            if b'"traceEvents"' in piece or b'"traceEvents"' in carry + piece[:32]:
-                window = carry + piece
-                second = _SECOND_DOCUMENT.search(window)
-                if second is not None:
-                    at = source.json_bytes - len(window) + second.start()
-                    raise TraceFormatError(
-                        label,
-                        "two JSON documents in one file: a second `traceEvents` array starts inside the "
-                        "first (several processes wrote this file?); write one trace file per rank",
-                        f"byte {at}",
-                    )
-            carry = piece[-32:]
-            # Keep a bounded tail in memory; everything before it is certainly inside the array.
-            # A large piece is written straight from the inflater's buffer (no copy into the tail).
-            if len(piece) >= TAIL_KEEP:
-                if tail:
-                    out.write(tail)
-                out.write(memoryview(piece)[:-TAIL_KEEP])
-                tail = piece[-TAIL_KEEP:]
-                aligned = False
-            else:
-                tail += piece
-                if len(tail) > 2 * TAIL_KEEP:
-                    out.write(tail[:-TAIL_KEEP])
-                    tail = tail[-TAIL_KEEP:]
-                    aligned = False
-        if not found:
-            if damage.what:
-                raise TraceFormatError(
-                    label,
-                    f"{damage.what}; no event before the damage, nothing could be kept",
-                    damage.where,
-                    hint=_DAMAGED_HINT,
-                )
-            if not head.strip():
-                raise TraceFormatError(label, "empty file", "byte 0")
-            raise TraceFormatError(label, "not a Kineto trace: no `traceEvents` array", "start of file")
-        try:
-            if source.bare_array:
-                end = len(tail.rstrip())
-                if not tail[:end].endswith(b"]"):
-                    raise TraceFormatError(
-                        label, "truncated JSON: the event array is never closed", "end of file"
-                    )
-                keep, after = end, {}
-            else:
-                keep, after = _close_array(tail, aligned, label)
-        except TraceFormatError as problem:
-            # Salvage: keep the events up to the last complete one; refuse only when there is none.
-            cut = _last_complete_event(tail, aligned)
-            end_at = source.json_bytes
-            what = damage.what or problem.what
-            if cut is None:
-                raise TraceFormatError(
-                    label,
-                    f"{what}; no complete event before the damage, nothing could be kept",
-                    damage.where if damage.what else f"byte {end_at}",
-                    hint=_DAMAGED_HINT,
-                )
-            out.write(tail[:cut] + b"]")
-            source.truncation = f"file truncated at byte {end_at}" + (
-                f" ({damage.what} at {damage.where})" if damage.what else ""
-            )
-            keep, after = 0, {}
-        else:
-            out.write(tail[:keep])
-            if damage.what:  # every byte inflated, but the final checksum failed: the content may be damaged
-                source.warnings[
-                    f"{damage.what} at {damage.where}; the events that could be read were kept"
-                ] = 1
+            if not cut.found:
+                piece = cut.start(piece)
+                if piece is None:
+                    continue
+            cut.no_second_document(piece)
+            cut.keep(piece)
+        if not cut.found:
+            raise cut.not_found(damage)
+        after = cut.finish(damage)
     source.metadata.update(after)
     source.sha256 = digest.hexdigest()
     source.events_file = events_file

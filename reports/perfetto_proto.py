@@ -267,6 +267,49 @@ def _sub(buf: bytes) -> dict:
     return out
 
 
+def _descriptor(buf: bytes) -> dict:
+    """A TrackDescriptor as a dict: uuid, name, parent, pid, process_name, tid, thread_name, description."""
+    d: dict = {}
+    for tf, _, tv in fields(buf):
+        if tf == TD_UUID:
+            d["uuid"] = tv
+        elif tf == TD_NAME:
+            d["name"] = tv.decode()
+        elif tf == TD_PARENT:
+            d["parent"] = tv
+        elif tf == TD_PROCESS:
+            p = _sub(tv)
+            d["pid"], d["process_name"] = p.get(PD_PID), p.get(PD_NAME)
+        elif tf == TD_THREAD:
+            t = _sub(tv)
+            d["pid"], d["tid"], d["thread_name"] = t.get(THD_PID), t.get(THD_TID), t.get(THD_NAME)
+        elif tf == TD_DESCRIPTION:
+            d["description"] = tv.decode()
+    return d
+
+
+# TrackEvent fields read as one scalar: field number -> (key, decode the bytes)
+_EVENT_SCALARS = {TE_TYPE: ("type", False), TE_TRACK: ("track", False), TE_NAME: ("name", True)}
+_EVENT_SCALARS[TE_CATEGORIES] = ("category", True)
+
+
+def _event(buf: bytes) -> dict:
+    """A TrackEvent as a dict: type, track, name, category, args, flows, terminating."""
+    e: dict = {"args": {}, "flows": [], "terminating": []}
+    for ef, _, ev in fields(buf):
+        if ef in _EVENT_SCALARS:
+            key, text = _EVENT_SCALARS[ef]
+            e[key] = ev.decode() if text else ev
+        elif ef == TE_ANNOTATIONS:
+            k, v = _annotation(ev)
+            e["args"][k] = v
+        elif ef == TE_FLOWS:
+            e["flows"].append(ev)
+        elif ef == TE_TERMINATING_FLOWS:
+            e["terminating"].append(ev)
+    return e
+
+
 def read_packets(data: bytes) -> Iterator[dict]:
     """Each TracePacket of a trace as a dict: {'descriptor': {...}} or {'event': {...}, 'ts': ns}."""
     for f, wire, body in fields(data):
@@ -279,42 +322,9 @@ def read_packets(data: bytes) -> Iterator[dict]:
             elif pf == PKT_SEQ_FLAGS:
                 out["seq_flags"] = pv
             elif pf == PKT_TRACK_DESCRIPTOR:
-                d: dict = {}
-                for tf, _, tv in fields(pv):
-                    if tf == TD_UUID:
-                        d["uuid"] = tv
-                    elif tf == TD_NAME:
-                        d["name"] = tv.decode()
-                    elif tf == TD_PARENT:
-                        d["parent"] = tv
-                    elif tf == TD_PROCESS:
-                        p = _sub(tv)
-                        d["pid"], d["process_name"] = p.get(PD_PID), p.get(PD_NAME)
-                    elif tf == TD_THREAD:
-                        t = _sub(tv)
-                        d["pid"], d["tid"], d["thread_name"] = t.get(THD_PID), t.get(THD_TID), t.get(THD_NAME)
-                    elif tf == TD_DESCRIPTION:
-                        d["description"] = tv.decode()
-                out["descriptor"] = d
+                out["descriptor"] = _descriptor(pv)
             elif pf == PKT_TRACK_EVENT:
-                e: dict = {"args": {}, "flows": [], "terminating": []}
-                for ef, _, ev in fields(pv):
-                    if ef == TE_TYPE:
-                        e["type"] = ev
-                    elif ef == TE_TRACK:
-                        e["track"] = ev
-                    elif ef == TE_NAME:
-                        e["name"] = ev.decode()
-                    elif ef == TE_CATEGORIES:
-                        e["category"] = ev.decode()
-                    elif ef == TE_ANNOTATIONS:
-                        k, v = _annotation(ev)
-                        e["args"][k] = v
-                    elif ef == TE_FLOWS:
-                        e["flows"].append(ev)
-                    elif ef == TE_TERMINATING_FLOWS:
-                        e["terminating"].append(ev)
-                out["event"] = e
+                out["event"] = _event(pv)
         yield out
 
 

@@ -136,210 +136,292 @@ def host_setup_cause(s) -> tuple[str, str]:
     return f", the host in {gap['host_op'][:60]} for {gap['host_op_ns'] / 1e6:.3f} ms", remedy
 
 
-def takeaways(r, windows) -> tuple[list, list]:
-    """(takeaways drawn, rules withheld because their figure is flagged). `windows` (reports.run._Windows)
-    places a kernel or the trace in time."""
-    out: list[Takeaway] = []
-    withheld: list[WithheldTakeaway] = []
+@dataclass
+class _Draft:
+    """What a rule found: a takeaway before its figure's flags are checked (takeaways())."""
 
-    def draw(
-        figure: str,
-        text: str,
-        value: float | None,
-        subject: str | None,
-        window: tuple[int | None, int | None],
-        window_of: str,
-    ) -> None:
+    figure: str
+    text: str
+    value: float | None
+    subject: str | None
+    window: tuple[int | None, int | None]
+    window_of: str
+
+    def takeaway(self, r) -> Takeaway:
         # the step's windows (step, its gap, its host setup) are on the step's rank; kernel and trace windows
         # span every rank
-        on_step = window_of in ("step", "gap") and r.step is not None
-        flags = r.flagged(figure)
-        if flags:
-            if not any(w.figure == figure for w in withheld):
-                withheld.append(WithheldTakeaway(figure, flags))
-            return
-        out.append(
-            Takeaway(
-                text,
-                figure,
-                value,
-                subject,
-                window[0],
-                window[1],
-                window_of,
-                rank=r.step.rank if on_step else None,
-                step=r.step.step if on_step else None,
-            )
+        on_step = self.window_of in ("step", "gap") and r.step is not None
+        return Takeaway(
+            self.text,
+            self.figure,
+            self.value,
+            self.subject,
+            self.window[0],
+            self.window[1],
+            self.window_of,
+            rank=r.step.rank if on_step else None,
+            step=r.step.step if on_step else None,
         )
 
+
+def _timed_step(r):
+    """The report's step when it has a wall to take shares of, else None (the step rules then draw nothing)."""
     s = r.step
-    host_bound_idle = None  # the step's GPU idle share when the step is host-bound, else None
-    if s is not None and s.wall_ns:
-        host = sum(g["total_ns"] for g in s.gaps if g["class"] == "host_bound")
-        if (
-            s.gpu_idle_ns / s.wall_ns >= IDLE_BAR
-            and host >= 0.5 * s.gpu_idle_ns
-            and not r.flagged("idle_gaps")
-        ):
-            host_bound_idle = s.gpu_idle_ns / s.wall_ns
-    if s is not None and s.wall_ns:
-        step_window = (windows.rel(s.wall_start_ns), windows.rel(s.wall_end_ns))
-        comm = next((c.share for c in s.components if c.category == "communication"), 0.0)
-        exposed = s.exposed_comm_ns / s.wall_ns
-        if exposed >= EXPOSED_COMM_BAR:
-            where = (
-                " and sits on the critical stream"
-                if any(
-                    p.kind == "gpu" and p.category == "communication" and p.share >= 0.1
-                    for p in s.critical_path
-                )
-                and not r.flagged("critical_path")
-                else ""
-            )
-            draw(
-                "step_breakdown.exposed_comm",
-                f"Communication is {100 * comm:.0f} % of the step's wall in GPU time; {100 * exposed:.0f} % "
-                f"of the wall is exposed communication{where} (step {s.step}).",
-                exposed,
-                s.name,
-                step_window,
-                "step",
-            )
-        idle = s.gpu_idle_ns / s.wall_ns
-        if idle >= IDLE_BAR:
-            cause = IDLE_CAUSES.get(
-                max(
-                    (g for g in s.gaps if g["class"] in IDLE_CAUSES),
-                    key=lambda g: g["total_ns"],
-                    default={"class": None},
-                )["class"],
-                "a cause the idle gaps do not show",
-            )
-            gap = s.largest_gap
-            detail = ""
-            window, window_of = step_window, "step"
-            if gap:
-                host_op = (
-                    f", the host in {gap['host_op'][:60]} for {gap['host_op_ns'] / 1e6:.3f} ms"
-                    if gap.get("host_op") and gap.get("host_op_ns") and gap["host_op"] != s.name
-                    else ""
-                )
-                detail = (
-                    f"; the longest gap ({gap['class']}, {gap['gap_ns'] / 1e6:.3f} ms{host_op}) ends at "
-                    f"{(gap['next_name'] or '?')[:60]}"
-                )
-                window, window_of = (windows.rel(gap["start_ns"]), windows.rel(gap["end_ns"])), "gap"
-            draw(
-                "idle_gaps",
-                f"The GPU idles {100 * idle:.0f} % of the step, mostly waiting for {cause}{detail}.",
-                idle,
-                gap["next_name"] if gap else None,
-                window,
-                window_of,
-            )
-        if s.host_setup_ns / s.wall_ns >= HOST_SETUP_BAR:
-            doing, remedy = host_setup_cause(s)
-            draw(
-                "step_breakdown.host_setup",
-                f"Host setup before the first GPU activity takes {100 * s.host_setup_ns / s.wall_ns:.0f} % "
-                f"of step {s.step}{doing}: {remedy}.",
-                s.host_setup_ns / s.wall_ns,
-                s.name,
-                (windows.rel(s.wall_start_ns), windows.rel(s.wall_start_ns + s.host_setup_ns)),
-                "step",
-            )
-    for phase in r.phases:
-        if phase.gpu_time_ns < PHASE_BAR * (r.gpu_time_ns or 1):
-            continue  # a sliver of the run (a kernel outside the steps) is no phase to draw a lesson from
-        if phase.categories and phase.categories[0].share >= DOMINANT_CATEGORY_BAR:
-            top = phase.categories[0]
-            kernel = next((k for k in phase.kernels if k.category == top.category), None)
-            detail = (
-                f"; its largest kernel is {kernel.name[:80]} ({100 * kernel.share:.1f} %)" if kernel else ""
-            )
-            label = r.phase_label(phase.phase)
-            draw(
-                "category_summary",
-                f"{label}: {top.category} is {100 * top.share:.0f} % of GPU time{detail}.",
-                top.share,
-                kernel.name if kernel else None,
-                windows.kernel(kernel.name) if kernel else windows.trace(),
-                "kernel" if kernel else "trace",
-            )
+    return s if s is not None and s.wall_ns else None
+
+
+def _step_window(s, windows) -> tuple[int | None, int | None]:
+    return windows.rel(s.wall_start_ns), windows.rel(s.wall_end_ns)
+
+
+def host_bound_idle(r) -> float | None:
+    """The step's GPU idle share when the step is host-bound (idle >= IDLE_BAR of the wall and host-bound gaps
+    at least half of the idle time, its idle gaps not flagged), else None."""
+    s = _timed_step(r)
+    if s is None:
+        return None
+    host = sum(g["total_ns"] for g in s.gaps if g["class"] == "host_bound")
+    if s.gpu_idle_ns / s.wall_ns >= IDLE_BAR and host >= 0.5 * s.gpu_idle_ns and not r.flagged("idle_gaps"):
+        return s.gpu_idle_ns / s.wall_ns
+    return None
+
+
+def exposed_comm_rule(r, windows) -> _Draft | None:
+    """Exposed communication >= EXPOSED_COMM_BAR of the step's wall."""
+    s = _timed_step(r)
+    if s is None or s.exposed_comm_ns / s.wall_ns < EXPOSED_COMM_BAR:
+        return None
+    comm = next((c.share for c in s.components if c.category == "communication"), 0.0)
+    exposed = s.exposed_comm_ns / s.wall_ns
+    critical = any(
+        p.kind == "gpu" and p.category == "communication" and p.share >= 0.1 for p in s.critical_path
+    )
+    where = " and sits on the critical stream" if critical and not r.flagged("critical_path") else ""
+    return _Draft(
+        "step_breakdown.exposed_comm",
+        f"Communication is {100 * comm:.0f} % of the step's wall in GPU time; {100 * exposed:.0f} % "
+        f"of the wall is exposed communication{where} (step {s.step}).",
+        exposed,
+        s.name,
+        _step_window(s, windows),
+        "step",
+    )
+
+
+def _idle_cause(s) -> str:
+    """What the GPU waited for: the class of idle gap holding the most of the step's idle time (IDLE_CAUSES)."""
+    largest = max(
+        (g for g in s.gaps if g["class"] in IDLE_CAUSES), key=lambda g: g["total_ns"], default={"class": None}
+    )
+    return IDLE_CAUSES.get(largest["class"], "a cause the idle gaps do not show")
+
+
+def idle_rule(r, windows) -> _Draft | None:
+    """GPU idle >= IDLE_BAR of the step's wall: its main cause and the longest gap (the window, when known)."""
+    s = _timed_step(r)
+    if s is None or s.gpu_idle_ns / s.wall_ns < IDLE_BAR:
+        return None
+    idle = s.gpu_idle_ns / s.wall_ns
+    gap = s.largest_gap
+    detail = ""
+    window, window_of = _step_window(s, windows), "step"
+    if gap:
+        host_op = (
+            f", the host in {gap['host_op'][:60]} for {gap['host_op_ns'] / 1e6:.3f} ms"
+            if gap.get("host_op") and gap.get("host_op_ns") and gap["host_op"] != s.name
+            else ""
+        )
+        detail = (
+            f"; the longest gap ({gap['class']}, {gap['gap_ns'] / 1e6:.3f} ms{host_op}) ends at "
+            f"{(gap['next_name'] or '?')[:60]}"
+        )
+        window, window_of = (windows.rel(gap["start_ns"]), windows.rel(gap["end_ns"])), "gap"
+    return _Draft(
+        "idle_gaps",
+        f"The GPU idles {100 * idle:.0f} % of the step, mostly waiting for {_idle_cause(s)}{detail}.",
+        idle,
+        gap["next_name"] if gap else None,
+        window,
+        window_of,
+    )
+
+
+def host_setup_rule(r, windows) -> _Draft | None:
+    """Host setup before the step's first GPU activity >= HOST_SETUP_BAR of its wall, with its remedy."""
+    s = _timed_step(r)
+    if s is None or s.host_setup_ns / s.wall_ns < HOST_SETUP_BAR:
+        return None
+    doing, remedy = host_setup_cause(s)
+    return _Draft(
+        "step_breakdown.host_setup",
+        f"Host setup before the first GPU activity takes {100 * s.host_setup_ns / s.wall_ns:.0f} % "
+        f"of step {s.step}{doing}: {remedy}.",
+        s.host_setup_ns / s.wall_ns,
+        s.name,
+        (windows.rel(s.wall_start_ns), windows.rel(s.wall_start_ns + s.host_setup_ns)),
+        "step",
+    )
+
+
+def dominant_category_rule(r, windows, phase) -> _Draft | None:
+    """In a phase of at least PHASE_BAR of the run's GPU time (a sliver, such as a kernel outside the steps,
+    is no phase to draw a lesson from), a category of >= DOMINANT_CATEGORY_BAR of its GPU time."""
+    if phase.gpu_time_ns < PHASE_BAR * (r.gpu_time_ns or 1):
+        return None
+    if not phase.categories or phase.categories[0].share < DOMINANT_CATEGORY_BAR:
+        return None
+    top = phase.categories[0]
+    kernel = next((k for k in phase.kernels if k.category == top.category), None)
+    detail = f"; its largest kernel is {kernel.name[:80]} ({100 * kernel.share:.1f} %)" if kernel else ""
+    return _Draft(
+        "category_summary",
+        f"{r.phase_label(phase.phase)}: {top.category} is {100 * top.share:.0f} % of GPU time{detail}.",
+        top.share,
+        kernel.name if kernel else None,
+        windows.kernel(kernel.name) if kernel else windows.trace(),
+        "kernel" if kernel else "trace",
+    )
+
+
+def dominant_category_rules(r, windows) -> list[_Draft | None]:
+    return [dominant_category_rule(r, windows, phase) for phase in r.phases]
+
+
+def fusion_rule(r, windows) -> _Draft | None:
+    """Known fusions that apply directly (status Confirmed)."""
     confirmed = [f for f in r.fusion if f.status == "Confirmed"]
-    if confirmed:
-        share = sum(f.share or 0 for f in confirmed)
-        draw(
-            "fusion_match",
-            f"{len(confirmed)} known fusion(s) apply directly (split kernels adjacent on one stream), "
-            f"covering {100 * share:.1f} % of GPU time: {', '.join(f.pattern_name for f in confirmed[:3])}.",
-            share,
-            ", ".join(f.pattern_name for f in confirmed[:3]),
-            windows.trace(),
-            "trace",
-        )
+    if not confirmed:
+        return None
+    share = sum(f.share or 0 for f in confirmed)
+    return _Draft(
+        "fusion_match",
+        f"{len(confirmed)} known fusion(s) apply directly (split kernels adjacent on one stream), "
+        f"covering {100 * share:.1f} % of GPU time: {', '.join(f.pattern_name for f in confirmed[:3])}.",
+        share,
+        ", ".join(f.pattern_name for f in confirmed[:3]),
+        windows.trace(),
+        "trace",
+    )
+
+
+def overlap_rule(r, windows) -> _Draft | WithheldTakeaway | None:
+    """Kernels with overlap headroom, on a run of several streams (with one stream, nothing runs beside any
+    kernel: "runs alone" is true of all of them and says nothing); withheld with its reason in a host-bound
+    step (host_bound_idle), where overlapping would not shorten it."""
     headroom = [o for o in r.overlap if o.verdict == "headroom" and o.recommendation == "try overlap"]
-    # with one stream, nothing runs beside any kernel: "runs alone" is true of all of them and says nothing
-    if headroom and r.n_streams > 1 and host_bound_idle is not None and not r.flagged("overlap_opportunity"):
-        withheld.append(
-            WithheldTakeaway(
-                "overlap_opportunity",
-                [],
-                (
-                    f"step {s.step} is host-bound: the GPU idles {100 * host_bound_idle:.0f} % of it waiting for launches "
-                    f"(idle_gaps), so overlapping the {len(headroom)} kernel(s) that run alone would not shorten it; "
-                    f"launch faster first ({LAUNCH_REMEDIES.get(r.framework, 'CUDA graphs, less host work per step')})"
-                ),
-            )
-        )
-    elif headroom and r.n_streams > 1:
-        draw(
+    if not headroom or r.n_streams <= 1:
+        return None
+    bound = host_bound_idle(r)
+    if bound is not None and not r.flagged("overlap_opportunity"):
+        return WithheldTakeaway(
             "overlap_opportunity",
-            f"{len(headroom)} kernel(s) above the 1 % bar run mostly alone and could overlap "
-            f"with other streams, the largest {headroom[0].name[:60]} ({100 * headroom[0].share:.1f} %).",
-            headroom[0].share,
-            headroom[0].name,
-            windows.kernel(headroom[0].name),
-            "kernel",
+            [],
+            (
+                f"step {r.step.step} is host-bound: the GPU idles {100 * bound:.0f} % of it waiting for launches "
+                f"(idle_gaps), so overlapping the {len(headroom)} kernel(s) that run alone would not shorten it; "
+                f"launch faster first ({LAUNCH_REMEDIES.get(r.framework, 'CUDA graphs, less host work per step')})"
+            ),
         )
-    if r.other_share is not None and r.other_share > OTHER_BAR:
-        kernel = next((k for p in r.phases for k in p.kernels if k.category == "other"), None)
-        draw(
-            "category_summary",
-            f"{100 * r.other_share:.1f} % of GPU time is in kernels no category rule knows "
-            f"(`other`){', the largest ' + kernel.name[:60] if kernel else ''}: extend the rule table "
-            "(sql/rules/kernel_categories.csv or a user file).",
-            r.other_share,
-            kernel.name if kernel else None,
-            windows.kernel(kernel.name) if kernel else windows.trace(),
-            "kernel" if kernel else "trace",
-        )
-    if r.attributed_share is not None and r.attributed_share < COVERAGE_BAR:
-        # the whole-trace causes (no stacks at all, replays without captures) are flags that withhold this;
-        # what remains is a part of the launches without a frame
-        fix = (
-            "pass capture traces (--capture) for the graph replays"
-            if r.capture_mode in ("graph", "mixed")
-            else "the rest was launched outside any recorded Python frame (another thread, the autograd "
-            "engine or C++ code): its launch call and cpu op are its best site"
-        )
-        draw(
-            "launch_sites",
-            f"Only {100 * r.attributed_share:.0f} % of GPU time has a Python launch site; {fix}.",
-            r.attributed_share,
-            None,
-            windows.trace(),
-            "trace",
-        )
-    for row in r.rank_skew:
-        if row.instances and row.times_last / row.instances >= STRAGGLER_BAR and len(r.rank_skew) > 1:
-            draw(
-                "rank_skew",
-                f"Rank {row.rank} arrives last at {100 * row.times_last / row.instances:.0f} % of the "
-                "collectives: it is the straggler.",
-                row.times_last / row.instances,
-                f"rank {row.rank}",
-                windows.trace(),
-                "trace",
-            )
+    return _Draft(
+        "overlap_opportunity",
+        f"{len(headroom)} kernel(s) above the 1 % bar run mostly alone and could overlap "
+        f"with other streams, the largest {headroom[0].name[:60]} ({100 * headroom[0].share:.1f} %).",
+        headroom[0].share,
+        headroom[0].name,
+        windows.kernel(headroom[0].name),
+        "kernel",
+    )
+
+
+def other_category_rule(r, windows) -> _Draft | None:
+    """More than OTHER_BAR of GPU time in kernels no category rule knows."""
+    if r.other_share is None or r.other_share <= OTHER_BAR:
+        return None
+    kernel = next((k for p in r.phases for k in p.kernels if k.category == "other"), None)
+    return _Draft(
+        "category_summary",
+        f"{100 * r.other_share:.1f} % of GPU time is in kernels no category rule knows "
+        f"(`other`){', the largest ' + kernel.name[:60] if kernel else ''}: extend the rule table "
+        "(sql/rules/kernel_categories.csv or a user file).",
+        r.other_share,
+        kernel.name if kernel else None,
+        windows.kernel(kernel.name) if kernel else windows.trace(),
+        "kernel" if kernel else "trace",
+    )
+
+
+def launch_site_rule(r, windows) -> _Draft | None:
+    """Less than COVERAGE_BAR of GPU time with a Python launch site. The whole-trace causes (no stacks at all,
+    replays without captures) are flags that withhold this; what remains is a part of the launches without a
+    frame."""
+    if r.attributed_share is None or r.attributed_share >= COVERAGE_BAR:
+        return None
+    fix = (
+        "pass capture traces (--capture) for the graph replays"
+        if r.capture_mode in ("graph", "mixed")
+        else "the rest was launched outside any recorded Python frame (another thread, the autograd "
+        "engine or C++ code): its launch call and cpu op are its best site"
+    )
+    return _Draft(
+        "launch_sites",
+        f"Only {100 * r.attributed_share:.0f} % of GPU time has a Python launch site; {fix}.",
+        r.attributed_share,
+        None,
+        windows.trace(),
+        "trace",
+    )
+
+
+def straggler_rule(r, windows, row) -> _Draft | None:
+    """A rank (of several) that arrives last at >= STRAGGLER_BAR of the collectives."""
+    if not row.instances or row.times_last / row.instances < STRAGGLER_BAR or len(r.rank_skew) <= 1:
+        return None
+    return _Draft(
+        "rank_skew",
+        f"Rank {row.rank} arrives last at {100 * row.times_last / row.instances:.0f} % of the "
+        "collectives: it is the straggler.",
+        row.times_last / row.instances,
+        f"rank {row.rank}",
+        windows.trace(),
+        "trace",
+    )
+
+
+def straggler_rules(r, windows) -> list[_Draft | None]:
+    return [straggler_rule(r, windows, row) for row in r.rank_skew]
+
+
+# The rules in the order their takeaways are listed: each reads the report's figures (r, reports.run) and
+# returns a draft, a withheld rule, None, or a list of those (a rule applied per phase or per rank)
+RULES = (
+    exposed_comm_rule,
+    idle_rule,
+    host_setup_rule,
+    dominant_category_rules,
+    fusion_rule,
+    overlap_rule,
+    other_category_rule,
+    launch_site_rule,
+    straggler_rules,
+)
+
+
+def takeaways(r, windows) -> tuple[list, list]:
+    """(takeaways drawn, rules withheld because their figure is flagged or their advice would not pay).
+    `windows` (reports.run._Windows) places a kernel or the trace in time."""
+    out: list[Takeaway] = []
+    withheld: list[WithheldTakeaway] = []
+    for rule in RULES:
+        found = rule(r, windows)
+        for item in found if isinstance(found, list) else [found]:
+            if item is None:
+                continue
+            if isinstance(item, WithheldTakeaway):
+                withheld.append(item)
+                continue
+            flags = r.flagged(item.figure)
+            if not flags:
+                out.append(item.takeaway(r))
+            elif not any(w.figure == item.figure for w in withheld):
+                withheld.append(WithheldTakeaway(item.figure, flags))
     return out, withheld

@@ -127,6 +127,42 @@ def _annotation_window(sim: RankSim) -> tuple[int, int]:
     return 0, 0
 
 
+def _check(scenario: str, vendor: str, ranks: int, layers: int, steps: int, target_size, straggler) -> None:
+    if scenario not in SCENARIOS:
+        raise InvalidArgument(f"unknown scenario {scenario!r}; choose one of {', '.join(SCENARIOS)}")
+    if vendor not in ("nvidia", "amd"):
+        raise InvalidArgument(f"unknown vendor {vendor!r}; choose nvidia or amd")
+    if ranks < 1 or layers < 1 or (steps < 1 and not target_size):
+        raise InvalidArgument("ranks, layers and steps must be >= 1")
+    if straggler is not None and not 0 <= straggler[0] < ranks:
+        raise InvalidArgument(f"straggler rank {straggler[0]} is not in 0..{ranks - 1}")
+
+
+def _simulate_step(sims: list[RankSim], step: int, layers: int, stall_ns: int, truth: Truth, writers: list):
+    """One step of every rank, in lockstep: its truth added, its events flushed to the rank's trace; on step
+    0, the layer shape of rank 0 (_layer_shape), else None."""
+    scenario = sims[0].cfg.scenario
+    shape = None
+    for s in sims:
+        s.new_step(step)
+    if scenario == "training":
+        gens = [training_step(s, step, layers, stall_ns) for s in sims]
+    else:
+        gens = [serving_step(s, step, layers, scenario == "serving-prefill", stall_ns) for s in sims]
+    run_lockstep(sims, gens, truth.on_collective)
+    if any(s.stack for s in sims):
+        raise AssertionError("unbalanced host frames in the step program")
+    for r, s in enumerate(sims):
+        graphs = sum(1 for e in s.host if e[0] == "X" and e[2].endswith("GraphLaunch"))
+        truth.add_step(r, step, s, PHASE[scenario], graphs, _annotation_window(s))
+        s.used_streams.update(a.stream for a in s.gpu)
+        if step == 0 and r == 0:
+            shape = _layer_shape(s, layers)
+        s.flush(writers[r])
+        s.h += s.jit(25_000, 60_000)  # scheduler / dataloader work between steps
+    return shape
+
+
 def write_scenario(
     scenario: str,
     out_dir: str | Path,
@@ -156,14 +192,7 @@ def write_scenario(
     and so the ground truth, is the same whatever the spelling. start_ns: the session's start (UTC ns; its
     host clocks start there, and SGLang's names carry it); naming: the file names' style (_file_name).
     """
-    if scenario not in SCENARIOS:
-        raise InvalidArgument(f"unknown scenario {scenario!r}; choose one of {', '.join(SCENARIOS)}")
-    if vendor not in ("nvidia", "amd"):
-        raise InvalidArgument(f"unknown vendor {vendor!r}; choose nvidia or amd")
-    if ranks < 1 or layers < 1 or (steps < 1 and not target_size):
-        raise InvalidArgument("ranks, layers and steps must be >= 1")
-    if straggler is not None and not 0 <= straggler[0] < ranks:
-        raise InvalidArgument(f"straggler rank {straggler[0]} is not in 0..{ranks - 1}")
+    _check(scenario, vendor, ranks, layers, steps, target_size, straggler)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     start = Cfg.t0_ns if start_ns is None else start_ns  # the hosts' clocks at the session's start
@@ -199,23 +228,8 @@ def write_scenario(
     per_layer: dict[int, int] = {}
     layer_seq: list[str] = []
     while True:
-        for s in sims:
-            s.new_step(step)
-        if scenario == "training":
-            gens = [training_step(s, step, layers, stall_ns) for s in sims]
-        else:
-            gens = [serving_step(s, step, layers, scenario == "serving-prefill", stall_ns) for s in sims]
-        run_lockstep(sims, gens, truth.on_collective)
-        if any(s.stack for s in sims):
-            raise AssertionError("unbalanced host frames in the step program")
-        for r, s in enumerate(sims):
-            graphs = sum(1 for e in s.host if e[0] == "X" and e[2].endswith("GraphLaunch"))
-            truth.add_step(r, step, s, PHASE[scenario], graphs, _annotation_window(s))
-            s.used_streams.update(a.stream for a in s.gpu)
-            if step == 0 and r == 0:
-                per_layer, layer_seq = _layer_shape(s, layers)
-            s.flush(writers[r])
-            s.h += s.jit(25_000, 60_000)  # scheduler / dataloader work between steps
+        shape = _simulate_step(sims, step, layers, stall_ns, truth, writers)
+        per_layer, layer_seq = shape if step == 0 else (per_layer, layer_seq)
         step += 1
         if progress is not None:
             progress(sum(w.bytes for w in writers), target_size or 0)

@@ -185,116 +185,129 @@ KINDS = ("gpu", "launch_delay", "kernel_gap", "cpu", "sync_wait")
 RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
 
 
-def critical_path_truth(sim: RankSim, window: tuple[int, int]) -> dict[str, Any] | None:
-    """The step's critical path from the simulator's own records (see the module docstring)."""
-    acts = sim.gpu
-    if not acts:
-        return None
-    calls = sorted((e for e in sim.host if e[0] == "X" and e[1] in RUNTIME_CATS), key=lambda e: e[3])
-    # host call: (start, end, name, corr); program order = start order on the one host thread
-    hc = [(e[3], e[3] + e[4], e[2], e[5]["correlation"]) for e in calls]
-    by_corr = {c[3]: i for i, c in enumerate(hc)}
-    in_step_acts = {id(a) for a in acts}
-    # same-stream predecessor: previous activity by start on the stream, else the one before the step
-    prev: dict[int, Act | None] = {}
-    by_stream: dict[int, list[Act]] = {}
-    for a in sorted(acts, key=lambda a: (a.start, a.seq)):
-        lst = by_stream.setdefault(a.stream, [])
-        prev[id(a)] = lst[-1] if lst else sim.carry_last.get(a.stream)
-        lst.append(a)
-    # host syncs: the awaited activity = latest end among the last activity launched on each synced
-    # stream before the call (sim.last at call time is not kept, so rebuild it from launch order)
-    all_acts = list(sim.carry_last.values()) + acts
+class _PathWalk:
+    """The step's dependency graph from the simulator's records: host calls (start, end, name, corr) in program
+    order (start order on the one host thread), each activity's same-stream predecessor (the previous activity
+    by start on the stream, else the one before the step), and each host sync's awaited activity."""
 
-    def issue(a: Act) -> int:
-        return hc[by_corr[a.corr]][0] if a.corr in by_corr else a.start
+    def __init__(self, sim: RankSim, window: tuple[int, int]):
+        acts = sim.gpu
+        self.window = window
+        calls = sorted((e for e in sim.host if e[0] == "X" and e[1] in RUNTIME_CATS), key=lambda e: e[3])
+        self.hc = [(e[3], e[3] + e[4], e[2], e[5]["correlation"]) for e in calls]
+        self.by_corr = {c[3]: i for i, c in enumerate(self.hc)}
+        self.in_step_acts = {id(a) for a in acts}
+        self.prev: dict[int, Act | None] = {}
+        by_stream: dict[int, list[Act]] = {}
+        for a in sorted(acts, key=lambda a: (a.start, a.seq)):
+            lst = by_stream.setdefault(a.stream, [])
+            self.prev[id(a)] = lst[-1] if lst else sim.carry_last.get(a.stream)
+            lst.append(a)
+        # host syncs: the awaited activity = latest end among the last activity launched on each synced
+        # stream before the call (sim.last at call time is not kept, so rebuild it from launch order)
+        all_acts = list(sim.carry_last.values()) + acts
+        self.sync_target: dict[int, Act] = {}
+        for corr, streams in sim.host_syncs:
+            i = self.by_corr[corr]
+            best = self._awaited(all_acts, streams, self.hc[i][0], self.hc[i][1])
+            if best is not None:
+                self.sync_target[i] = best
 
-    sync_target: dict[int, Act] = {}
-    for corr, streams in sim.host_syncs:
-        i = by_corr[corr]
-        cs, ce = hc[i][0], hc[i][1]
+    def issue(self, a: Act) -> int:
+        return self.hc[self.by_corr[a.corr]][0] if a.corr in self.by_corr else a.start
+
+    def _awaited(self, all_acts: list[Act], streams, cs: int, ce: int) -> Act | None:
         best: Act | None = None
         for st in streams if streams is not None else sorted({a.stream for a in all_acts}):
-            cand = [a for a in all_acts if a.stream == st and (id(a) not in in_step_acts or issue(a) < cs)]
+            cand = [
+                a
+                for a in all_acts
+                if a.stream == st and (id(a) not in self.in_step_acts or self.issue(a) < cs)
+            ]
             if not cand:
                 continue
-            last = max(cand, key=lambda a: (issue(a) if id(a) in in_step_acts else -1, a.start, a.seq))
+            last = max(
+                cand, key=lambda a: (self.issue(a) if id(a) in self.in_step_acts else -1, a.start, a.seq)
+            )
             if last.end <= ce and (best is None or last.end > best.end):
                 best = last
-        if best is not None:
-            sync_target[i] = best
+        return best
 
-    def in_window(i: int) -> bool:
-        return window[0] <= hc[i][0] < window[1]
+    def in_window(self, i: int) -> bool:
+        return self.window[0] <= self.hc[i][0] < self.window[1]
 
-    # walk: node = ("g", act) | ("c", call index); each element: (node, b, a, pred, r, edge, kind, name)
-    start = max(acts, key=lambda a: (a.end, a.start, a.seq))
-    chain: list[dict[str, Any]] = []
-    node: tuple = ("g", start)
-    while True:
-        if node[0] == "g":
-            a = node[1]
-            cands = []
-            p = prev[id(a)]
-            if p is not None:
-                cands.append((min(p.end, a.start), 1, ("g", p), "stream_order", "kernel_gap", None))
-            for src in a.event_deps or ():
-                cands.append(
-                    (min(src.end, a.start), 2, ("g", src), "event_wait", "sync_wait", "cudaStreamWaitEvent")
-                )
-            if a.corr in by_corr:
-                i = by_corr[a.corr]
-                ls, le, lname, _ = hc[i]
-                ready = ls if lname.endswith("GraphLaunch") else le
-                cands.append((min(ready, a.start), 3, ("c", i), "launch", "launch_delay", lname))
-            el = {
-                "node": node,
-                "b": a.end,
-                "a": a.start,
-                "kind": "gpu",
-                "name": a.name,
-                "stream": a.stream,
-                "category": a.category,
-            }
+    def gpu_node(self, node: tuple) -> tuple[list, dict[str, Any]]:
+        """(the activity's dependency candidates, its chain element)."""
+        a = node[1]
+        cands = []
+        p = self.prev[id(a)]
+        if p is not None:
+            cands.append((min(p.end, a.start), 1, ("g", p), "stream_order", "kernel_gap", None))
+        for src in a.event_deps or ():
+            cands.append(
+                (min(src.end, a.start), 2, ("g", src), "event_wait", "sync_wait", "cudaStreamWaitEvent")
+            )
+        if a.corr in self.by_corr:
+            i = self.by_corr[a.corr]
+            ls, le, lname, _ = self.hc[i]
+            ready = ls if lname.endswith("GraphLaunch") else le
+            cands.append((min(ready, a.start), 3, ("c", i), "launch", "launch_delay", lname))
+        el = {
+            "node": node,
+            "b": a.end,
+            "a": a.start,
+            "kind": "gpu",
+            "name": a.name,
+            "stream": a.stream,
+            "category": a.category,
+        }
+        return cands, el
+
+    def call_node(self, node: tuple) -> tuple[list, dict[str, Any]]:
+        """(the host call's dependency candidates: its awaited activity, else the previous call; its element)."""
+        i = node[1]
+        hc = self.hc
+        cs, ce, cname, _ = hc[i]
+        t = self.sync_target.get(i)
+        if t is not None and t.end > cs:
+            cands = [(t.end, 0, ("g", t), "host_sync", "sync_wait", cname)]
+            lo = ce
         else:
-            i = node[1]
-            cs, ce, cname, _ = hc[i]
-            t = sync_target.get(i)
-            if t is not None and t.end > cs:
-                cands = [(t.end, 0, ("g", t), "host_sync", "sync_wait", cname)]
-                lo = ce
-            else:
-                cands = (
-                    [(min(hc[i - 1][1], cs), 0, ("c", i - 1), "program_order", "cpu", None)] if i > 0 else []
-                )
-                lo = cs
-            el = {
-                "node": node,
-                "b": ce,
-                "a": lo,
-                "kind": "cpu",
-                "name": cname,
-                "stream": None,
-                "category": None,
-            }
-        chain.append(el)
-        if not cands:
-            best = None
-        else:
-            best = min(cands, key=lambda c: (-c[0], c[1]))
-        ok = False
-        if best is not None:
-            pn = best[2]
-            ok = best[3] == "launch" or (id(pn[1]) in in_step_acts if pn[0] == "g" else in_window(pn[1]))
-        if not ok:
-            if node[0] == "c" and window[0] < el["a"]:
-                el.update(r=window[0], edge="step_start", ekind="cpu", ename=None)
-            else:
-                el.update(r=el["a"], edge=None, ekind=None, ename=None)
-            break
-        el.update(r=best[0], edge=best[3], ekind=best[4], ename=best[5])
-        node = best[2]
-    # tile: running minimum over (b, a, r) of each element, walking back
+            cands = [(min(hc[i - 1][1], cs), 0, ("c", i - 1), "program_order", "cpu", None)] if i > 0 else []
+            lo = cs
+        el = {"node": node, "b": ce, "a": lo, "kind": "cpu", "name": cname, "stream": None, "category": None}
+        return cands, el
+
+    def followed(self, best) -> bool:
+        """The walk follows this candidate: a launch, or a node inside the step (activity) or window (call)."""
+        if best is None:
+            return False
+        pn = best[2]
+        return best[3] == "launch" or (
+            id(pn[1]) in self.in_step_acts if pn[0] == "g" else self.in_window(pn[1])
+        )
+
+    def chain(self, start: Act) -> list[dict[str, Any]]:
+        """Walk back from the step's last-ending activity: each element (node, b, a, r, edge, kind, name)."""
+        chain: list[dict[str, Any]] = []
+        node: tuple = ("g", start)
+        while True:
+            cands, el = self.gpu_node(node) if node[0] == "g" else self.call_node(node)
+            chain.append(el)
+            best = min(cands, key=lambda c: (-c[0], c[1])) if cands else None
+            if not self.followed(best):
+                if node[0] == "c" and self.window[0] < el["a"]:
+                    el.update(r=self.window[0], edge="step_start", ekind="cpu", ename=None)
+                else:
+                    el.update(r=el["a"], edge=None, ekind=None, ename=None)
+                return chain
+            el.update(r=best[0], edge=best[3], ekind=best[4], ename=best[5])
+            node = best[2]
+
+
+def _tile(chain: list[dict[str, Any]]) -> tuple[list[list[Any]], int | None]:
+    """The path's segments, tiling it: a running minimum over (b, a, r) of each element, walking back; and
+    the path's start (the last minimum)."""
     segs: list[list[Any]] = []
     m: int | None = None
     for el in chain:
@@ -307,6 +320,16 @@ def critical_path_truth(sim: RankSim, window: tuple[int, int]) -> dict[str, Any]
         if xa > xr or el["edge"] in ("event_wait", "host_sync"):
             segs.append([el["ekind"], el["ename"], xr, xa - xr, el["edge"], None, None])
     segs.reverse()
+    return segs, m
+
+
+def critical_path_truth(sim: RankSim, window: tuple[int, int]) -> dict[str, Any] | None:
+    """The step's critical path from the simulator's own records (see the module docstring)."""
+    acts = sim.gpu
+    if not acts:
+        return None
+    chain = _PathWalk(sim, window).chain(max(acts, key=lambda a: (a.end, a.start, a.seq)))
+    segs, m = _tile(chain)
     end = chain[0]["b"]
     begin = m if m is not None else end
     kind_ns = dict.fromkeys(KINDS, 0)

@@ -45,6 +45,24 @@ def test_situations_of_this_module_exist():
     }
 
 
+def test_narrow_views_give_the_wide_views_rows(situation_warehouse):
+    """step_walls holds step_breakdown's step, phase, activities and wall of every step, and
+    _data_quality_tables every data_quality row but the two per-step flags, on every situation (several
+    with flags of each kind, steps without GPU work, interleaved steps)."""
+    wh, runs, _ = situation_warehouse
+    con = connect(wh)
+    wide = con.execute(
+        "SELECT run_id, rank, step, phase, activities, wall_start_ns, wall_end_ns, wall_ns FROM step_breakdown"
+    ).fetchall()
+    narrow = con.execute("SELECT * FROM step_walls").fetchall()
+    assert sorted(narrow, key=repr) == sorted(wide, key=repr) and len(wide) > len(runs)
+    per_step = ("critical_path_one_host_call", "gpu_queueing")
+    every = con.execute("SELECT * FROM data_quality").fetchall()
+    tables = con.execute("SELECT * FROM _data_quality_tables").fetchall()
+    assert sorted(tables, key=repr) == sorted((r for r in every if r[3] not in per_step), key=repr)
+    assert {r[3] for r in every} >= {*per_step, "few_steps", "warmup_in_window"}
+
+
 @pytest.mark.parametrize("name", MINE)
 def test_flags_match_ground_truth(situation_warehouse, name):
     wh, runs, expect = situation_warehouse

@@ -7,7 +7,7 @@ import duckdb
 import pytest
 
 from reports import export
-from reports.export import default_memory_limit, export_run
+from reports.export import analysis, default_memory_limit, export_run, scoped
 from reports.perfetto_proto import read_slices, track_rank
 from warehouse.catalog import connect
 
@@ -33,13 +33,12 @@ def _slices(path, category):
     return [s for s in slices if s.get("category") == category]
 
 
-def test_scoped_batches_give_the_views_rows(decode, tmp_path, monkeypatch):
+def test_scoped_batches_give_the_views_rows(decode, tmp_path):
     """Batches of 2 steps, each over its span's rows only: the critical path and layers drawn are exactly
     those of the views computed over the whole run."""
     wh, run_id = decode
-    monkeypatch.setattr(export, "STEP_BATCH", 2)
     out = tmp_path / "b.pftrace"
-    export_run(wh, run_id, out)
+    export_run(wh, run_id, out, step_batch=2)
     con = connect(wh)
     cp = sorted(
         con.execute(
@@ -80,10 +79,10 @@ def test_scoped_batches_give_the_views_rows(decode, tmp_path, monkeypatch):
 def _oom_on(monkeypatch, needle: str, scoped_too: bool = True):
     """Make the analysis queries whose SQL contains `needle` fail as DuckDB's out-of-memory does (only when no
     rank scope is active, unless scoped_too)."""
-    real = export._fetch
-    real_temp = export._temp
+    real = scoped.fetch
+    real_temp = scoped.temp_table
 
-    def scoped(con) -> bool:
+    def in_scope(con) -> bool:
         return bool(
             con.execute(
                 "SELECT count(*) FROM duckdb_views() WHERE temporary AND view_name = 'kernels'"
@@ -94,17 +93,17 @@ def _oom_on(monkeypatch, needle: str, scoped_too: bool = True):
         )
 
     def fetch(con, sql, params):
-        if needle in sql and (scoped_too or not scoped(con)):
+        if needle in sql and (scoped_too or not in_scope(con)):
             raise duckdb.OutOfMemoryException("Out of Memory Error: failed to pin block (test)")
         return real(con, sql, params)
 
     def temp(con, name, sql, params):
-        if needle in sql and (scoped_too or not scoped(con)):
+        if needle in sql and (scoped_too or not in_scope(con)):
             raise duckdb.OutOfMemoryException("Out of Memory Error: failed to pin block (test)")
         return real_temp(con, name, sql, params)
 
-    monkeypatch.setattr(export, "_fetch", fetch)
-    monkeypatch.setattr(export, "_temp", temp)
+    monkeypatch.setattr(scoped, "fetch", fetch)
+    monkeypatch.setattr(scoped, "temp_table", temp)
 
 
 def test_track_that_does_not_fit_is_left_out_and_said(decode, tmp_path, monkeypatch):
@@ -142,7 +141,7 @@ def test_data_quality_run_flags_that_do_not_fit_are_said(decode, tmp_path, monke
         ).fetchall()
     )
     con.close()
-    _oom_on(monkeypatch, "FROM data_quality", scoped_too=False)
+    _oom_on(monkeypatch, "FROM _data_quality_tables", scoped_too=False)
     out = tmp_path / "dq.pftrace"
     summary = export_run(wh, run_id, out)
     assert any(n.startswith("data-quality flags of the run and its ranks not drawn") for n in summary.notes)
@@ -170,7 +169,7 @@ def test_gpu_tracks_that_do_not_fit_fail_in_one_line_nothing_written(
         raise duckdb.OutOfMemoryException("Out of Memory Error: failed to pin block (test)")
         yield
 
-    monkeypatch.setattr(export, "_batches", batches)
+    monkeypatch.setattr(scoped, "batches", batches)
     out = tmp_path / "none.pftrace"
     result = cli_runner.invoke(main, ["--warehouse", str(wh.root), "export", run_id, "-o", str(out)])
     assert result.exit_code == 1
@@ -183,12 +182,12 @@ def test_takeaways_that_do_not_fit_are_left_out_and_said(decode, tmp_path, monke
     """The run report inside the export (its takeaways) reads views that are not stored, over the whole run: when
     it runs out of the export's memory the takeaways are not drawn and the file says so; the rest is written."""
     wh, run_id = decode
-    monkeypatch.setattr(export, "is_derived", lambda *_: True)
+    monkeypatch.setattr(analysis, "is_derived", lambda *_: True)
 
     def report(con, run):
         raise duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block (test)")
 
-    monkeypatch.setattr(export, "build_run_report", report)
+    monkeypatch.setattr(analysis, "build_run_report", report)
     out = tmp_path / "t.pftrace"
     summary = export_run(wh, run_id, out)
     assert any(n.startswith("the run report's takeaways not drawn: Out of Memory") for n in summary.notes)

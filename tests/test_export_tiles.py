@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from reports import export
 from reports.export import export_run
 from reports.perfetto_proto import read_slices, track_rank
 from warehouse.catalog import connect
@@ -104,11 +103,10 @@ def _views(wh, run_id, lo=None, hi=None):
 
 
 @pytest.mark.parametrize("name", [*SITUATIONS, "decode"])
-def test_tiles_of_one_step_give_the_whole_run_views(runs, name, tmp_path, monkeypatch):
+def test_tiles_of_one_step_give_the_whole_run_views(runs, name, tmp_path):
     wh, ids = runs
-    monkeypatch.setattr(export, "STEP_BATCH", 1)  # every step its own tile and batch
-    out = tmp_path / "t.pftrace"
-    summary = export_run(wh, ids[name], out, align=False, analysis_steps=1000)
+    out = tmp_path / "t.pftrace"  # step_batch=1: every step its own tile and batch
+    summary = export_run(wh, ids[name], out, align=False, analysis_steps=1000, step_batch=1)
     assert not [n for n in summary.notes if "not drawn" in n], summary.notes
     got, want = _exported(out), _views(wh, ids[name])
     for key in got:
@@ -122,12 +120,11 @@ def test_tiles_of_one_step_give_the_whole_run_views(runs, name, tmp_path, monkey
         assert steps >= 6 and len(want["idle_gap"]) > steps and want["exposed_comm"] and want["data_quality"]
 
 
-def test_windows_cutting_through_gaps_and_comm(runs, tmp_path, monkeypatch):
+def test_windows_cutting_through_gaps_and_comm(runs, tmp_path):
     """Windows whose bounds fall inside an idle gap and inside an exposed-communication interval: the export
     (tiles of one step) has exactly the whole-run rows that overlap the window, whole (never clipped)."""
     wh, ids = runs
     run_id = ids["decode"]
-    monkeypatch.setattr(export, "STEP_BATCH", 1)
     con = connect(wh)
     comm = con.execute(
         "SELECT start_ns, end_ns FROM export_exposed_comm WHERE run_id = ? AND rank = 0 "
@@ -148,7 +145,7 @@ def test_windows_cutting_through_gaps_and_comm(runs, tmp_path, monkeypatch):
         if hi - lo < 2:
             continue
         out = tmp_path / f"w{i}.pftrace"
-        export_run(wh, run_id, out, rank=0, window=(lo, hi), align=False)
+        export_run(wh, run_id, out, rank=0, window=(lo, hi), align=False, step_batch=1)
         got, want = _exported(out), _views(wh, run_id, lo, hi)
         want = {k: [r for r in v if r[0] == 0] for k, v in want.items()}
         assert got["idle_gap"] == want["idle_gap"], (lo, hi)
@@ -183,7 +180,7 @@ def _content(path):
 
 @pytest.mark.slow  # twelve exports of whole runs
 @pytest.mark.parametrize("rows_per_tile", [1, 3])
-def test_tracks_cut_into_row_tiles_hold_the_same_slices(runs, tmp_path, monkeypatch, rows_per_tile):
+def test_tracks_cut_into_row_tiles_hold_the_same_slices(runs, tmp_path, rows_per_tile):
     """The GPU, host and Python tracks are read per tile of about TILE_ROWS rows of each rank (in bounded
     memory): cut into tiles of 1 or 3 rows, the export holds exactly the tracks (with their order), slices,
     args and flows of the export read as one tile, for every rank, a window cutting through the run, and
@@ -191,10 +188,8 @@ def test_tracks_cut_into_row_tiles_hold_the_same_slices(runs, tmp_path, monkeypa
     wh, ids = runs
     for name, kw in (("decode", {}), ("graph-replay-no-capture", {}), ("decode", {"rank": 1})):
         whole = tmp_path / f"{name}-whole.pftrace"
-        monkeypatch.setattr(export, "TILE_ROWS", 10**9)
-        export_run(wh, ids[name], whole, analysis=False, **kw)
+        export_run(wh, ids[name], whole, analysis=False, tile_rows=10**9, **kw)
         cut = tmp_path / f"{name}-cut.pftrace"
-        monkeypatch.setattr(export, "TILE_ROWS", rows_per_tile)
-        summary = export_run(wh, ids[name], cut, analysis=False, **kw)
+        summary = export_run(wh, ids[name], cut, analysis=False, tile_rows=rows_per_tile, **kw)
         assert summary.counts["gpu"] > rows_per_tile and summary.counts["host"] > rows_per_tile
         assert _content(cut) == _content(whole), name

@@ -106,6 +106,66 @@ def _categories(text: str, where: str) -> str:
     return ";".join(cats)
 
 
+def _split_steps(row: dict, where: str, con) -> list[tuple[str, str, str | None]]:
+    """The pattern's split kernels in order: (regex, categories, ops regex or None), split_1 .. split_N with no
+    gap; at least two."""
+    steps: list[tuple[str, str, str | None]] = []
+    for i in range(1, MAX_SPLITS + 1):
+        regex, cats = row.get(f"split_{i}", ""), row.get(f"split_{i}_categories", "")
+        ops = row.get(f"split_{i}_ops", "") or ""
+        if not regex:
+            for j in range(i + 1, MAX_SPLITS + 1):
+                if row.get(f"split_{j}", ""):
+                    raise FusionCatalogError(f"{where}: split_{j} given but split_{i} is empty")
+            if cats or ops:
+                raise FusionCatalogError(f"{where}: split_{i}_categories/_ops without split_{i}")
+            break
+        check_pattern(regex, f"{where} split_{i}", con)
+        if ops:
+            check_pattern(ops, f"{where} split_{i}_ops", con)
+        steps.append((regex, _categories(cats, f"{where} split_{i}_categories"), ops or None))
+    if len(steps) < 2:
+        raise FusionCatalogError(f"{where}: a pattern needs at least two split kernels (split_1, split_2)")
+    return steps
+
+
+def _pattern(row: dict, pid: str, where: str, con, order: int) -> dict[str, object]:
+    """One checked pattern of the catalogue (the catalog_order-th)."""
+    if row.get("framework") not in FRAMEWORKS:
+        raise FusionCatalogError(
+            f"{where}: framework {row.get('framework')!r} is not one of {', '.join(FRAMEWORKS)}"
+        )
+    steps = _split_steps(row, where, con)
+    fused = row.get("fused", "")
+    if not fused:
+        raise FusionCatalogError(f"{where}: empty fused regex")
+    check_pattern(fused, f"{where} fused", con)
+    for col in ("name", "source_path", "rationale", "reference"):
+        if not row.get(col):
+            raise FusionCatalogError(f"{where}: empty {col}")
+    shape_rule = row.get("shape_rule", "") or None
+    if shape_rule is not None and shape_rule not in SHAPE_RULES:
+        raise FusionCatalogError(f"{where}: shape_rule {shape_rule!r} is not one of {', '.join(SHAPE_RULES)}")
+    required = row.get("requires_category", "") or None
+    if required is not None and required not in CATEGORIES:
+        raise FusionCatalogError(f"{where}: requires_category {required!r} is not a category")
+    return {
+        "pattern_key": row.get("pattern_key", "") or pid,
+        "requires_category": required,
+        "shape_rule": shape_rule,
+        "catalog_order": order,
+        "pattern_id": pid,
+        "framework": row["framework"],
+        "name": row["name"],
+        "steps": steps,
+        "fused_pattern": fused,
+        "fused_categories": _categories(row.get("fused_categories", ""), f"{where} fused_categories"),
+        "source_path": row["source_path"],
+        "rationale": row["rationale"],
+        "reference": row["reference"],
+    }
+
+
 def parse_catalog(text: str, source: str) -> list[dict[str, object]]:
     """Parse and validate the catalogue text: one dict per pattern, with ``steps`` [(regex, categories)]."""
     con = regex_judge()
@@ -122,63 +182,7 @@ def parse_catalog(text: str, source: str) -> list[dict[str, object]]:
             if pid in seen:
                 raise FusionCatalogError(f"{where}: pattern_id repeats the one on line {seen[pid]}")
             seen[pid] = line
-            if row.get("framework") not in FRAMEWORKS:
-                raise FusionCatalogError(
-                    f"{where}: framework {row.get('framework')!r} is not one of {', '.join(FRAMEWORKS)}"
-                )
-            steps: list[tuple[str, str, str | None]] = []
-            for i in range(1, MAX_SPLITS + 1):
-                regex, cats = row.get(f"split_{i}", ""), row.get(f"split_{i}_categories", "")
-                ops = row.get(f"split_{i}_ops", "") or ""
-                if not regex:
-                    for j in range(i + 1, MAX_SPLITS + 1):
-                        if row.get(f"split_{j}", ""):
-                            raise FusionCatalogError(f"{where}: split_{j} given but split_{i} is empty")
-                    if cats or ops:
-                        raise FusionCatalogError(f"{where}: split_{i}_categories/_ops without split_{i}")
-                    break
-                check_pattern(regex, f"{where} split_{i}", con)
-                if ops:
-                    check_pattern(ops, f"{where} split_{i}_ops", con)
-                steps.append((regex, _categories(cats, f"{where} split_{i}_categories"), ops or None))
-            if len(steps) < 2:
-                raise FusionCatalogError(
-                    f"{where}: a pattern needs at least two split kernels (split_1, split_2)"
-                )
-            fused = row.get("fused", "")
-            if not fused:
-                raise FusionCatalogError(f"{where}: empty fused regex")
-            check_pattern(fused, f"{where} fused", con)
-            for col in ("name", "source_path", "rationale", "reference"):
-                if not row.get(col):
-                    raise FusionCatalogError(f"{where}: empty {col}")
-            shape_rule = row.get("shape_rule", "") or None
-            if shape_rule is not None and shape_rule not in SHAPE_RULES:
-                raise FusionCatalogError(
-                    f"{where}: shape_rule {shape_rule!r} is not one of {', '.join(SHAPE_RULES)}"
-                )
-            required = row.get("requires_category", "") or None
-            if required is not None and required not in CATEGORIES:
-                raise FusionCatalogError(f"{where}: requires_category {required!r} is not a category")
-            out.append(
-                {
-                    "pattern_key": row.get("pattern_key", "") or pid,
-                    "requires_category": required,
-                    "shape_rule": shape_rule,
-                    "catalog_order": len(out) + 1,
-                    "pattern_id": pid,
-                    "framework": row["framework"],
-                    "name": row["name"],
-                    "steps": steps,
-                    "fused_pattern": fused,
-                    "fused_categories": _categories(
-                        row.get("fused_categories", ""), f"{where} fused_categories"
-                    ),
-                    "source_path": row["source_path"],
-                    "rationale": row["rationale"],
-                    "reference": row["reference"],
-                }
-            )
+            out.append(_pattern(row, pid, where, con, len(out) + 1))
         return out
     finally:
         if con is not None:

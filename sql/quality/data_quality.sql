@@ -4,9 +4,11 @@
 -- `affects` and draw no takeaway from a flagged figure (reports/takeaways.py).
 -- A flag lives beside the analysis it judges, as a UNION ALL branch of its domain's flag view headed by a
 -- comment line `-- flag NAME (severity): when`: launch_site_flags (sql/kernels/: launch sites, launch
--- calls), capture_flags (sql/quality/: what the trace holds), critical_path_flags (sql/critical_path/),
--- step_flags (sql/steps/). Add one as a branch there with the same eight columns (or a new flag view,
--- added to the union below); data_quality is their union. Figure names (what `affects` lists) are the
+-- calls), capture_flags (sql/quality/: what the trace holds), step_flags (sql/steps/), all three read the
+-- tables and their aggregates only (their union: _data_quality_tables, which an export of a whole run
+-- reads in bounded memory); queueing_flags (sql/steps/: step_queueing) and critical_path_flags
+-- (sql/critical_path/) read per-step analyses. Add one as a branch there with the same eight columns (or a
+-- new flag view, added to a union); data_quality is the union of them all. Figure names (what `affects` lists) are the
 -- report's: gpu_time, kernel_summary, kernel_summary.python_site, category_summary, launch_sites,
 -- overlap_opportunity, fusion_match, step_breakdown, step_breakdown.host_setup, step_breakdown.median,
 -- step_breakdown.gpu_utilization, step_breakdown.gpu_idle, run_metrics, stream_summary,
@@ -27,10 +29,8 @@
 --             exactly)
 --   message   VARCHAR  one line: what is wrong and what to do about it
 CREATE OR REPLACE VIEW data_quality AS
-SELECT * FROM launch_site_flags
+SELECT * FROM _data_quality_tables
 UNION ALL
-SELECT * FROM capture_flags
+SELECT * FROM queueing_flags
 UNION ALL
-SELECT * FROM critical_path_flags
-UNION ALL
-SELECT * FROM step_flags;
+SELECT * FROM critical_path_flags;

@@ -1,5 +1,6 @@
 -- step_flags: what the steps can be trusted for: one row per flag of a rank's or a step's steps (few_steps,
--- gpu_queueing, warmup_in_window, no_step_markers), in data_quality's columns (data_quality is the union
+-- warmup_in_window, no_step_markers; gpu_queueing, which reads step_queueing, is queueing_flags'), from the
+-- tables and their aggregates only (step_walls, step_warmup), in data_quality's columns (data_quality is the union
 -- of the flag views; its header says what a flag is and names the figures).
 -- Columns:
 --   run_id    VARCHAR  the run
@@ -15,7 +16,7 @@ CREATE OR REPLACE VIEW step_flags AS
 WITH step_counts AS (
     -- steps with GPU work per (rank, phase): the report shows the median step of a phase
     SELECT run_id, rank, phase, count(*) AS steps
-    FROM step_breakdown WHERE activities > 0
+    FROM step_walls WHERE activities > 0
     GROUP BY run_id, rank, phase
 ),
 nsys_runs AS (
@@ -57,26 +58,6 @@ SELECT run_id, rank, NULL::BIGINT AS step, 'few_steps' AS flag, 'warning' AS sev
 FROM step_counts
 GROUP BY run_id, rank
 HAVING min(steps) < 3
-UNION ALL
--- flag gpu_queueing (warning): the step's first GPU activity started 1 ms or more after its launch call
--- returned (step_queueing.gpu_queued): the GPU was busy with earlier work (of an earlier step, or from
--- before the profiled window) or host and GPU clocks are offset. A launch call that is itself long (module
--- loading or lazy initialization inside it) is launch delay on the host, never this flag. That wait is `gpu_queued_ns` in the step breakdown
--- and `gpu_queued` on the critical path, not host setup; the step's wall and its GPU utilization include
--- it, and an idle gap across it was not the host's doing.
-SELECT run_id, rank, step, 'gpu_queueing', 'warning',
-       ['step_breakdown.gpu_queued', 'step_breakdown.gpu_utilization', 'idle_gaps'],
-       map(['queued_ns', 'first_delay_ns', 'visible_busy_ns'],
-           [CAST(queued_ns AS DOUBLE), CAST(first_delay_ns AS DOUBLE), CAST(visible_busy_ns AS DOUBLE)]),
-       'The step''s first GPU activity waited ' || round(first_delay_ns / 1e6, 3) || ' ms after its launch call returned, '
-           || CASE WHEN queue_cause = 'earlier_gpu_work'
-                   THEN 'queued behind earlier GPU work shown in the trace'
-                   ELSE 'with the GPU idle in the trace: queued behind work from before the profiled window, or '
-                        || 'host and GPU clocks are offset' END
-           || '; that time is GPU queueing, not host setup: profile a window that starts after a '
-           || 'synchronize (or warm-up steps) to see the step as it runs'
-FROM step_queueing
-WHERE gpu_queued
 UNION ALL
 -- flag warmup_in_window (info per rank; warning per step where it is 10 % or more of the step's wall):
 -- one-time setup (one_time_work: context creation, module loading, library handles, allocator growth, a

@@ -1,4 +1,4 @@
--- step_warmup: one row per (run_id, rank, step) of step_breakdown, plus one row per rank with step NULL
+-- step_warmup: one row per (run_id, rank, step) of step_walls (step_breakdown's steps), plus one row per rank with step NULL
 -- when one-time work (one_time_work) lies outside every step: how much one-time setup each step holds,
 -- and whether the step is the rank's warm-up step (its first iteration) rather than a steady-state one.
 -- A step is the warm-up step when all of these hold:
@@ -10,10 +10,10 @@
 -- The report shows a steady-state step: report_steps leaves the warm-up step
 -- out of its median pick (it has other steps of its phase, by the second condition).
 -- Columns:
---   run_id, rank, step  VARCHAR, INTEGER, BIGINT  the step (step_breakdown); step NULL: the one-time work
+--   run_id, rank, step  VARCHAR, INTEGER, BIGINT  the step (step_walls); step NULL: the one-time work
 --                            outside every step
 --   phase               VARCHAR  the step's phase (NULL for the row outside the steps)
---   wall_ns             BIGINT  the step's wall (step_breakdown.wall_ns; NULL outside the steps)
+--   wall_ns             BIGINT  the step's wall (step_walls.wall_ns, as step_breakdown's; NULL outside the steps)
 --   one_time_ns         HUGEINT  the union of the host time of the step's one-time work (events whose start
 --                       lies in the step; nested or overlapping events counted once), 0 when none
 --   one_time_events     HUGEINT  how many one-time events the step holds, not counting those inside another
@@ -29,7 +29,7 @@
 CREATE OR REPLACE VIEW step_warmup AS
 WITH work AS (SELECT * FROM one_time_work),
 b AS (
-    SELECT run_id, rank, step, phase, wall_start_ns, wall_ns, activities FROM step_breakdown
+    SELECT run_id, rank, step, phase, wall_start_ns, wall_ns, activities FROM step_walls
 ),
 ordered AS (
     SELECT run_id, rank, step, start_ns, end_ns,

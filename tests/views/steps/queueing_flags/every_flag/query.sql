@@ -1,0 +1,1 @@
+SELECT run_id, rank, step, flag, severity, evidence, message FROM queueing_flags
