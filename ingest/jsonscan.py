@@ -222,6 +222,15 @@ class Piece:
     data: bytes = b""
 
 
+def _kept_from(elem_start: int | None, prev_end: int | None, pos: int) -> int:
+    """The first byte of the buffer still needed: the element being cut, the gap before it, or the scan."""
+    return min(min(x for x in (elem_start, prev_end, pos) if x is not None), pos)
+
+
+def _shifted(at: int | None, keep: int) -> int | None:
+    return None if at is None else at - keep
+
+
 def elements(stream: BinaryIO, read_bytes: int = READ_BYTES) -> Iterator[Piece]:
     """The top-level elements of the JSON array in `stream`, streamed: one read buffer plus the element
     being cut in memory (a string that does not end in the buffer makes the next read larger).
@@ -240,12 +249,9 @@ def elements(stream: BinaryIO, read_bytes: int = READ_BYTES) -> Iterator[Piece]:
     eof = False
     need = read_bytes
     while True:
-        if not eof:
-            more = stream.read(need)
-            if more:
-                buf += more
-            else:
-                eof = True
+        more = b"" if eof else stream.read(need)
+        eof = eof or not more  # an empty read: the end of the stream
+        buf += more
         stalled = False
         for tok, at in tokens(buf, pos):
             if tok == b'"':  # a string that does not end in this buffer
@@ -280,12 +286,11 @@ def elements(stream: BinaryIO, read_bytes: int = READ_BYTES) -> Iterator[Piece]:
         if eof and not stalled:
             break
         # drop what is done; keep the element being cut (or the string that did not end)
-        keep = min(x for x in (elem_start, prev_end, pos) if x is not None)
-        keep = min(keep, pos)
+        keep = _kept_from(elem_start, prev_end, pos)
         buf, base = buf[keep:], base + keep
         pos -= keep
-        elem_start = None if elem_start is None else elem_start - keep
-        prev_end = None if prev_end is None else prev_end - keep
+        elem_start = _shifted(elem_start, keep)
+        prev_end = _shifted(prev_end, keep)
         need = need * 2 if stalled else read_bytes
     if depth >= 2:  # the last element never ended
         yield Piece("cut", base + (elem_start or 0))

@@ -48,7 +48,6 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -57,19 +56,24 @@ from ingest.files import (
     FileProblem,
     file_sha256,
     files_size,
-    is_report,
 )
 from ingest.naming import parse_trace_name
+from ingest.nsys_export import (
+    TID_BITS,
+    NsysRank,
+    export_meta_table,
+    nvtx_range_types,
+    open_export,
+    plan_ranks,
+    refuse,
+    table_columns,
+    table_names,
+)
 from ingest.rank import RankResult, run_transforms, work_connection, write_tables
 from ingest.run import RankPool, borrowed
-from tracehouse.errors import TraceFormatError, TracehouseError
+from tracehouse.errors import TracehouseError
 
-META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")  # schema 3.x, schema 2.x
-GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
-CUPTI_TABLES = (*GPU_TABLES, "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
-NO_GPU = "no GPU activity in this export: CUDA tracing was off (record with `nsys profile --trace=cuda`)"
 BATCH_ROWS = int(os.environ.get("TRACEHOUSE_NSYS_BATCH", "65536"))
-HINT = "the file was skipped; export the report again with `nsys export --type sqlite REPORT.nsys-rep`"
 
 EVENTS_DDL = """
 CREATE OR REPLACE TABLE events (
@@ -113,8 +117,6 @@ MEM_KIND = {
     7: "Unknown",
 }
 SYNC_KIND = {0: "Unknown", 1: "Event Sync", 2: "Stream Wait Event", 3: "Stream Sync", 4: "Context Sync"}
-NVTX_RANGES = {"NvtxPushPopRange": 59, "NvtxStartEndRange": 60}  # ENUM_NSYS_EVENT_TYPE's ids, where absent
-TID_BITS = 24  # globalTid = globalPid | tid; globalPid = (vm << 48) | (pid << 24)
 
 W_NVTX_OPEN = "NVTX ranges without an end skipped"
 
@@ -123,246 +125,6 @@ _OP_FIELDS = re.compile(r",\s*(op_id|seq|sizes|input_op_ids)\s*=")
 _SEQ = re.compile(r",\s*seq\s*=\s*(-?\d+)")
 _SIZES = re.compile(r",\s*sizes\s*=\s*(\[.*?\]\])(?:,|$)")
 _TORCH_OP = re.compile(r"^[a-z_][a-z0-9_]*::[A-Za-z_]")
-
-
-@dataclass
-class NsysRank:
-    """One process of an export, to be ingested as one rank."""
-
-    path: Path
-    rank: int
-    global_pid: int
-    pid: int
-    process_name: str | None
-    devices: list[int]
-
-
-# ---- detection (ingest.files: is_report, is_sqlite, is_nsys_input) and validation --------------------
-
-
-def _refuse(path: Path, what: str) -> TraceFormatError:
-    return TraceFormatError(str(path), what, hint=HINT)
-
-
-def _check_size(path: Path) -> None:
-    """A database shorter than its header says was cut (a copy that did not finish)."""
-    with open(path, "rb") as f:
-        head = f.read(100)
-    if len(head) < 100:
-        raise _refuse(path, "truncated SQLite database (shorter than its 100-byte header)")
-    page_size = int.from_bytes(head[16:18], "big")
-    page_size = 65536 if page_size == 1 else page_size
-    pages = int.from_bytes(head[28:32], "big")
-    change, valid_for = int.from_bytes(head[24:28], "big"), int.from_bytes(head[92:96], "big")
-    size = path.stat().st_size
-    if pages and change == valid_for and page_size * pages > size:
-        raise _refuse(path, f"truncated SQLite database ({size} bytes, its header says {page_size * pages})")
-
-
-def _text(raw: bytes) -> str:
-    """SQLite text as str; bytes that are not UTF-8 become U+FFFD (never an error)."""
-    return raw.decode("utf-8", "replace")
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    con = sqlite3.connect(f"file:{path.resolve()}?mode=ro&immutable=1", uri=True)
-    con.text_factory = _text
-    return con
-
-
-# Columns a table's rows need (one of a tuple: any of them), checked where the table exists.
-NEED = {
-    "StringIds": ("id", "value"),
-    "CUPTI_ACTIVITY_KIND_KERNEL": (
-        "start",
-        "end",
-        "deviceId",
-        "streamId",
-        "correlationId",
-        "globalPid",
-        ("demangledName", "shortName", "mangledName"),
-    ),
-    "CUPTI_ACTIVITY_KIND_MEMCPY": (
-        "start",
-        "end",
-        "deviceId",
-        "streamId",
-        "correlationId",
-        "globalPid",
-        "bytes",
-    ),
-    "CUPTI_ACTIVITY_KIND_MEMSET": (
-        "start",
-        "end",
-        "deviceId",
-        "streamId",
-        "correlationId",
-        "globalPid",
-        "bytes",
-    ),
-    "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "globalTid", "correlationId", "nameId"),
-    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": (
-        "start",
-        "end",
-        "deviceId",
-        "streamId",
-        "correlationId",
-        "globalPid",
-        "syncType",
-    ),
-    "NVTX_EVENTS": ("start", "end", "eventType", "globalTid", ("text", "textId")),
-}
-
-
-def _missing(have: set[str], need: tuple) -> list[str]:
-    return [
-        c if isinstance(c, str) else " / ".join(c)
-        for c in need
-        if not set((c,) if isinstance(c, str) else c) & have
-    ]
-
-
-def open_export(path: Path) -> sqlite3.Connection:
-    """A read-only connection to a validated export; TraceFormatError (one line) otherwise."""
-    if is_report(path):
-        raise TracehouseError(
-            f"{path}: an Nsight Systems report (.nsys-rep) is NVIDIA's binary format; export it first with "
-            f"`nsys export --type sqlite {path.name}` and ingest the .sqlite file"
-        )
-    _check_size(path)
-    try:
-        con = _connect(path)
-        tables = _tables(con)
-    except sqlite3.DatabaseError as exc:
-        raise _refuse(path, f"damaged SQLite database ({exc})") from None
-    try:
-        meta = _metadata(con, tables)
-        activity = [t for t in (*CUPTI_TABLES, "NVTX_EVENTS") if t in tables]
-        if any(t in tables for t in META_TABLES):
-            product = meta.get("EXPORT_PRODUCT_NAME") or ""
-            if "Nsight Systems" not in product:
-                raise _refuse(
-                    path, f"an SQLite export of {product or 'an unknown product'}, not of Nsight Systems"
-                )
-        elif not activity:
-            raise _refuse(
-                path,
-                "an SQLite database but not an Nsight Systems export (no META_DATA_EXPORT / EXPORT_META_DATA "
-                "table and no CUPTI_ACTIVITY_KIND_* / NVTX_EVENTS table)",
-            )
-        if activity and "StringIds" not in tables:
-            raise _refuse(
-                path,
-                "CUPTI tables without a StringIds table: not an Nsight Systems export (an nvprof database? "
-                "open it in Nsight Systems and export it with `nsys export --type sqlite`)",
-            )
-        schema = meta.get("EXPORT_SCHEMA_VERSION", "?")
-        for table, need in NEED.items():
-            if table not in tables:
-                continue  # tables are created lazily: an export without copies has no MEMCPY table
-            missing = _missing(_columns(con, table), need)
-            if missing:
-                raise _refuse(
-                    path, f"Nsight Systems export without {table}.{', '.join(missing)} (schema {schema})"
-                )
-    except sqlite3.DatabaseError as exc:
-        con.close()
-        raise _refuse(path, f"damaged SQLite database ({exc})") from None
-    except TracehouseError:
-        con.close()
-        raise
-    return con
-
-
-def _tables(con: sqlite3.Connection) -> set[str]:
-    return {name for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
-
-
-def _columns(con: sqlite3.Connection, table: str) -> set[str]:
-    return {row[1] for row in con.execute(f'PRAGMA table_info("{table}")')}
-
-
-def _metadata(con: sqlite3.Connection, tables: set[str]) -> dict:
-    """The export's name -> value metadata (META_DATA_EXPORT, EXPORT_META_DATA in schema 2.x); {} without."""
-    table = next((t for t in META_TABLES if t in tables), None)
-    if table is None or not {"name", "value"} <= _columns(con, table):
-        return {}
-    return dict(con.execute(f'SELECT name, value FROM "{table}"').fetchall())
-
-
-def _nvtx_range_types(con: sqlite3.Connection, tables: set[str]) -> tuple[int, ...]:
-    """eventType ids of NVTX push/pop and start/end ranges: ENUM_NSYS_EVENT_TYPE's where the export has it."""
-    ids = dict(NVTX_RANGES)
-    if "ENUM_NSYS_EVENT_TYPE" in tables and {"id", "name"} <= _columns(con, "ENUM_NSYS_EVENT_TYPE"):
-        for id_, name in con.execute("SELECT id, name FROM ENUM_NSYS_EVENT_TYPE"):
-            if name in ids:
-                ids[name] = int(id_)
-    return tuple(sorted(ids.values()))
-
-
-# ---- ranks ---------------------------------------------------------------------------------------
-def processes(path: Path) -> list[tuple[int, list[int]]]:
-    """(globalPid, devices it used) of every process with GPU activity, in rank order; when none has any
-    (a CPU-side capture), every process with CUDA calls. A process that only made CUDA calls beside
-    processes with GPU work (a launcher, an API server asking for the device count) is no rank."""
-    con = open_export(path)
-    try:
-        tables = _tables(con)
-        found: dict[int, set[int]] = {}
-        for table in (
-            "CUPTI_ACTIVITY_KIND_KERNEL",
-            "CUPTI_ACTIVITY_KIND_MEMCPY",
-            "CUPTI_ACTIVITY_KIND_MEMSET",
-        ):
-            if table in tables:
-                for gpid, device in con.execute(f'SELECT DISTINCT globalPid, deviceId FROM "{table}"'):
-                    found.setdefault(gpid, set()).add(device)
-        if not found and "CUPTI_ACTIVITY_KIND_RUNTIME" in tables:
-            for (gpid,) in con.execute(
-                f"SELECT DISTINCT (globalTid >> {TID_BITS}) << {TID_BITS} FROM CUPTI_ACTIVITY_KIND_RUNTIME"
-            ):
-                found.setdefault(gpid, set())
-    except sqlite3.DatabaseError as exc:
-        raise _refuse(path, f"damaged SQLite database ({exc})") from None
-    finally:
-        con.close()
-    order = sorted(found, key=lambda g: (min(found[g]) if found[g] else 1 << 30, _pid(g)))
-    return [(g, sorted(found[g])) for g in order]
-
-
-def _pid(global_pid: int) -> int:
-    return (global_pid >> TID_BITS) & 0xFFFFFF
-
-
-def plan_ranks(files: list[Path]) -> tuple[list[NsysRank], list[tuple[Path, str]]]:
-    """Ranks of the exports (file order, then process order); files that cannot be read, with why."""
-    ranks: list[NsysRank] = []
-    problems: list[tuple[Path, str]] = []
-    for path in files:
-        try:
-            procs = processes(path)
-        except TracehouseError as exc:
-            problems.append((path, f"{exc} ({exc.hint})" if exc.hint else str(exc)))
-            continue
-        if not procs:
-            problems.append((path, f"{path}: {NO_GPU}"))
-            continue
-        names = _process_names(path)
-        for gpid, devices in procs:
-            ranks.append(NsysRank(path, len(ranks), gpid, _pid(gpid), names.get(gpid), devices))
-    return ranks, problems
-
-
-def _process_names(path: Path) -> dict[int, str]:
-    con = open_export(path)
-    try:
-        if "PROCESSES" not in _tables(con):
-            return {}
-        return {g: n for g, n in con.execute("SELECT globalPid, name FROM PROCESSES")}
-    except sqlite3.DatabaseError:  # the names are a nicety; a damaged table is reported by the rank's read
-        return {}
-    finally:
-        con.close()
 
 
 # ---- one rank: export rows -> events -> the Kineto path's transforms -----------------------------
@@ -473,7 +235,7 @@ class _Events:
 
 def load_events(sq: sqlite3.Connection, con: duckdb.DuckDBPyConnection, global_pid: int) -> dict[str, int]:
     """Fill `events` with one process's rows; returns the counts of what was repaired or skipped."""
-    tables = _tables(sq)
+    tables = table_names(sq)
     out = _Events(con)
     con.execute("CREATE OR REPLACE TEMP TABLE nsys_strings (id BIGINT, value VARCHAR, api VARCHAR)")
     out.copy(
@@ -494,12 +256,12 @@ def load_events(sq: sqlite3.Connection, con: duckdb.DuckDBPyConnection, global_p
             SELECT_RUNTIME,
         )
     if "NVTX_EVENTS" in tables:
-        nvtx_cols = _columns(sq, "NVTX_EVENTS")
+        nvtx_cols = table_columns(sq, "NVTX_EVENTS")
         has_text_id = "textId" in nvtx_cols
         inline = "n.text" if "text" in nvtx_cols else "NULL"
         text = f"coalesce({inline}, s.value)" if has_text_id else inline
         join = "LEFT JOIN StringIds s ON s.id = n.textId" if has_text_id else ""
-        ranges = _nvtx_range_types(sq, tables)
+        ranges = nvtx_range_types(sq, tables)
         open_ranges = sq.execute(
             f"SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN ({', '.join(map(str, ranges))}) "
             'AND "end" IS NULL AND globalTid >= ? AND globalTid < ?',
@@ -517,7 +279,7 @@ def load_events(sq: sqlite3.Connection, con: duckdb.DuckDBPyConnection, global_p
         )
     base = 'a.start, a."end", a.deviceId AS device, a.streamId AS stream, a.correlationId AS corr'
     if "CUPTI_ACTIVITY_KIND_KERNEL" in tables:
-        cols = _columns(sq, "CUPTI_ACTIVITY_KIND_KERNEL")
+        cols = table_columns(sq, "CUPTI_ACTIVITY_KIND_KERNEL")
 
         def col(name: str) -> str:
             return f"a.{name}" if name in cols else "NULL"
@@ -562,7 +324,7 @@ def load_events(sq: sqlite3.Connection, con: duckdb.DuckDBPyConnection, global_p
 
 def _col(sq: sqlite3.Connection, table: str, column: str) -> str:
     """`a.column` where the table has it, else NULL (an optional column of an older schema)."""
-    return f"a.{column}" if column in _columns(sq, table) else "NULL"
+    return f"a.{column}" if column in table_columns(sq, table) else "NULL"
 
 
 def _load_syncs(sq: sqlite3.Connection, out: _Events, tables: set[str], global_pid: int) -> None:
@@ -573,7 +335,7 @@ def _load_syncs(sq: sqlite3.Connection, out: _Events, tables: set[str], global_p
         "corr BIGINT)"
     )
     event_cols = (
-        _columns(sq, "CUPTI_ACTIVITY_KIND_CUDA_EVENT")
+        table_columns(sq, "CUPTI_ACTIVITY_KIND_CUDA_EVENT")
         if "CUPTI_ACTIVITY_KIND_CUDA_EVENT" in tables
         else set()
     )
@@ -591,7 +353,7 @@ def _load_syncs(sq: sqlite3.Connection, out: _Events, tables: set[str], global_p
         "CREATE OR REPLACE TEMP TABLE nsys_event_by_sync AS SELECT sync_id, arg_max(stream, corr) AS stream, "
         "max(corr) AS corr FROM nsys_event_records WHERE sync_id IS NOT NULL GROUP BY sync_id"
     )
-    sync_cols = _columns(sq, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
+    sync_cols = table_columns(sq, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
     sync_id = "s.eventSyncId" if "eventSyncId" in sync_cols else "NULL"
     event_id = "s.eventId" if "eventId" in sync_cols else "NULL"
     out.copy(
@@ -608,11 +370,11 @@ def _load_syncs(sq: sqlite3.Connection, out: _Events, tables: set[str], global_p
 
 def export_metadata(sq: sqlite3.Connection, rank: NsysRank, ranks_in_file: list[dict]) -> dict:
     """The rank's metadata (runs.metadata / device_properties): product, schema, host, devices."""
-    tables = _tables(sq)
-    meta = _metadata(sq, tables)
+    tables = table_names(sq)
+    meta = export_meta_table(sq, tables)
     env = {}
     if "TARGET_INFO_SYSTEM_ENV" in tables:
-        cols = _columns(sq, "TARGET_INFO_SYSTEM_ENV")
+        cols = table_columns(sq, "TARGET_INFO_SYSTEM_ENV")
         if {"name", "value"} <= cols:
             env = {
                 n: v
@@ -642,7 +404,7 @@ def session_base_ns(sq: sqlite3.Connection, tables: set[str]) -> int | None:
     (its times are the system clock's), else utcEpochNs (older schemas count times from the session start)."""
     if "TARGET_INFO_SESSION_START_TIME" not in tables:
         return None
-    cols = _columns(sq, "TARGET_INFO_SESSION_START_TIME")
+    cols = table_columns(sq, "TARGET_INFO_SESSION_START_TIME")
     if "utcEpochNs" not in cols:
         return None
     clock = "systemClockNs" if "systemClockNs" in cols else "0"
@@ -659,14 +421,16 @@ def device_properties(sq: sqlite3.Connection, tables: set[str]) -> list[dict]:
     display adapter, listed beside the CUDA GPU with the default cuDevice 0) are not CUDA devices."""
     if "TARGET_INFO_GPU" not in tables:
         return []
-    gpu_cols = _columns(sq, "TARGET_INFO_GPU")
+    gpu_cols = table_columns(sq, "TARGET_INFO_GPU")
     rows = [
         dict(zip([c[0] for c in cur.description], r))
         for cur in [sq.execute("SELECT * FROM TARGET_INFO_GPU")]
         for r in cur.fetchall()
     ]
     cuda_id: dict = {}
-    if "TARGET_INFO_CUDA_DEVICE" in tables and {"gpuId", "cudaId"} <= _columns(sq, "TARGET_INFO_CUDA_DEVICE"):
+    if "TARGET_INFO_CUDA_DEVICE" in tables and {"gpuId", "cudaId"} <= table_columns(
+        sq, "TARGET_INFO_CUDA_DEVICE"
+    ):
         cuda_id = {g: c for g, c in sq.execute("SELECT DISTINCT gpuId, cudaId FROM TARGET_INFO_CUDA_DEVICE")}
     props = []
     for i, r in enumerate(rows):
@@ -712,7 +476,7 @@ def ingest_nsys_rank(
                 metadata = export_metadata(sq, rank, ranks_in_file)
                 torch_evidence = con.execute(TORCH_EVIDENCE).fetchone()[0]
             except sqlite3.DatabaseError as exc:
-                raise _refuse(rank.path, f"damaged SQLite database ({exc})") from None
+                raise refuse(rank.path, f"damaged SQLite database ({exc})") from None
             run_transforms(con, stage_phase, label_phase)
             rows = write_tables(con, out_dir, rank.rank)
             summary = con.execute("SELECT kind, key, value FROM rank_summary").fetchall()
@@ -755,7 +519,7 @@ def _ingest_job(args: tuple):
             rank, ranks_in_file, sha256, stage_phase, label_phase, Path(out_dir), Path(work_dir)
         )
         if result.empty_reason:
-            raise _refuse(rank.path, result.empty_reason)
+            raise refuse(rank.path, result.empty_reason)
         return result
     except TracehouseError as exc:
         for table_dir in Path(out_dir).iterdir() if Path(out_dir).is_dir() else []:

@@ -41,7 +41,7 @@ IDLE_CAUSES = {
 class FindingWindow:
     """Where a finding can be seen in the timeline: the rank (None: every rank), the step (None: not one
     step), start–end in the trace's own time base (absolute ns, as kernels.start_ns: the trace's `ts` × 1000),
-    and the `tracehouse export` command that writes exactly that window (reports/export.py)."""
+    and the `tracehouse export` command that writes exactly that window (reports/export/)."""
 
     rank: int | None
     step: int | None

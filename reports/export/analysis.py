@@ -119,11 +119,12 @@ class _RankAnalysis:
                 or []
             )
         for row in cp or ():
-            self.critical_path_segment(*row)
+            self.critical_path_segment(row)
         for row in layers or ():
             self.layer(*row)
 
-    def critical_path_segment(self, st, seq, kind, cat, name, start, dur, kid, op, stream, edge) -> None:
+    def critical_path_segment(self, row: tuple) -> None:
+        st, seq, kind, cat, name, start, dur, kid, op, stream, edge = row
         tracks = self.ctx.tracks
         self.cp_track = self.cp_track or tracks.track(
             self.group, ("cp", self.rank), "critical path", self.pid, CP_DESCRIPTION

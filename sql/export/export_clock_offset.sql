@@ -16,7 +16,7 @@
 -- clock, to be corrected) when at least 3 instances match and |offset_ns| > max(5 × spread_ns, 20 µs): a
 -- few µs of systematic end difference is how collectives of one clock end (ring position, the last hop),
 -- not an offset, and an offset inside 5 median deviations cannot be told from the ends' own disagreement.
--- The export (reports/export.py clock_alignment) groups the significant ranks into hosts and shifts each
+-- The export (reports/export/clocks.py clock_alignment) groups the significant ranks into hosts and shifts each
 -- host's ranks by one offset.
 -- Columns:
 --   run_id, rank           VARCHAR, INTEGER  the rank

@@ -1,0 +1,279 @@
+"""The run report's typed context (RunReport and its sections): what reports.run builds from the views and
+the templates lay out; JSON is the same context as data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from reports.takeaways import FindingWindow, Takeaway, WithheldTakeaway
+
+
+@dataclass
+class KernelRow:
+    name: str
+    category: str
+    gpu_time_ns: int
+    share: float
+    launches: int
+    median_ns: float
+    python_site: str | None
+    python_site_share: float | None
+    launch_call: str | None
+
+
+@dataclass
+class CategoryRow:
+    category: str
+    gpu_time_ns: int
+    share: float
+
+
+@dataclass
+class PhaseSection:
+    phase: str
+    gpu_time_ns: int
+    activities: int
+    kernels: list[KernelRow]
+    categories: list[CategoryRow]
+
+
+@dataclass
+class OverlapRow:
+    phase: str
+    name: str
+    category: str
+    share: float
+    exclusive_ratio: float | None
+    hidden_ratio: float | None
+    verdict: str
+    priority: str
+    dependency_risk: str
+    recommendation: str
+    python_site: str | None
+
+
+@dataclass
+class FusionRow:
+    phase: str
+    pattern_name: str
+    framework: str
+    status: str
+    share: float | None
+    occurrences: int
+    evidence: str | None
+    fused_kernel: str | None
+    source_path: str | None
+    python_site: str | None
+
+
+@dataclass
+class StreamRow:
+    device: int | None
+    stream: int | None
+    name: str | None
+    activities: int
+    busy_ns: int
+    exclusive_ns: int
+    share_of_span: float | None
+    critical: bool
+
+
+@dataclass
+class LayerPosition:
+    position: int
+    name: str
+    category: str
+    median_ns: float | None
+
+
+@dataclass
+class PathRow:
+    kind: str
+    category: str | None
+    time_ns: int
+    share: float
+
+
+@dataclass
+class SkewRow:
+    rank: int
+    instances: int
+    times_last: int
+    mean_start_lateness_ns: float | None
+    wait_ns: int | None
+
+
+@dataclass
+class TimelineActivity:
+    name: str
+    category: str
+    start_ns: int
+    end_ns: int
+    critical: bool
+
+
+@dataclass
+class TimelineLane:
+    label: str
+    critical: bool
+    activities: list[TimelineActivity]
+
+
+@dataclass
+class StepSection:
+    rank: int
+    step: int
+    name: str
+    phase: str
+    steps_in_run: int
+    wall_start_ns: int  # absolute ns, as in step_breakdown (the report's windows subtract trace_start_ns)
+    wall_end_ns: int
+    wall_ns: int
+    host_setup_ns: int
+    gpu_queued_ns: int  # before the first GPU activity, launched and waiting on the GPU (not host time)
+    compute_ns: int
+    exposed_comm_ns: int
+    exposed_memory_ns: int
+    gpu_idle_ns: int
+    host_tail_ns: int
+    gpu_utilization: float | None
+    activities: int
+    components: list[CategoryRow]  # GPU time per component as a share of the wall
+    streams: list[StreamRow]
+    critical_stream: int | None
+    layer_period: int | None
+    layer_repeats: int | None
+    layer: list[LayerPosition]
+    gaps: list[dict]  # per class: gaps, total_ns, share of wall
+    critical_path: list[PathRow]
+    timeline: list[TimelineLane]
+    layer_span_ns: int | None = None  # median wall time of one layer (layer_pattern_summary.layer_span_ns)
+    total_layers: int | None = None  # layers found in the step, every repeated block counted
+    largest_gap: dict | None = (
+        None  # the step's longest device gap: class, start_ns, end_ns, gap_ns, next_name
+    )
+    # inside the GPU span, the device busy with other steps' work only (steps that interleave): not idle
+    other_steps_ns: int = 0
+    # the step's GPU window (steps.gpu_window_ns: the end of the previous step's GPU work, or the step's
+    # first GPU start, to its last GPU end), the span its GPU utilization is measured over
+    gpu_window_ns: int | None = None
+    window: FindingWindow | None = None  # the step (its breakdown, critical path), with its export command
+    gap_window: FindingWindow | None = None  # the longest gap, with its export command
+    # drawing data of the HTML timeline (not figures: left out of the JSON, like timeline)
+    gap_spans: list[dict] = field(default_factory=list)  # device gaps >= 1 µs: class, start_ns, end_ns
+    path_segments: list[dict] = field(
+        default_factory=list
+    )  # critical path: kind, category, name, start_ns, end_ns
+
+
+@dataclass
+class QualityFlag:
+    """One row of sql/data_quality: why some figures cannot be trusted as they stand."""
+
+    flag: str
+    severity: str  # error | warning | info
+    rank: int | None
+    step: int | None
+    affects: list[str]
+    evidence: dict[str, float]
+    message: str
+    where: FindingWindow | None = None  # its step's window (or the rank's, the run's) and export command
+
+
+@dataclass
+class RunReport:
+    """Everything the run report shows; rendered as Markdown, HTML or JSON."""
+
+    run_id: str
+    mode: str  # single-trace | mapping/formal
+    framework: str | None
+    model: str | None
+    hardware: str | None
+    world_size: int | None
+    n_ranks: int
+    parallelism: str
+    phase_filter: str | None
+    capture_mode: str | None
+    commit: str | None
+    labels: dict[str, str]
+    files: list[dict]
+    warnings: dict[str, int]
+    gpu_time_ns: int
+    attributed_share: float | None  # GPU time with a Python launch site
+    other_share: float | None
+    phases: list[PhaseSection]
+    overlap: list[OverlapRow]
+    fusion: list[FusionRow]
+    step: StepSection | None
+    rank_skew: list[SkewRow]
+    takeaways: list[Takeaway] = field(default_factory=list)
+    mapping_run: str | None = None  # mapping/formal mode: Python locations come from this graph-off run
+    quality: list[QualityFlag] = field(default_factory=list)  # sql/data_quality rows of the run and its step
+    withheld: list[WithheldTakeaway] = field(default_factory=list)
+    trace_start_ns: int | None = None  # the origin of every *_ns window of the report
+    n_streams: int = 0  # streams that carry work (sql/stream_share: >= 1 % of the run's GPU time)
+    serving: dict | None = None  # reports/serving.py: step time by batch size, roofline, collectives
+    trace_file: str | None = None  # `report --with-trace`: the exported Perfetto file beside the report
+
+    @property
+    def mode_note(self) -> str:
+        """What the mode means, and which rank the step figures are for."""
+        note = (
+            f"launch sites of graph replays from run `{self.mapping_run}`"
+            if self.mapping_run
+            else "every figure from this run's own trace(s)"
+        )
+        if self.n_ranks > 1:
+            shown = f"rank {self.step.rank}" if self.step else "one rank"
+            note += f"; {self.n_ranks} ranks: kernel tables sum all ranks, the step breakdown shows {shown}"
+        return note
+
+    def flags_for(self, *figures: str) -> list[QualityFlag]:
+        """The flags that affect any of these figures (a flag on `x` covers `x.y`; a section `x` shows the
+        flags of its columns `x.y`)."""
+
+        def hit(a: str, f: str) -> bool:
+            return a == f or f.startswith(a + ".") or a.startswith(f + ".")
+
+        return [q for q in self.quality if any(hit(a, f) for a in q.affects for f in figures)]
+
+    def notes_for(self, *figures: str) -> list[dict]:
+        """flags_for, one note per flag: the places it holds merged ("ranks 0, 1"), its first message."""
+        notes: dict[str, dict] = {}
+        for q in self.flags_for(*figures):
+            where = (
+                "run"
+                if q.rank is None
+                else f"rank {q.rank}" + (f", step {q.step}" if q.step is not None else "")
+            )
+            if q.flag in notes:
+                notes[q.flag]["where"].append(where)
+            else:
+                notes[q.flag] = {
+                    "flag": q.flag,
+                    "severity": q.severity,
+                    "where": [where],
+                    "message": q.message,
+                }
+        for n in notes.values():
+            n["where"] = ", ".join(n["where"])
+        return list(notes.values())
+
+    def phase_label(self, phase: str) -> str:
+        """`unknown` is no heading: the whole run when it is the only phase, else the work outside the steps
+        whose phase was found."""
+        if phase != "unknown":
+            return phase
+        return "all GPU work (phase not detected)" if len(self.phases) <= 1 else "outside the detected phases"
+
+    def flagged(self, figure: str) -> list[str]:
+        """Names of the flags (warning or error) that make this figure untrustworthy: a flag on `x` covers
+        `x.y` (not the other way: a flag on a column leaves the rest of the table standing)."""
+        return sorted(
+            {
+                q.flag
+                for q in self.quality
+                if q.severity in ("error", "warning")
+                and any(figure == a or figure.startswith(a + ".") for a in q.affects)
+            }
+        )
