@@ -245,7 +245,7 @@ def ingest(ctx, paths, labels, commit, capture, derive, requests_file):
     A directory is one run (its files are the ranks); files named together are one run.
     The same files ingested twice give the same run id and store nothing new. Prints the run ids.
     Once a run is published, ingest returns and `tracehouse derive RUN` computes its derived rows in the
-    background (the kept rows of gpu_timeline, kernel_summary and the report's views, the report's steps),
+    background (the kept rows of every `materialized: per_run` view: the report's, the diff's, run_metrics),
     which later queries and reports read; a query asked before they are kept computes them itself, with
     the same rows. --wait derives before returning, --no-derive not at all (default: background, or
     $TRACEHOUSE_DERIVE: wait, background or none).
@@ -353,8 +353,8 @@ def _default_derive() -> str:
 @click.option("--background", is_flag=True, hidden=True, help="Started by ingest: at a lower priority.")
 @click.pass_context
 def derive(ctx, runs, background):
-    """Compute runs' derived rows now: the kept rows of the `materialized: per_run` views, the report's
-    steps and the diff facts (nothing that is there already). Ingest starts this in the background for its
+    """Compute runs' derived rows now: the kept rows of the `materialized: per_run` views (the report's
+    views and step, the diff's facts, run_metrics; nothing that is there already). Ingest starts this in the background for its
     new runs; two at once on one run take turns. RUNS: run ids (default: every run).
 
     \b
