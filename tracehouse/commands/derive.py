@@ -12,8 +12,8 @@ from tracehouse.errors import TracehouseError
 @click.argument("runs", nargs=-1)
 @click.pass_context
 def command(ctx, runs):
-    """Compute runs' derived rows now: the kept rows of the `materialized: per_run` views, the report's
-    steps and the diff facts (nothing that is there already). Ingest derives its new runs before it
+    """Compute runs' derived rows now: the kept rows of the `materialized: per_run` views (the report's
+    views and step, the diff's facts, run_metrics; nothing that is there already). Ingest derives its new runs before it
     returns; this derives the runs ingested with --no-derive; two at once on one run take turns.
     RUNS: run ids (default: every run).
 

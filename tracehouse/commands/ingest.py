@@ -63,9 +63,9 @@ def command(ctx, paths, labels, commit, capture, derive, requests_file, one_run)
     together, are grouped by what they say (session id and time in the name, rank and world size,
     process, Nsight Systems session), each group said on stderr; --one-run keeps them one run.
     The same files ingested twice give the same run id and store nothing new. Prints the run ids.
-    Once a run is published, ingest derives its rows before returning (the kept rows of gpu_timeline,
-    kernel_summary and the report's views, the report's steps, the diff's facts), which later queries
-    and reports read. --no-derive leaves them to `tracehouse derive RUN` or the first reader, which
+    Once a run is published, ingest derives its rows before returning (the kept rows of every
+    `materialized: per_run` view: the report's, the diff's, run_metrics), which later queries and
+    reports read. --no-derive leaves them to `tracehouse derive RUN` or the first reader, which
     computes the same rows (default: derive, or $TRACEHOUSE_DERIVE: wait or none).
 
     \b
