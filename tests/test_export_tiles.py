@@ -181,7 +181,6 @@ def _content(path):
     return described, rows
 
 
-@pytest.mark.slow  # twelve exports of whole runs
 @pytest.mark.parametrize("rows_per_tile", [1, 3])
 def test_tracks_cut_into_row_tiles_hold_the_same_slices(runs, tmp_path, monkeypatch, rows_per_tile):
     """The GPU, host and Python tracks are read per tile of about TILE_ROWS rows of each rank (in bounded

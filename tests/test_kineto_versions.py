@@ -11,7 +11,7 @@ ResNet-50 trace of the Kineto repository, against an independent read of its JSO
 from __future__ import annotations
 
 import pytest
-from conftest import TRACES, independent_links, load_json, require_shared
+from conftest import TRACES, independent_links, load_json
 
 from ingest.load import ingest_paths
 from synth.scenario import write_scenario
@@ -218,15 +218,10 @@ def test_the_autograd_export_is_a_bare_array(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def legacy_run(tmp_path_factory):
-    require_shared()
-    wh = Warehouse(tmp_path_factory.mktemp("legacy") / "wh")
-    runs = {}
-    for rel in (LEGACY, EDGE):
-        [outcome] = ingest_paths(wh, [TRACES / rel], analyse=False)
-        assert not outcome.problems, outcome.problems
-        runs[rel] = outcome.run_id
-    return connect(wh), runs
+def legacy_run(real_runs):
+    wh, run_of = real_runs
+    runs = {rel: run_of[rel] for rel in (LEGACY, EDGE)}
+    return connect(wh, runs=list(runs.values())), runs
 
 
 def test_2021_trace_has_its_six_profiler_steps(legacy_run):

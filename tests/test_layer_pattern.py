@@ -14,7 +14,7 @@ from collections import Counter
 
 import duckdb
 import pytest
-from conftest import ROOT, TRACES, require_shared
+from conftest import ROOT
 
 from synth.truth import load_truth
 
@@ -239,16 +239,12 @@ def test_synth_medians_match_durations(synth_runs):
 
 
 @pytest.fixture(scope="module")
-def sglang_decode(tmp_path_factory):
-    require_shared()
-    from ingest.load import ingest_paths
+def sglang_decode(real_runs):
     from warehouse.catalog import connect
-    from warehouse.store import Warehouse
 
-    wh = Warehouse(tmp_path_factory.mktemp("lp_real") / "wh")
-    trace = TRACES / "inference" / "sglang_decode" / "sglang_Qwen3-8B_decode.json.gz"
-    (outcome,) = ingest_paths(wh, [trace], analyse=False)  # the views are computed, not read stored
-    return connect(wh), outcome.run_id
+    wh, run_of = real_runs  # not derived: the views are computed, not read stored
+    run_id = run_of["inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz"]
+    return connect(wh, runs=[run_id]), run_id
 
 
 def test_sglang_qwen3_decode_has_36_layers(sglang_decode):

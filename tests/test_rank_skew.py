@@ -12,7 +12,7 @@ from collections import Counter
 
 import duckdb
 import pytest
-from conftest import ROOT, TRACES, require_shared
+from conftest import ROOT
 
 from synth.truth import load_truth
 
@@ -182,15 +182,12 @@ def test_synth_straggler_is_last(synth_runs, case):
 
 
 @pytest.fixture(scope="module")
-def sampled_2ranks(tmp_path_factory):
-    require_shared()
-    from ingest.load import ingest_paths
+def sampled_2ranks(real_runs):
     from warehouse.catalog import connect
-    from warehouse.store import Warehouse
 
-    wh = Warehouse(tmp_path_factory.mktemp("rs_real") / "wh")
-    (outcome,) = ingest_paths(wh, [TRACES / "multirank" / "sampled_2ranks"], analyse=False)  # views computed
-    return connect(wh), outcome.run_id
+    wh, run_of = real_runs  # not derived: the views are computed
+    run_id = run_of["multirank/sampled_2ranks"]
+    return connect(wh, runs=[run_id]), run_id
 
 
 def test_sampled_2ranks_skew_rows(sampled_2ranks):

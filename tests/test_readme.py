@@ -7,7 +7,6 @@ import re
 import shlex
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from tracehouse.cli import main
@@ -33,7 +32,6 @@ def test_readme_shows_every_everyday_command():
     assert "PRODUCT.md" not in readme and "../shared" not in readme.replace("../shared/traces", "")
 
 
-@pytest.mark.slow
 def test_readme_commands_run_as_written(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a fresh folder: nothing of the checkout's state is used
     runner = CliRunner()

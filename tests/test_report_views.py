@@ -18,7 +18,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from conftest import GPU_CATS, TRACES, query_rows, require_shared
+from conftest import GPU_CATS, TRACES, query_rows
 
 from warehouse.catalog import connect
 from warehouse.rules import CATEGORIES
@@ -186,16 +186,12 @@ def _trace_gpu_ns(path: Path) -> int:
 
 
 @pytest.fixture(scope="module")
-def real(tmp_path_factory):
-    require_shared()
+def real(real_runs):
     if not (TRACES / REAL).is_file():
         pytest.skip(f"{REAL} not in ../shared/traces")
-    from ingest.load import ingest_paths
-
-    wh = Warehouse(tmp_path_factory.mktemp("report-views-real") / "wh")
-    [outcome] = ingest_paths(wh, [TRACES / REAL], analyse=False)
-    c = connect(wh)
-    yield c, outcome.run_id
+    wh, run_of = real_runs
+    c = connect(wh, runs=[run_of[REAL]])
+    yield c, run_of[REAL]
     c.close()
 
 
