@@ -242,19 +242,11 @@ def test_exposed_communication_sums_to_the_timeline(situation_warehouse):
 
 
 @pytest.fixture(scope="module")
-def four_ranks(tmp_path_factory):
-    from ingest.load import ingest_paths
-    from synth import write_scenario
-    from warehouse.store import Warehouse
+def four_ranks(warehouses, tmp_path_factory):
+    from warehouses import scenario
 
-    root = tmp_path_factory.mktemp("four")
-    wh = Warehouse(root / "wh")
-    [outcome] = ingest_paths(
-        wh,
-        [write_scenario("serving-decode", root / "run", seed=3, ranks=4, steps=2, layers=2)],
-        analyse=False,
-    )
-    return wh, outcome.run_id, root
+    built = warehouses.get([scenario("serving-decode", seed=3, ranks=4, steps=2, layers=2)])
+    return built.warehouse, built.run_ids[0], tmp_path_factory.mktemp("four")  # (the exports' folder)
 
 
 def test_four_ranks_one_process_each_clocks_as_the_tables(four_ranks):

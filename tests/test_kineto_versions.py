@@ -13,12 +13,9 @@ from __future__ import annotations
 import pytest
 from conftest import TRACES, independent_links, load_json
 
-from ingest.load import ingest_paths
-from synth.scenario import write_scenario
 from synth.situations import write_situation
 from synth.situations.kineto_versions import RUN
 from warehouse.catalog import connect
-from warehouse.store import Warehouse
 
 LEGACY = "legacy/resnet50_2021_v100.pt.trace.json.gz"
 EDGE = "edge/legacy_categories_rank1.json.gz"
@@ -130,16 +127,16 @@ def test_older_spellings_give_the_simulated_steps_and_links(situation_warehouse,
 
 
 @pytest.fixture(scope="module")
-def spellings(tmp_path_factory):
+def spellings(warehouses):
     """The same simulated run written in every spelling, each ingested as its own run."""
-    root = tmp_path_factory.mktemp("spellings")
-    wh = Warehouse(root / "wh")
-    runs = {}
-    for spelling in ("modern", "kineto-2021", "autograd"):
-        out = write_scenario("training", root / spelling, spelling=spelling, **RUN)
-        [outcome] = ingest_paths(wh, [out], analyse=False)
-        assert not outcome.problems, outcome.problems
-        runs[spelling] = outcome.run_id
+    from warehouses import scenario
+
+    wh, runs, _ = warehouses.named(
+        {
+            spelling: scenario("training", spelling=spelling, **RUN)
+            for spelling in ("modern", "kineto-2021", "autograd")
+        }
+    )
     return connect(wh), runs
 
 

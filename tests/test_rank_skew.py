@@ -14,8 +14,6 @@ import duckdb
 import pytest
 from conftest import ROOT
 
-from synth.truth import load_truth
-
 SQL = ROOT / "sql"
 
 
@@ -125,20 +123,14 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def synth_runs(tmp_path_factory):
-    from ingest.load import ingest_paths
-    from synth import write_scenario
-    from warehouse.catalog import connect
-    from warehouse.store import Warehouse
+def synth_runs(warehouses):
+    from warehouses import scenario
 
-    base = tmp_path_factory.mktemp("rank_skew")
-    wh = Warehouse(base / "wh")
-    runs = []
-    for i, case in enumerate(CASES):
-        out = write_scenario("serving-decode", base / f"run{i}", **case)
-        (outcome,) = ingest_paths(wh, [out], analyse=False)  # the views are computed, not read stored
-        runs.append((outcome.run_id, load_truth(out)))
-    return connect(wh), runs
+    from warehouse.catalog import connect
+
+    # not derived: the views are computed, not read stored
+    built = warehouses.get([scenario("serving-decode", **case) for case in CASES])
+    return connect(built.warehouse), list(zip(built.run_ids, built.truths))
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))

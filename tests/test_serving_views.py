@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.conftest import TRACES, query_rows, real_trace_files, require_shared
+from tests.conftest import query_rows, real_trace_files
 
 BATCH_COLS = (
     "batch_size",
@@ -244,16 +244,11 @@ def test_real_collective_hand_case(real_serving):
         assert r["link_gbps"] == 300.0
 
 
-def test_no_kernel_exceeds_its_bound_over_the_corpus(tmp_path):
-    require_shared()
-    from ingest.load import ingest_paths
+def test_no_kernel_exceeds_its_bound_over_the_corpus(real_runs):
     from warehouse.catalog import connect
-    from warehouse.store import Warehouse
 
-    wh = Warehouse(tmp_path / "wh")
-    for rel in real_trace_files():
-        ingest_paths(wh, [TRACES / rel], analyse=False)
-    con = connect(wh)
+    wh, run_of = real_runs  # every real trace file, each its own run, not derived
+    con = connect(wh, runs=[run_of[rel] for rel in real_trace_files()])
     over = query_rows(
         con, "SELECT run_id, kernel, pct_of_bound FROM kernel_roofline WHERE pct_of_bound > 100"
     )
