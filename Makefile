@@ -12,8 +12,8 @@ test: $(VENV)/.installed
 	$(PY) -m pytest -q -n auto
 
 # for development (< 3 min on 2 cores): unit, view and synthesized-situation tests (~1,150), not those marked
-# slow (the real traces of ../shared, Spark, the browser, killed processes, whole reports, diffs, trends
-# and exports of whole runs: tests/conftest.py SLOW_MODULES, SLOW_TESTS), nor any test over 1 s in a measured
+# slow by what it needs (the real traces of ../shared, Spark, the browser, killed processes, whole reports,
+# diffs, trends and exports of whole runs: tests/conftest.py SLOW_NEEDS), nor any test over 1 s in a measured
 # run (tests/slow_tests.txt, kept by tests/tier.py); its time: bench/results.md
 test-fast: $(VENV)/.installed
 	TRACEHOUSE_TEST_FAST=1 $(PY) -m pytest -q -n auto -m "not slow"

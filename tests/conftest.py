@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import bisect
-import fcntl
 import gzip
 import json
 import os
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from tier import listed as listed_slow
+from warehouses import real, scenario, situation
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -39,42 +39,24 @@ REPORT_SCENARIOS = {
 }
 
 
-def built_once(tmp_path_factory, name: str, build):
-    """build(folder) -> a JSON-able result, run once per test session, also under pytest-xdist: the first
-    worker to get here builds in a folder all workers share, the others wait for it and read its result.
-    The folder's contents are then read-only for the tests (a test that changes a warehouse copies it)."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if worker is None:
-        return build(tmp_path_factory.mktemp(name))
-    folder = tmp_path_factory.getbasetemp().parent / f"shared-{name}"
-    done = folder / "built.json"
-    with open(folder.parent / f"shared-{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if not done.is_file():
-            folder.mkdir(exist_ok=True)
-            done.write_text(json.dumps(build(folder)))
-    return json.loads(done.read_text())
+@pytest.fixture(scope="session")
+def warehouses(tmp_path_factory):
+    """The session's warehouse factory (tests/warehouses.py): warehouses.get(sources, derived) builds a
+    warehouse once per session and shares it read-only; warehouses.named({name: source}, derived) ->
+    (Warehouse, {name: run id}, {name: ground truth})."""
+    from warehouses import Warehouses
+
+    return Warehouses(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
-def synth_warehouse(tmp_path_factory):
-    """One warehouse with a run of each REPORT_SCENARIOS (seed 7); returns (Warehouse, {scenario: run id})."""
-    from warehouse.store import Warehouse
-
-    def build(root: Path) -> dict:
-        from ingest.load import ingest_paths
-        from synth import write_scenario
-
-        runs = {}
-        for scenario, opts in REPORT_SCENARIOS.items():
-            [outcome] = ingest_paths(
-                Warehouse(root / "wh"), [write_scenario(scenario, root / scenario, seed=7, **opts)]
-            )
-            runs[scenario] = outcome.run_id
-        return {"root": str(root / "wh"), "runs": runs}
-
-    built = built_once(tmp_path_factory, "reports", build)
-    return Warehouse(Path(built["root"])), built["runs"]
+def synth_warehouse(warehouses):
+    """One warehouse with a run of each REPORT_SCENARIOS (seed 7), derived; returns (Warehouse, {scenario:
+    run id})."""
+    wh, runs, _ = warehouses.named(
+        {name: scenario(name, seed=7, **opts) for name, opts in REPORT_SCENARIOS.items()}, derived=True
+    )
+    return wh, runs
 
 
 @pytest.fixture
@@ -90,6 +72,15 @@ def own_synth_warehouse(synth_warehouse, tmp_path):
     return Warehouse(tmp_path / "wh"), runs
 
 
+def pytest_terminal_summary(terminalreporter, config):
+    """How many shared warehouses this session built and how long they took (tests/warehouses.py)."""
+    factory = getattr(config, "_tmp_path_factory", None)
+    log = factory.getbasetemp() / "shared-builds.log" if factory else None
+    if log is not None and log.is_file():
+        seconds = [float(line.split("\t")[0]) for line in log.read_text().splitlines() if line]
+        terminalreporter.write_line(f"shared warehouses: {len(seconds)} built in {sum(seconds):.1f} s")
+
+
 def pytest_report_header(config):
     import duckdb
     import pyarrow
@@ -99,9 +90,8 @@ def pytest_report_header(config):
 
 
 # The fast tier (`make test-fast`: TRACEHOUSE_TEST_FAST=1, pytest -m "not slow") runs the synthesized
-# situations and unit tests in a few minutes; `make test` (CI) runs everything. Slow: the real traces of
-# ../shared (every test that asks for them skips in the fast tier), Spark, the browser, killed processes,
-# the demo's whole history, Perfetto exports of whole runs, whole reports, diffs and trends.
+# situations and unit tests; `make test` (CI) runs everything. Slow: what SLOW_NEEDS below says (every test
+# that asks for the real traces of ../shared also skips in the fast tier: require_shared).
 FAST = os.environ.get("TRACEHOUSE_TEST_FAST") == "1"
 # `tracehouse ingest` derives a run's rows before it returns by default; the tests' CLI ingests leave
 # them to the first reader ('none'), so a test pays only for the views it reads (the fast tier: 133 s with
@@ -109,68 +99,106 @@ FAST = os.environ.get("TRACEHOUSE_TEST_FAST") == "1"
 # test_derived.py compares kept and computed rows (and ingest's own derive); the session warehouses
 # (synth_warehouse, real_warehouse) are ingested through ingest_paths, which waits for them.
 os.environ.setdefault("TRACEHOUSE_DERIVE", "none")
-SLOW_MODULES = {
-    "test_spark",
-    "test_pages",
-    "test_kill",
-    "test_demo",
-    "test_export",
-    "test_ingest_real",
-    "test_timeline_oracles",
-    "test_nsys",
-    # whole reports, diffs and trends end to end (tens of seconds each on 2 cores)
-    "test_run_report",
-    "test_stored_analyses",
-    "test_trend",
-    "test_diff",
-    "test_spark_lists",
+# What makes a test slow, by what it needs, in this one place (the tests carry no slow marks of their own):
+# a module needing it whole, a fixture it asks for, or the test itself. pytest_collection_modifyitems marks
+# every such test `slow`; `make test-fast` leaves them out, `make test` (CI) runs them.
+SLOW_NEEDS = {
+    "the real traces of ../shared": {
+        "modules": {"test_ingest_real", "test_timeline_oracles", "test_nsys", "test_diff"},
+        "fixtures": {"real_warehouse", "real_runs"},  # (and a parameter that is a path: `needs_real`)
+        "tests": {
+            "test_first_contact::test_gpu_timeline_run_on_real_traces_matches_an_independent_union",
+            "test_serving_views::test_no_kernel_exceeds_its_bound_over_the_corpus",
+            "test_takeaway_bounds::test_real_host_bound_two_stream_trace_recommends_no_overlap",
+        },
+    },
+    "Spark (a JVM)": {
+        "modules": {"test_spark", "test_spark_lists"},
+        "fixtures": {"spark", "engines"},
+        "tests": {
+            "test_engine::test_the_seam_on_spark",
+            "test_fusion_situations::test_fusion_match_same_rows_on_spark",
+        },
+    },
+    "the browser (headless Chromium)": {"modules": {"test_pages"}, "fixtures": {"browser"}},
+    "killed processes": {"modules": {"test_kill"}},
+    "the README's commands, the demo's whole history": {
+        "modules": {"test_demo"},
+        "tests": {"test_readme::test_readme_commands_run_as_written"},
+    },
+    # whole reports, diffs, trends and Perfetto exports of whole runs end to end (tens of seconds each on
+    # 2 cores); their modules' other tests stay in the fast tier
+    "whole-run reports, diffs, trends and exports": {
+        "modules": {"test_export", "test_run_report", "test_stored_analyses", "test_trend"},
+        "tests": {
+            *(
+                f"test_export_bounded::{t}"
+                for t in (
+                    "test_scoped_batches_give_the_views_rows",
+                    "test_track_that_does_not_fit_is_left_out_and_said",
+                    "test_idle_gaps_written_whole_or_not_at_all",
+                    "test_data_quality_falls_back_to_each_rank",
+                    "test_gpu_tracks_that_do_not_fit_fail_in_one_line_nothing_written",
+                )
+            ),
+            "test_export_tiles::test_windows_cutting_through_gaps_and_comm",
+            "test_export_tiles::test_tracks_cut_into_row_tiles_hold_the_same_slices",
+            "test_capture_attribution::test_same_files_with_capture_are_another_run",
+            "test_capture_attribution::test_synth_serving_decode_sites_equal_ground_truth",
+            "test_capture_attribution::test_recorded_h200_replay_from_its_capture",
+            "test_engine::test_a_report_connection_reads_stored_analyses_and_the_same_report",
+            "test_diff_store::test_cli_diff_reads_the_store",
+            "test_hardening::test_broken_run_derives_cleanly",
+            *(
+                f"test_data_quality::{t}"
+                for t in (
+                    "test_report_withholds_takeaways_from_flagged_figures",
+                    "test_cpu_only_report_says_so_in_one_line",
+                    "test_eager_without_stacks_is_not_told_to_pass_capture_traces",
+                    "test_flagged_figure_carries_marker_and_message_nearby",
+                    "test_mtia_device_activity_is_counted_and_flagged",
+                    "test_cpu_only_real_traces_say_so",
+                )
+            ),
+            "test_warmup::test_no_takeaway_rests_on_the_setup",
+        },
+    },
 }
-# single end-to-end tests of otherwise fast modules (--durations=40 of the fast tier, 2026-12-02: 70-190 s
-# each on the shared 2 cores): bounded Perfetto exports of a whole synthesized run, whole ingests of a
-# scenario or a recorded trace with its capture
-SLOW_TESTS = {
-    *(
-        f"test_export_bounded::{t}"
-        for t in (
-            "test_scoped_batches_give_the_views_rows",
-            "test_track_that_does_not_fit_is_left_out_and_said",
-            "test_idle_gaps_written_whole_or_not_at_all",
-            "test_data_quality_falls_back_to_each_rank",
-            "test_gpu_tracks_that_do_not_fit_fail_in_one_line_nothing_written",
-        )
-    ),
-    "test_capture_attribution::test_same_files_with_capture_are_another_run",
-    "test_capture_attribution::test_synth_serving_decode_sites_equal_ground_truth",
-    "test_capture_attribution::test_recorded_h200_replay_from_its_capture",
-    # the largest single tests left in the fast tier (CPU seconds, bench/results.md "test suite", 2026-12-02):
-    # six windowed Perfetto exports of a 2-rank run (2.7-3.1 s each measured alone, plus each window's views;
-    # 3 min of wall at load 18, the longest of the tier); a whole run report computed from the views and again
-    # from the stored analyses (21.7 s); a whole diff from the views beside the CLI's stored one (11.2 s).
-    # Their modules' other tests stay in the fast tier.
-    "test_export_tiles::test_windows_cutting_through_gaps_and_comm",
-    "test_engine::test_a_report_connection_reads_stored_analyses_and_the_same_report",
-    "test_diff_store::test_cli_diff_reads_the_store",
-}
-
-
-# and every test whose call alone took the fast tier's budget (1 s) in a measured run: tests/tier.py
+# and the fast tier's time budget: every test whose call alone took 1 s or more in a measured fast-tier run
+# (tests/slow_tests.txt, kept by tests/tier.py). Kept because without it ~190 such tests (whole critical
+# paths, category and gap views of situations, hardening's broken runs) would join the fast tier.
 SLOW_BY_TIME = listed_slow()
+
+
+def needs_real(item) -> bool:
+    """A test parametrized by a path of ../shared (a real trace)."""
+    params = getattr(item, "callspec", None)
+    return params is not None and any(
+        isinstance(v, str) and (".json" in v or "/" in v) for v in params.params.values()
+    )
+
+
+def slow_need(item) -> str | None:
+    """What of SLOW_NEEDS this test needs (None: nothing slow)."""
+    module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+    test = f"{module}::{getattr(item, 'originalname', item.name)}"
+    for need, where in SLOW_NEEDS.items():
+        if (
+            module in where.get("modules", ())
+            or test in where.get("tests", ())
+            or set(where.get("fixtures", ())) & set(item.fixturenames)
+        ):
+            return need
+    if needs_real(item):
+        return "the real traces of ../shared"
+    if item.nodeid in SLOW_BY_TIME:
+        return "over the fast tier's budget"
+    return None
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
-        params = getattr(item, "callspec", None)
-        real = params is not None and any(
-            isinstance(v, str) and (".json" in v or "/" in v) for v in params.params.values()
-        )
-        if (
-            module in SLOW_MODULES
-            or f"{module}::{getattr(item, 'originalname', item.name)}" in SLOW_TESTS
-            or real
-            or "real_warehouse" in item.fixturenames
-            or item.nodeid in SLOW_BY_TIME
-        ):
+        if slow_need(item):
             item.add_marker(pytest.mark.slow)
 
 
@@ -289,54 +317,45 @@ def cli_runner():
 
 
 @pytest.fixture(scope="session")
-def real_warehouse(tmp_path_factory):
-    """One warehouse holding every real trace as its own run; returns (Warehouse, {relative path: run id})."""
+def real_warehouse(warehouses):
+    """One warehouse holding every real trace file as its own run, derived; returns (Warehouse, {relative
+    path: run id})."""
     require_shared()
-    from warehouse.store import Warehouse
+    wh, runs, _ = warehouses.named({rel: real(rel) for rel in real_trace_files()}, derived=True)
+    return wh, runs
 
-    def build(root: Path) -> dict:
-        from ingest.load import ingest_paths
 
-        run_of = {}
-        for rel in real_trace_files():
-            outcomes = ingest_paths(Warehouse(root / "wh"), [TRACES / rel])
-            assert not outcomes[0].problems, outcomes[0].problems
-            run_of[rel] = outcomes[0].run_id
-        return {"root": str(root / "wh"), "runs": run_of}
-
-    built = built_once(tmp_path_factory, "real", build)
-    return Warehouse(Path(built["root"])), built["runs"]
+# the real folders read as one run each (their ranks, their captures), beside every real trace file
+REAL_FOLDERS = ("inference/sglang_decode", "inference/vllm_decode_full", "multirank/sampled_2ranks")
 
 
 @pytest.fixture(scope="session")
-def situation_warehouse(tmp_path_factory):
-    """One warehouse holding every synthesized situation (synth/situations) as its own run, analyses
-    not stored; returns (Warehouse, {situation: run id}, {situation: its `expect` ground truth})."""
-    from warehouse.store import Warehouse
+def real_runs(warehouses):
+    """One warehouse holding every real trace file and each of REAL_FOLDERS as its own run, not derived
+    (every view is computed by its reader); returns (Warehouse, {relative path: run id}). A test reads
+    the runs it names on a connection focused on them (connect(wh, runs=...), RunFocused), which sees
+    what a warehouse of those runs alone would."""
+    require_shared()
+    wh, runs, _ = warehouses.named({rel: real(rel) for rel in [*real_trace_files(), *REAL_FOLDERS]})
+    return wh, runs
 
-    def build(root: Path) -> dict:
-        from ingest.load import ingest_paths
-        from synth.situations import SITUATIONS, write_situation
-        from synth.truth import load_truth
 
-        runs, expect = {}, {}
-        for name in sorted(SITUATIONS):
-            out = write_situation(name, root / name)
-            [outcome] = ingest_paths(Warehouse(root / "wh"), [out], analyse=False)
-            assert not outcome.problems, (name, outcome.problems)
-            runs[name] = outcome.run_id
-            expect[name] = load_truth(out)["expect"]
-        return {"root": str(root / "wh"), "runs": runs, "expect": expect}
+@pytest.fixture(scope="session")
+def situation_warehouse(warehouses):
+    """One warehouse holding every synthesized situation (synth/situations) as its own run, not derived;
+    returns (Warehouse, {situation: run id}, {situation: its `expect` ground truth})."""
+    from synth.situations import SITUATIONS
 
-    built = built_once(tmp_path_factory, "situations", build)
-    return Warehouse(Path(built["root"])), built["runs"], built["expect"]
+    wh, runs, truths = warehouses.named({name: situation(name) for name in sorted(SITUATIONS)})
+    return wh, runs, {name: truth["expect"] for name, truth in truths.items()}
 
 
 class RunFocused:
     """A connection over a warehouse of many runs that focuses each query on the runs its parameters
     name (warehouse.catalog.focus, as every command's connection does): a test asking about one run
     computes that run's per-run views (the critical path's sweep, window functions), not the whole
-    warehouse's. A query that names no run id sees every run. Other methods are the connection's."""
+    warehouse's. A query that names no run id sees every run of `run_ids` (of a shared warehouse, the
+    runs the test asked for). Other methods are the connection's."""
 
     def __init__(self, con, run_ids) -> None:
         self.con, self.run_ids = con, set(run_ids)
@@ -345,7 +364,7 @@ class RunFocused:
         from warehouse.catalog import focus
 
         named = sorted({p for p in (params or []) if isinstance(p, str) and p in self.run_ids})
-        focus(self.con, named or None)
+        focus(self.con, named or sorted(self.run_ids))
         return self.con.execute(sql, params or [])
 
     def __getattr__(self, name):

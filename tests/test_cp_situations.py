@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from conftest import TRACES, RunFocused, require_shared
+from conftest import RunFocused
 
 from warehouse.catalog import connect
 
@@ -128,22 +128,18 @@ def test_backward_thread_hands_off_to_the_main_thread(sit):
 
 
 @pytest.fixture(scope="module")
-def real_cp(tmp_path_factory):
-    require_shared()
-    from ingest.load import ingest_paths
-    from warehouse.store import Warehouse
-
-    wh = Warehouse(tmp_path_factory.mktemp("cp-real") / "wh")
-    runs = {}
-    for rel in (
-        "inference/sglang_decode",
-        "multirank/sampled_2ranks",
-        "inference/vllm_decode_full",
-        "nvidia/v100_ns_resolution_rank0.pt.trace.json.gz",
-        "amd/mi300_resnet_act_checkpoint.json.gz",
-    ):
-        [o] = ingest_paths(wh, [TRACES / rel], analyse=False)
-        runs[rel] = o.run_id
+def real_cp(real_runs):
+    wh, run_of = real_runs
+    runs = {
+        rel: run_of[rel]
+        for rel in (
+            "inference/sglang_decode",
+            "multirank/sampled_2ranks",
+            "inference/vllm_decode_full",
+            "nvidia/v100_ns_resolution_rank0.pt.trace.json.gz",
+            "amd/mi300_resnet_act_checkpoint.json.gz",
+        )
+    }
     return RunFocused(connect(wh), runs.values()), runs
 
 

@@ -401,22 +401,16 @@ SYNTH_CASES = {
 
 
 @pytest.fixture(scope="module")
-def synth_runs(tmp_path_factory):
-    from ingest.load import ingest_paths
-    from synth import load_truth, write_scenario
-    from warehouse.store import Warehouse
+def synth_runs(warehouses):
+    from warehouses import scenario_files
 
-    base = tmp_path_factory.mktemp("cp_synth")
-    wh = Warehouse(base / "wh")
-    runs = {}
-    for case, kw in SYNTH_CASES.items():
-        kw = dict(kw)
-        out = write_scenario(kw.pop("scenario"), base / case, **kw)
-        truth = load_truth(out)
-        files = sorted(out.glob("*.trace.json.gz"))
-        [outcome] = ingest_paths(wh, [out] if len(files) > 1 else files, analyse=False)
-        assert not outcome.problems, outcome.problems
-        runs[case] = (outcome.run_id, truth)
+    # a run's folder where it has several trace files, else its one file
+    sources = {
+        case: scenario_files(kw["scenario"], **{k: v for k, v in kw.items() if k != "scenario"})
+        for case, kw in SYNTH_CASES.items()
+    }
+    wh, ids, truths = warehouses.named(sources)
+    runs = {case: (ids[case], truths[case]) for case in SYNTH_CASES}
     # each query sweeps the critical path of the run it names only, not of all three
     return RunFocused(cp_connect(wh), [run_id for run_id, _ in runs.values()]), runs
 

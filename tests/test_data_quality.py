@@ -9,7 +9,7 @@ import json
 from decimal import Decimal
 
 import pytest
-from conftest import ROOT, TRACES, require_shared
+from conftest import ROOT, TRACES
 
 from reports.run import build_run_report, render_run_report, report_json
 from synth.situations import data_quality as dq_situations
@@ -90,7 +90,6 @@ def test_flags_match_ground_truth(situation_warehouse, name):
 
 
 @pytest.mark.parametrize("name", MINE)
-@pytest.mark.slow  # a whole run report
 def test_report_withholds_takeaways_from_flagged_figures(situation_warehouse, name):
     wh, runs, expect = situation_warehouse
     truth = expect[name]
@@ -120,7 +119,6 @@ def test_report_withholds_takeaways_from_flagged_figures(situation_warehouse, na
     jsonschema.validate(report_json(report), SCHEMA)
 
 
-@pytest.mark.slow  # a whole run report
 def test_cpu_only_report_says_so_in_one_line(situation_warehouse):
     wh, runs, _ = situation_warehouse
     md = render_run_report(build_run_report(connect(wh, runs=[runs["cpu-only"]]), runs["cpu-only"]), "md")
@@ -128,7 +126,6 @@ def test_cpu_only_report_says_so_in_one_line(situation_warehouse):
     assert "## Overlap opportunities" not in md and "## Kernels" not in md
 
 
-@pytest.mark.slow  # a whole run report
 def test_eager_without_stacks_is_not_told_to_pass_capture_traces(situation_warehouse):
     wh, runs, _ = situation_warehouse
     md = render_run_report(
@@ -138,7 +135,6 @@ def test_eager_without_stacks_is_not_told_to_pass_capture_traces(situation_wareh
     assert "Python site coverage | 0.0 % of GPU time ⚠ no_python_stacks" in md
 
 
-@pytest.mark.slow  # a whole run report
 def test_flagged_figure_carries_marker_and_message_nearby(situation_warehouse):
     wh, runs, _ = situation_warehouse
     md = render_run_report(
@@ -172,18 +168,13 @@ REAL = [
 
 
 @pytest.fixture(scope="module")
-def few_real(tmp_path_factory):
-    """The real traces these tests check by hand, each its own run, analyses not stored."""
-    require_shared()
-    from ingest.load import ingest_paths
-    from warehouse.store import Warehouse
-
-    wh = Warehouse(tmp_path_factory.mktemp("dq-real") / "wh")
-    runs = {rel: ingest_paths(wh, [TRACES / rel], analyse=False)[0].run_id for rel in REAL}
-    return wh, runs
+def few_real(real_runs):
+    """The real traces these tests check by hand, each its own run, not derived (of the shared real_runs:
+    each test reads on a connection focused on its run)."""
+    wh, run_of = real_runs
+    return wh, {rel: run_of[rel] for rel in REAL}
 
 
-@pytest.mark.slow  # a whole run report
 def test_mtia_device_activity_is_counted_and_flagged(few_real):
     """Hand count from the raw JSON: the X events of category mtia_ccp_events and their durations."""
     wh, runs = few_real
@@ -191,16 +182,16 @@ def test_mtia_device_activity_is_counted_and_flagged(few_real):
     count = len(events)
     ns = sum(int((Decimal(e["dur"]) * 1000).to_integral_value()) for e in events)
     assert count == 1313
-    [flag] = [f for f in _flags(connect(wh), runs[REAL[0]]) if f["flag"] == "uncounted_device_activity"]
+    mtia = connect(wh, runs=[runs[REAL[0]]])
+    [flag] = [f for f in _flags(mtia, runs[REAL[0]]) if f["flag"] == "uncounted_device_activity"]
     assert flag["severity"] == "error"
     assert dict(flag["evidence"])["uncounted_activities"] == count
     assert dict(flag["evidence"])["uncounted_device_ns"] == ns
-    md = render_run_report(build_run_report(connect(wh), runs[REAL[0]]), "md")
+    md = render_run_report(build_run_report(mtia, runs[REAL[0]]), "md")
     assert "GPU time | 0 ns ⚠ uncounted_device_activity" in md and "mtia_ccp_events" in md
 
 
 @pytest.mark.parametrize("rel", REAL[1:3])
-@pytest.mark.slow  # a whole run report
 def test_cpu_only_real_traces_say_so(few_real, rel):
     wh, runs = few_real
     raw = _raw_events(rel)
@@ -231,7 +222,7 @@ def test_graph_replays_without_captures_on_sglang_decode(few_real):
         and str(e.get("cat", "")).lower() in ("kernel", "gpu_memcpy", "gpu_memset")
         and e.get("args", {}).get("correlation") in graph_corr
     ]
-    flags = _flags(connect(wh), runs[REAL[3]])
+    flags = _flags(connect(wh, runs=[runs[REAL[3]]]), runs[REAL[3]])
     [flag] = [f for f in flags if f["flag"] == "graph_replays_without_captures"]
     assert (
         dict(flag["evidence"])["replayed_activities"]

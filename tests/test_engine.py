@@ -221,7 +221,6 @@ def _spark_ok() -> bool:
         return False
 
 
-@pytest.mark.slow
 def test_the_seam_on_spark(two_runs):
     if not _spark_ok():
         pytest.skip("pyspark and a working Java 17+ are needed for --engine spark")

@@ -13,11 +13,9 @@ import json
 import re
 
 import pytest
-from conftest import TRACES, query_rows, require_shared
+from conftest import TRACES, query_rows
 
 from ingest.load import ingest_paths
-from synth.situations import write_situation
-from synth.truth import load_truth
 from warehouse.catalog import connect
 from warehouse.store import Warehouse
 
@@ -25,16 +23,9 @@ NAMES = ["vllm-piecewise-graphs", "vllm-piecewise-graphs-bare", "async-launch-ah
 
 
 @pytest.fixture(scope="module")
-def engine(tmp_path_factory):
-    root = tmp_path_factory.mktemp("engine_steps")
-    wh = Warehouse(root / "wh")
-    runs, expect = {}, {}
-    for name in NAMES:
-        out = write_situation(name, root / name)
-        [outcome] = ingest_paths(wh, [out], analyse=False)
-        assert not outcome.problems, outcome.problems
-        runs[name], expect[name] = outcome.run_id, load_truth(out)["expect"]["engine_steps"]
-    return wh, runs, expect
+def engine(situation_warehouse):
+    wh, runs, expect = situation_warehouse
+    return wh, {n: runs[n] for n in NAMES}, {n: expect[n]["engine_steps"] for n in NAMES}
 
 
 _STEPS: dict = {}
@@ -234,15 +225,9 @@ def _independent(path):
 
 
 @pytest.fixture(scope="module")
-def real(tmp_path_factory):
-    require_shared()
-    wh = Warehouse(tmp_path_factory.mktemp("engine_real") / "wh")
-    runs = {}
-    for key, rel in INFERENCE.items():
-        [outcome] = ingest_paths(wh, [TRACES / rel], analyse=False)
-        assert not outcome.problems, outcome.problems
-        runs[key] = outcome.run_id
-    return wh, runs
+def real(real_runs):
+    wh, run_of = real_runs
+    return wh, {key: run_of[rel] for key, rel in INFERENCE.items()}
 
 
 @pytest.mark.parametrize("key", sorted(INFERENCE))

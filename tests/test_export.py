@@ -20,7 +20,6 @@ from conftest import TRACES, independent_gpu_summary, query_rows, real_trace_fil
 
 from reports.export import export_run, parse_window, step_windows
 from reports.perfetto_proto import read_slices, track_rank
-from synth.truth import load_truth
 from warehouse.catalog import connect
 
 OVERLAP = "overlap-same-stream"
@@ -28,22 +27,13 @@ USED = (OVERLAP, "dataloader-stall", "back-to-back-1ns")
 
 
 @pytest.fixture(scope="module")
-def situation_warehouse(tmp_path_factory):
+def situation_warehouse(warehouses):
     """The situations these tests read, each its own run, analyses stored as `tracehouse ingest` does (the
     conftest fixture ingests all of them, without): (Warehouse, {situation: run id}, {situation: expect})."""
-    from ingest.load import ingest_paths
-    from synth.situations import write_situation
-    from warehouse.store import Warehouse
+    from warehouses import situation
 
-    root = tmp_path_factory.mktemp("export-situations")
-    wh = Warehouse(root / "wh")
-    runs, expect = {}, {}
-    for name in USED:
-        out = write_situation(name, root / name)
-        [outcome] = ingest_paths(wh, [out])
-        runs[name] = outcome.run_id
-        expect[name] = load_truth(out)["expect"]
-    return wh, runs, expect
+    wh, runs, truths = warehouses.named({name: situation(name) for name in USED}, derived=True)
+    return wh, runs, {name: truth["expect"] for name, truth in truths.items()}
 
 
 class Parsed:
@@ -242,19 +232,11 @@ def test_exposed_communication_sums_to_the_timeline(situation_warehouse):
 
 
 @pytest.fixture(scope="module")
-def four_ranks(tmp_path_factory):
-    from ingest.load import ingest_paths
-    from synth import write_scenario
-    from warehouse.store import Warehouse
+def four_ranks(warehouses, tmp_path_factory):
+    from warehouses import scenario
 
-    root = tmp_path_factory.mktemp("four")
-    wh = Warehouse(root / "wh")
-    [outcome] = ingest_paths(
-        wh,
-        [write_scenario("serving-decode", root / "run", seed=3, ranks=4, steps=2, layers=2)],
-        analyse=False,
-    )
-    return wh, outcome.run_id, root
+    built = warehouses.get([scenario("serving-decode", seed=3, ranks=4, steps=2, layers=2)])
+    return built.warehouse, built.run_ids[0], tmp_path_factory.mktemp("four")  # (the exports' folder)
 
 
 def test_four_ranks_one_process_each_clocks_as_the_tables(four_ranks):

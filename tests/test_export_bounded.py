@@ -13,19 +13,11 @@ from warehouse.catalog import connect
 
 
 @pytest.fixture(scope="module")
-def decode(tmp_path_factory):
-    from ingest.load import ingest_paths
-    from synth import write_scenario
-    from warehouse.store import Warehouse
+def decode(warehouses):
+    from warehouses import scenario
 
-    root = tmp_path_factory.mktemp("bounded")
-    wh = Warehouse(root / "wh")
-    [o] = ingest_paths(
-        wh,
-        [write_scenario("serving-decode", root / "run", seed=5, ranks=2, steps=3, layers=2)],
-        analyse=False,
-    )
-    return wh, o.run_id
+    built = warehouses.get([scenario("serving-decode", seed=5, ranks=2, steps=3, layers=2)])
+    return built.warehouse, built.run_ids[0]
 
 
 def _slices(path, category):

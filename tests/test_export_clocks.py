@@ -13,24 +13,17 @@ import pytest
 
 from reports.export import clock_alignment, export_run
 from reports.perfetto_proto import read_slices, track_rank
-from tests.conftest import require_shared
 from warehouse.catalog import connect
 
 SITUATION = "ranks-two-hosts-clock-offset"
 
 
 @pytest.fixture(scope="module")
-def two_hosts(tmp_path_factory):
-    from ingest.load import ingest_paths
-    from synth.situations import write_situation
-    from warehouse.store import Warehouse
+def two_hosts(warehouses):
+    from warehouses import situation
 
-    root = tmp_path_factory.mktemp("clocks")
-    out = write_situation(SITUATION, root / SITUATION)
-    wh = Warehouse(root / "wh")
-    [outcome] = ingest_paths(wh, [out], analyse=False)
-    expect = json.loads((out / "ground_truth.json").read_text())["expect"]
-    return wh, outcome.run_id, expect, root
+    built = warehouses.get([situation(SITUATION)])
+    return built.warehouse, built.run_ids[0], built.truths[0]["expect"], built.inputs[0].parent
 
 
 def _tables(con, run_id):
@@ -207,23 +200,19 @@ def test_one_host_run_is_not_shifted(tmp_path):
     assert matched >= 3 and sig is False and clocks.shifts == {}
 
 
-def test_real_two_ranks_point_to_point_only_not_aligned(tmp_path):
+def test_real_two_ranks_point_to_point_only_not_aligned(real_runs, tmp_path):
     """multirank/sampled_2ranks: two ranks of a 128-rank job whose only communication is NCCL SendRecv
     (point-to-point: the n-th transfer of rank 0 and of rank 1 need not be one transfer; their end differences
     run from -68 ms to +134 ms). Nothing is matched, nothing shifted, and the file says so."""
-    traces = require_shared()
-    from ingest.load import ingest_paths
-    from warehouse.store import Warehouse
-
-    wh = Warehouse(tmp_path / "wh")
-    [o] = ingest_paths(wh, [traces / "multirank" / "sampled_2ranks"], analyse=False)
-    con = connect(wh)
+    wh, run_of = real_runs
+    run_id = run_of["multirank/sampled_2ranks"]
+    con = connect(wh, runs=[run_id])
     rows = con.execute(
         "SELECT rank, reference_rank, matched, offset_ns, significant FROM export_clock_offset "
         "WHERE run_id = ?",
-        [o.run_id],
+        [run_id],
     ).fetchall()
     con.close()
     assert rows == [(1, 0, 0, None, False)]
-    summary = export_run(wh, o.run_id, tmp_path / "mr.pftrace", analysis=False)
+    summary = export_run(wh, run_id, tmp_path / "mr.pftrace", analysis=False)
     assert any("rank(s) 1 not aligned: fewer than 3 collectives matched" in n for n in summary.notes)

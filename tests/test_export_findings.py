@@ -12,18 +12,15 @@ from warehouse.engine import open as open_connection
 
 
 @pytest.fixture(scope="module")
-def stall(tmp_path_factory):
-    from ingest.load import ingest_paths
-    from synth.situations import write_situation
-    from warehouse.store import Warehouse
+def stall(warehouses):
+    from warehouses import situation
 
-    root = tmp_path_factory.mktemp("findings")
-    wh = Warehouse(root / "wh")
-    [o] = ingest_paths(wh, [write_situation("dataloader-stall", root / "run")])
-    con = open_connection(wh, runs=[o.run_id])
-    report = build_run_report(con, o.run_id)
+    built = warehouses.get([situation("dataloader-stall")], derived=True)
+    wh, run_id = built.warehouse, built.run_ids[0]
+    con = open_connection(wh, runs=[run_id])
+    report = build_run_report(con, run_id)
     con.close()
-    return wh, o.run_id, report
+    return wh, run_id, report
 
 
 def _window_text(w) -> str:

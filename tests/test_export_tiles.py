@@ -21,24 +21,15 @@ SITUATIONS = (
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    from ingest.load import ingest_paths
-    from synth import write_scenario
-    from synth.situations import write_situation
-    from warehouse.store import Warehouse
+def runs(warehouses):
+    from warehouses import scenario, situation
 
-    root = tmp_path_factory.mktemp("tiles")
-    wh = Warehouse(root / "wh")
-    out = {}
-    for name in SITUATIONS:
-        [o] = ingest_paths(wh, [write_situation(name, root / name)], analyse=False)
-        out[name] = o.run_id
-    [o] = ingest_paths(
-        wh,
-        [write_scenario("serving-decode", root / "decode", seed=7, ranks=2, steps=6, layers=2)],
-        analyse=False,
+    wh, out, _ = warehouses.named(
+        {
+            **{name: situation(name) for name in SITUATIONS},
+            "decode": scenario("serving-decode", seed=7, ranks=2, steps=6, layers=2),
+        }
     )
-    out["decode"] = o.run_id
     return wh, out
 
 
@@ -178,7 +169,6 @@ def _content(path):
     return described, rows
 
 
-@pytest.mark.slow  # twelve exports of whole runs
 @pytest.mark.parametrize("rows_per_tile", [1, 3])
 def test_tracks_cut_into_row_tiles_hold_the_same_slices(runs, tmp_path, rows_per_tile):
     """The GPU, host and Python tracks are read per tile of about TILE_ROWS rows of each rank (in bounded

@@ -15,18 +15,9 @@ SITUATIONS = ("eager-module-sites", "stream-sync-wait")
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    from ingest.load import ingest_paths
-    from synth.situations import write_situation
-    from warehouse.store import Warehouse
-
-    root = tmp_path_factory.mktemp("tracks")
-    wh = Warehouse(root / "wh")
-    out = {}
-    for name in SITUATIONS:
-        [o] = ingest_paths(wh, [write_situation(name, root / name)], analyse=False)
-        out[name] = o.run_id
-    return wh, out
+def runs(situation_warehouse):
+    wh, every, _ = situation_warehouse
+    return wh, {name: every[name] for name in SITUATIONS}
 
 
 def _base(tracks, uuid):
@@ -42,7 +33,7 @@ def test_host_ops_and_frames_per_thread_and_categories(runs, name, tmp_path):
     out = tmp_path / "t.pftrace"
     export_run(wh, run_id, out, analysis=False)
     tracks, slices = read_slices(out.read_bytes())
-    con = connect(wh)
+    con = connect(wh, runs=[run_id])
     ops = con.execute(
         "SELECT rank, pid, tid, stream, cat, op_id, start_ns, coalesce(dur_ns, 0) FROM cpu_ops "
         "WHERE run_id = ?",

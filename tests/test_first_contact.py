@@ -327,7 +327,6 @@ def _independent_union(path) -> dict[int, tuple[int, int, int]]:
     return out
 
 
-@pytest.mark.slow
 def test_gpu_timeline_run_on_real_traces_matches_an_independent_union(tmp_path):
     """Hand-checkable: the H100 Qwen1.5 trace is one device, 1707 activities, span 49.652832 ms,
     busy 45.6473 ms (91.9 %)."""

@@ -11,19 +11,12 @@ NAME = "flow-tie-zero-length-call"
 
 
 @pytest.fixture(scope="module")
-def tie(tmp_path_factory):
-    from ingest.load import ingest_paths
-    from synth.situations import write_situation
-    from synth.truth import load_truth
+def tie(situation_warehouse):
     from warehouse.catalog import connect
-    from warehouse.store import Warehouse
 
-    root = tmp_path_factory.mktemp("flow-tie")
-    out = write_situation(NAME, root / NAME)
-    [outcome] = ingest_paths(Warehouse(root / "wh"), [out], analyse=False)
-    assert not outcome.problems, outcome.problems
-    con = connect(Warehouse(root / "wh"))
-    yield con, outcome.run_id, load_truth(out)["expect"]
+    wh, runs, expect = situation_warehouse
+    con = connect(wh, runs=[runs[NAME]])
+    yield con, runs[NAME], expect[NAME]
     con.close()
 
 

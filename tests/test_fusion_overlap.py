@@ -10,7 +10,6 @@ import pytest
 from conftest import RunFocused
 from conftest import query_rows as _rows
 
-from synth.truth import load_truth
 from warehouse import fusion
 from warehouse.catalog import view_files
 
@@ -252,20 +251,15 @@ def test_overlap_opportunity_on_handmade_rows():
 
 
 @pytest.fixture(scope="module")
-def synth_runs(tmp_path_factory):
-    from ingest.load import ingest_paths
-    from synth import write_scenario
-    from warehouse.catalog import connect
-    from warehouse.store import Warehouse
+def synth_runs(warehouses):
+    from warehouses import scenario
 
-    tmp = tmp_path_factory.mktemp("fusion_overlap")
-    wh = Warehouse(tmp / "wh")
-    ids, truths = {}, {}
-    for scenario in ("serving-decode", "serving-prefill"):
-        run_dir = write_scenario(scenario, tmp / scenario, ranks=2, steps=2, layers=2)
-        (outcome,) = ingest_paths(wh, [run_dir], analyse=False)  # the views are computed, not read stored
-        ids[scenario] = outcome.run_id
-        truths[scenario] = load_truth(run_dir)
+    from warehouse.catalog import connect
+
+    # not derived: the views are computed, not read stored
+    wh, ids, truths = warehouses.named(
+        {name: scenario(name, ranks=2, steps=2, layers=2) for name in ("serving-decode", "serving-prefill")}
+    )
     con = connect(wh)
     yield RunFocused(con, ids.values()), ids, truths
     con.close()

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from tests.conftest import TRACES, require_shared
+from tests.conftest import TRACES
 from tests.conftest import query_rows as _rows
 
 ROW_FIELDS = (
@@ -207,7 +207,6 @@ def test_shape_rules_are_checked_on_handmade_chains():
     assert got == SHAPE_EXPECTED
 
 
-@pytest.mark.slow
 def test_fusion_match_same_rows_on_spark():
     """The view transpiled to Spark gives the same rows on the handmade chains as DuckDB, and the
     hand-worked SHAPE_EXPECTED. The inputs reach Spark as data frames (tests/viewtest.py spark_frame), and
@@ -248,18 +247,12 @@ REAL = {
 
 
 @pytest.fixture(scope="module")
-def real(tmp_path_factory):
-    require_shared()
-    from ingest.load import ingest_paths
+def real(real_runs):
     from warehouse.catalog import connect
-    from warehouse.store import Warehouse
 
-    wh = Warehouse(tmp_path_factory.mktemp("fusion_real") / "wh")
-    ids = {}
-    for rel in REAL:
-        (outcome,) = ingest_paths(wh, [TRACES / rel], analyse=False)
-        ids[rel] = outcome.run_id
-    con = connect(wh)
+    wh, run_of = real_runs
+    ids = {rel: run_of[rel] for rel in REAL}
+    con = connect(wh, runs=list(ids.values()))
     yield con, ids
     con.close()
 

@@ -98,7 +98,6 @@ def test_broken_kind_has_its_documented_outcome(kind, warehouse, template, tmp_p
         assert f"warning: {key}:" in result.stderr
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_broken_run_derives_cleanly(kind, warehouse, tmp_path, cli_runner):
     """What a broken trace leaves as a run (most kinds: its good events) is derived like any run: `tracehouse

@@ -11,12 +11,9 @@ from conftest import (
     independent_gpu_summary,
     independent_links,
     real_trace_files,
-    require_shared,
 )
 
-from ingest.load import ingest_paths
 from warehouse.catalog import connect
-from warehouse.store import Warehouse
 
 
 @pytest.mark.parametrize("rel", real_trace_files() or ["<no shared traces>"])
@@ -93,11 +90,9 @@ def test_eager_attribution_matches_tracelens(real_warehouse, row):
     assert site_us == pytest.approx(row["time_with_python_site_us"], abs=0.01)
 
 
-def test_multirank_directory_is_one_run_with_two_ranks(tmp_path):
-    require_shared()
-    wh = Warehouse(tmp_path / "wh")
-    [_outcome] = ingest_paths(wh, [TRACES / "multirank" / "sampled_2ranks"])
-    con = connect(wh)
+def test_multirank_directory_is_one_run_with_two_ranks(real_runs):
+    wh, run_of = real_runs
+    con = connect(wh, runs=[run_of["multirank/sampled_2ranks"]])
     assert con.execute("SELECT n_ranks, world_size FROM runs").fetchone() == (2, 128)
     assert con.execute("SELECT list(DISTINCT rank ORDER BY rank) FROM kernels").fetchone()[0] == [0, 1]
 

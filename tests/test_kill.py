@@ -66,7 +66,6 @@ def _whole_runs_only(wh: Path) -> int:
     return len(rows)
 
 
-@pytest.mark.slow
 def test_fifty_random_kills_leave_only_whole_runs(base_run, tmp_path):
     wh = tmp_path / "wh"
     rng = random.Random(20240607)

@@ -11,14 +11,11 @@ ResNet-50 trace of the Kineto repository, against an independent read of its JSO
 from __future__ import annotations
 
 import pytest
-from conftest import TRACES, independent_links, load_json, require_shared
+from conftest import TRACES, independent_links, load_json
 
-from ingest.load import ingest_paths
-from synth.scenario import write_scenario
 from synth.situations import write_situation
 from synth.situations.kineto_versions import RUN
 from warehouse.catalog import connect
-from warehouse.store import Warehouse
 
 LEGACY = "legacy/resnet50_2021_v100.pt.trace.json.gz"
 EDGE = "edge/legacy_categories_rank1.json.gz"
@@ -130,16 +127,16 @@ def test_older_spellings_give_the_simulated_steps_and_links(situation_warehouse,
 
 
 @pytest.fixture(scope="module")
-def spellings(tmp_path_factory):
+def spellings(warehouses):
     """The same simulated run written in every spelling, each ingested as its own run."""
-    root = tmp_path_factory.mktemp("spellings")
-    wh = Warehouse(root / "wh")
-    runs = {}
-    for spelling in ("modern", "kineto-2021", "autograd"):
-        out = write_scenario("training", root / spelling, spelling=spelling, **RUN)
-        [outcome] = ingest_paths(wh, [out], analyse=False)
-        assert not outcome.problems, outcome.problems
-        runs[spelling] = outcome.run_id
+    from warehouses import scenario
+
+    wh, runs, _ = warehouses.named(
+        {
+            spelling: scenario("training", spelling=spelling, **RUN)
+            for spelling in ("modern", "kineto-2021", "autograd")
+        }
+    )
     return connect(wh), runs
 
 
@@ -218,15 +215,10 @@ def test_the_autograd_export_is_a_bare_array(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def legacy_run(tmp_path_factory):
-    require_shared()
-    wh = Warehouse(tmp_path_factory.mktemp("legacy") / "wh")
-    runs = {}
-    for rel in (LEGACY, EDGE):
-        [outcome] = ingest_paths(wh, [TRACES / rel], analyse=False)
-        assert not outcome.problems, outcome.problems
-        runs[rel] = outcome.run_id
-    return connect(wh), runs
+def legacy_run(real_runs):
+    wh, run_of = real_runs
+    runs = {rel: run_of[rel] for rel in (LEGACY, EDGE)}
+    return connect(wh, runs=list(runs.values())), runs
 
 
 def test_2021_trace_has_its_six_profiler_steps(legacy_run):

@@ -14,9 +14,7 @@ from collections import Counter
 
 import duckdb
 import pytest
-from conftest import TRACES, require_shared
 
-from synth.truth import load_truth
 from warehouse.catalog import view_files
 
 SQL = view_files()  # {view: its sql/<domain>/<view>.sql}
@@ -149,20 +147,14 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def synth_runs(tmp_path_factory):
-    from ingest.load import ingest_paths
-    from synth import write_scenario
-    from warehouse.catalog import connect
-    from warehouse.store import Warehouse
+def synth_runs(warehouses):
+    from warehouses import scenario
 
-    base = tmp_path_factory.mktemp("layer_pattern")
-    wh = Warehouse(base / "wh")
-    runs = []
-    for i, case in enumerate(CASES):
-        out = write_scenario("serving-decode", base / f"run{i}", **case)
-        (outcome,) = ingest_paths(wh, [out], analyse=False)  # the views are computed, not read stored
-        runs.append((outcome.run_id, load_truth(out)))
-    return connect(wh), runs
+    from warehouse.catalog import connect
+
+    # not derived: the views are computed, not read stored
+    built = warehouses.get([scenario("serving-decode", **case) for case in CASES])
+    return connect(built.warehouse), list(zip(built.run_ids, built.truths))
 
 
 def _is_subsequence(part: list[str], whole: list[str]) -> bool:
@@ -240,16 +232,12 @@ def test_synth_medians_match_durations(synth_runs):
 
 
 @pytest.fixture(scope="module")
-def sglang_decode(tmp_path_factory):
-    require_shared()
-    from ingest.load import ingest_paths
+def sglang_decode(real_runs):
     from warehouse.catalog import connect
-    from warehouse.store import Warehouse
 
-    wh = Warehouse(tmp_path_factory.mktemp("lp_real") / "wh")
-    trace = TRACES / "inference" / "sglang_decode" / "sglang_Qwen3-8B_decode.json.gz"
-    (outcome,) = ingest_paths(wh, [trace], analyse=False)  # the views are computed, not read stored
-    return connect(wh), outcome.run_id
+    wh, run_of = real_runs  # not derived: the views are computed, not read stored
+    run_id = run_of["inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz"]
+    return connect(wh, runs=[run_id]), run_id
 
 
 def test_sglang_qwen3_decode_has_36_layers(sglang_decode):

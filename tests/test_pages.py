@@ -52,7 +52,6 @@ def test_run_diff_trend_pages_read_at_a_glance(synth_warehouse, browser, tmp_pat
     _check_layout(trend, ["regressions"])
 
 
-@pytest.mark.slow
 def test_the_largest_real_trace_report_is_a_few_screens(browser, tmp_path):
     require_shared()
     from click.testing import CliRunner

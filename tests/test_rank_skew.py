@@ -12,9 +12,7 @@ from collections import Counter
 
 import duckdb
 import pytest
-from conftest import TRACES, require_shared
 
-from synth.truth import load_truth
 from warehouse.catalog import view_files
 
 SQL = view_files()  # {view: its sql/<domain>/<view>.sql}
@@ -126,20 +124,14 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def synth_runs(tmp_path_factory):
-    from ingest.load import ingest_paths
-    from synth import write_scenario
-    from warehouse.catalog import connect
-    from warehouse.store import Warehouse
+def synth_runs(warehouses):
+    from warehouses import scenario
 
-    base = tmp_path_factory.mktemp("rank_skew")
-    wh = Warehouse(base / "wh")
-    runs = []
-    for i, case in enumerate(CASES):
-        out = write_scenario("serving-decode", base / f"run{i}", **case)
-        (outcome,) = ingest_paths(wh, [out], analyse=False)  # the views are computed, not read stored
-        runs.append((outcome.run_id, load_truth(out)))
-    return connect(wh), runs
+    from warehouse.catalog import connect
+
+    # not derived: the views are computed, not read stored
+    built = warehouses.get([scenario("serving-decode", **case) for case in CASES])
+    return connect(built.warehouse), list(zip(built.run_ids, built.truths))
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))
@@ -183,15 +175,12 @@ def test_synth_straggler_is_last(synth_runs, case):
 
 
 @pytest.fixture(scope="module")
-def sampled_2ranks(tmp_path_factory):
-    require_shared()
-    from ingest.load import ingest_paths
+def sampled_2ranks(real_runs):
     from warehouse.catalog import connect
-    from warehouse.store import Warehouse
 
-    wh = Warehouse(tmp_path_factory.mktemp("rs_real") / "wh")
-    (outcome,) = ingest_paths(wh, [TRACES / "multirank" / "sampled_2ranks"], analyse=False)  # views computed
-    return connect(wh), outcome.run_id
+    wh, run_of = real_runs  # not derived: the views are computed
+    run_id = run_of["multirank/sampled_2ranks"]
+    return connect(wh, runs=[run_id]), run_id
 
 
 def test_sampled_2ranks_skew_rows(sampled_2ranks):

@@ -8,7 +8,6 @@ import shlex
 import subprocess
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from tracehouse.cli import main
@@ -48,7 +47,6 @@ def test_project_stands_on_its_own():
     assert "docs/words.md" in (ROOT / "README.md").read_text()
 
 
-@pytest.mark.slow
 def test_readme_commands_run_as_written(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a fresh folder: nothing of the checkout's state is used
     runner = CliRunner()

@@ -18,11 +18,10 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from conftest import GPU_CATS, TRACES, query_rows, require_shared
+from conftest import GPU_CATS, TRACES, query_rows
 
 from warehouse.catalog import connect, view_files
 from warehouse.rules import CATEGORIES
-from warehouse.store import Warehouse
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "report-step-figures"
@@ -30,18 +29,12 @@ NAMED = ("attention", "moe", "gemm", "communication", "norm", "other")
 
 
 @pytest.fixture(scope="module")
-def figures(tmp_path_factory):
+def figures(warehouses):
     """(Warehouse, run id, expect) of the situation, ingested with its stored analyses (as a user's run)."""
-    from ingest.load import ingest_paths
-    from synth.situations import write_situation
-    from synth.truth import load_truth
+    from warehouses import situation
 
-    root = tmp_path_factory.mktemp("report-views")
-    out = write_situation(NAME, root / "trace")
-    wh = Warehouse(root / "wh")
-    [outcome] = ingest_paths(wh, [out])
-    assert not outcome.problems
-    return wh, outcome.run_id, load_truth(out)["expect"]
+    built = warehouses.get([situation(NAME)], derived=True)
+    return built.warehouse, built.run_ids[0], built.truths[0]["expect"]
 
 
 @pytest.fixture(scope="module")
@@ -207,16 +200,12 @@ def _trace_gpu_ns(path: Path) -> int:
 
 
 @pytest.fixture(scope="module")
-def real(tmp_path_factory):
-    require_shared()
+def real(real_runs):
     if not (TRACES / REAL).is_file():
         pytest.skip(f"{REAL} not in ../shared/traces")
-    from ingest.load import ingest_paths
-
-    wh = Warehouse(tmp_path_factory.mktemp("report-views-real") / "wh")
-    [outcome] = ingest_paths(wh, [TRACES / REAL], analyse=False)
-    c = connect(wh)
-    yield c, outcome.run_id
+    wh, run_of = real_runs
+    c = connect(wh, runs=[run_of[REAL]])
+    yield c, run_of[REAL]
     c.close()
 
 

@@ -8,8 +8,7 @@ import json
 
 import pytest
 
-from synth.truth import load_truth
-from tests.conftest import TRACES, query_rows, real_trace_files, require_shared
+from tests.conftest import query_rows, real_trace_files
 
 BATCH_COLS = (
     "batch_size",
@@ -26,22 +25,13 @@ BATCH_COLS = (
 
 
 @pytest.fixture(scope="module")
-def serving(tmp_path_factory):
-    from ingest.load import ingest_paths
-    from synth.situations import write_situation
+def serving(situation_warehouse):
     from warehouse.catalog import connect
-    from warehouse.store import Warehouse
 
-    root = tmp_path_factory.mktemp("serving")
-    wh = Warehouse(root / "wh")
-    runs, expect = {}, {}
-    for name in ("serving-batches", "atom-batches"):
-        out = write_situation(name, root / name)
-        [outcome] = ingest_paths(wh, [out], analyse=False)
-        assert not outcome.problems, outcome.problems
-        runs[name] = outcome.run_id
-        expect[name] = load_truth(out)["expect"]
-    con = connect(wh)
+    wh, every, truths = situation_warehouse
+    runs = {name: every[name] for name in ("serving-batches", "atom-batches")}
+    expect = {name: truths[name] for name in runs}
+    con = connect(wh, runs=list(runs.values()))
     yield con, runs, expect
     con.close()
 
@@ -186,23 +176,20 @@ INFERENCE = {
 
 
 @pytest.fixture(scope="module")
-def real_serving(tmp_path_factory):
-    require_shared()
-    from ingest.load import ingest_paths
+def real_serving(real_runs):
     from warehouse.catalog import connect
-    from warehouse.store import Warehouse
 
-    wh = Warehouse(tmp_path_factory.mktemp("real-serving") / "wh")
-    runs = {}
-    for rel in [
-        *INFERENCE,
-        "nvidia/h100_qwen1.5-0.5b.json.gz",
-        "nvidia/a100_nccl_rank0.json.gz",
-        "nvidia/b200_eager_rank0.json.gz",
-    ]:
-        [outcome] = ingest_paths(wh, [TRACES / rel], analyse=False)
-        runs[rel] = outcome.run_id
-    con = connect(wh)
+    wh, run_of = real_runs
+    runs = {
+        rel: run_of[rel]
+        for rel in [
+            *INFERENCE,
+            "nvidia/h100_qwen1.5-0.5b.json.gz",
+            "nvidia/a100_nccl_rank0.json.gz",
+            "nvidia/b200_eager_rank0.json.gz",
+        ]
+    }
+    con = connect(wh, runs=list(runs.values()))
     yield con, runs
     con.close()
 
@@ -257,17 +244,11 @@ def test_real_collective_hand_case(real_serving):
         assert r["link_gbps"] == 300.0
 
 
-@pytest.mark.slow
-def test_no_kernel_exceeds_its_bound_over_the_corpus(tmp_path):
-    require_shared()
-    from ingest.load import ingest_paths
+def test_no_kernel_exceeds_its_bound_over_the_corpus(real_runs):
     from warehouse.catalog import connect
-    from warehouse.store import Warehouse
 
-    wh = Warehouse(tmp_path / "wh")
-    for rel in real_trace_files():
-        ingest_paths(wh, [TRACES / rel], analyse=False)
-    con = connect(wh)
+    wh, run_of = real_runs  # every real trace file, each its own run, not derived
+    con = connect(wh, runs=[run_of[rel] for rel in real_trace_files()])
     over = query_rows(
         con, "SELECT run_id, kernel, pct_of_bound FROM kernel_roofline WHERE pct_of_bound > 100"
     )

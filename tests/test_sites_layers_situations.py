@@ -16,7 +16,7 @@ import json
 import sys
 
 import pytest
-from conftest import ROOT, TRACES, RunFocused, require_shared
+from conftest import ROOT, RunFocused
 from conftest import query_rows as _rows
 
 from warehouse.catalog import connect
@@ -237,17 +237,10 @@ REAL = {  # path -> (kind, main-stream layers of its first analysed step)
 
 
 @pytest.fixture(scope="module")
-def real(tmp_path_factory):
-    require_shared()
-    from ingest.load import ingest_paths
-    from warehouse.store import Warehouse
-
-    wh = Warehouse(tmp_path_factory.mktemp("sites_real") / "wh")
-    run_of = {}
-    for rel in REAL:
-        (outcome,) = ingest_paths(wh, [TRACES / rel], analyse=False)
-        run_of[rel] = outcome.run_id
-    return connect(wh), run_of
+def real(real_runs):
+    wh, every = real_runs
+    run_of = {rel: every[rel] for rel in REAL}
+    return connect(wh, runs=list(run_of.values())), run_of
 
 
 @pytest.mark.parametrize("rel", list(REAL), ids=[r.split("/")[-1] for r in REAL])

@@ -188,7 +188,6 @@ def assert_same_rows(name: str, duck: list[tuple], spark: list[tuple]) -> None:
             pytest.fail(f"{name}: DuckDB row not on Spark:\n  duckdb: {row}\n  spark nearest: {near}")
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", list(ALL_TABLES) + [name for name, _ in ordered_views()])
 def test_view_same_rows_on_spark(engines, name):
     con, catalog, n_runs = engines
@@ -307,7 +306,6 @@ def test_diff_on_spark_same_as_duckdb(engines, warehouse):
         _same_report(fmt, render_diff(duck, fmt), render_diff(spark, fmt))
 
 
-@pytest.mark.slow
 def test_cli_engine_spark(engines, warehouse, cli_runner):
     """The commands end to end: `report --engine spark` (its own focused catalogue, views computed on first
     read) prints DuckDB's report; `diff` and `trend` take the options (trend over no runs: cheap, and the

@@ -5,11 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import RunFocused
 
-from ingest.load import ingest_paths
-from synth import write_scenario
-from synth.truth import load_truth
 from warehouse.catalog import connect
-from warehouse.store import Warehouse
 
 CASES = [
     ("serving-decode", "nvidia", {"ranks": 2, "steps": 3, "layers": 3}),
@@ -21,16 +17,19 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def synth_runs(tmp_path_factory):
+def synth_runs(warehouses):
     """{case id: (connection, run_id, truth)} for every case, in one warehouse."""
-    root = tmp_path_factory.mktemp("synth")
-    wh = Warehouse(root / "wh")
-    runs = {}
-    for i, (scenario, vendor, opts) in enumerate(CASES):
-        out = write_scenario(scenario, root / f"run{i}", vendor=vendor, seed=i, **opts)
-        [outcome] = ingest_paths(wh, [out], analyse=False)  # the views are computed, not read stored
-        assert not outcome.problems
-        runs[f"{scenario}-{vendor}"] = (outcome.run_id, load_truth(out))
+    from warehouses import scenario
+
+    # not derived: the views are computed, not read stored
+    built = warehouses.get(
+        [scenario(name, vendor=vendor, seed=i, **opts) for i, (name, vendor, opts) in enumerate(CASES)]
+    )
+    wh = built.warehouse
+    runs = {
+        f"{name}-{vendor}": (run_id, truth)
+        for (name, vendor, _), run_id, truth in zip(CASES, built.run_ids, built.truths)
+    }
     # each query computes the views of the run it names only (the others' rows are filtered out anyway)
     con = RunFocused(connect(wh), [run_id for run_id, _ in runs.values()])
     return con, runs

@@ -21,16 +21,9 @@ NAMES = ["overlap-host-bound", "overlap-gpu-bound"]
 
 
 @pytest.fixture(scope="module")
-def bounds(tmp_path_factory):
-    root = tmp_path_factory.mktemp("bounds")
-    wh = Warehouse(root / "wh")
-    runs, expect = {}, {}
-    for name in NAMES:
-        out = write_situation(name, root / name)
-        [outcome] = ingest_paths(wh, [out], analyse=False)
-        assert not outcome.problems, outcome.problems
-        runs[name], expect[name] = outcome.run_id, load_truth(out)["expect"]
-    return wh, runs, expect
+def bounds(situation_warehouse):
+    wh, runs, expect = situation_warehouse
+    return wh, {n: runs[n] for n in NAMES}, {n: expect[n] for n in NAMES}
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -82,7 +75,6 @@ def test_overlap_takeaway_follows_what_bounds_the_step(bounds, name):
     assert [w["reason"] is not None for w in data["withheld"]].count(True) == len(truth["withheld_reasons"])
 
 
-@pytest.mark.slow  # a real trace's whole report
 def test_real_host_bound_two_stream_trace_recommends_no_overlap(tmp_path):
     """a100_nccl_rank0 (DDP training, compute + NCCL streams): hand-checked, its report step (ProfilerStep#4)
     has 222.4 ms of wall, 166.3 ms of it GPU idle, 165.8 ms of that in host-bound gaps; its overlap table

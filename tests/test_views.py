@@ -45,7 +45,6 @@ SPARK_MATERIALIZE = {
 }
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_view_case_spark(spark, case):
     compare(case, *run_spark(spark, case, materialize=case.id in SPARK_MATERIALIZE))

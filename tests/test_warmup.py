@@ -15,12 +15,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import TRACES, real_trace_files, require_shared
+from conftest import TRACES, real_trace_files
 
-from synth.situations import write_situation
-from synth.truth import load_truth
 from warehouse.catalog import connect
-from warehouse.store import Warehouse
 from warehouse.stored import representative_step
 
 MINE = ["warmup-in-window", "warmup-whole-trace", "module-loading-in-launch"]
@@ -29,19 +26,11 @@ QUEUED = ["gpu-queued-at-window-start", "host-runs-ahead"]
 
 
 @pytest.fixture(scope="module")
-def warm(tmp_path_factory):
-    from ingest.load import ingest_paths
-
-    root = tmp_path_factory.mktemp("warmup")
-    wh = Warehouse(root / "wh")
-    runs, expect = {}, {}
-    for name in MINE + QUEUED:
-        out = write_situation(name, root / name)
-        [outcome] = ingest_paths(wh, [out], analyse=False)
-        assert not outcome.problems, (name, outcome.problems)
-        runs[name] = outcome.run_id
-        expect[name] = load_truth(out)["expect"]
-    con = connect(wh)
+def warm(situation_warehouse):
+    wh, every, truths = situation_warehouse
+    runs = {name: every[name] for name in MINE + QUEUED}
+    expect = {name: truths[name] for name in MINE + QUEUED}
+    con = connect(wh, runs=list(runs.values()))
     yield con, runs, expect
     con.close()
 
@@ -144,7 +133,6 @@ def test_genuine_queueing_still_flags(warm, name):
     assert not _flags(con, runs[name], "warmup_in_window")
 
 
-@pytest.mark.slow  # whole run reports
 def test_no_takeaway_rests_on_the_setup(warm):
     from reports.run import build_run_report
 
@@ -176,16 +164,10 @@ def _events(path: Path) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def real(tmp_path_factory):
-    require_shared()
-    from ingest.load import ingest_paths
-
-    wh = Warehouse(tmp_path_factory.mktemp("warmup-real") / "wh")
-    runs = {}
-    for rel in REAL:
-        [outcome] = ingest_paths(wh, [TRACES / rel], analyse=False)
-        runs[rel] = outcome.run_id
-    con = connect(wh)
+def real(real_runs):
+    wh, run_of = real_runs
+    runs = {rel: run_of[rel] for rel in REAL}
+    con = connect(wh, runs=list(runs.values()))
     yield con, runs
     con.close()
 

@@ -5,7 +5,7 @@
     .venv/bin/python tests/tier.py --budget 1.0 durations.log
 
 The fast tier (`make test-fast`) is for development: under 3 minutes on the 2-core dev machine. Besides
-the tests slow by kind (tests/conftest.py SLOW_MODULES, SLOW_TESTS: real traces, Spark, the browser,
+the tests slow by what they need (tests/conftest.py SLOW_NEEDS: real traces, Spark, the browser,
 whole reports), a test whose call phase took BUDGET seconds or more in a measured fast-tier run (pytest
 --durations=0, 2 workers on 2 cores) is listed in tests/slow_tests.txt, one node id a line, and marked
 slow by conftest: `make test` (CI) still runs it. A fixture's setup is not counted (it is shared by the
