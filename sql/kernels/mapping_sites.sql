@@ -15,15 +15,17 @@
 --   site_share     DOUBLE  that site's share of the kernel's GPU time (NULL: none found)
 --   mapped_share   DOUBLE  the share of the kernel's GPU time that found a mapped site (0..1)
 CREATE OR REPLACE VIEW mapping_sites AS
-WITH target AS (
-    SELECT run_id AS target_run, phase_key AS phase, name, dur_ns,
+-- each view it reads is read once (a CTE): DuckDB binds a view again at every reference
+WITH numbered AS (
+    SELECT run_id, phase_key, name, dur_ns, site,
            row_number() OVER (PARTITION BY run_id, rank, step, name ORDER BY start_ns, kernel_id) AS ordinal
     FROM _kernel_facts
 ),
+target AS (
+    SELECT run_id AS target_run, phase_key AS phase, name, dur_ns, ordinal FROM numbered
+),
 mapping AS (
-    SELECT run_id AS mapping_run, name, site,
-           row_number() OVER (PARTITION BY run_id, rank, step, name ORDER BY start_ns, kernel_id) AS ordinal
-    FROM _kernel_facts
+    SELECT run_id AS mapping_run, name, site, ordinal FROM numbered
 ),
 mapped_site AS (
     SELECT mapping_run, name, ordinal, site
