@@ -21,10 +21,10 @@ import duckdb
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ingest.load import ingest_paths
-from synth import write_scenario
-from warehouse.catalog import connect_base
-from warehouse.store import Warehouse
+from tracehouse.ingest.load import ingest_paths
+from tracehouse.synth import write_scenario
+from tracehouse.warehouse.catalog import connect_base
+from tracehouse.warehouse.store import Warehouse
 
 VIEWS = [
     "kernel_category",

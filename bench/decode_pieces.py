@@ -21,9 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ingest import rank
-from ingest.decode import load_raw_events, piece_bytes
-from ingest.source import read_trace, remove_array
+from tracehouse.ingest import rank
+from tracehouse.ingest.decode import load_raw_events, piece_bytes
+from tracehouse.ingest.source import read_trace, remove_array
 
 ROW_HASH = "SELECT count(*), sum(hash(COLUMNS(*))) FROM events"
 
@@ -86,7 +86,7 @@ def main() -> None:
     traces = list(args.trace)
     keep = None
     if args.synth:
-        from synth import write_scenario
+        from tracehouse.synth import write_scenario
 
         keep = tempfile.TemporaryDirectory()
         write_scenario("serving-prefill", Path(keep.name), ranks=1, target_size=args.synth)

@@ -41,11 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--tmp", type=Path, default=None, help="scratch folder (about 2x the size free)")
     a = ap.parse_args(argv)
-    from ingest.load import ingest_paths
-    from synth import write_scenario
-    from warehouse.catalog import connect
-    from warehouse.derived import derive
-    from warehouse.store import Warehouse
+    from tracehouse.ingest.load import ingest_paths
+    from tracehouse.synth import write_scenario
+    from tracehouse.warehouse.catalog import connect
+    from tracehouse.warehouse.derived import derive
+    from tracehouse.warehouse.store import Warehouse
 
     with tempfile.TemporaryDirectory(dir=a.tmp) as tmp:
         root = Path(tmp)

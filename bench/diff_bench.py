@@ -68,10 +68,10 @@ def main(argv: list[str] | None = None) -> int:
         "--files", nargs=2, type=Path, help="two trace files or run folders instead of synthetic runs"
     )
     a = ap.parse_args(argv)
-    from ingest.load import ingest_paths
-    from synth import write_scenario
-    from warehouse.derived import derive
-    from warehouse.store import Warehouse
+    from tracehouse.ingest.load import ingest_paths
+    from tracehouse.synth import write_scenario
+    from tracehouse.warehouse.derived import derive
+    from tracehouse.warehouse.store import Warehouse
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -30,11 +30,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ingest.load import ingest_paths
-from reports.export import MEMORY_LIMIT
-from synth import write_scenario
-from warehouse.catalog import connect
-from warehouse.store import Warehouse
+from tracehouse.ingest.load import ingest_paths
+from tracehouse.reports.export import MEMORY_LIMIT
+from tracehouse.synth import write_scenario
+from tracehouse.warehouse.catalog import connect
+from tracehouse.warehouse.store import Warehouse
 
 ROWS = [("perfetto", []), ("perfetto, no analysis", ["--no-analysis"]), ("json", ["--format", "json"])]
 

@@ -174,7 +174,7 @@ def bench_trace(trace: Path, reps: int, tmp: Path, hta_skip: str | None) -> dict
         add("floor: python -c pass", timed([sys.executable, "-c", "pass"], env=env))
         add("floor: import duckdb + one query", timed([sys.executable, "-c", DUCKDB_FLOOR], env=env))
     sys.path.insert(0, str(ROOT))
-    from warehouse.session import Session
+    from tracehouse.warehouse.session import Session
 
     with Session(built) as th:
         for _ in range(reps):

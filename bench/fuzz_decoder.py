@@ -32,9 +32,9 @@ import atheris
 
 with atheris.instrument_imports():
     import duckdb
+    from tracehouse.ingest import decode, source
+    from tracehouse.ingest.rank import run_transforms
 
-    from ingest import decode, source
-    from ingest.rank import run_transforms
     from tracehouse.errors import TracehouseError
 
 WORK = Path(tempfile.mkdtemp(prefix="tracehouse-fuzz-"))

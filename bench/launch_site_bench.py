@@ -22,10 +22,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ingest.load import ingest_paths
-from synth import write_scenario
-from warehouse.catalog import connect, view_files
-from warehouse.store import Warehouse
+from tracehouse.ingest.load import ingest_paths
+from tracehouse.synth import write_scenario
+from tracehouse.warehouse.catalog import connect, view_files
+from tracehouse.warehouse.store import Warehouse
 
 # the definition the view's CTEs from frame_marks to enclosing replace (tests/test_sites_layers_situations.py)
 PLAIN_JOIN = """

@@ -26,10 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ingest.load import ingest_paths
-from synth import write_scenario
-from warehouse.catalog import connect
-from warehouse.store import Warehouse
+from tracehouse.ingest.load import ingest_paths
+from tracehouse.synth import write_scenario
+from tracehouse.warehouse.catalog import connect
+from tracehouse.warehouse.store import Warehouse
 
 TARGET_S = 2.0
 ACTIVITIES_PER_LAYER_STEP_RANK = 20  # serving-decode: 16 on the main stream + 4 routed-expert kernels
@@ -77,7 +77,7 @@ def run(
     layers = round(n / (ACTIVITIES_PER_LAYER_STEP_RANK * ranks * steps)) if ranks and steps else 0
     result = ReportBench(n, f"{ranks} ranks x {steps} steps x ~{layers} layers", synth_s, ingest_s)
 
-    from reports.write import write_run_report
+    from tracehouse.reports.write import write_run_report
 
     for fmt in FORMATS:
         times = []
@@ -99,9 +99,9 @@ def _cpu_s() -> float:
 
 def _profile(wh: Warehouse, run_id: str, path: Path) -> list[tuple[float, str]]:
     """One more md render with each query and each materialization timed (module functions wrapped)."""
-    import reports.run as rr
-    import warehouse.stored as st
-    from reports.write import write_run_report
+    import tracehouse.reports.run as rr
+    import tracehouse.warehouse.stored as st
+    from tracehouse.reports.write import write_run_report
 
     spent: list[tuple[float, str]] = []
     originals = {"_rows": rr._rows, "stored_rows": st._rows, "materialize": st.materialize}

@@ -33,14 +33,13 @@ sys.path.insert(0, str(ROOT))
 
 import duckdb
 import orjson
-
-import ingest.run as ingest_run
-from ingest.load import ingest_paths
-from ingest.naming import parse_trace_name
-from ingest.rank import MEMORY_LIMIT, staged, work_connection, write_tables
-from ingest.source import read_trace
-from warehouse.quoting import sql_string
-from warehouse.store import Warehouse
+import tracehouse.ingest.run as ingest_run
+from tracehouse.ingest.load import ingest_paths
+from tracehouse.ingest.naming import parse_trace_name
+from tracehouse.ingest.rank import MEMORY_LIMIT, staged, work_connection, write_tables
+from tracehouse.ingest.source import read_trace
+from tracehouse.warehouse.quoting import sql_string
+from tracehouse.warehouse.store import Warehouse
 
 try:
     from isal import isal_zlib
@@ -180,7 +179,7 @@ def parse_msgspec_exact(data: bytes) -> int:
 def duckdb_read(events_file: Path) -> int:
     """DuckDB's JSON reader alone on the event array, with the columns ingest asks for (typed args):
     the decoder ingest is built on, without the typing, nesting, linking and Parquet."""
-    from ingest import decode
+    from tracehouse.ingest import decode
 
     keys = dict(decode.ARGS_KEYS)
     con = duckdb.connect()
@@ -565,9 +564,9 @@ def hwm():
     for line in open('/proc/self/status'):
         if line.startswith('VmHWM:'):
             return int(line.split()[1]) / 1024
-from warehouse.derived import is_derived
-from ingest.load import ingest_paths
-from warehouse.store import Warehouse
+from tracehouse.warehouse.derived import is_derived
+from tracehouse.ingest.load import ingest_paths
+from tracehouse.warehouse.store import Warehouse
 base = hwm()
 wh = tempfile.mkdtemp(dir=sys.argv[3])
 try:
@@ -888,7 +887,7 @@ def _version(dist: str) -> str | None:
 
 
 def synthesize(out: Path, ranks: int, size: int) -> Path:
-    from synth import write_scenario
+    from tracehouse.synth import write_scenario
 
     t0 = time.perf_counter()
     write_scenario("serving-prefill", out, ranks=ranks, target_size=size)

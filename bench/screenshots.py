@@ -120,9 +120,9 @@ def shoot(page: Path, out: Path, browser: str, work: Path) -> dict:
 
 def synthesize(work: Path) -> tuple[Path, str, str]:
     """Four decode runs of series `screens` (commits c1..c4, the last two with 10 % slower nvjet GEMMs)."""
-    from ingest.load import ingest_paths
-    from synth import write_scenario
-    from warehouse.store import Warehouse
+    from tracehouse.ingest.load import ingest_paths
+    from tracehouse.synth import write_scenario
+    from tracehouse.warehouse.store import Warehouse
 
     wh = Warehouse(work / "wh")
     ids = []
@@ -148,12 +148,12 @@ def synthesize(work: Path) -> tuple[Path, str, str]:
 
 
 def build_pages(warehouse: Path, run: str, base: str, out: Path, where: dict[str, str] | None) -> list[Path]:
-    from reports.diff import build_diff, render_diff
-    from reports.trend import build_trend, render_trend
-    from reports.write import write_run_report
-    from warehouse.catalog import connect
-    from warehouse.engine import open as open_connection
-    from warehouse.store import Warehouse
+    from tracehouse.reports.diff import build_diff, render_diff
+    from tracehouse.reports.trend import build_trend, render_trend
+    from tracehouse.reports.write import write_run_report
+    from tracehouse.warehouse.catalog import connect
+    from tracehouse.warehouse.engine import open as open_connection
+    from tracehouse.warehouse.store import Warehouse
 
     wh = Warehouse(warehouse)
     pages = {

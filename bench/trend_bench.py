@@ -58,12 +58,13 @@ def build_warehouse(root: Path, n_runs: int, n_series: int, seed: int = 0) -> tu
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
+    import tracehouse.ingest.run  # noqa: F401
+    from tracehouse.ingest.load import ingest_paths
+    from tracehouse.synth import write_scenario
+    from tracehouse.warehouse.metrics import run_metric_rows
+    from tracehouse.warehouse.store import Warehouse
 
-    import ingest.run
-    from ingest.load import ingest_paths
-    from synth import write_scenario
-    from warehouse.metrics import run_metric_rows
-    from warehouse.store import Warehouse
+    from tracehouse import ingest
 
     wh = Warehouse(root / "wh")
     saved = ingest.run.os.cpu_count
@@ -140,8 +141,8 @@ def build_warehouse(root: Path, n_runs: int, n_series: int, seed: int = 0) -> tu
 
 def _store_dir(wh: Path) -> Path:
     """The run_metrics folder of the warehouse's derived store (warehouse.catalog: kept rows)."""
-    from warehouse.catalog import store_dir
-    from warehouse.store import Warehouse
+    from tracehouse.warehouse.catalog import store_dir
+    from tracehouse.warehouse.store import Warehouse
 
     return store_dir(Warehouse(wh)) / "run_metrics"
 

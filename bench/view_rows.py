@@ -82,8 +82,8 @@ def build(warehouse: Path, real: bool) -> None:
 
 
 def dump(warehouse: Path, out: Path, views: list[str] | None, reps: int) -> None:
-    from warehouse.catalog import connect, ordered_views
-    from warehouse.store import Warehouse
+    from tracehouse.warehouse.catalog import connect, ordered_views
+    from tracehouse.warehouse.store import Warehouse
 
     out.mkdir(parents=True, exist_ok=True)
     con = connect(Warehouse(warehouse), lockdown=False, kept=False)

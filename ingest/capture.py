@@ -44,13 +44,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
+from tracehouse.ingest.files import files_size, is_trace_file
+from tracehouse.ingest.rank import staged
+from tracehouse.warehouse import local_db
+from tracehouse.warehouse.quoting import sql_string
+from tracehouse.warehouse.schema import COLUMNS, I32, I64, STR, cast_select, rows_select, write_rows
 
-from ingest.files import files_size, is_trace_file
-from ingest.rank import staged
 from tracehouse.errors import TracehouseError
-from warehouse import local_db
-from warehouse.quoting import sql_string
-from warehouse.schema import COLUMNS, I32, I64, STR, cast_select, rows_select, write_rows
 
 TABLE = "kernel_sites"
 

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import duckdb
 import orjson
+from tracehouse.ingest import jsonscan
+from tracehouse.ingest.memory import work_threads
+from tracehouse.ingest.source import join_pieces
+from tracehouse.warehouse.quoting import sql_identifier, sql_string
 
-from ingest import jsonscan
-from ingest.memory import work_threads
-from ingest.source import join_pieces
 from tracehouse.errors import TraceFormatError
-from warehouse.quoting import sql_identifier, sql_string
 
 # Output column of events -> the key of the event's `args` object it comes from.
 ARGS_KEYS: dict[str, str] = {

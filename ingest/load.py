@@ -11,10 +11,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ingest.capture import attribute_run, capture_files, coverage
-from ingest.files import FileProblem, file_sha256, is_nsys_input
-from ingest.rank import MEMORY_LIMIT
-from ingest.run import (
+from tracehouse.ingest.capture import attribute_run, capture_files, coverage
+from tracehouse.ingest.files import FileProblem, file_sha256, is_nsys_input
+from tracehouse.ingest.rank import MEMORY_LIMIT
+from tracehouse.ingest.run import (
     RankPool,
     assign_ranks,
     build_runs_row,
@@ -23,10 +23,10 @@ from ingest.run import (
     run_id_for,
     write_runs_row,
 )
-from warehouse import derived
-from warehouse.catalog import ensure_schema_files
-from warehouse.rules import RULES_VERSION
-from warehouse.store import Warehouse
+from tracehouse.warehouse import derived
+from tracehouse.warehouse.catalog import ensure_schema_files
+from tracehouse.warehouse.rules import RULES_VERSION
+from tracehouse.warehouse.store import Warehouse
 
 DERIVE_CHOICES = ("wait", "none")
 
@@ -147,7 +147,7 @@ def _ingest_plan(
     staging = warehouse.new_staging()
     try:
         if nsys_files:  # each process of each export is a rank (ingest/nsys.py)
-            from ingest.nsys import ingest_exports
+            from tracehouse.ingest.nsys import ingest_exports
 
             results = ingest_exports(
                 files,

@@ -51,14 +51,13 @@ import sqlite3
 from pathlib import Path
 
 import duckdb
-
-from ingest.files import (
+from tracehouse.ingest.files import (
     FileProblem,
     file_sha256,
     files_size,
 )
-from ingest.naming import parse_trace_name
-from ingest.nsys_export import (
+from tracehouse.ingest.naming import parse_trace_name
+from tracehouse.ingest.nsys_export import (
     TID_BITS,
     NsysRank,
     export_meta_table,
@@ -69,8 +68,9 @@ from ingest.nsys_export import (
     table_columns,
     table_names,
 )
-from ingest.rank import RankResult, run_transforms, work_connection, write_tables
-from ingest.run import RankPool, borrowed
+from tracehouse.ingest.rank import RankResult, run_transforms, work_connection, write_tables
+from tracehouse.ingest.run import RankPool, borrowed
+
 from tracehouse.errors import TracehouseError
 
 BATCH_ROWS = int(os.environ.get("TRACEHOUSE_NSYS_BATCH", "65536"))

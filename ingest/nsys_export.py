@@ -8,7 +8,8 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from ingest.files import is_report
+from tracehouse.ingest.files import is_report
+
 from tracehouse.errors import TraceFormatError, TracehouseError
 
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")  # schema 3.x, schema 2.x

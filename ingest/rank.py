@@ -23,14 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
+from tracehouse.ingest.decode import PieceDecoder, event_warnings, load_raw_events, piece_bytes
+from tracehouse.ingest.memory import memory_limit, work_threads
+from tracehouse.ingest.source import TraceSource, read_trace, remove_array
+from tracehouse.warehouse import local_db
+from tracehouse.warehouse.quoting import sql_string
+from tracehouse.warehouse.schema import cast_select
 
-from ingest.decode import PieceDecoder, event_warnings, load_raw_events, piece_bytes
-from ingest.memory import memory_limit, work_threads
-from ingest.source import TraceSource, read_trace, remove_array
 from tracehouse.errors import TraceFormatError
-from warehouse import local_db
-from warehouse.quoting import sql_string
-from warehouse.schema import cast_select
 
 SQL_DIR = Path(__file__).parent / "sql"
 TRANSFORMS = sorted(SQL_DIR.glob("[0-9][0-9]_*.sql"))

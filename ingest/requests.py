@@ -25,12 +25,12 @@ import os
 from pathlib import Path
 
 import orjson
+from tracehouse.warehouse import local_db
+from tracehouse.warehouse.derived import forget_derived
+from tracehouse.warehouse.quoting import sql_string
+from tracehouse.warehouse.schema import write_rows
 
 from tracehouse.errors import TracehouseError
-from warehouse import local_db
-from warehouse.derived import forget_derived
-from warehouse.quoting import sql_string
-from warehouse.schema import write_rows
 
 TABLE = "step_requests"
 FILE_NAME = "requests.parquet"

@@ -19,14 +19,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ingest.capture import write_empty
-from ingest.files import NOT_TRACES, FileProblem, files_size, is_trace_file
-from ingest.naming import parse_trace_name
-from ingest.rank import RankResult, ingest_rank
-from ingest.requests import write_empty as write_empty_requests
-from ingest.sessions import NO_SIGNS, describe, peek_head, split_sessions
+from tracehouse.ingest.capture import write_empty
+from tracehouse.ingest.files import NOT_TRACES, FileProblem, files_size, is_trace_file
+from tracehouse.ingest.naming import parse_trace_name
+from tracehouse.ingest.rank import RankResult, ingest_rank
+from tracehouse.ingest.requests import write_empty as write_empty_requests
+from tracehouse.ingest.sessions import NO_SIGNS, describe, peek_head, split_sessions
+from tracehouse.warehouse.schema import SCHEMA_VERSION, write_rows
+
 from tracehouse.errors import TraceFormatError, TracehouseError
-from warehouse.schema import SCHEMA_VERSION, write_rows
 
 
 @dataclass

@@ -36,11 +36,10 @@ from functools import lru_cache
 from pathlib import Path
 
 import orjson
-
-from ingest import jsonscan
-from ingest.files import is_nsys_input
-from ingest.naming import parse_trace_name
-from ingest.source import new_inflater
+from tracehouse.ingest import jsonscan
+from tracehouse.ingest.files import is_nsys_input
+from tracehouse.ingest.naming import parse_trace_name
+from tracehouse.ingest.source import new_inflater
 
 SHOWN_FILES = 6  # file names a run of the stderr line lists (more: the first ones, "...", the last)
 NO_SIGNS = "the files say nothing that tells sessions apart"

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 import orjson
+from tracehouse.ingest import jsonscan
 
-from ingest import jsonscan
 from tracehouse.errors import TraceFormatError
 
 try:  # ISA-L inflates about 1.4x faster than zlib (measured in bench/); optional.

@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reports.render import render
-from warehouse.diff_facts import run_facts
-from warehouse.engine import Connection, focused
-from warehouse.runs import resolve_run
+from tracehouse.reports.render import render
+from tracehouse.warehouse.diff_facts import run_facts
+from tracehouse.warehouse.engine import Connection, focused
+from tracehouse.warehouse.runs import resolve_run
 
 
 @dataclass

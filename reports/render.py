@@ -22,8 +22,7 @@ from pathlib import Path
 
 import jinja2
 from markupsafe import Markup
-
-from reports import charts, serving, svg
+from tracehouse.reports import charts, serving, svg
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 PAGE_JS = (TEMPLATES / "_page.js").read_text(encoding="utf-8")

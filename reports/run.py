@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from reports.render import render
-from reports.run_model import (
+from tracehouse.reports.render import render
+from tracehouse.reports.run_model import (
     CategoryRow,
     FusionRow,
     KernelRow,
@@ -28,11 +28,12 @@ from reports.run_model import (
     TimelineActivity,
     TimelineLane,
 )
-from reports.serving import serving_section
-from reports.takeaways import FindingWindow, Takeaway, export_command, takeaways
+from tracehouse.reports.serving import serving_section
+from tracehouse.reports.takeaways import FindingWindow, Takeaway, export_command, takeaways
+from tracehouse.warehouse.engine import Connection, focused, step_scope
+from tracehouse.warehouse.stored import representative_step
+
 from tracehouse.errors import TracehouseError
-from warehouse.engine import Connection, focused, step_scope
-from warehouse.stored import representative_step
 
 
 def _rows(con, sql: str, params: list | dict) -> list[dict]:

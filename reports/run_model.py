@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from reports.takeaways import FindingWindow, Takeaway, WithheldTakeaway
+from tracehouse.reports.takeaways import FindingWindow, Takeaway, WithheldTakeaway
 
 
 @dataclass

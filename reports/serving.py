@@ -11,8 +11,7 @@ import math
 from html import escape
 
 from markupsafe import Markup
-
-from warehouse.engine import Connection
+from tracehouse.warehouse.engine import Connection
 
 TOP_ROOFLINE = 15
 TOP_REQUESTS = 10

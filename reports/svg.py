@@ -6,8 +6,7 @@ import math
 from html import escape
 
 from markupsafe import Markup
-
-from warehouse.rules import CATEGORIES
+from tracehouse.warehouse.rules import CATEGORIES
 
 # one colour per category of the vocabulary (warehouse.rules.CATEGORIES, its one definition), in its order:
 # gemm, attention, moe, communication, norm, activation, rope, quantize, sampling, elementwise, reduction,

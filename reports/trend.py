@@ -17,11 +17,11 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute
+from tracehouse.reports.charts import sparkline
+from tracehouse.reports.render import render
+from tracehouse.warehouse.engine import Connection, focused, open_tables
 
-from reports.charts import sparkline
-from reports.render import render
 from tracehouse.errors import TracehouseError
-from warehouse.engine import Connection, focused, open_tables
 
 RULE_VIEWS = ("trend_params", "trend", "regression")
 
@@ -217,7 +217,7 @@ def trend_inputs(
     if not run_ids:
         return runs, None
     if warehouse is not None:
-        from warehouse.metrics import run_metric_rows
+        from tracehouse.warehouse.metrics import run_metric_rows
 
         return runs, _rank_null(run_metric_rows(warehouse, run_ids))
     with focused(con, run_ids) as on:  # run_metrics computed for these runs only

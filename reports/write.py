@@ -14,12 +14,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from reports.export import export_run, export_settings
-from reports.run import RunParams, build, render_run_report
-from warehouse.derived import derive, is_derived
-from warehouse.engine import is_uri, open_resolved, store_of
-from warehouse.runs import resolve_run
-from warehouse.store import Warehouse
+from tracehouse.reports.export import export_run, export_settings
+from tracehouse.reports.run import RunParams, build, render_run_report
+from tracehouse.warehouse.derived import derive, is_derived
+from tracehouse.warehouse.engine import is_uri, open_resolved, store_of
+from tracehouse.warehouse.runs import resolve_run
+from tracehouse.warehouse.store import Warehouse
 
 
 def write_run_report(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from synth.scenario import write_scenario
+from tracehouse.synth.scenario import write_scenario
 
 DEFAULT_SERIES = (("decode-tp2", 2), ("decode-tp4", 4))
 START = datetime(2026, 10, 1, 9, 0, tzinfo=timezone.utc)

@@ -26,7 +26,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from synth.intervals import union_ns
+from tracehouse.synth.intervals import union_ns
 
 T0 = 5_000_000_000  # session clock ns at the first event (exports are not time-normalized by default)
 SESSION_UTC_NS = 1_779_000_000_000_000_000

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import time
 
-from ingest.progress import _mb
+from tracehouse.ingest.progress import _mb
 
 
 class SizeProgress:

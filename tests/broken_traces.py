@@ -130,7 +130,7 @@ def synth_base() -> tuple[dict, list]:
     if "synth" not in _SYNTH_CACHE:
         import tempfile
 
-        from synth import write_scenario
+        from tracehouse.synth import write_scenario
 
         with tempfile.TemporaryDirectory() as tmp:
             out = write_scenario("serving-decode", Path(tmp) / "run", ranks=1, steps=2, layers=2, seed=3)
@@ -239,7 +239,7 @@ def _truncated_gzip(fraction: float):
         bad.write_bytes(data[:cut])
         # What a cut stream yields can differ by a byte or two between inflaters (zlib, ISA-L), and the
         # warning reports what the reader's own inflater produced: compute it with that one.
-        from ingest.source import _zlib as reader_zlib
+        from tracehouse.ingest.source import _zlib as reader_zlib
 
         text = reader_zlib.decompressobj(16 + reader_zlib.MAX_WBITS).decompress(data[:cut])
         try:  # cut inside the 8-byte trailer: every event is there, only the checksum is missing

@@ -65,7 +65,7 @@ def own_synth_warehouse(synth_warehouse, tmp_path):
     shared one); returns (Warehouse, {scenario: run id})."""
     import shutil
 
-    from warehouse.store import Warehouse
+    from tracehouse.warehouse.store import Warehouse
 
     wh, runs = synth_warehouse
     shutil.copytree(wh.root, tmp_path / "wh")
@@ -344,7 +344,7 @@ def real_runs(warehouses):
 def situation_warehouse(warehouses):
     """One warehouse holding every synthesized situation (synth/situations) as its own run, not derived;
     returns (Warehouse, {situation: run id}, {situation: its `expect` ground truth})."""
-    from synth.situations import SITUATIONS
+    from tracehouse.synth.situations import SITUATIONS
 
     wh, runs, truths = warehouses.named({name: situation(name) for name in sorted(SITUATIONS)})
     return wh, runs, {name: truth["expect"] for name, truth in truths.items()}
@@ -361,7 +361,7 @@ class RunFocused:
         self.con, self.run_ids = con, set(run_ids)
 
     def execute(self, sql: str, params=None):
-        from warehouse.catalog import focus
+        from tracehouse.warehouse.catalog import focus
 
         named = sorted({p for p in (params or []) if isinstance(p, str) and p in self.run_ids})
         focus(self.con, named or sorted(self.run_ids))
@@ -381,7 +381,7 @@ def query_rows(con, sql: str, params=()) -> list[dict]:
 @pytest.fixture(scope="module")
 def sit(situation_warehouse):
     """(connection with every view, {situation: run id}, {situation: expect}) over the situations."""
-    from warehouse.catalog import connect
+    from tracehouse.warehouse.catalog import connect
 
     wh, runs, expect = situation_warehouse
     con = connect(wh)

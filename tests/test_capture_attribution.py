@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 from conftest import ORACLES, ROOT, require_shared
-
-from ingest.capture import CaptureLaunch, Replayed, align, forkjoin_order
-from ingest.load import ingest_paths
-from synth.truth import load_truth
-from warehouse.catalog import connect
-from warehouse.store import Warehouse
+from tracehouse.ingest.capture import CaptureLaunch, Replayed, align, forkjoin_order
+from tracehouse.ingest.load import ingest_paths
+from tracehouse.synth.truth import load_truth
+from tracehouse.warehouse.catalog import connect
+from tracehouse.warehouse.store import Warehouse
 
 RECORDED = ROOT / "tests" / "data" / "recorded"
 
@@ -203,7 +202,7 @@ def test_recorded_h200_replay_from_its_capture(tmp_path):
 
 @pytest.mark.parametrize("vendor", ["nvidia", "amd"])
 def test_synth_serving_decode_sites_equal_ground_truth(tmp_path, vendor):
-    from synth import write_scenario
+    from tracehouse.synth import write_scenario
 
     run_dir = write_scenario("serving-decode", tmp_path / "run", ranks=2, steps=3, layers=3, vendor=vendor)
     truth = load_truth(run_dir)

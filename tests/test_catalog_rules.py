@@ -4,12 +4,11 @@ is the same whatever rules a command names, and a connection never sees another 
 from __future__ import annotations
 
 import pytest
-
-from ingest.load import ingest_paths
-from synth import write_scenario
-from warehouse import catalog
-from warehouse.catalog import connect
-from warehouse.store import Warehouse
+from tracehouse.ingest.load import ingest_paths
+from tracehouse.synth import write_scenario
+from tracehouse.warehouse import catalog
+from tracehouse.warehouse.catalog import connect
+from tracehouse.warehouse.store import Warehouse
 
 
 @pytest.fixture(scope="module")

@@ -16,9 +16,8 @@ import json
 
 import pytest
 from conftest import TRACES, RunFocused, require_shared
-
-from warehouse.catalog import connect
-from warehouse.rules import load_category_rules
+from tracehouse.warehouse.catalog import connect
+from tracehouse.warehouse.rules import load_category_rules
 
 CATEGORY_SITUATIONS = [
     "eager-vit-attention",

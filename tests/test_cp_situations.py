@@ -11,8 +11,7 @@ import itertools
 
 import pytest
 from conftest import RunFocused
-
-from warehouse.catalog import connect
+from tracehouse.warehouse.catalog import connect
 
 CP_SITUATIONS = [
     "blocking-d2h-copy",

@@ -28,8 +28,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from conftest import ORACLES, RunFocused, real_trace_files, require_shared
-
-from warehouse.catalog import view_files
+from tracehouse.warehouse.catalog import view_files
 
 SQL = view_files()  # {view: its sql/<domain>/<view>.sql}
 CP_VIEWS = ["_critical_path_pred", "critical_path", "critical_stream", "critical_path_summary"]
@@ -44,7 +43,7 @@ def _create_views(con: duckdb.DuckDBPyConnection) -> None:
 def cp_connect(wh) -> duckdb.DuckDBPyConnection:
     """The warehouse's base tables, the category rules, kernel_category (+ the per-activity op decisions,
     _category_override, that critical_path's category reads) and the critical-path views."""
-    from warehouse.catalog import connect_base
+    from tracehouse.warehouse.catalog import connect_base
 
     con = connect_base(wh)
     con.execute(SQL["kernel_category"].read_text(encoding="utf-8"))
@@ -546,8 +545,8 @@ def test_segments_tile_every_real_path(real_cp, rel):
     "name", ["h200_graph_decode.json.gz", "h200_graph_capture.json.gz", "h200_eager_train.json.gz"]
 )
 def test_recorded_h200_paths(tmp_path, name):
-    from ingest.load import ingest_paths
-    from warehouse.store import Warehouse
+    from tracehouse.ingest.load import ingest_paths
+    from tracehouse.warehouse.store import Warehouse
 
     src = RECORDED / name
     if not src.exists():
@@ -624,8 +623,8 @@ HTA_EXPECT = {
 
 def _window_connect(wh, run_id: str, start: int, end: int) -> duckdb.DuckDBPyConnection:
     """The critical-path views over one run, with one step = HTA's window (activities launched in it)."""
-    from warehouse.catalog import ROOT, base_view_sql, register_rules
-    from warehouse.store import ALL_TABLES
+    from tracehouse.warehouse.catalog import ROOT, base_view_sql, register_rules
+    from tracehouse.warehouse.store import ALL_TABLES
 
     con = duckdb.connect()
     con.execute(f"SET VARIABLE {ROOT} = ?", [str(wh.root)])

@@ -10,14 +10,13 @@ from decimal import Decimal
 
 import pytest
 from conftest import ROOT, TRACES
-
-from reports.run import build_run_report, render_run_report, report_json
-from synth.situations import data_quality as dq_situations
-from warehouse.catalog import connect
+from tracehouse.reports.run import build_run_report, render_run_report, report_json
+from tracehouse.synth.situations import data_quality as dq_situations
+from tracehouse.warehouse.catalog import connect
 
 MINE = sorted(
     name
-    for name, s in __import__("synth.situations", fromlist=["SITUATIONS"]).SITUATIONS.items()
+    for name, s in __import__("tracehouse.synth.situations", fromlist=["SITUATIONS"]).SITUATIONS.items()
     if s.write.__module__ == dq_situations.__name__
 )
 SCHEMA = json.loads((ROOT / "reports" / "run_report.schema.json").read_text())

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from broken_traces import KINDS, make_case
 from tracebuilder import write_trace
+from tracehouse.ingest.decode import load_raw_events
+from tracehouse.ingest.rank import work_connection
+from tracehouse.ingest.source import join_pieces, piece_path, read_trace, remove_array
 
-from ingest.decode import load_raw_events
-from ingest.rank import work_connection
-from ingest.source import join_pieces, piece_path, read_trace, remove_array
 from tracehouse.errors import TraceFormatError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,7 +142,7 @@ def test_pieces_join_back_to_the_array_byte_for_byte(tmp_path):
 
 
 def test_the_array_is_cut_in_one_piece_per_thread_from_8_mb(tmp_path, monkeypatch):
-    from ingest import decode
+    from tracehouse.ingest import decode
 
     trace = write_trace(tmp_path / "t.json.gz", _launches(2000))
     json_bytes = len(gzip.decompress(trace.read_bytes()))
@@ -160,7 +160,7 @@ def test_the_array_is_cut_in_one_piece_per_thread_from_8_mb(tmp_path, monkeypatc
 def rank_tables(trace, work, piece_bytes, monkeypatch):
     """{table: rows} of one rank staged with read_trace cutting at piece_bytes (None: one file); the
     pieces are decoded as read_trace writes them (staged's PieceDecoder)."""
-    from ingest import rank
+    from tracehouse.ingest import rank
 
     monkeypatch.setattr(rank, "piece_bytes", lambda path: piece_bytes)
     with rank.staged(trace, work) as staged:
@@ -176,7 +176,7 @@ def rank_tables(trace, work, piece_bytes, monkeypatch):
 def test_a_rank_ingested_from_pieces_has_the_same_tables(tmp_path, monkeypatch):
     """Every table of a rank (the transforms read `events` as the view of the pieces) as from one file."""
     sys.path.insert(0, str(ROOT))
-    from synth import write_scenario
+    from tracehouse.synth import write_scenario
 
     write_scenario("serving-decode", tmp_path / "synth", ranks=1, seed=3)
     (trace,) = sorted((tmp_path / "synth").glob("*.trace.json*"))

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from synth.history import commit_sha
+from tracehouse.synth.history import commit_sha
+from tracehouse.warehouse.catalog import connect
+from tracehouse.warehouse.store import Warehouse
+
 from tracehouse.cli import main
 from tracehouse.demo import REGRESSION_AT
-from warehouse.catalog import connect
-from warehouse.store import Warehouse
 
 
 def test_demo_builds_a_warehouse_and_reports(tmp_path, cli_runner):

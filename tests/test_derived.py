@@ -18,13 +18,12 @@ import threading
 
 import pytest
 from conftest import TRACES, require_shared
-
-from ingest.load import ingest_paths
-from synth import write_scenario
-from warehouse.catalog import connect, focus, kept_file, per_run_views, store_dir
-from warehouse.derived import HELPERS, _compute_order, derive, is_derived, missing_views
-from warehouse.session import Session
-from warehouse.store import Warehouse
+from tracehouse.ingest.load import ingest_paths
+from tracehouse.synth import write_scenario
+from tracehouse.warehouse.catalog import connect, focus, kept_file, per_run_views, store_dir
+from tracehouse.warehouse.derived import HELPERS, _compute_order, derive, is_derived, missing_views
+from tracehouse.warehouse.session import Session
+from tracehouse.warehouse.store import Warehouse
 
 RUN_VIEWS = per_run_views()
 COMPUTE_ORDER = _compute_order(RUN_VIEWS)
@@ -80,11 +79,11 @@ def test_the_header_declares_the_kept_views():
     run_metrics among them), and derive computes each, and each helper, after what it reads."""
     assert {"gpu_timeline", "kernel_summary", "step_breakdown", "fusion_match"} <= set(RUN_VIEWS)
     assert {"report_steps", "run_metrics", "critical_path_summary", "step_kernel_time"} <= set(RUN_VIEWS)
-    from warehouse.diff_facts import FACT_VIEWS
+    from tracehouse.warehouse.diff_facts import FACT_VIEWS
 
     assert set(FACT_VIEWS) <= set(RUN_VIEWS), "a diff of two derived runs reads kept rows only"
     assert set(COMPUTE_ORDER) == set(RUN_VIEWS) | set(HELPERS)
-    from warehouse.catalog import view_dependencies, view_files
+    from tracehouse.warehouse.catalog import view_dependencies, view_files
 
     files = view_files()
     direct = {name: view_dependencies(path.read_text()) & set(files) for name, path in files.items()}
@@ -147,7 +146,7 @@ def test_an_ad_hoc_reader_decides_at_open_from_the_listing(own_synth_warehouse):
     """A reader (`sql`, a Session) makes its kept views when it opens, from the store's listing alone (no
     scan of its queries): every view with kept rows, computing the run that is not kept; its answers are
     the computed view's. Opening writes nothing."""
-    from warehouse.query import run_query
+    from tracehouse.warehouse.query import run_query
 
     wh, runs = own_synth_warehouse
     gone = runs["training"]
@@ -256,7 +255,7 @@ def test_a_label_change_forgets_what_was_derived_from_the_old_row(own_synth_ware
     """`hardware` picks the device peaks that kernel_roofline and step_roofline hold a run to (kept rows):
     a new label removes every row derived from the run, so no reader sees the old peaks; derived again,
     the kept rows equal the computed ones under the new label."""
-    from warehouse.labels import set_labels
+    from tracehouse.warehouse.labels import set_labels
 
     wh, runs = own_synth_warehouse
     run_id = runs["serving-decode"]
@@ -282,7 +281,7 @@ def test_new_requests_forget_the_kept_request_cost(own_synth_warehouse, tmp_path
     """request_cost and steps are kept and read step_requests: a requests file attached after the derive
     removes every row derived from the run, so readers see the new requests; derived again, kept rows
     equal computed rows."""
-    from ingest.requests import attach_requests, read_requests
+    from tracehouse.ingest.requests import attach_requests, read_requests
 
     wh, runs = own_synth_warehouse
     run_id = runs["serving-decode"]
@@ -317,7 +316,7 @@ def test_new_requests_forget_the_kept_request_cost(own_synth_warehouse, tmp_path
 def test_derive_says_each_view_as_it_is_done(own_synth_warehouse):
     """derive's progress gets a line per view it computes, in COMPUTE_ORDER (`tracehouse derive` shows
     them on a terminal: a 1 GB run's derive takes minutes)."""
-    from warehouse.derived import forget_derived
+    from tracehouse.warehouse.derived import forget_derived
 
     wh, runs = own_synth_warehouse
     run_id = runs["training"]

@@ -19,9 +19,9 @@ PAIRS = {
 @pytest.fixture(scope="module")
 def diff_warehouse(tmp_path_factory):
     require_shared()
-    from ingest.load import ingest_paths
-    from warehouse.catalog import connect
-    from warehouse.store import Warehouse
+    from tracehouse.ingest.load import ingest_paths
+    from tracehouse.warehouse.catalog import connect
+    from tracehouse.warehouse.store import Warehouse
 
     wh = Warehouse(tmp_path_factory.mktemp("diff") / "wh")
     ids = {}
@@ -33,7 +33,7 @@ def diff_warehouse(tmp_path_factory):
 
 
 def test_category_deltas_add_up_and_names_added_removed(diff_warehouse):
-    from reports.diff import build_diff
+    from tracehouse.reports.diff import build_diff
 
     _, con, ids = diff_warehouse
     r = build_diff(con, ids["control"], ids["test"][:6])  # a unique prefix names a run
@@ -56,7 +56,7 @@ def test_category_deltas_add_up_and_names_added_removed(diff_warehouse):
 
 
 def test_cross_vendor_pairs_attention_and_gemms(diff_warehouse):
-    from reports.diff import build_diff
+    from tracehouse.reports.diff import build_diff
 
     _, con, ids = diff_warehouse
     r = build_diff(con, ids["h100"], ids["mi300"])
@@ -77,7 +77,7 @@ def test_cross_vendor_pairs_attention_and_gemms(diff_warehouse):
 
 
 def test_same_gemm_with_new_tile_config_is_one_changed_row():
-    from reports.diff import match_kernels
+    from tracehouse.reports.diff import match_kernels
 
     def k(name, norm, ns, cat="gemm"):
         return {"name": name, "kind": "kernel", "category": cat, "norm": norm, "ns": ns, "launches": 1.0}

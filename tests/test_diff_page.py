@@ -4,7 +4,7 @@ every trace string escaped in HTML."""
 
 from __future__ import annotations
 
-from reports.diff import DiffReport, KernelRow, RunInfo, render_diff
+from tracehouse.reports.diff import DiffReport, KernelRow, RunInfo, render_diff
 
 
 def _report() -> DiffReport:

@@ -5,10 +5,9 @@ computing every figure from the tables, in every format."""
 from __future__ import annotations
 
 import pytest
-
-from reports.diff import build_diff, render_diff
-from warehouse.catalog import connect, is_kept, per_run_views
-from warehouse.diff_facts import FACT_VIEWS, run_facts
+from tracehouse.reports.diff import build_diff, render_diff
+from tracehouse.warehouse.catalog import connect, is_kept, per_run_views
+from tracehouse.warehouse.diff_facts import FACT_VIEWS, run_facts
 
 
 def test_the_diffs_facts_are_kept_per_run(synth_warehouse):

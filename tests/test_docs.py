@@ -7,11 +7,11 @@ import re
 import pytest
 import sqlglot
 from sqlglot import exp
+from tracehouse.warehouse.catalog import connect, ordered_views, view_dependencies, view_files
+from tracehouse.warehouse.docs import column_comments, column_types, view_comment
+from tracehouse.warehouse.store import ALL_TABLES, Warehouse
 
 from tracehouse.cli import main
-from warehouse.catalog import connect, ordered_views, view_dependencies, view_files
-from warehouse.docs import column_comments, column_types, view_comment
-from warehouse.store import ALL_TABLES, Warehouse
 
 COMMANDS = sorted(main.commands)
 

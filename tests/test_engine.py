@@ -15,16 +15,16 @@ import subprocess
 
 import pyarrow as pa
 import pytest
+from tracehouse.warehouse import engine
+from tracehouse.warehouse.store import Warehouse
 
 from tracehouse.errors import QueryRefused, TracehouseError
-from warehouse import engine
-from warehouse.store import Warehouse
 
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
-    from ingest.load import ingest_paths
-    from synth import write_scenario
+    from tracehouse.ingest.load import ingest_paths
+    from tracehouse.synth import write_scenario
 
     base = tmp_path_factory.mktemp("engine")
     wh = Warehouse(base / "wh")
@@ -71,9 +71,9 @@ def test_focused_gives_the_focus_back(two_runs):
 def test_a_reader_never_derives_and_reads_kept_rows_once_derived(two_runs):
     """Opening a connection writes nothing (no derived/ folder, no lock); once warehouse.derived.derive has
     kept a run, a new connection reads its per-run views kept, with the same report."""
-    from reports.run import build_run_report, render_run_report
-    from warehouse.catalog import per_run_views
-    from warehouse.derived import derive, is_derived
+    from tracehouse.reports.run import build_run_report, render_run_report
+    from tracehouse.warehouse.catalog import per_run_views
+    from tracehouse.warehouse.derived import derive, is_derived
 
     wh, (a, _) = two_runs
     computed = render_run_report(build_run_report(engine.open(wh, runs=[a]), a), "json")
@@ -182,7 +182,7 @@ def _history(values: list[float]) -> tuple[pa.Table, pa.Table]:
 def test_open_tables_computes_a_view_once_with_the_same_rows():
     """The trend rule over rows (reports.trend.evaluate): trend computed once (a temp table that regression
     reads) gives the rows trend as a view gives, and the step up at run 10 is flagged."""
-    from reports.trend import RULE_VIEWS, evaluate
+    from tracehouse.reports.trend import RULE_VIEWS, evaluate
 
     runs, metrics = _history([1000.0 + (i % 3) for i in range(10)] + [1300.0] * 3)
     kept = evaluate(runs, metrics)

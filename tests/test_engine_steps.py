@@ -14,10 +14,9 @@ import re
 
 import pytest
 from conftest import TRACES, query_rows
-
-from ingest.load import ingest_paths
-from warehouse.catalog import connect
-from warehouse.store import Warehouse
+from tracehouse.ingest.load import ingest_paths
+from tracehouse.warehouse.catalog import connect
+from tracehouse.warehouse.store import Warehouse
 
 NAMES = ["vllm-piecewise-graphs", "vllm-piecewise-graphs-bare", "async-launch-ahead", "host-bursts"]
 
@@ -116,8 +115,8 @@ def test_launch_ahead_is_not_idle(engine):
 
 def test_two_bursts_are_not_steps(tmp_path):
     """Fewer than 3 bursts repeat nothing: the whole rank is one step."""
-    from synth.situations.engine_steps import EngineSim
-    from synth.situations.timeline import Timeline
+    from tracehouse.synth.situations.engine_steps import EngineSim
+    from tracehouse.synth.situations.timeline import Timeline
 
     tl = Timeline(with_stack=False)
     sim = EngineSim(tl)
@@ -143,8 +142,8 @@ def test_two_bursts_are_not_steps(tmp_path):
 def test_bursts_are_steps_only_where_they_repeat(tmp_path, calls, steps):
     """Host bursts are steps where at least 3 repeat the same work (a launch-call count within 10 % of
     the bursts' median); a warm-up burst beside them is a step too; bursts that do not repeat are none."""
-    from synth.situations.engine_steps import EngineSim
-    from synth.situations.timeline import Timeline
+    from tracehouse.synth.situations.engine_steps import EngineSim
+    from tracehouse.synth.situations.timeline import Timeline
 
     tl = Timeline(with_stack=False)
     sim = EngineSim(tl)
@@ -253,9 +252,9 @@ def test_real_inference_steps_and_busy(real, key):
 def test_real_sglang_decode_card_is_not_launch_ahead(real):
     """Hand-checked: the SGLang decode step's host window is 465 ms, but its GPU work (one graph replay)
     runs 10.4 ms at 93.5 % busy, which is what the card and the runs row say (not 2 % of 474 ms)."""
-    from reports.run import build_run_report
-    from reports.runs_table import headlines
-    from warehouse.metrics import run_metric_rows
+    from tracehouse.reports.run import build_run_report
+    from tracehouse.reports.runs_table import headlines
+    from tracehouse.warehouse.metrics import run_metric_rows
 
     wh, runs = real
     run_id = runs["sglang_decode"]
@@ -268,7 +267,7 @@ def test_real_sglang_decode_card_is_not_launch_ahead(real):
     assert card == pytest.approx(row["gpu_busy_pct"] / 100, rel=1e-12)
     assert headlines(run_metric_rows(wh, [run_id]))[run_id].busy_pct == 93.5
     # the step card shows the step on the GPU (10.4 ms), the 474 ms host window beside it
-    from reports.render import render
+    from tracehouse.reports.render import render
 
     page = render("run", report, "html")
     assert re.search(r"10.37 ms[^<]*(<span[^>]*>[^<]*</span>)?</div><div class=\"k\">step on the GPU", page)

@@ -10,13 +10,13 @@ import builtins
 
 import pytest
 from click.testing import CliRunner
+from tracehouse.synth import write_scenario
+from tracehouse.synth.situations import write_situation
+from tracehouse.warehouse import spark
+from tracehouse.warehouse.store import Warehouse
 
-from synth import write_scenario
-from synth.situations import write_situation
 from tracehouse import cli
 from tracehouse.errors import InvalidArgument, SparkUnavailable, TracehouseError
-from warehouse import spark
-from warehouse.store import Warehouse
 
 
 def test_spark_unavailable_is_an_expected_error(monkeypatch):

@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 from conftest import TRACES, independent_gpu_summary, query_rows, real_trace_files, require_shared
-
-from reports.export import export_run, parse_window, step_windows
-from reports.perfetto_proto import read_slices, track_rank
-from warehouse.catalog import connect
+from tracehouse.reports.export import export_run, parse_window, step_windows
+from tracehouse.reports.perfetto_proto import read_slices, track_rank
+from tracehouse.warehouse.catalog import connect
 
 OVERLAP = "overlap-same-stream"
 USED = (OVERLAP, "dataloader-stall", "back-to-back-1ns")
@@ -353,9 +352,10 @@ def test_json_variant_has_the_same_content(four_ranks):
 def test_report_findings_name_their_window_and_the_command_reproduces_it(
     situation_warehouse, cli_runner, tmp_path
 ):
-    from reports.run import build_run_report
+    from tracehouse.reports.run import build_run_report
+    from tracehouse.warehouse.engine import open as open_connection
+
     from tracehouse.cli import main
-    from warehouse.engine import open as open_connection
 
     wh, runs, _ = situation_warehouse
     run_id = runs["dataloader-stall"]
@@ -443,9 +443,11 @@ def test_report_with_trace_opens_one_connection_and_builds_the_report_once(
 ):
     """`report --with-trace`: the run resolved, the report built and the trace exported on one connection;
     the trace's takeaways are those of the report written beside it (built once, not again by the export)."""
-    import reports.export
-    import reports.write
-    import warehouse.engine
+    import tracehouse.reports.export
+    import tracehouse.reports.write
+    import tracehouse.warehouse.engine  # noqa: F401
+
+    from tracehouse import reports, warehouse
     from tracehouse.cli import main
 
     wh, runs, _ = situation_warehouse

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import duckdb
 import pytest
-
-from reports import export
-from reports.export import analysis, default_memory_limit, export_run, scoped
-from reports.perfetto_proto import read_slices, track_rank
-from warehouse.catalog import connect
+from tracehouse.reports import export
+from tracehouse.reports.export import analysis, default_memory_limit, export_run, scoped
+from tracehouse.reports.perfetto_proto import read_slices, track_rank
+from tracehouse.warehouse.catalog import connect
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,9 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from reports.export import clock_alignment, export_run
-from reports.perfetto_proto import read_slices, track_rank
-from warehouse.catalog import connect
+from tracehouse.reports.export import clock_alignment, export_run
+from tracehouse.reports.perfetto_proto import read_slices, track_rank
+from tracehouse.warehouse.catalog import connect
 
 SITUATION = "ranks-two-hosts-clock-offset"
 
@@ -181,9 +180,9 @@ def test_cli_says_the_alignment_on_stderr(two_hosts, tmp_path, cli_runner):
 
 def test_one_host_run_is_not_shifted(tmp_path):
     """A 2-rank synthesized run of one host: collective ends agree, nothing shifted."""
-    from ingest.load import ingest_paths
-    from synth import write_scenario
-    from warehouse.store import Warehouse
+    from tracehouse.ingest.load import ingest_paths
+    from tracehouse.synth import write_scenario
+    from tracehouse.warehouse.store import Warehouse
 
     wh = Warehouse(tmp_path / "wh")
     [o] = ingest_paths(

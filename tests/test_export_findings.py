@@ -6,9 +6,8 @@ from __future__ import annotations
 import html
 
 import pytest
-
-from reports.run import build_run_report
-from warehouse.engine import open as open_connection
+from tracehouse.reports.run import build_run_report
+from tracehouse.warehouse.engine import open as open_connection
 
 
 @pytest.fixture(scope="module")

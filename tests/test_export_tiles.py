@@ -5,10 +5,9 @@ cut into tiles of one step, and on windows whose bounds cut through a gap and an
 from __future__ import annotations
 
 import pytest
-
-from reports.export import export_run
-from reports.perfetto_proto import read_slices, track_rank
-from warehouse.catalog import connect
+from tracehouse.reports.export import export_run
+from tracehouse.reports.perfetto_proto import read_slices, track_rank
+from tracehouse.warehouse.catalog import connect
 
 SITUATIONS = (
     "dataloader-stall",

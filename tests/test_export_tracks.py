@@ -6,10 +6,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
-
-from reports.export import export_run
-from reports.perfetto_proto import read_slices, track_rank
-from warehouse.catalog import connect
+from tracehouse.reports.export import export_run
+from tracehouse.reports.perfetto_proto import read_slices, track_rank
+from tracehouse.warehouse.catalog import connect
 
 SITUATIONS = ("eager-module-sites", "stream-sync-wait")
 

@@ -285,8 +285,8 @@ def test_schema_lists_each_column_once_with_its_meaning_on_a_derived_run(tmp_pat
 
 
 def test_gpu_timeline_run_is_the_exact_whole_run_per_device(tiny):
-    from warehouse.catalog import connect
-    from warehouse.store import Warehouse
+    from tracehouse.warehouse.catalog import connect
+    from tracehouse.warehouse.store import Warehouse
 
     wh, run_id, _ = tiny
     con = connect(Warehouse(wh))
@@ -331,8 +331,8 @@ def test_gpu_timeline_run_on_real_traces_matches_an_independent_union(tmp_path):
     """Hand-checkable: the H100 Qwen1.5 trace is one device, 1707 activities, span 49.652832 ms,
     busy 45.6473 ms (91.9 %)."""
     require_shared()
-    from warehouse.catalog import connect
-    from warehouse.store import Warehouse
+    from tracehouse.warehouse.catalog import connect
+    from tracehouse.warehouse.store import Warehouse
 
     path = TRACES / "nvidia" / "h100_qwen1.5-0.5b.json.gz"
     wh = tmp_path / "wh"

@@ -12,7 +12,7 @@ NAME = "flow-tie-zero-length-call"
 
 @pytest.fixture(scope="module")
 def tie(situation_warehouse):
-    from warehouse.catalog import connect
+    from tracehouse.warehouse.catalog import connect
 
     wh, runs, expect = situation_warehouse
     con = connect(wh, runs=[runs[NAME]])

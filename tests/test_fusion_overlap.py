@@ -9,9 +9,8 @@ import duckdb
 import pytest
 from conftest import RunFocused
 from conftest import query_rows as _rows
-
-from warehouse import fusion
-from warehouse.catalog import view_files
+from tracehouse.warehouse import fusion
+from tracehouse.warehouse.catalog import view_files
 
 ROOT = Path(__file__).resolve().parents[1]
 SQL = view_files()  # {view: its sql/<domain>/<view>.sql}
@@ -252,9 +251,8 @@ def test_overlap_opportunity_on_handmade_rows():
 
 @pytest.fixture(scope="module")
 def synth_runs(warehouses):
+    from tracehouse.warehouse.catalog import connect
     from warehouses import scenario
-
-    from warehouse.catalog import connect
 
     # not derived: the views are computed, not read stored
     wh, ids, truths = warehouses.named(

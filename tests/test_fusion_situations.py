@@ -217,9 +217,8 @@ def test_fusion_match_same_rows_on_spark():
 
     if shutil.which("java") is None:
         pytest.skip("Java is not on PATH")
+    from tracehouse.warehouse.spark import spark_session
     from viewtest import spark_views
-
-    from warehouse.spark import spark_session
 
     con = _shape_connection()
     session = spark_views(spark_session("local[1]"), SHAPE_VIEWS, _shape_inputs(), materialize=True)
@@ -248,7 +247,7 @@ REAL = {
 
 @pytest.fixture(scope="module")
 def real(real_runs):
-    from warehouse.catalog import connect
+    from tracehouse.warehouse.catalog import connect
 
     wh, run_of = real_runs
     ids = {rel: run_of[rel] for rel in REAL}

@@ -8,10 +8,10 @@ in ../shared/traces are checked against figures computed here from the tables wi
 from __future__ import annotations
 
 import pytest
+from tracehouse.warehouse.catalog import connect
 
 from tests.conftest import RunFocused, real_trace_files, require_shared
 from tests.conftest import query_rows as _rows
-from warehouse.catalog import connect
 
 GAP_COLUMNS = (
     "scope",
@@ -318,9 +318,9 @@ def test_host_setup_takeaway_names_the_dataloader_and_its_remedy(situation_wareh
     preparation'; a setup whose longest gap is not host-bound keeps the generic remedy."""
     from dataclasses import replace
 
-    from reports.run import build_run_report
-    from reports.takeaways import SETUP_REMEDY, host_setup_cause
-    from warehouse.engine import open as open_engine
+    from tracehouse.reports.run import build_run_report
+    from tracehouse.reports.takeaways import SETUP_REMEDY, host_setup_cause
+    from tracehouse.warehouse.engine import open as open_engine
 
     wh, runs, expect = situation_warehouse
     run_id = runs["dataloader-stall"]

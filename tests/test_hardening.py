@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from broken_traces import KINDS, make_case
 from tracebuilder import simple_events, write_trace
+from tracehouse.warehouse.catalog import connect
+from tracehouse.warehouse.derived import is_derived
+from tracehouse.warehouse.store import Warehouse
 
 from tracehouse.cli import main
-from warehouse.catalog import connect
-from warehouse.derived import is_derived
-from warehouse.store import Warehouse
 
 GOOD_ROWS = (
     "SELECT rank, kernel_id, name, start_ns, dur_ns, linked FROM kernels WHERE run_id = ? ORDER BY ALL"
@@ -173,7 +173,7 @@ HOSTILE_LABELS = {
 
 
 def test_hostile_labels_and_file_names_are_data(tmp_path, cli_runner, monkeypatch):
-    from reports.run import build_run_report, render_run_report
+    from tracehouse.reports.run import build_run_report, render_run_report
 
     monkeypatch.chdir(tmp_path)
     trace = write_trace(
@@ -195,7 +195,7 @@ def test_hostile_labels_and_file_names_are_data(tmp_path, cli_runner, monkeypatc
     assert con.execute("SELECT files[1].name FROM runs").fetchone()[0] == trace.name
     html = render_run_report(build_run_report(con, run_id), "html")
     # the page's one script is its own (sorting, filters: allowed by hash under the CSP); labels never add one
-    from reports.render import PAGE_JS
+    from tracehouse.reports.render import PAGE_JS
 
     assert html.lower().count("<script") == 1 and f"<script>{PAGE_JS}</script>" in html
     assert "<script>alert" not in html.lower() and "<img src=x" not in html and "<b onmouseover" not in html

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 from tracebuilder import BASE_US, launch_pair, simple_events, write_trace
+from tracehouse.ingest.load import ingest_paths
+from tracehouse.ingest.naming import parse_trace_name
+from tracehouse.warehouse.catalog import connect
+from tracehouse.warehouse.store import Warehouse
 
-from ingest.load import ingest_paths
-from ingest.naming import parse_trace_name
 from tracehouse.cli import main
-from warehouse.catalog import connect
-from warehouse.store import Warehouse
 
 
 def _ingest(runner, wh: Path, *args):
@@ -274,7 +274,7 @@ def test_no_connection_of_an_ingest_prints_a_progress_bar(tmp_path, monkeypatch)
     catalogue) has it off (warehouse/local_db.py); a cursor inherits it from its connection."""
     import duckdb
 
-    import synth
+    from tracehouse import synth
 
     opened: list[_RecordedConnection] = []
     shown: list[bool] = []

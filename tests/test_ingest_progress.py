@@ -7,8 +7,8 @@ import os
 
 from click.testing import CliRunner
 from tracebuilder import simple_events, write_trace
+from tracehouse.ingest.progress import IngestProgress, expected_json_bytes
 
-from ingest.progress import IngestProgress, expected_json_bytes
 from tracehouse.cli import main
 
 

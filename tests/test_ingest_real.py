@@ -12,8 +12,7 @@ from conftest import (
     independent_links,
     real_trace_files,
 )
-
-from warehouse.catalog import connect
+from tracehouse.warehouse.catalog import connect
 
 
 @pytest.mark.parametrize("rel", real_trace_files() or ["<no shared traces>"])

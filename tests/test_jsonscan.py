@@ -13,9 +13,8 @@ import random
 
 import orjson
 import pytest
-
-from ingest import jsonscan
-from ingest.run import peek_distributed_info
+from tracehouse.ingest import jsonscan
+from tracehouse.ingest.run import peek_distributed_info
 
 ALPHABET = [
     b"[",

@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from warehouse.catalog import view_files
-from warehouse.rules import (
+from tracehouse.warehouse.catalog import view_files
+from tracehouse.warehouse.rules import (
     CATEGORIES,
     RULES_VERSION,
     SHIPPED_RULES,

@@ -15,17 +15,16 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-
-from ingest.load import ingest_paths
-from warehouse.catalog import connect
-from warehouse.store import Warehouse
+from tracehouse.ingest.load import ingest_paths
+from tracehouse.warehouse.catalog import connect
+from tracehouse.warehouse.store import Warehouse
 
 KILLS = 50
 
 
 @pytest.fixture(scope="module")
 def base_run(tmp_path_factory) -> Path:
-    from synth import write_scenario
+    from tracehouse.synth import write_scenario
 
     out = write_scenario(
         "serving-decode", tmp_path_factory.mktemp("kill") / "run", ranks=2, steps=4, layers=4, seed=11

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import pytest
 from conftest import TRACES, independent_links, load_json
-
-from synth.situations import write_situation
-from synth.situations.kineto_versions import RUN
-from warehouse.catalog import connect
+from tracehouse.synth.situations import write_situation
+from tracehouse.synth.situations.kineto_versions import RUN
+from tracehouse.warehouse.catalog import connect
 
 LEGACY = "legacy/resnet50_2021_v100.pt.trace.json.gz"
 EDGE = "edge/legacy_categories_rank1.json.gz"
@@ -81,8 +80,7 @@ SPELLINGS = [
 
 def test_every_spelling_is_read_as_the_modern_one():
     import duckdb
-
-    from ingest.decode import define_categories
+    from tracehouse.ingest.decode import define_categories
 
     con = duckdb.connect()
     define_categories(con)

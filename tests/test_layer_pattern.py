@@ -14,8 +14,7 @@ from collections import Counter
 
 import duckdb
 import pytest
-
-from warehouse.catalog import view_files
+from tracehouse.warehouse.catalog import view_files
 
 SQL = view_files()  # {view: its sql/<domain>/<view>.sql}
 
@@ -148,9 +147,8 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def synth_runs(warehouses):
+    from tracehouse.warehouse.catalog import connect
     from warehouses import scenario
-
-    from warehouse.catalog import connect
 
     # not derived: the views are computed, not read stored
     built = warehouses.get([scenario("serving-decode", **case) for case in CASES])
@@ -233,7 +231,7 @@ def test_synth_medians_match_durations(synth_runs):
 
 @pytest.fixture(scope="module")
 def sglang_decode(real_runs):
-    from warehouse.catalog import connect
+    from tracehouse.warehouse.catalog import connect
 
     wh, run_of = real_runs  # not derived: the views are computed, not read stored
     run_id = run_of["inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz"]

@@ -17,6 +17,19 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTSIDE = ("synth", "bench", "tests")  # the project's, outside the layers
+# The layers' folders of a clone, installed as tracehouse.<folder> (pyproject's package-dir): the checker reads
+# the tree by folder, so an import of tracehouse.warehouse.x is an import of the folder's module warehouse.x.
+NAMESPACED = ("warehouse", "ingest", "reports", "sql", "synth")
+
+
+def in_checkout(name: str) -> str:
+    """The module's name by its folder in the clone: tracehouse.warehouse.x -> warehouse.x."""
+    parts = name.split(".")
+    return (
+        ".".join(parts[1:])
+        if len(parts) > 1 and parts[0] == "tracehouse" and parts[1] in NAMESPACED
+        else name
+    )
 
 
 @dataclass(frozen=True)
@@ -86,11 +99,12 @@ def imports_of(module: str, path: Path, known: set[str]) -> list[Import]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
-                if _top(a.name) in {_top(k) for k in known}:
-                    target = _known_prefix(a.name, known)
+                name = in_checkout(a.name)
+                if _top(name) in {_top(k) for k in known}:
+                    target = _known_prefix(name, known)
                     found.append(Import(module, target, None, node.lineno))
                     if a.asname:
-                        aliases[a.asname] = a.name
+                        aliases[a.asname] = name
                     else:
                         aliases[a.name.split(".")[0]] = a.name.split(".")[0]
         elif isinstance(node, ast.ImportFrom):
@@ -98,10 +112,11 @@ def imports_of(module: str, path: Path, known: set[str]) -> list[Import]:
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1] if package else []
                 base = ".".join([*anchor, base] if base else anchor)
+            base = in_checkout(base)
             if _top(base) not in {_top(k) for k in known}:
                 continue
             for a in node.names:
-                sub = f"{base}.{a.name}"
+                sub = in_checkout(f"{base}.{a.name}")
                 if sub in known:
                     found.append(Import(module, sub, None, node.lineno))
                     aliases[a.asname or a.name] = sub
@@ -276,17 +291,19 @@ def missing_imports(root: Path, tops: set[str]) -> list[str]:
             where = f"{path.relative_to(root)}:{getattr(node, 'lineno', 0)}"
             if isinstance(node, ast.Import):
                 for a in node.names:
-                    if _top(a.name) in project_tops and a.name not in known:
+                    name = in_checkout(a.name)
+                    if _top(name) in project_tops and name not in known:
                         problems.append(f"{where}: import {a.name}: no such module")
             elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-                if _top(node.module) not in project_tops:
+                module = in_checkout(node.module)
+                if _top(module) not in project_tops:
                     continue
-                if node.module not in known:
+                if module not in known:
                     problems.append(f"{where}: from {node.module}: no such module")
                     continue
-                defined = defined_names(mods[node.module])
+                defined = defined_names(mods[module])
                 for a in node.names:
-                    if f"{node.module}.{a.name}" in known or defined is None:
+                    if in_checkout(f"{module}.{a.name}") in known or defined is None:
                         continue
                     if a.name not in defined:
                         problems.append(
@@ -533,7 +550,7 @@ def seam_breaches(root: Path, layers: list[Layer], engines: tuple[str, ...]) -> 
 
 
 def test_one_connection_factory_and_no_engine_branch_outside_the_warehouse():
-    from warehouse.engine import ENGINES
+    from tracehouse.warehouse.engine import ENGINES
 
     problems = seam_breaches(ROOT, LAYERS, ENGINES)
     assert not problems, "\n".join(problems)

@@ -3,7 +3,7 @@ below 640 MB; TRACEHOUSE_MEMORY_LIMIT fixes it; a worker of the rank pool gets i
 
 from __future__ import annotations
 
-from ingest.memory import MIN_MEMORY_LIMIT, available_memory, memory_limit
+from tracehouse.ingest.memory import MIN_MEMORY_LIMIT, available_memory, memory_limit
 
 GB = 10**9
 
@@ -40,7 +40,7 @@ def test_free_memory_is_read_from_the_machine():
 
 
 def test_the_work_connection_sets_it(tmp_path, monkeypatch):
-    from ingest.rank import work_connection
+    from tracehouse.ingest.rank import work_connection
 
     monkeypatch.setenv("TRACEHOUSE_MEMORY_LIMIT", "700MB")
     con = work_connection(tmp_path)
@@ -56,7 +56,7 @@ def test_the_work_connection_sets_it(tmp_path, monkeypatch):
 def test_pool_workers_know_how_many_share_the_machine(monkeypatch):
     import os
 
-    from ingest import run
+    from tracehouse.ingest import run
 
     monkeypatch.setattr(os, "environ", dict(os.environ))
     run._set_threads(1, 2)

@@ -16,16 +16,16 @@ SCHEMAS = ["3.25", "3.13", "2.9", "none"]
 
 
 def _ingest(wh, paths):
-    from ingest.load import ingest_paths
+    from tracehouse.ingest.load import ingest_paths
 
     return ingest_paths(wh, [Path(p) for p in paths], analyse=False)
 
 
 @pytest.fixture(scope="module", params=SCHEMAS)
 def synth_run(tmp_path_factory, request):
-    from synth.nsys import write_export
-    from warehouse.catalog import connect
-    from warehouse.store import Warehouse
+    from tracehouse.synth.nsys import write_export
+    from tracehouse.warehouse.catalog import connect
+    from tracehouse.warehouse.store import Warehouse
 
     root = tmp_path_factory.mktemp("nsys-synth")
     truth = write_export(root / "synth.sqlite", schema=request.param)
@@ -170,7 +170,7 @@ def test_synth_waits_metadata_and_warnings(synth_run):
 
 # ---- bad input: one line, exit 1, nothing stored ---------------------------------------------------
 def _bad_inputs(root: Path) -> dict[str, Path]:
-    from synth.nsys import write_export, write_no_gpu_export
+    from tracehouse.synth.nsys import write_export, write_no_gpu_export
 
     good = root / "good.sqlite"
     write_export(good)
@@ -229,9 +229,9 @@ def test_nsys_folder_and_mixed_run(tmp_path):
     """A folder of exports of one session is one run (ranks in file order); an export beside Kineto traces
     is a run of its own (its own session), or with --one-run skipped, with a warning, the PyTorch traces
     being the run."""
-    from synth.nsys import write_export
-    from warehouse.catalog import connect
-    from warehouse.store import Warehouse
+    from tracehouse.synth.nsys import write_export
+    from tracehouse.warehouse.catalog import connect
+    from tracehouse.warehouse.store import Warehouse
 
     folder = tmp_path / "ranks"
     write_export(folder / "a.sqlite")
@@ -244,11 +244,11 @@ def test_nsys_folder_and_mixed_run(tmp_path):
         connect(wh), "SELECT DISTINCT rank FROM kernels WHERE run_id = ? ORDER BY rank", [outcome.run_id]
     )
     assert [r["rank"] for r in ranks] == list(range(6))
-    from synth.situations import write_situation
+    from tracehouse.synth.situations import write_situation
 
     kineto = write_situation("single-step", tmp_path / "k")
     write_export(kineto / "beside.sqlite")
-    from ingest.load import ingest_paths
+    from tracehouse.ingest.load import ingest_paths
 
     own = ingest_paths(wh, [kineto], analyse=False)
     n_ranks = [
@@ -306,8 +306,8 @@ def independent(path: Path) -> dict:
 @pytest.fixture(scope="module")
 def real_nsys(tmp_path_factory):
     require_shared()
-    from warehouse.catalog import connect
-    from warehouse.store import Warehouse
+    from tracehouse.warehouse.catalog import connect
+    from tracehouse.warehouse.store import Warehouse
 
     wh = Warehouse(tmp_path_factory.mktemp("nsys-real") / "wh")
     runs = {}
@@ -413,9 +413,9 @@ def test_real_diff_and_reports(real_nsys, cli_runner):
 
 def test_synth_cuda_application_is_framework_cuda(tmp_path):
     """A process with no PyTorch operator range and no ATen kernel is a CUDA application: framework cuda."""
-    from synth.nsys import build, write_export
-    from warehouse.catalog import connect
-    from warehouse.store import Warehouse
+    from tracehouse.synth.nsys import build, write_export
+    from tracehouse.warehouse.catalog import connect
+    from tracehouse.warehouse.store import Warehouse
 
     x = build()
     x.nvtx = [n for n in x.nvtx if not n[3].startswith("aten::")]
@@ -453,8 +453,8 @@ def independent_older(path: Path) -> dict:
 @pytest.fixture(scope="module")
 def older_nsys(tmp_path_factory):
     require_shared()
-    from warehouse.catalog import connect
-    from warehouse.store import Warehouse
+    from tracehouse.warehouse.catalog import connect
+    from tracehouse.warehouse.store import Warehouse
 
     wh = Warehouse(tmp_path_factory.mktemp("nsys-older") / "wh")
     outcomes = {}
@@ -512,11 +512,11 @@ def test_older_real_hand_checked_figures(older_nsys):
 def test_host_bound_remedy_names_torch_compile_only_for_pytorch(tmp_path):
     """The withheld overlap takeaway of a host-bound step (synth situation overlap-host-bound) says how to
     launch faster: torch.compile for a PyTorch run, not for a CUDA application's (framework cuda)."""
-    from reports.run import _Windows, build_run_report
-    from reports.takeaways import takeaways
-    from synth.situations import write_situation
-    from warehouse.catalog import connect
-    from warehouse.store import Warehouse
+    from tracehouse.reports.run import _Windows, build_run_report
+    from tracehouse.reports.takeaways import takeaways
+    from tracehouse.synth.situations import write_situation
+    from tracehouse.warehouse.catalog import connect
+    from tracehouse.warehouse.store import Warehouse
 
     out = write_situation("overlap-host-bound", tmp_path / "sit")
     wh = Warehouse(tmp_path / "wh")
@@ -536,9 +536,9 @@ def test_host_bound_remedy_names_torch_compile_only_for_pytorch(tmp_path):
 def test_export_without_gpu_rows_beside_one_with_is_skipped_and_counted(tmp_path):
     """In a folder, the export recorded without CUDA tracing is skipped with its one-line reason (one
     problem, counted in the run's skipped files) and the other export is the run."""
-    from synth.nsys import write_export, write_no_gpu_export
-    from warehouse.catalog import connect
-    from warehouse.store import Warehouse
+    from tracehouse.synth.nsys import write_export, write_no_gpu_export
+    from tracehouse.warehouse.catalog import connect
+    from tracehouse.warehouse.store import Warehouse
 
     folder = tmp_path / "ranks"
     truth = write_export(folder / "a.sqlite", schema="3.13")
@@ -556,9 +556,9 @@ def test_a_cuda_applications_flags_name_no_pytorch_remedy(tmp_path):
     """A CUDA application (framework cuda) gets the CUDA/Nsight remedy in every data-quality message (NVTX
     ranges, cudaProfilerApi capture ranges), no torch API, and no nsys_no_host_ops flag (it has no PyTorch
     operator to record); the same export with PyTorch's ranges keeps the PyTorch remedies."""
-    from synth.nsys import build, write_export
-    from warehouse.catalog import connect
-    from warehouse.store import Warehouse
+    from tracehouse.synth.nsys import build, write_export
+    from tracehouse.warehouse.catalog import connect
+    from tracehouse.warehouse.store import Warehouse
 
     messages = {}
     for framework, keep_aten in (("cuda", False), ("pytorch", True)):

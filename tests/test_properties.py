@@ -10,10 +10,9 @@ import duckdb
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tracebuilder import BASE_US
-
-from ingest.decode import load_raw_events
-from ingest.rank import run_transforms
-from ingest.source import read_trace
+from tracehouse.ingest.decode import load_raw_events
+from tracehouse.ingest.rank import run_transforms
+from tracehouse.ingest.source import read_trace
 
 SETTINGS = {
     "deadline": None,
@@ -96,9 +95,9 @@ def _union(spans: list[tuple[int, int]]) -> int:
 @settings(max_examples=8, **SETTINGS)
 @given(intervals=st.lists(interval, min_size=1, max_size=25))
 def test_gpu_timeline_identity_and_busy_is_the_union(tmp_path_factory, intervals):
-    from ingest.load import ingest_paths
-    from warehouse.catalog import connect
-    from warehouse.store import Warehouse
+    from tracehouse.ingest.load import ingest_paths
+    from tracehouse.warehouse.catalog import connect
+    from tracehouse.warehouse.store import Warehouse
 
     folder = tmp_path_factory.mktemp("timeline")
     events = []

@@ -12,8 +12,7 @@ from collections import Counter
 
 import duckdb
 import pytest
-
-from warehouse.catalog import view_files
+from tracehouse.warehouse.catalog import view_files
 
 SQL = view_files()  # {view: its sql/<domain>/<view>.sql}
 
@@ -125,9 +124,8 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def synth_runs(warehouses):
+    from tracehouse.warehouse.catalog import connect
     from warehouses import scenario
-
-    from warehouse.catalog import connect
 
     # not derived: the views are computed, not read stored
     built = warehouses.get([scenario("serving-decode", **case) for case in CASES])
@@ -176,7 +174,7 @@ def test_synth_straggler_is_last(synth_runs, case):
 
 @pytest.fixture(scope="module")
 def sampled_2ranks(real_runs):
-    from warehouse.catalog import connect
+    from tracehouse.warehouse.catalog import connect
 
     wh, run_of = real_runs  # not derived: the views are computed
     run_id = run_of["multirank/sampled_2ranks"]

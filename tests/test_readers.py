@@ -134,7 +134,7 @@ def test_shell_refuses_a_missing_warehouse(tmp_path, cli_runner):
 
 
 def test_session_answers_many_questions_on_one_connection(wh):
-    from warehouse.session import Session
+    from tracehouse.warehouse.session import Session
 
     with Session(wh) as th:
         con = th.con
@@ -147,8 +147,9 @@ def test_session_answers_many_questions_on_one_connection(wh):
 
 
 def test_session_refuses_what_sql_refuses(wh):
+    from tracehouse.warehouse.session import Session
+
     from tracehouse.errors import QueryError, QueryRefused
-    from warehouse.session import Session
 
     with Session(wh) as th:
         for bad in (
@@ -169,9 +170,9 @@ def test_session_refuses_what_sql_refuses(wh):
 
 
 def test_session_sees_a_run_ingested_after_it_opened(tmp_path):
-    from ingest.load import ingest_paths
-    from warehouse.session import Session
-    from warehouse.store import Warehouse
+    from tracehouse.ingest.load import ingest_paths
+    from tracehouse.warehouse.session import Session
+    from tracehouse.warehouse.store import Warehouse
 
     store = Warehouse(tmp_path / "wh")
     first = write_trace(tmp_path / "a" / "a.json.gz", simple_events())
@@ -188,8 +189,9 @@ def test_session_sees_a_run_ingested_after_it_opened(tmp_path):
 
 
 def test_session_of_no_warehouse(tmp_path):
+    from tracehouse.warehouse.session import Session
+
     from tracehouse.errors import TracehouseError
-    from warehouse.session import Session
 
     with pytest.raises(TracehouseError, match="no warehouse"):
         Session(tmp_path / "nope")
@@ -197,7 +199,7 @@ def test_session_of_no_warehouse(tmp_path):
 
 
 def test_split_statements():
-    from warehouse.session import split_statements
+    from tracehouse.warehouse.session import split_statements
 
     assert split_statements("") == [] and split_statements(" -- only a comment\n") == []
     assert [s.rstrip(";") for s in split_statements("select 1; select ';' ;\n/* ; */ select 2")] == [
@@ -226,16 +228,18 @@ def test_split_statements():
     ],
 )
 def test_read_only_check_refuses(query):
+    from tracehouse.warehouse.query import check_read_only
+
     from tracehouse.errors import QueryRefused
-    from warehouse.query import check_read_only
 
     with pytest.raises(QueryRefused):
         check_read_only(query)
 
 
 def test_read_only_check_keeps_a_syntax_error_a_syntax_error():
+    from tracehouse.warehouse.query import check_read_only
+
     from tracehouse.errors import QueryError, QueryRefused
-    from warehouse.query import check_read_only
 
     with pytest.raises(QueryError, match='near "selct"') as err:
         check_read_only("selct * from kernels")
@@ -243,9 +247,9 @@ def test_read_only_check_keeps_a_syntax_error_a_syntax_error():
 
 
 def test_user_rule_variables_are_the_modules():
-    from warehouse.catalog import USER_RULE_ENVS
-    from warehouse.peaks import USER_PEAKS_ENV
-    from warehouse.site_rules import USER_SITE_RULES_ENV
+    from tracehouse.warehouse.catalog import USER_RULE_ENVS
+    from tracehouse.warehouse.peaks import USER_PEAKS_ENV
+    from tracehouse.warehouse.site_rules import USER_SITE_RULES_ENV
 
     assert set(USER_RULE_ENVS) == {USER_PEAKS_ENV, USER_SITE_RULES_ENV}
 

@@ -9,13 +9,13 @@ import dataclasses
 import re
 
 import pytest
+from tracehouse.reports import diff as diff_report
+from tracehouse.reports import run as run_report
+from tracehouse.reports import trend as trend_report
+from tracehouse.reports.render import TEMPLATES, environment, render
+from tracehouse.warehouse.store import Warehouse
 
-from reports import diff as diff_report
-from reports import run as run_report
-from reports import trend as trend_report
-from reports.render import TEMPLATES, environment, render
 from tracehouse.cli import main
-from warehouse.store import Warehouse
 
 CSP = '<meta http-equiv="Content-Security-Policy" content="default-src \'none\';'
 PAGES = sorted(
@@ -138,8 +138,8 @@ def test_template_dir_overrides_by_name_and_falls_back(tmp_path):
 def situation_runs(tmp_path_factory):
     """A warehouse with two situations' runs (report-step-figures, then dataloader-stall); returns
     (Warehouse, [run ids])."""
-    from ingest.load import ingest_paths
-    from synth.situations import write_situation
+    from tracehouse.ingest.load import ingest_paths
+    from tracehouse.synth.situations import write_situation
 
     root = tmp_path_factory.mktemp("pipeline")
     wh = Warehouse(root / "wh")

@@ -19,9 +19,8 @@ from pathlib import Path
 
 import pytest
 from conftest import GPU_CATS, TRACES, query_rows
-
-from warehouse.catalog import connect, view_files
-from warehouse.rules import CATEGORIES
+from tracehouse.warehouse.catalog import connect, view_files
+from tracehouse.warehouse.rules import CATEGORIES
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "report-step-figures"
@@ -115,8 +114,8 @@ def test_stream_share_is_each_streams_part_of_the_run(figures, con):
 
 
 def test_run_report_shows_the_views_rows(figures):
-    from reports.run import build_run_report
-    from warehouse.engine import open as open_connection
+    from tracehouse.reports.run import build_run_report
+    from tracehouse.warehouse.engine import open as open_connection
 
     wh, run_id, expect = figures
     report = build_run_report(open_connection(wh, runs=[run_id]), run_id)
@@ -128,7 +127,7 @@ def test_run_report_shows_the_views_rows(figures):
 
 
 def test_diff_totals_are_run_step_time(figures, con):
-    from reports.diff import build_diff
+    from tracehouse.reports.diff import build_diff
 
     wh, run_id, expect = figures
     for on in (con, connect(wh, kept=False)):  # the run's kept rows (derived at ingest), and computed
@@ -144,7 +143,7 @@ def test_diff_totals_are_run_step_time(figures, con):
 def test_category_columns_follow_the_vocabulary():
     """steps.sql has one `<category>_ns` column per category, step_latency.sql sums those that are not
     its own columns, the charts colour each: all follow warehouse.rules.CATEGORIES (read from there)."""
-    from reports.svg import CATEGORY_COLORS
+    from tracehouse.reports.svg import CATEGORY_COLORS
 
     steps = view_files()["steps"].read_text()
     filtered = re.findall(r"FILTER \(WHERE category = '(\w+)'\) AS (\w+)_ns", steps)
@@ -163,7 +162,7 @@ def test_category_columns_are_generated_from_the_vocabulary(tmp_path, monkeypatc
     """steps' and step_latency's category lines are what sql/steps/category_columns.py writes from the
     vocabulary (the check passes as shipped), and a vocabulary with one more category gives both views its
     column: the lines follow the rule data, they are not typed by hand."""
-    from sql.steps import category_columns
+    from tracehouse.sql.steps import category_columns
 
     assert category_columns.stale() == []
     for name in ("steps.sql", "step_latency.sql"):
@@ -264,7 +263,7 @@ def test_real_uncategorized_is_the_unmatched_kernels(real):
 def test_the_reporting_bar_is_read_from_report_params(figures):
     """One definition of the 1 % bar: overlap_opportunity's `reportable` and the report's kernel table
     and stream count follow sql/report_params, changed here for one session."""
-    from reports.run import build_run_report
+    from tracehouse.reports.run import build_run_report
 
     wh, run_id, _ = figures
     c = connect(wh, kept=False)  # computed views: the session's report_params reaches overlap_opportunity

@@ -65,10 +65,10 @@ def _cli(*args: str, warehouse: Path) -> subprocess.CompletedProcess:
 def requests_wh(tmp_path_factory):
     """The annotated situation ingested as is; the file situation ingested twice over: without its requests
     file (run `bare`), and in another warehouse with --requests (run `file`)."""
-    from ingest.load import ingest_paths
-    from synth.situations import write_situation
-    from warehouse.catalog import connect
-    from warehouse.store import Warehouse
+    from tracehouse.ingest.load import ingest_paths
+    from tracehouse.synth.situations import write_situation
+    from tracehouse.warehouse.catalog import connect
+    from tracehouse.warehouse.store import Warehouse
 
     root = tmp_path_factory.mktemp("requests")
     wh = Warehouse(root / "wh")
@@ -236,7 +236,8 @@ def test_requests_replaced_on_reingest(requests_wh, tmp_path):
     ],
 )
 def test_bad_requests_file_is_one_clear_error(tmp_path, text, suffix, message):
-    from ingest.requests import read_requests
+    from tracehouse.ingest.requests import read_requests
+
     from tracehouse.errors import TracehouseError
 
     path = tmp_path / f"r{suffix}"
@@ -276,7 +277,7 @@ def test_requests_for_two_runs_is_refused(requests_wh, tmp_path):
 
 
 def test_reader_reads_every_format(tmp_path):
-    from ingest.requests import read_requests
+    from tracehouse.ingest.requests import read_requests
 
     (tmp_path / "a.csv").write_text(
         "step,request_id,tokens,kv_tokens,phase,rank,extra\n3,r1,1,90,Decode,,x\n3,r1,1,91,,1,\n"
@@ -301,7 +302,7 @@ def test_reader_reads_every_format(tmp_path):
 
 
 def test_report_shows_request_cost_or_says_what_to_give(requests_wh):
-    from reports.charts import fmt_ns
+    from tracehouse.reports.charts import fmt_ns
 
     root, runs = requests_wh["root"], requests_wh["runs"]
     done = _cli("report", "--run", runs["serving-requests"], warehouse=root / "wh")
@@ -360,10 +361,10 @@ def test_real_traces_name_no_requests_and_a_file_splits_them(tmp_path):
     from tests.conftest import TRACES, require_shared
 
     require_shared()
-    from ingest.load import ingest_paths
-    from ingest.requests import attach_requests, read_requests
-    from warehouse.catalog import connect
-    from warehouse.store import Warehouse
+    from tracehouse.ingest.load import ingest_paths
+    from tracehouse.ingest.requests import attach_requests, read_requests
+    from tracehouse.warehouse.catalog import connect
+    from tracehouse.warehouse.store import Warehouse
 
     wh = Warehouse(tmp_path / "wh")
     [outcome] = ingest_paths(wh, [TRACES / REAL_DECODE], analyse=False)

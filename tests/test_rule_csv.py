@@ -7,11 +7,10 @@ import re
 from pathlib import Path
 
 import pytest
-
-from warehouse.fusion import FusionCatalogError, load_fusion_catalog
-from warehouse.peaks import load_device_peaks
-from warehouse.rules import RulesError, load_category_rules, read_rule_csv
-from warehouse.site_rules import load_site_rules
+from tracehouse.warehouse.fusion import FusionCatalogError, load_fusion_catalog
+from tracehouse.warehouse.peaks import load_device_peaks
+from tracehouse.warehouse.rules import RulesError, load_category_rules, read_rule_csv
+from tracehouse.warehouse.site_rules import load_site_rules
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,13 +11,12 @@ import subprocess
 import pytest
 from conftest import REPORT_SCENARIOS, ROOT, real_trace_files
 from tracebuilder import launch_pair, simple_events, write_trace
-
-from ingest.load import ingest_paths
-from reports.run import build_run_report, render_run_report, report_json
-from synth import write_scenario
-from warehouse.catalog import connect
-from warehouse.engine import open as open_connection
-from warehouse.store import Warehouse
+from tracehouse.ingest.load import ingest_paths
+from tracehouse.reports.run import build_run_report, render_run_report, report_json
+from tracehouse.synth import write_scenario
+from tracehouse.warehouse.catalog import connect
+from tracehouse.warehouse.engine import open as open_connection
+from tracehouse.warehouse.store import Warehouse
 
 GOLDEN = ROOT / "tests" / "golden"
 SCHEMA = json.loads((ROOT / "reports" / "run_report.schema.json").read_text())
@@ -122,7 +121,7 @@ def test_html_escapes_hostile_names(hostile_html):
     assert HOSTILE not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "<img src=x" not in html and "<b>bold</b>" not in html
     # the one script is the page's own (sorting, filters), allowed by its hash under the CSP; no other
-    from reports.render import PAGE_JS, PAGE_JS_HASH
+    from tracehouse.reports.render import PAGE_JS, PAGE_JS_HASH
 
     assert html.lower().count("<script") == 1 and f"<script>{PAGE_JS}</script>" in html
     assert f"script-src '{PAGE_JS_HASH}'" in html and "unsafe-inline'; img-src" in html

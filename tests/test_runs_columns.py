@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 
-from reports.runs_table import Headline, narrow_rows
+from tracehouse.reports.runs_table import Headline, narrow_rows
 
 
 def _run(run_id: str) -> dict:

@@ -11,8 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import real_trace_files
-
-from warehouse.schema import (
+from tracehouse.warehouse.schema import (
     COLUMNS,
     SCHEMA_PARTITION,
     STORED_TABLES,
@@ -22,7 +21,7 @@ from warehouse.schema import (
     mismatches,
     schema,
 )
-from warehouse.store import ALL_TABLES, Warehouse
+from tracehouse.warehouse.store import ALL_TABLES, Warehouse
 
 
 def nonconforming(root: Path) -> list[str]:
@@ -48,7 +47,7 @@ def test_every_stored_table_is_declared_in_the_stores_order():
 
 
 def test_a_new_warehouse_gets_its_zero_row_files_from_the_declaration(tmp_path):
-    from warehouse.catalog import connect, ensure_schema_files
+    from tracehouse.warehouse.catalog import connect, ensure_schema_files
 
     wh = Warehouse(tmp_path / "wh")
     ensure_schema_files(wh)
@@ -79,8 +78,8 @@ def test_ingest_writes_the_declared_schema_for_every_situation(situation_warehou
 
 
 def test_an_nsight_systems_export_lands_in_the_declared_schema(tmp_path):
-    from ingest.load import ingest_paths
-    from synth.nsys import write_export
+    from tracehouse.ingest.load import ingest_paths
+    from tracehouse.synth.nsys import write_export
 
     path = tmp_path / "run" / "profile.sqlite"
     path.parent.mkdir()
@@ -156,8 +155,8 @@ def test_each_declared_type_is_what_duckdb_writes_for_its_duckdb_type(tmp_path):
 
 
 def test_schema_describes_a_tables_columns(tmp_path):
-    from warehouse.catalog import connect, ensure_schema_files
-    from warehouse.schema_docs import describe
+    from tracehouse.warehouse.catalog import connect, ensure_schema_files
+    from tracehouse.warehouse.schema_docs import describe
 
     wh = Warehouse(tmp_path / "wh")
     ensure_schema_files(wh)
@@ -177,7 +176,7 @@ DIGESTS = {
 
 
 def test_a_changed_column_bumps_the_schema_version(monkeypatch):
-    from warehouse import schema as declared
+    from tracehouse.warehouse import schema as declared
 
     assert declared.columns_digest() == DIGESTS[declared.SCHEMA_VERSION]
     retyped = {t: list(c) for t, c in declared.COLUMNS.items()}
@@ -187,8 +186,8 @@ def test_a_changed_column_bumps_the_schema_version(monkeypatch):
 
 
 def test_the_runs_row_says_which_schema_wrote_it(situation_warehouse):
-    from warehouse.catalog import connect
-    from warehouse.schema import SCHEMA_VERSION
+    from tracehouse.warehouse.catalog import connect
+    from tracehouse.warehouse.schema import SCHEMA_VERSION
 
     wh, _, _ = situation_warehouse
     versions = connect(wh).execute("SELECT DISTINCT schema_version FROM runs").fetchall()
@@ -202,7 +201,7 @@ def test_write_rows_reads_back_as_pyarrows_conversion_of_the_same_rows(tmp_path)
     own conversion of the rows, in the declared schema."""
     from datetime import datetime, timezone
 
-    from warehouse.schema import write_rows
+    from tracehouse.warehouse.schema import write_rows
 
     runs = [
         {
@@ -238,7 +237,7 @@ def test_an_ingest_process_imports_neither_pyarrow_nor_pandas(tmp_path):
     import subprocess
     import sys
 
-    from synth import write_scenario
+    from tracehouse.synth import write_scenario
 
     trace = write_scenario("training", tmp_path / "trace", seed=3, ranks=1, steps=1, layers=1)
     code = (

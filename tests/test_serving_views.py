@@ -26,7 +26,7 @@ BATCH_COLS = (
 
 @pytest.fixture(scope="module")
 def serving(situation_warehouse):
-    from warehouse.catalog import connect
+    from tracehouse.warehouse.catalog import connect
 
     wh, every, truths = situation_warehouse
     runs = {name: every[name] for name in ("serving-batches", "atom-batches")}
@@ -141,8 +141,8 @@ def test_collective_bandwidth_nccl_tests_formulas(serving):
 
 
 def test_device_peaks_user_file_wins(tmp_path, monkeypatch):
-    from warehouse.peaks import load_device_peaks
-    from warehouse.rules import RulesError
+    from tracehouse.warehouse.peaks import load_device_peaks
+    from tracehouse.warehouse.rules import RulesError
 
     user = tmp_path / "peaks.csv"
     user.write_text(
@@ -158,7 +158,7 @@ def test_device_peaks_user_file_wins(tmp_path, monkeypatch):
 
 
 def test_device_peaks_version_matches_file():
-    from warehouse.peaks import PEAKS_VERSION_FILE, shipped_peaks_sha256
+    from tracehouse.warehouse.peaks import PEAKS_VERSION_FILE, shipped_peaks_sha256
 
     assert json.loads(PEAKS_VERSION_FILE.read_text())["sha256"] == shipped_peaks_sha256(), (
         "sql/rules/device_peaks.csv changed: bump peaks_version and record the new sha256"
@@ -177,7 +177,7 @@ INFERENCE = {
 
 @pytest.fixture(scope="module")
 def real_serving(real_runs):
-    from warehouse.catalog import connect
+    from tracehouse.warehouse.catalog import connect
 
     wh, run_of = real_runs
     runs = {
@@ -245,7 +245,7 @@ def test_real_collective_hand_case(real_serving):
 
 
 def test_no_kernel_exceeds_its_bound_over_the_corpus(real_runs):
-    from warehouse.catalog import connect
+    from tracehouse.warehouse.catalog import connect
 
     wh, run_of = real_runs  # every real trace file, each its own run, not derived
     con = connect(wh, runs=[run_of[rel] for rel in real_trace_files()])

@@ -17,13 +17,12 @@ from pathlib import Path
 import pytest
 from conftest import TRACES, require_shared
 from tracebuilder import simple_events, write_trace
-
-from ingest.load import ingest_paths
-from ingest.run import UNTOLD, plan_runs
-from synth.scenario import write_scenario
-from synth.sessions import LAYOUTS, write_layout
-from warehouse.catalog import connect
-from warehouse.store import Warehouse
+from tracehouse.ingest.load import ingest_paths
+from tracehouse.ingest.run import UNTOLD, plan_runs
+from tracehouse.synth.scenario import write_scenario
+from tracehouse.synth.sessions import LAYOUTS, write_layout
+from tracehouse.warehouse.catalog import connect
+from tracehouse.warehouse.store import Warehouse
 
 
 def _groups(plans) -> set[frozenset[str]]:

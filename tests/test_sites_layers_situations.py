@@ -18,8 +18,7 @@ import sys
 import pytest
 from conftest import ROOT, RunFocused
 from conftest import query_rows as _rows
-
-from warehouse.catalog import connect
+from tracehouse.warehouse.catalog import connect
 
 SITE_COLUMNS = ("name", "site", "site_class", "inner_site", "plumbing_frames", "module_path", "module")
 
@@ -162,8 +161,8 @@ def test_handmade_module_boundary_beats_the_first_match():
 
 
 def test_rule_file_is_versioned_and_valid(tmp_path):
-    from warehouse.rules import RulesError
-    from warehouse.site_rules import (
+    from tracehouse.warehouse.rules import RulesError
+    from tracehouse.warehouse.site_rules import (
         SITE_VERSION_FILE,
         load_site_rules,
         shipped_site_rules_sha256,
@@ -211,8 +210,7 @@ def test_rule_file_is_versioned_and_valid(tmp_path):
 )
 def test_plumbing_rules(frame, plumbing):
     import duckdb
-
-    from warehouse.site_rules import load_site_rules
+    from tracehouse.warehouse.site_rules import load_site_rules
 
     rules = load_site_rules()  # noqa: F841 - read by name
     con = duckdb.connect()

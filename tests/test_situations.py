@@ -8,10 +8,9 @@ checks what every situation shares.
 from __future__ import annotations
 
 import pytest
-
-from synth.situations import SITUATIONS, write_situation
-from synth.truth import load_truth
-from warehouse.catalog import connect
+from tracehouse.synth.situations import SITUATIONS, write_situation
+from tracehouse.synth.truth import load_truth
+from tracehouse.warehouse.catalog import connect
 
 
 def test_every_situation_ingests_cleanly(situation_warehouse):

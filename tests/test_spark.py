@@ -26,8 +26,8 @@ pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed: pip i
 if shutil.which("java") is None:
     pytest.skip("Java is not on PATH: Spark needs Java 17+", allow_module_level=True)
 
-from warehouse.catalog import ordered_views
-from warehouse.store import ALL_TABLES
+from tracehouse.warehouse.catalog import ordered_views
+from tracehouse.warehouse.store import ALL_TABLES
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL_RUN = (
@@ -69,10 +69,10 @@ def warehouse(tmp_path_factory):
     "requests" (a situation whose steps name their requests) gives request_step_cost rows to compare."""
     if not _java_ok():
         pytest.skip("`java -version` fails: Spark needs a working Java 17+")
-    from ingest.load import ingest_paths
-    from synth import write_scenario
-    from synth.situations import write_situation
-    from warehouse.store import Warehouse
+    from tracehouse.ingest.load import ingest_paths
+    from tracehouse.synth import write_scenario
+    from tracehouse.synth.situations import write_situation
+    from tracehouse.warehouse.store import Warehouse
 
     base = tmp_path_factory.mktemp("spark")
     wh = Warehouse(base / "wh")
@@ -118,8 +118,8 @@ def warehouse(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def engines(warehouse):
-    from warehouse.catalog import connect
-    from warehouse.spark import connect_spark, spark_session
+    from tracehouse.warehouse.catalog import connect
+    from tracehouse.warehouse.spark import connect_spark, spark_session
 
     wh, ids = warehouse
     session = spark_session("local[2]")
@@ -208,8 +208,9 @@ def test_view_same_rows_on_spark(engines, name):
 
 
 def test_sql_engine_spark_refuses_the_same(engines):
+    from tracehouse.warehouse.spark import run_query_spark
+
     from tracehouse.errors import QueryError, QueryRefused
-    from warehouse.spark import run_query_spark
 
     _, catalog, _ = engines
     for bad in (
@@ -262,9 +263,9 @@ def _same_report(fmt: str, duck: str, spark: str) -> None:
 @pytest.mark.parametrize("fmt", ["md", "json"])
 @pytest.mark.parametrize("run", ["decode", "training"])
 def test_run_report_on_spark_same_as_duckdb(engines, warehouse, run, fmt):
-    from reports.run import build_run_report, render_run_report
-    from warehouse.engine import open as open_connection
-    from warehouse.spark_connection import SparkConnection
+    from tracehouse.reports.run import build_run_report, render_run_report
+    from tracehouse.warehouse.engine import open as open_connection
+    from tracehouse.warehouse.spark_connection import SparkConnection
 
     _, catalog, _ = engines
     wh, ids = warehouse
@@ -277,9 +278,9 @@ def test_run_report_on_spark_same_as_duckdb(engines, warehouse, run, fmt):
 @pytest.mark.parametrize("fmt", ["md", "json"])
 def test_trend_on_spark_same_as_duckdb(engines, warehouse, fmt):
     """DuckDB as `tracehouse trend` runs it (run_metrics from the per-run cache) against Spark's run_metrics."""
-    from reports.trend import build_trend, render_trend
-    from warehouse.catalog import connect
-    from warehouse.spark_connection import SparkConnection
+    from tracehouse.reports.trend import build_trend, render_trend
+    from tracehouse.warehouse.catalog import connect
+    from tracehouse.warehouse.spark_connection import SparkConnection
 
     _, catalog, _ = engines
     wh, _ = warehouse
@@ -293,9 +294,9 @@ def test_trend_on_spark_same_as_duckdb(engines, warehouse, fmt):
 
 
 def test_diff_on_spark_same_as_duckdb(engines, warehouse):
-    from reports.diff import build_diff, render_diff
-    from warehouse.catalog import connect
-    from warehouse.spark_connection import SparkConnection
+    from tracehouse.reports.diff import build_diff, render_diff
+    from tracehouse.warehouse.catalog import connect
+    from tracehouse.warehouse.spark_connection import SparkConnection
 
     _, catalog, _ = engines
     wh, ids = warehouse
@@ -330,7 +331,7 @@ def test_cli_engine_spark(engines, warehouse, cli_runner):
 
 def test_bind_parameters():
     """Parameters become literals written by sqlglot: quotes, backslashes, lists, NULL; `?` in text stays."""
-    from warehouse.spark_connection import bind_parameters
+    from tracehouse.warehouse.spark_connection import bind_parameters
 
     assert (
         bind_parameters("SELECT * FROM runs WHERE run_id = ? AND x = '?'", ["a'b\\c"])

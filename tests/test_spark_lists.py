@@ -18,15 +18,14 @@ if shutil.which("java") is None:
     pytest.skip("Java is not on PATH: Spark needs Java 17+", allow_module_level=True)
 
 import duckdb
-
-from warehouse.spark import to_spark_sql
+from tracehouse.warehouse.spark import to_spark_sql
 
 LISTS = ["CAST(NULL AS INTEGER[])", "CAST([] AS INTEGER[])", "[7]", "[1, 2, 3]", "[4, NULL, 6, 8]"]
 
 
 @pytest.fixture(scope="module")
 def spark():
-    from warehouse.spark import spark_session
+    from tracehouse.warehouse.spark import spark_session
 
     session = spark_session("local[1]")
     yield session

@@ -12,8 +12,7 @@ import re
 from pathlib import Path
 
 import duckdb
-
-from warehouse.quoting import sql_identifier, sql_string
+from tracehouse.warehouse.quoting import sql_identifier, sql_string
 
 ROOT = Path(__file__).resolve().parents[1]
 HELPER = ROOT / "warehouse" / "quoting.py"

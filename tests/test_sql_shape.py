@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from warehouse.catalog import view_files
+from tracehouse.warehouse.catalog import view_files
 
 
 def _code(text: str) -> str:

@@ -10,14 +10,13 @@ import shutil
 
 import pytest
 from conftest import REPORT_SCENARIOS, TRACES, require_shared
-
-from ingest.load import ingest_paths
-from reports.run import build_run_report, render_run_report, report_json
-from synth import write_scenario
-from warehouse.catalog import connect, kept_file, per_run_views, store_dir, view_files
-from warehouse.derived import derive, is_derived
-from warehouse.engine import open as open_connection
-from warehouse.store import Warehouse
+from tracehouse.ingest.load import ingest_paths
+from tracehouse.reports.run import build_run_report, render_run_report, report_json
+from tracehouse.synth import write_scenario
+from tracehouse.warehouse.catalog import connect, kept_file, per_run_views, store_dir, view_files
+from tracehouse.warehouse.derived import derive, is_derived
+from tracehouse.warehouse.engine import open as open_connection
+from tracehouse.warehouse.store import Warehouse
 
 RUN_VIEWS = per_run_views()
 STEP_PICKS = [None, "decode", "prefill", "mixed", "unknown"]  # report_steps' picks (None: 'all')
@@ -125,7 +124,7 @@ def test_the_step_pick_is_the_rule(synth_warehouse, scenario):
 
 def test_a_report_derives_its_run_first(own_synth_warehouse):
     """`tracehouse report` (reports.write) derives a run not derived yet, then reads it kept: same report."""
-    from reports.write import write_run_report
+    from tracehouse.reports.write import write_run_report
 
     wh, runs = own_synth_warehouse
     run_id = runs["training"]
@@ -150,7 +149,7 @@ def test_ingest_without_analysis_derives_none(tmp_path):
 def test_one_fingerprint_follows_the_whole_catalogue(tmp_path, monkeypatch):
     """The store's folder is keyed on the whole catalogue: an edit of any view or rule file moves it (its
     rows are derived anew, never mixed with old ones); nothing else does."""
-    from warehouse import catalog
+    from tracehouse.warehouse import catalog
 
     where = {view: path.relative_to(catalog.SQL_DIR) for view, path in view_files().items()}  # sql/<domain>/
     sql = tmp_path / "sql"
@@ -172,8 +171,8 @@ def test_one_fingerprint_follows_the_whole_catalogue(tmp_path, monkeypatch):
 
 def test_unwritable_store_computes_for_the_report_alone(own_synth_warehouse, monkeypatch, capsys):
     """A warehouse the user may only read: the report is the same, computed on its connection, with a note."""
-    from reports import write
-    from reports.write import write_run_report
+    from tracehouse.reports import write
+    from tracehouse.reports.write import write_run_report
 
     wh, runs = own_synth_warehouse
     run_id = runs["serving-decode"]

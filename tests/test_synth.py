@@ -11,10 +11,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-
-from synth import SCENARIOS, write_scenario
-from synth.kineto import us
-from synth.truth import load_truth
+from tracehouse.synth import SCENARIOS, write_scenario
+from tracehouse.synth.kineto import us
+from tracehouse.synth.truth import load_truth
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT.parent / "shared" / "traces"
@@ -226,7 +225,7 @@ def test_conventions_match_real_traces(runs):
 def test_target_size_memory(tmp_path):
     code = (
         "import resource, sys\n"
-        "from synth import write_scenario\n"
+        "from tracehouse.synth import write_scenario\n"
         f"write_scenario('serving-decode', {str(tmp_path / 'big')!r}, target_size=50_000_000, ranks=2)\n"
         # ru_maxrss survives exec on Linux (it would report pytest's own peak), so prefer VmHWM
         "import os\n"

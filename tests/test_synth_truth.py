@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import RunFocused
-
-from warehouse.catalog import connect
+from tracehouse.warehouse.catalog import connect
 
 CASES = [
     ("serving-decode", "nvidia", {"ranks": 2, "steps": 3, "layers": 3}),

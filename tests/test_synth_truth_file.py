@@ -9,10 +9,9 @@ import io
 import json
 
 import pytest
-
-from synth import load_truth, truth_path, write_scenario
-from synth import truth as truth_module
-from synth.progress import SizeProgress
+from tracehouse.synth import load_truth, truth_path, write_scenario
+from tracehouse.synth import truth as truth_module
+from tracehouse.synth.progress import SizeProgress
 
 
 def _write(folder, **kw):
@@ -49,7 +48,7 @@ def test_rewriting_a_folder_leaves_only_this_runs_truth(tmp_path, monkeypatch):
 
 
 def test_ingest_leaves_a_gzipped_truth_out_of_the_run(tmp_path, monkeypatch):
-    from ingest.run import plan_runs
+    from tracehouse.ingest.run import plan_runs
 
     monkeypatch.setattr(truth_module, "COMPRESS_OVER", 1000)
     out = _write(tmp_path / "run")

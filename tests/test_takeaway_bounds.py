@@ -9,13 +9,12 @@ import json
 
 import pytest
 from conftest import query_rows, require_shared
-
-from ingest.load import ingest_paths
-from reports.run import build_run_report, render_run_report, report_json
-from synth.situations import write_situation
-from synth.truth import load_truth
-from warehouse.catalog import connect
-from warehouse.store import Warehouse
+from tracehouse.ingest.load import ingest_paths
+from tracehouse.reports.run import build_run_report, render_run_report, report_json
+from tracehouse.synth.situations import write_situation
+from tracehouse.synth.truth import load_truth
+from tracehouse.warehouse.catalog import connect
+from tracehouse.warehouse.store import Warehouse
 
 NAMES = ["overlap-host-bound", "overlap-gpu-bound"]
 

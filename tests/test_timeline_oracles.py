@@ -17,8 +17,7 @@ import json
 
 import pytest
 from conftest import ORACLES
-
-from warehouse.catalog import connect
+from tracehouse.warehouse.catalog import connect
 
 
 def _hta_oracle() -> dict:

@@ -27,8 +27,7 @@ from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
 import pytest
-
-from synth.history import commit_sha, write_history
+from tracehouse.synth.history import commit_sha, write_history
 
 N_RUNS, DRIFT_FROM = 30, 10
 SHIFT_AT = {2: 20, 5: 27}  # seed -> index of the regressed commit
@@ -47,9 +46,11 @@ def _series(seed: int) -> str:
 
 @pytest.fixture(scope="module")
 def history(tmp_path_factory):
-    import ingest.run
-    from ingest.load import ingest_paths
-    from warehouse.store import Warehouse
+    import tracehouse.ingest.run  # noqa: F401
+    from tracehouse.ingest.load import ingest_paths
+    from tracehouse.warehouse.store import Warehouse
+
+    from tracehouse import ingest
 
     root = tmp_path_factory.mktemp("trend")
     wh = Warehouse(root / "wh")
@@ -146,7 +147,7 @@ def test_band_is_a_three_sigma_test_on_pure_noise():
     """On unchanged runs, "worse by more than 3 x noise" must let through about the one-sided 3-sigma
     share (0.135 %), also while the noise rests on a few runs. A plain 3 x 1.4826 x MAD of the history
     lets through ~1.5 % (4 % at 6 runs of history): one chance flag in every third line of 32 runs."""
-    from reports.trend import evaluate
+    from tracehouse.reports.trend import evaluate
 
     con = evaluate(*_noise_tables(lines=300, runs=32, seed=1))
     judged, flagged, early, naive = con.execute(
@@ -259,7 +260,7 @@ def test_too_few_runs_are_said_and_the_gate_cannot_pass():
     """Under min_history + 1 runs the rule cannot judge the last run: the report says so ('3 runs: need at
     least 6 to flag a regression'), not 'No regression flagged', and the gate exits 1 with that line, even
     on a +10 % change."""
-    from reports.trend import build_trend_from_tables, gate, render_trend
+    from tracehouse.reports.trend import build_trend_from_tables, gate, render_trend
 
     report = build_trend_from_tables(*_shifted_tables(runs=3, shift_at=2))
     [series] = report.series
@@ -278,7 +279,7 @@ def test_a_shift_is_listed_once_at_the_commit_where_it_starts():
     """A lasting +10 % shift is flagged at its first run and again while the baseline (the median of the
     previous 5 runs) still lags; the regression table lists it once, at the commit where it starts, with
     how many runs were flagged."""
-    from reports.trend import build_trend_from_tables
+    from tracehouse.reports.trend import build_trend_from_tables
 
     report = build_trend_from_tables(*_shifted_tables(runs=12, shift_at=8))
     [shift] = report.regressions
@@ -294,7 +295,7 @@ def test_the_chart_does_not_turn_a_small_change_into_a_cliff():
     the two points sit within a few pixels, not at the top and bottom of the plot."""
     import re
 
-    from reports.charts import line_chart
+    from tracehouse.reports.charts import line_chart
 
     svg = str(line_chart([{"value": 1000.0, "x_label": "a"}, {"value": 1002.0, "x_label": "b"}]))
     ys = [float(y) for y in re.findall(r'<circle cx="[\d.]+" cy="([\d.]+)"', svg)]

@@ -6,9 +6,8 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from tracehouse.warehouse.catalog import SQL_DIR, sql_path, view_files
 from viewtest import CASES_DIR, all_cases, compare, run_duckdb, run_spark, view_names
-
-from warehouse.catalog import SQL_DIR, sql_path, view_files
 
 CASES = all_cases()
 
@@ -29,7 +28,7 @@ def spark():
     )
     if shutil.which("java") is None:
         pytest.skip("no java on PATH: Spark cannot start")
-    from warehouse.spark import spark_session
+    from tracehouse.warehouse.spark import spark_session
 
     return spark_session("local[1]", app_name="tracehouse-view-cases")
 

@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 from conftest import TRACES, real_trace_files
-
-from warehouse.catalog import connect
-from warehouse.stored import representative_step
+from tracehouse.warehouse.catalog import connect
+from tracehouse.warehouse.stored import representative_step
 
 MINE = ["warmup-in-window", "warmup-whole-trace", "module-loading-in-launch"]
 # situations of GPU work genuinely queued after its launch call returned (synth/situations/critical_path.py)
@@ -134,7 +133,7 @@ def test_genuine_queueing_still_flags(warm, name):
 
 
 def test_no_takeaway_rests_on_the_setup(warm):
-    from reports.run import build_run_report
+    from tracehouse.reports.run import build_run_report
 
     con, runs, expect = warm
     report = build_run_report(con, runs["warmup-in-window"])
@@ -284,7 +283,7 @@ def test_real_b200_module_loading_is_info_only(real):
 def test_one_time_rules_version_matches_the_csv():
     import hashlib
 
-    from warehouse.rules import ONE_TIME_RULES, ONE_TIME_VERSION_FILE, load_one_time_rules
+    from tracehouse.warehouse.rules import ONE_TIME_RULES, ONE_TIME_VERSION_FILE, load_one_time_rules
 
     recorded = json.loads(ONE_TIME_VERSION_FILE.read_text())["sha256"]
     assert hashlib.sha256(ONE_TIME_RULES.read_bytes()).hexdigest() == recorded, (
@@ -295,7 +294,7 @@ def test_one_time_rules_version_matches_the_csv():
 
 
 def test_a_bad_one_time_rule_is_a_clear_error(tmp_path, monkeypatch):
-    from warehouse import rules as rules_module
+    from tracehouse.warehouse import rules as rules_module
 
     bad = tmp_path / "one_time_work.csv"
     bad.write_text(

@@ -58,7 +58,7 @@ Rows = list[dict[str, Any]]
 @functools.cache
 def _graph() -> tuple[tuple[str, ...], dict[str, str], dict[str, frozenset[str]]]:
     """(the sql/ views in dependency order, each view's SQL, each view's direct dependencies)."""
-    from warehouse.catalog import ordered_views, view_dependencies
+    from tracehouse.warehouse.catalog import ordered_views, view_dependencies
 
     order, texts, deps = [], {}, {}
     for name, path in ordered_views():
@@ -76,8 +76,8 @@ def view_names() -> list[str]:
 def schema_catalog() -> dict[str, tuple[tuple[str, str], ...]]:
     """name -> ((column, DuckDB type), ...) of every stored table, rule table and sql/ view, read from the
     catalogue built over an empty warehouse (the declared schema's zero-row files)."""
-    from warehouse.catalog import connect
-    from warehouse.store import Warehouse
+    from tracehouse.warehouse.catalog import connect
+    from tracehouse.warehouse.store import Warehouse
 
     # the catalogue file (built once per version of sql/ and kept in the cache folder) holds every
     # view's columns: reading them there spares binding all the views again in each test process
@@ -177,7 +177,7 @@ def connect_views(views: list[str], inputs: dict[str, Rows]) -> duckdb.DuckDBPyC
     """A bare DuckDB connection holding `inputs` as tables (typed as the catalogue types them), the
     shipped rule tables, the empty tables the views read and nobody gave, and these views of sql/ with
     every view they read that is not given, nothing else."""
-    from warehouse.catalog import register_rules
+    from tracehouse.warehouse.catalog import register_rules
 
     build, read = plan(views, set(inputs))
     con = duckdb.connect()
@@ -225,7 +225,7 @@ def spark_views(spark, views: list[str], inputs: dict[str, Rows], materialize: b
     session. materialize: each view computed once as it is made (a local checkpoint, as
     warehouse.spark.connect_spark(materialize=True) does), so the views above it read its rows and
     Spark's analyzer never holds the whole tree (fusion_match over kernel_summary outgrows a 2 GB heap)."""
-    from warehouse.spark import new_session, register_rule_tables, to_spark_sql
+    from tracehouse.warehouse.spark import new_session, register_rule_tables, to_spark_sql
 
     build, read = plan(views, set(inputs))
     session = new_session(spark)
@@ -422,7 +422,7 @@ def run_duckdb(case: Case) -> tuple[list[str], list[tuple]]:
 
 
 def run_spark(spark, case: Case, materialize: bool = False) -> tuple[list[str], list[tuple]]:
-    from warehouse.spark import to_spark_sql
+    from tracehouse.warehouse.spark import to_spark_sql
 
     session = spark_views(spark, [case.view], case.inputs, materialize=materialize)
     frame = session.sql(to_spark_sql(case.query))

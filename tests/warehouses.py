@@ -65,7 +65,7 @@ class Built:
 
     @property
     def warehouse(self):
-        from warehouse.store import Warehouse
+        from tracehouse.warehouse.store import Warehouse
 
         return Warehouse(self.root)
 
@@ -74,14 +74,14 @@ def _write(source: tuple, folder: Path) -> tuple[list[Path], Path]:
     """(the paths to ingest, the input folder or file) of one source."""
     kind, name = source[0], source[1]
     if kind in ("scenario", "scenario-files"):
-        from synth import write_scenario
+        from tracehouse.synth import write_scenario
 
         opts = {k: tuple(v) if isinstance(v, list) else v for k, v in source[2]}
         out = write_scenario(name, folder, **opts)
         files = sorted(out.glob("*.trace.json.gz"))
         return ([out] if kind == "scenario" or len(files) > 1 else files), out
     if kind == "situation":
-        from synth.situations import write_situation
+        from tracehouse.synth.situations import write_situation
 
         out = write_situation(name, folder)
         return [out], out
@@ -92,9 +92,9 @@ def _write(source: tuple, folder: Path) -> tuple[list[Path], Path]:
 
 def build(sources: list[tuple], derived: bool, folder: Path) -> dict:
     """Ingest every source, in order, into folder/wh; the JSON-able description of what was built."""
-    from ingest.load import ingest_paths
-    from synth.truth import load_truth, truth_path
-    from warehouse.store import Warehouse
+    from tracehouse.ingest.load import ingest_paths
+    from tracehouse.synth.truth import load_truth, truth_path
+    from tracehouse.warehouse.store import Warehouse
 
     wh = Warehouse(folder / "wh")
     run_ids, truths, inputs = [], [], []
@@ -175,7 +175,7 @@ class Warehouses:
 
 def copy_warehouse(wh, folder: Path):
     """A copy of a shared warehouse for a test that changes it."""
-    from warehouse.store import Warehouse
+    from tracehouse.warehouse.store import Warehouse
 
     shutil.copytree(wh.root, folder)
     return Warehouse(folder)

@@ -12,11 +12,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ingest.load import Ingestor
-from synth.history import write_history
-from warehouse.engine import open as open_connection
-from warehouse.engine import store_of
-from warehouse.store import Warehouse
+from tracehouse.ingest.load import Ingestor
+from tracehouse.synth.history import write_history
+from tracehouse.warehouse.engine import open as open_connection
+from tracehouse.warehouse.engine import store_of
+from tracehouse.warehouse.store import Warehouse
 
 REGRESSION_AT = 8
 SLOW_KERNEL = ("nvjet", 1.08)
@@ -59,13 +59,13 @@ def _write_reports(warehouse: Warehouse, run_id: str, out: Path):
     """Every report that this version of tracehouse has: the run report and the trend report."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    from reports.write import write_run_report
+    from tracehouse.reports.write import write_run_report
 
     for fmt in ("md", "html"):
         path = out / f"run-{run_id}.{fmt}"
         write_run_report(warehouse, run_id, fmt, path)
         written.append(path)
-    from reports.trend import build_trend, render_trend
+    from tracehouse.reports.trend import build_trend, render_trend
 
     con = open_connection(warehouse)
     trend = build_trend(con, warehouse=store_of(con))

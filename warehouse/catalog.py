@@ -16,10 +16,9 @@ import shutil
 from pathlib import Path
 
 import duckdb
-
-from warehouse.docs import comment_statements
-from warehouse.quoting import sql_string
-from warehouse.store import ALL_TABLES, SCHEMA_PARTITION, Warehouse
+from tracehouse.warehouse.docs import comment_statements
+from tracehouse.warehouse.quoting import sql_string
+from tracehouse.warehouse.store import ALL_TABLES, SCHEMA_PARTITION, Warehouse
 
 # sqlglot (the views' order) and warehouse.schema (pyarrow: the zero-row files, the column docs) are
 # imported where the catalogue is built, not by every reader: a reader opens the built catalogue file, and
@@ -83,7 +82,7 @@ def ensure_schema_files(warehouse: Warehouse) -> None:
     with warehouse.lock():  # two first ingests at once: one writes, the other finds the files
         if _has_schema_files(warehouse):
             return
-        from warehouse.schema import write_schema_files
+        from tracehouse.warehouse.schema import write_schema_files
 
         staging = warehouse.new_staging()
         try:
@@ -99,7 +98,7 @@ def ensure_schema_files(warehouse: Warehouse) -> None:
 def table_column_docs(table: str) -> dict[str, str]:
     """Each column's line of a base view: the declared schema's, and run_id (the partition folder's) where
     the files do not carry it."""
-    from warehouse.schema import column_docs
+    from tracehouse.warehouse.schema import column_docs
 
     docs = column_docs(table)
     if "run_id" not in docs:
@@ -145,7 +144,7 @@ def register_rules(
     rules and device peaks (with the user's TRACEHOUSE_SITE_RULES / TRACEHOUSE_DEVICE_PEAKS files unless
     user_files is off: the shared catalogue file holds the shipped rules only)."""
     # the fusion catalogue (sql/fusion/fusion_match.sql)
-    from warehouse.fusion import register_fusion_patterns
+    from tracehouse.warehouse.fusion import register_fusion_patterns
 
     for name, rows in _rule_tables(rules_file, user_files).items():
         _create_from(con, f"CREATE OR REPLACE TABLE {name}", rows)
@@ -154,9 +153,9 @@ def register_rules(
 
 def _rule_tables(rules_file: str | None, user_files: bool) -> dict:
     # imported here, not by every reader (pyarrow: 0.1 s of a `tracehouse sql` process; USER_RULE_ENVS)
-    from warehouse.peaks import load_device_peaks, user_peaks_file
-    from warehouse.rules import load_category_rules, load_one_time_rules
-    from warehouse.site_rules import load_site_rules, user_site_rules_file
+    from tracehouse.warehouse.peaks import load_device_peaks, user_peaks_file
+    from tracehouse.warehouse.rules import load_category_rules, load_one_time_rules
+    from tracehouse.warehouse.site_rules import load_site_rules, user_site_rules_file
 
     return {
         "category_rules": load_category_rules(rules_file),  # sql/kernels/kernel_category.sql
@@ -214,8 +213,8 @@ def _site_rules_digest() -> bytes:
     (TRACEHOUSE_DEVICE_PEAKS), by path and content: b'' when neither is set."""
     if not any(os.environ.get(name) for name in USER_RULE_ENVS):
         return b""  # without importing those modules (pyarrow: a tenth of a second of a reader)
-    from warehouse.peaks import user_peaks_file
-    from warehouse.site_rules import user_site_rules_file
+    from tracehouse.warehouse.peaks import user_peaks_file
+    from tracehouse.warehouse.site_rules import user_site_rules_file
 
     out = b""
     peaks = user_peaks_file()

@@ -1,7 +1,7 @@
 """The one writer of the derived store: `derive` keeps the rows of every `materialized: per_run` view of a
 run, once, for every reader (the store's layout and how readers read it: warehouse.catalog, "kept rows").
 
-    from warehouse.derived import derive
+    from tracehouse.warehouse.derived import derive
     derive("./tracehouse-data")                 # every published run not derived yet
     derive("./tracehouse-data", ["3f2a9c..."])  # these runs
 
@@ -34,8 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
-
-from warehouse.catalog import (
+from tracehouse.warehouse.catalog import (
     KEPT_FILE,
     TYPES_FILE,
     catalog_fingerprint,
@@ -49,8 +48,8 @@ from warehouse.catalog import (
     store_dir,
     typed_read,
 )
-from warehouse.quoting import sql_string
-from warehouse.store import Warehouse, process_alive
+from tracehouse.warehouse.quoting import sql_string
+from tracehouse.warehouse.store import Warehouse, process_alive
 
 # Views read by several kept views, computed once per derive (a work file, dropped after) rather than once
 # by each view that reads them; with the columns their readers use, where that is fewer than all

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from warehouse.quoting import sql_string
+from tracehouse.warehouse.quoting import sql_string
 
 # a DuckDB type as DESCRIBE writes it
 _TYPE = (

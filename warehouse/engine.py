@@ -42,11 +42,11 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 import duckdb
+from tracehouse.warehouse.catalog import FOCUS, ROOT, connect, focus, materialize, view_files
+from tracehouse.warehouse.query import run_query as run_duckdb_query
+from tracehouse.warehouse.store import Warehouse
 
 from tracehouse.errors import TracehouseError
-from warehouse.catalog import FOCUS, ROOT, connect, focus, materialize, view_files
-from warehouse.query import run_query as run_duckdb_query
-from warehouse.store import Warehouse
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -162,8 +162,10 @@ def open_resolved(
 def _open_spark(
     warehouse: Warehouse | str, runs: list[str] | None, master: str | None, rules_file: str | None
 ):
-    from warehouse.spark import SparkUnavailable  # pyspark stays optional: imported only for this engine
-    from warehouse.spark_connection import spark_connection
+    from tracehouse.warehouse.spark import (
+        SparkUnavailable,  # pyspark stays optional: imported only for this engine
+    )
+    from tracehouse.warehouse.spark_connection import spark_connection
 
     try:
         # focused on runs: a report's or a diff's connection, asked many questions of the same views, each
@@ -202,7 +204,7 @@ def step_scope(con: Connection, key: list) -> Iterator[None]:
     if not isinstance(con, duckdb.DuckDBPyConnection):
         yield
         return
-    from warehouse.stored import scope_step_views, unscope
+    from tracehouse.warehouse.stored import scope_step_views, unscope
 
     scoped = scope_step_views(con, key)
     try:

@@ -26,10 +26,10 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+from tracehouse.warehouse.rules import CATEGORIES, RULES_DIR, RulesError, read_rule_csv, regex_judge
+from tracehouse.warehouse.rules import check_pattern as _check_rule_pattern
 
 from tracehouse.errors import TracehouseError
-from warehouse.rules import CATEGORIES, RULES_DIR, RulesError, read_rule_csv, regex_judge
-from warehouse.rules import check_pattern as _check_rule_pattern
 
 CATALOG_FILE = RULES_DIR / "fusion_patterns.csv"
 VERSION_FILE = RULES_DIR / "fusion_patterns.version.json"

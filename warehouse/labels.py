@@ -18,10 +18,10 @@ import os
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from tracehouse.warehouse.derived import forget_derived
+from tracehouse.warehouse.store import Warehouse
 
 from tracehouse.errors import TracehouseError
-from warehouse.derived import forget_derived
-from warehouse.store import Warehouse
 
 COLUMN_KEYS = ("model", "commit", "commit_time", "series", "framework", "hardware")
 

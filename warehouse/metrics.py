@@ -9,9 +9,8 @@ small files; a run not derived yet is computed by this read, as any reader compu
 from __future__ import annotations
 
 import pyarrow as pa
-
-from warehouse.catalog import connect
-from warehouse.store import Warehouse
+from tracehouse.warehouse.catalog import connect
+from tracehouse.warehouse.store import Warehouse
 
 COLUMNS = ["run_id", "rank", "phase", "metric", "value", "better", "spread"]
 

@@ -26,8 +26,7 @@ import os
 from pathlib import Path
 
 import pyarrow as pa
-
-from warehouse.rules import RULES_DIR, RulesError, check_pattern, read_rule_csv, regex_judge
+from tracehouse.warehouse.rules import RULES_DIR, RulesError, check_pattern, read_rule_csv, regex_judge
 
 SHIPPED_PEAKS = RULES_DIR / "device_peaks.csv"
 PEAKS_VERSION_FILE = RULES_DIR / "device_peaks.version.json"

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 
 import duckdb
+from tracehouse.warehouse import local_db
 
 from tracehouse.errors import QueryError, QueryRefused
-from warehouse import local_db
 
 _FILE_FUNCTIONS = {
     "read_csv",

@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import duckdb
+from tracehouse.warehouse import local_db
 
 from tracehouse.errors import TracehouseError
-from warehouse import local_db
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from warehouse.store import SCHEMA_PARTITION  # noqa: F401 - re-exported: the folder of each table's zero-row file
+from tracehouse.warehouse.store import SCHEMA_PARTITION  # noqa: F401 - re-exported: the folder of each table's zero-row file
 
 # runs.schema_version of what ingest writes: bump it with any change to a column's name, type or order
 # (tests/test_schema.py holds the digest of each version's columns and fails until it is bumped)
@@ -375,7 +375,7 @@ def write_rows(table: str, rows: list[dict], path: Path) -> None:
     pandas where installed: pyarrow imports pandas on its first conversion of Python values). Every value
     of the declared types survives JSON exactly (64-bit integers, strings, UTC timestamps to the
     microsecond); a value not of its column's type is an error, never a NULL (json_transform_strict)."""
-    from warehouse.quoting import sql_string
+    from tracehouse.warehouse.quoting import sql_string
 
     target = f"TO {sql_string(str(path))} (FORMAT parquet, COMPRESSION zstd)"
     with _writer() as con:
@@ -411,7 +411,7 @@ def _writer():
     """A cursor on this process's one in-memory DuckDB database for write_rows: opening a database costs
     10-40 ms, and an ingest writes a dozen small files (the zero-row files of a new warehouse, the runs
     row). One per process (a child made by fork gets its own)."""
-    from warehouse import local_db
+    from tracehouse.warehouse import local_db
 
     global _WRITER
     if _WRITER is None or _WRITER[0] != os.getpid():

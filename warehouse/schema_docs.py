@@ -9,9 +9,9 @@ but can be described by name.
 from __future__ import annotations
 
 import duckdb
+from tracehouse.warehouse.store import ALL_TABLES
 
 from tracehouse.errors import TracehouseError
-from warehouse.store import ALL_TABLES
 
 TABLE_GRAIN = {
     "runs": "one row per run: files, labels, framework, model, hardware, ranks, parallelism, capture mode, "

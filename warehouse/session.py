@@ -2,7 +2,7 @@
 `tracehouse sql` reading queries from stdin), so that a repeated question costs its query, not a process,
 its imports and a catalogue.
 
-    from warehouse.session import Session
+    from tracehouse.warehouse.session import Session
     with Session("./tracehouse-data") as th:
         columns, rows = th.sql("select name, gpu_time_ns from kernel_summary order by 2 desc limit 5")
         table = th.arrow("select * from kernels where run_id = ?", ["3f2a9c..."])   # a pyarrow Table
@@ -17,12 +17,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+from tracehouse.warehouse import local_db
+from tracehouse.warehouse.catalog import connect, kept_signature, refresh_kept
+from tracehouse.warehouse.query import check_read_only, duckdb_message, run_query
+from tracehouse.warehouse.store import Warehouse
 
 from tracehouse.errors import QueryError, QueryRefused, TracehouseError
-from warehouse import local_db
-from warehouse.catalog import connect, kept_signature, refresh_kept
-from warehouse.query import check_read_only, duckdb_message, run_query
-from warehouse.store import Warehouse
 
 
 class Session:

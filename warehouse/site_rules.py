@@ -23,8 +23,14 @@ import os
 from pathlib import Path
 
 import pyarrow as pa
-
-from warehouse.rules import RULES_DIR, RulesError, check_pattern, match_literals, read_rule_csv, regex_judge
+from tracehouse.warehouse.rules import (
+    RULES_DIR,
+    RulesError,
+    check_pattern,
+    match_literals,
+    read_rule_csv,
+    regex_judge,
+)
 
 SHIPPED_SITE_RULES = RULES_DIR / "launch_site_plumbing.csv"
 SITE_VERSION_FILE = RULES_DIR / "launch_site_plumbing.version.json"

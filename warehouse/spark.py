@@ -31,9 +31,7 @@ from typing import TYPE_CHECKING
 import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
-
-from tracehouse.errors import QueryError, QueryRefused, SparkUnavailable
-from warehouse.catalog import (
+from tracehouse.warehouse.catalog import (
     SCHEMA_PARTITION,
     ensure_schema_files,
     ordered_views,
@@ -41,17 +39,18 @@ from warehouse.catalog import (
     view_dependencies,
     view_files,
 )
-from warehouse.fusion import load_fusion_catalog
-from warehouse.peaks import load_device_peaks, user_peaks_file
-from warehouse.query import check_read_only
-from warehouse.rules import load_category_rules, load_one_time_rules
-from warehouse.site_rules import load_site_rules, user_site_rules_file
-from warehouse.store import ALL_TABLES
+from tracehouse.warehouse.fusion import load_fusion_catalog
+from tracehouse.warehouse.peaks import load_device_peaks, user_peaks_file
+from tracehouse.warehouse.query import check_read_only
+from tracehouse.warehouse.rules import load_category_rules, load_one_time_rules
+from tracehouse.warehouse.site_rules import load_site_rules, user_site_rules_file
+from tracehouse.warehouse.store import ALL_TABLES
+
+from tracehouse.errors import QueryError, QueryRefused, SparkUnavailable
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
-
-    from warehouse.store import Warehouse
+    from tracehouse.warehouse.store import Warehouse
 
 DEFAULT_MASTER = "local[2]"
 

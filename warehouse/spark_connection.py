@@ -27,15 +27,13 @@ from typing import TYPE_CHECKING, Any
 import sqlglot
 from sqlglot import exp
 from sqlglot.tokens import TokenType
-
-from warehouse.catalog import FOCUS, ROOT
+from tracehouse.warehouse.catalog import FOCUS, ROOT
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
     from pyspark.sql import SparkSession
-
-    from warehouse.spark import SparkCatalog
-    from warehouse.store import Warehouse
+    from tracehouse.warehouse.spark import SparkCatalog
+    from tracehouse.warehouse.store import Warehouse
 
 _DUCKDB = sqlglot.Dialect.get_or_raise("duckdb")
 
@@ -201,8 +199,8 @@ class SparkConnection:
     def query(self, text: str) -> tuple[list[str], list[tuple]]:
         """One read-only ad-hoc query (`tracehouse sql`): DuckDB's read-only check first, then the views it
         reads added to the catalogue, then spark.run_query_spark."""
-        from warehouse.query import check_read_only
-        from warehouse.spark import needed_views, run_query_spark
+        from tracehouse.warehouse.query import check_read_only
+        from tracehouse.warehouse.spark import needed_views, run_query_spark
 
         check_read_only(text)  # refused before any view is built
         self.catalog.add_views(needed_views(text))
@@ -210,8 +208,9 @@ class SparkConnection:
 
     # --- translation -------------------------------------------------------------------------------
     def _frame(self, sql: str, parameters):
+        from tracehouse.warehouse.spark import READ_DIALECT, first_line, needed_views, to_spark_sql
+
         from tracehouse.errors import QueryError
-        from warehouse.spark import READ_DIALECT, first_line, needed_views, to_spark_sql
 
         try:
             statement = sqlglot.parse_one(bind_parameters(sql, parameters), read=READ_DIALECT)
@@ -260,7 +259,7 @@ def spark_connection(
     few runs (FEW_RUNS: a whole history's are read from Parquet again rather than held in memory).
     Called by warehouse.engine.open, the one connection factory.
     """
-    from warehouse.spark import connect_spark, new_session, spark_session
+    from tracehouse.warehouse.spark import connect_spark, new_session, spark_session
 
     session = new_session(spark or spark_session(master))
     tables = materialize and runs is not None and len(runs) <= FEW_RUNS

@@ -11,8 +11,8 @@ In warehouse/ and not reports/: the engines' step scope (warehouse.engine.step_s
 
 from __future__ import annotations
 
-from warehouse.catalog import is_kept, materialize
-from warehouse.quoting import sql_string
+from tracehouse.warehouse.catalog import is_kept, materialize
+from tracehouse.warehouse.quoting import sql_string
 
 
 def representative_step(con, run_id: str, phase: str | None) -> dict | None:

@@ -58,10 +58,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
-
-from reports.export.analysis import STEP_FLAGS, analysis_tracks
-from reports.export.clocks import ClockAlignment, clock_alignment
-from reports.export.params import (
+from tracehouse.reports.export.analysis import STEP_FLAGS, analysis_tracks
+from tracehouse.reports.export.clocks import ClockAlignment, clock_alignment
+from tracehouse.reports.export.params import (
     ANALYSIS_STEPS,
     EXPORT_FORMATS,
     EXT,
@@ -75,13 +74,13 @@ from reports.export.params import (
     parse_window,
     spill_dir,
 )
-from reports.export.scoped import step_windows
-from reports.export.tracks import ExportContext, Tracks, gpu_tracks, host_tracks, python_tracks
-from reports.export.writers import open_writer
-from warehouse.catalog import focus
-from warehouse.engine import open as open_connection
-from warehouse.runs import resolve_run
-from warehouse.store import Warehouse
+from tracehouse.reports.export.scoped import step_windows
+from tracehouse.reports.export.tracks import ExportContext, Tracks, gpu_tracks, host_tracks, python_tracks
+from tracehouse.reports.export.writers import open_writer
+from tracehouse.warehouse.catalog import focus
+from tracehouse.warehouse.engine import open as open_connection
+from tracehouse.warehouse.runs import resolve_run
+from tracehouse.warehouse.store import Warehouse
 
 __all__ = [
     "ANALYSIS_STEPS",

@@ -5,13 +5,13 @@ and the run report's takeaways over their windows."""
 
 from __future__ import annotations
 
-from reports.export import scoped
-from reports.export.gaps import gap_and_comm_tracks
-from reports.export.params import FAR, export_settings, spill_dir
-from reports.export.tracks import ExportContext
-from reports.run import build_run_report
-from warehouse.derived import is_derived
-from warehouse.engine import open as open_connection
+from tracehouse.reports.export import scoped
+from tracehouse.reports.export.gaps import gap_and_comm_tracks
+from tracehouse.reports.export.params import FAR, export_settings, spill_dir
+from tracehouse.reports.export.tracks import ExportContext
+from tracehouse.reports.run import build_run_report
+from tracehouse.warehouse.derived import is_derived
+from tracehouse.warehouse.engine import open as open_connection
 
 CP_DESCRIPTION = (
     "sql/critical_path: the chain of dependencies that determined when the step's GPU work ended; "

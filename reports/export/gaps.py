@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from itertools import pairwise
 
-from reports.export import scoped
-from reports.export.params import FAR
-from reports.export.scoped import overlaps
-from reports.export.tracks import ExportContext
+from tracehouse.reports.export import scoped
+from tracehouse.reports.export.params import FAR
+from tracehouse.reports.export.scoped import overlaps
+from tracehouse.reports.export.tracks import ExportContext
 
 GAP_SQL = f"""
     SELECT g.device, g.step, g.gap_start_ns, g.gap_ns, g.class, g.wait_ns, g.host_ns, g.queued_ns,

@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 
-from reports.export.clocks import ClockAlignment
+from tracehouse.reports.export.clocks import ClockAlignment
+from tracehouse.warehouse.store import Warehouse
+
 from tracehouse.errors import TracehouseError
-from warehouse.store import Warehouse
 
 BATCH = 20_000
 # rows of one table per tile of the GPU, host and Python tracks (_row_tiles): what one sorted query holds

@@ -8,9 +8,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import duckdb
-
-from reports.export.params import BATCH, MEMORY_LIMIT, SPILL_LIMIT, ExportSummary
-from warehouse.quoting import sql_string
+from tracehouse.reports.export.params import BATCH, MEMORY_LIMIT, SPILL_LIMIT, ExportSummary
+from tracehouse.warehouse.quoting import sql_string
 
 
 def overlaps(alias: str, start: str = "start_ns", dur: str = "dur_ns") -> str:

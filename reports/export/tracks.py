@@ -11,12 +11,11 @@ from itertools import pairwise
 from typing import Any
 
 import duckdb
-
-from reports.export import scoped
-from reports.export.params import FAR, ExportParams, ExportSummary
-from reports.export.scoped import overlaps
-from reports.export.writers import track_uuid
-from warehouse.store import Warehouse
+from tracehouse.reports.export import scoped
+from tracehouse.reports.export.params import FAR, ExportParams, ExportSummary
+from tracehouse.reports.export.scoped import overlaps
+from tracehouse.reports.export.writers import track_uuid
+from tracehouse.warehouse.store import Warehouse
 
 
 def flow_id(rank: int, kernel_id: int) -> int:

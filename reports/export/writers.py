@@ -7,8 +7,7 @@ import hashlib
 from decimal import Decimal
 
 import orjson
-
-from reports import perfetto_proto as pp
+from tracehouse.reports import perfetto_proto as pp
 
 SEQ = 1  # the one packet sequence of the file
 NOTES_TRACK = "tracehouse export notes"  # its description: the file's metadata and notes (JSON)

@@ -7,8 +7,8 @@ other_ns) are not typed by hand: the lines between a `-- generated: <block>` com
 generated` in sql/steps/steps.sql and sql/steps/step_latency.sql are written here from the vocabulary, so
 a category added to it becomes a column of both views by running
 
-    python -m sql.steps.category_columns            # rewrite the generated lines
-    python -m sql.steps.category_columns --check    # exit 1 when a view's lines are not what it writes
+    python -m tracehouse.sql.steps.category_columns            # rewrite the generated lines
+    python -m tracehouse.sql.steps.category_columns --check    # exit 1 when a view's lines are not what it writes
 
 (tests/test_report_views.py runs the check). The view files stay plain SQL that the catalogue, Spark's
 transpiler and the view cases read as they are.
@@ -21,7 +21,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from warehouse.rules import CATEGORIES
+from tracehouse.warehouse.rules import CATEGORIES
 
 HERE = Path(__file__).resolve().parent
 
@@ -100,7 +100,7 @@ def main(argv: list[str]) -> int:
         out = stale()
         for name in out:
             print(
-                f"sql/steps/{name}: the category columns are not the vocabulary's: run python -m sql.steps.category_columns"
+                f"sql/steps/{name}: the category columns are not the vocabulary's: run python -m tracehouse.sql.steps.category_columns"
             )
         return 1 if out else 0
     for name in ("steps.sql", "step_latency.sql"):

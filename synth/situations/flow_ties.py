@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from synth.situations import situation
-from synth.situations.timeline import Timeline
+from tracehouse.synth.situations import situation
+from tracehouse.synth.situations.timeline import Timeline
 
 US = 1_000
 LAUNCHES = (

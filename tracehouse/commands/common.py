@@ -20,7 +20,7 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 def open_warehouse(ctx: click.Context, must_exist: bool = True):
     """The warehouse; a command that reads one refuses a folder that holds none (a typo'd --warehouse
     would otherwise be created, empty, and answer 0 rows). Only ingest creates it."""
-    from warehouse.store import Warehouse
+    from tracehouse.warehouse.store import Warehouse
 
     store = Warehouse(ctx.obj["warehouse"])
     if must_exist and not store.exists():
@@ -35,7 +35,7 @@ def open_warehouse(ctx: click.Context, must_exist: bool = True):
 def engine_warehouse(ctx: click.Context):
     """The warehouse as an engine reads it: a URI (s3a://, gs://, hdfs://) as it is, for the engine to read
     or refuse (warehouse.engine.open); a local folder must hold a warehouse."""
-    from warehouse.engine import is_uri
+    from tracehouse.warehouse.engine import is_uri
 
     root = ctx.obj["warehouse"]
     return root if is_uri(root) else open_warehouse(ctx)
@@ -43,7 +43,7 @@ def engine_warehouse(ctx: click.Context):
 
 def connect(ctx: click.Context, engine: str = "duckdb", master: str | None = None):
     """The command's connection: warehouse.engine.open, the one connection factory (DuckDB or Spark)."""
-    from warehouse.engine import open as open_connection
+    from tracehouse.warehouse.engine import open as open_connection
 
     return open_connection(engine_warehouse(ctx), engine, master=master)
 
@@ -55,7 +55,7 @@ def progress_enabled() -> bool:
 
 def engine_options(fn):
     """--engine and --master, the same on every command that reads the views (the engines: warehouse.engine)."""
-    from warehouse.engine import ENGINES
+    from tracehouse.warehouse.engine import ENGINES
 
     fn = click.option(
         "--master",
@@ -175,7 +175,7 @@ def default_derive() -> str:
     """What ingest and label do with a run's derived rows: $TRACEHOUSE_DERIVE (wait or none), else wait."""
     import os
 
-    from ingest.load import DERIVE_CHOICES
+    from tracehouse.ingest.load import DERIVE_CHOICES
 
     value = os.environ.get("TRACEHOUSE_DERIVE") or "wait"
     if value not in DERIVE_CHOICES:
@@ -189,7 +189,7 @@ def derive_runs(store, run_ids: list[str], mode: str) -> None:
     """Derive these runs' rows in this process ('wait'; ingest.load.derive_one), or not at all ('none')."""
     if mode == "none":
         return
-    from ingest.load import derive_one
+    from tracehouse.ingest.load import derive_one
 
     for run_id in run_ids:
         derive_one(store, run_id)

@@ -21,8 +21,8 @@ def command(ctx, runs):
     Example:
       tracehouse derive 3f2a9c1d0b7e4a55
     """
-    from ingest.load import derive_one
-    from warehouse.catalog import published_runs
+    from tracehouse.ingest.load import derive_one
+    from tracehouse.warehouse.catalog import published_runs
 
     store = open_warehouse(ctx)
     known = published_runs(store)

@@ -36,7 +36,7 @@ def command(ctx, base, target, fmt, output, template_dir, engine, master):
       tracehouse diff 3f2a latest --format html -o diff.html
       tracehouse diff 3f2a latest --engine spark
     """
-    from reports.diff import DiffParams, build, render_diff
+    from tracehouse.reports.diff import DiffParams, build, render_diff
 
     con = connect(ctx, engine, master)
     # each run's figures from its kept rows where the run is derived (warehouse.derived), computed otherwise

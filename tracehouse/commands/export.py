@@ -58,7 +58,7 @@ def command(ctx, run, rank, step, window, fmt, no_analysis, analysis_steps, no_a
       tracehouse export 3f2a --rank 0 --step 12 -o step12.pftrace
       tracehouse export 3f2a --window 1765000000000000000:1765000000004000000 --format json -o w.json
     """
-    from reports.export import export_run, parse_window, progress_printer
+    from tracehouse.reports.export import export_run, parse_window, progress_printer
 
     if step is not None and window:
         raise click.UsageError("give --step or --window, not both")

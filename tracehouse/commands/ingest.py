@@ -120,8 +120,8 @@ def _read_requests(requests_file, paths, capture, one_run):
     """--requests, read and checked before any work: a bad file stops nothing half-done."""
     if requests_file is None:
         return None
-    from ingest.requests import read_requests
-    from ingest.run import plan_runs
+    from tracehouse.ingest.requests import read_requests
+    from tracehouse.ingest.run import plan_runs
 
     requests = read_requests(requests_file)
     if len(plan_runs(list(paths), capture, one_run)) != 1:
@@ -131,12 +131,12 @@ def _read_requests(requests_file, paths, capture, one_run):
 
 def _ingest(store, paths, label_map, capture, derive, one_run):
     """ingest_paths, with a live line per rank on a terminal (bytes read, %, ETA); nothing when piped."""
-    from ingest.load import ingest_paths
+    from tracehouse.ingest.load import ingest_paths
 
     if not progress_enabled():
         return ingest_paths(store, list(paths), label_map, capture, None, derive=derive, one_run=one_run)
-    from ingest.progress import IngestProgress
-    from ingest.run import assign_ranks, plan_runs
+    from tracehouse.ingest.progress import IngestProgress
+    from tracehouse.ingest.run import assign_ranks, plan_runs
 
     files = [
         (f, r)
@@ -150,7 +150,7 @@ def _ingest(store, paths, label_map, capture, derive, one_run):
 
 
 def _attach_requests(store, run_id: str, requests, path: Path, replaced: bool) -> None:
-    from ingest.requests import attach_requests
+    from tracehouse.ingest.requests import attach_requests
 
     counts = attach_requests(store, run_id, requests)
     verb = "replaced by" if replaced else "from"

@@ -33,8 +33,8 @@ def command(ctx, run, labels):
       tracehouse label latest series=decode-bench commit=1a2b3c
       tracehouse label 3f2a config=      # removes the label `config`
     """
-    from warehouse.labels import set_labels
-    from warehouse.runs import resolve_run
+    from tracehouse.warehouse.labels import set_labels
+    from tracehouse.warehouse.runs import resolve_run
 
     changes = {k: (v if v != "" else None) for k, v in parse_labels(labels, "LABELS").items()}
     run_id = resolve_run(connect(ctx), run)

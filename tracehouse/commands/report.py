@@ -53,7 +53,7 @@ def command(ctx, run, phase, mapping, fmt, output, template_dir, with_trace, eng
       tracehouse report --run latest --engine spark --master spark://head:7077
       tracehouse report --run latest --format html -o run.html --with-trace   # + run.pftrace
     """
-    from reports.write import write_run_report
+    from tracehouse.reports.write import write_run_report
 
     if with_trace and output is None:
         raise click.UsageError("--with-trace writes the trace beside the report: give -o FILE")

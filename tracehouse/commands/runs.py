@@ -39,13 +39,13 @@ def command(ctx, where, wide, fmt):
       tracehouse runs --where model=llama-8b --format json
       tracehouse runs --wide
     """
-    from reports.runs_table import headlines, narrow_rows
+    from tracehouse.reports.runs_table import headlines, narrow_rows
 
     columns, records = _runs(connect(ctx), parse_labels(where, "--where"))
     if wide and fmt == "table":
         print_rows(columns, [tuple(r.values()) for r in records], fmt)
         return
-    from warehouse.metrics import run_metric_rows
+    from tracehouse.warehouse.metrics import run_metric_rows
 
     if records and progress_enabled():
         click.echo("  reading the runs' figures (computed once per run)", err=True)

@@ -24,7 +24,7 @@ def command(ctx, name, fmt):
       tracehouse schema
       tracehouse schema gpu_timeline_run
     """
-    from warehouse.schema_docs import describe, overview
+    from tracehouse.warehouse.schema_docs import describe, overview
 
     con = connect(ctx)
     if name is None:

@@ -42,7 +42,7 @@ def command(ctx, fmt, history):
       tracehouse shell
       th> select name, gpu_time_ns from kernel_summary order by 2 desc limit 5;
     """
-    from warehouse.session import Session
+    from tracehouse.warehouse.session import Session
 
     interactive = sys.stdin.isatty()
     history_file = history or Path(
@@ -83,7 +83,7 @@ def _scripts(interactive: bool):
 
 def _answer(session, text: str | None, fmt: str) -> bool:
     """Print the answers of a text's statements; whether one of them failed (its one-line error said)."""
-    from warehouse.session import split_statements
+    from tracehouse.warehouse.session import split_statements
 
     if text is None:
         return True

@@ -47,8 +47,8 @@ def command(ctx, query, fmt, engine, master):
       tracehouse sql --engine spark --master spark://head:7077 "select * from category_summary"
     """
     from tracehouse.output import print_answers
-    from warehouse.engine import answers_in_session
-    from warehouse.query import check_read_only
+    from tracehouse.warehouse.engine import answers_in_session
+    from tracehouse.warehouse.query import check_read_only
 
     if query is None and sys.stdin.isatty():  # nothing piped: say so rather than wait on the terminal
         raise click.UsageError(
@@ -61,7 +61,7 @@ def command(ctx, query, fmt, engine, master):
         queries = _queries(query, session.con if session else None)
         for text in queries:  # refuse a script before any of it runs
             check_read_only(text, session.con if session else None)
-        from warehouse.engine import run_query
+        from tracehouse.warehouse.engine import run_query
 
         if session is not None:  # the warehouse as the session opened it (a second signature of its kept
             # rows, Session.sql's refresh, would cost a cold process a stat of every kept file again)
@@ -76,7 +76,7 @@ def command(ctx, query, fmt, engine, master):
 
 
 def _session(ctx):
-    from warehouse.session import Session
+    from tracehouse.warehouse.session import Session
 
     return Session(open_warehouse(ctx))
 
@@ -85,7 +85,7 @@ def _queries(query: str | None, con) -> list[str]:
     """The queries: QUERY, or stdin's statements (query None or `-`)."""
     if query not in (None, "-"):
         return [query]
-    from warehouse.session import split_statements
+    from tracehouse.warehouse.session import split_statements
 
     queries = split_statements(sys.stdin.read(), con)
     if not queries:

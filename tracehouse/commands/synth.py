@@ -56,20 +56,20 @@ def command(scenario, list_all, out, **shape):
       tracehouse synth --list
       tracehouse synth blocking-d2h-copy -o /tmp/blocking-copy
     """
-    from synth import SCENARIOS
+    from tracehouse.synth import SCENARIOS
 
     if list_all or not scenario:
         _list(list_all)
         return
     if out is None:
         raise click.UsageError("-o DIR is required: the folder to write the run into")
-    from synth.sessions import LAYOUTS, write_layout
+    from tracehouse.synth.sessions import LAYOUTS, write_layout
 
     if scenario in LAYOUTS:  # a folder of several profiling sessions (ground truth: which files are a run)
         click.echo(str(write_layout(scenario, out)))
         return
     if scenario not in SCENARIOS:
-        from synth.situations import write_situation
+        from tracehouse.synth.situations import write_situation
 
         try:
             click.echo(str(write_situation(scenario, out)))
@@ -80,9 +80,9 @@ def command(scenario, list_all, out, **shape):
 
 
 def _list(list_all: bool) -> None:
-    from synth import SCENARIOS
-    from synth.sessions import LAYOUTS
-    from synth.situations import SITUATIONS
+    from tracehouse.synth import SCENARIOS
+    from tracehouse.synth.sessions import LAYOUTS
+    from tracehouse.synth.situations import SITUATIONS
 
     if not list_all:
         raise click.UsageError("name a SCENARIO or a situation (tracehouse synth --list names them)")
@@ -97,8 +97,8 @@ def _list(list_all: bool) -> None:
 def _write_run(
     scenario, out, ranks, steps, layers, vendor, seed, target_size, straggler_rank, host_stall_us, slow_kernel
 ) -> Path:
-    from synth import truth_path, write_scenario
-    from synth.progress import size_progress
+    from tracehouse.synth import truth_path, write_scenario
+    from tracehouse.synth.progress import size_progress
 
     straggler = _pair(straggler_rank, "R:US")
     slow = _pair(slow_kernel, "REGEX:FACTOR")

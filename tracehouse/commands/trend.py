@@ -50,8 +50,8 @@ def command(ctx, where, metrics, since, last, fmt, output, fail_on_regression, t
       tracehouse trend --where series=decode-bench --metric 'category.*' --last 20 --fail-on-regression
       tracehouse trend --where series=decode-bench --engine spark --master yarn
     """
-    from reports.trend import TrendParams, build, gate, render_trend
-    from warehouse.engine import store_of
+    from tracehouse.reports.trend import TrendParams, build, gate, render_trend
+    from tracehouse.warehouse.engine import store_of
 
     con = connect(ctx, engine, master)
     # run_metrics from the per-run store where the engine's are kept there (DuckDB's), else computed on con
