@@ -368,3 +368,39 @@ def click_option_type():
     import click
 
     return click.Option
+
+
+def test_global_options_are_taken_after_the_command(tiny):
+    """`tracehouse runs --warehouse X` is `tracehouse --warehouse X runs` (users type both); --warehouse=X and
+    --debug too; nothing after `--` moves."""
+    from tracehouse.cli import global_options_first
+
+    wh = str(tiny[0])
+    before = _run(["--warehouse", wh, "runs", "--format", "json"])
+    after = _run(["runs", "--format", "json", "--warehouse", wh])
+    assert before.exit_code == after.exit_code == 0, after.output
+    assert after.stdout == before.stdout and after.stdout.strip()
+    res = _run(["sql", f"--warehouse={wh}", "select count(*) AS n from runs", "--debug", "--format", "csv"])
+    assert res.exit_code == 0 and res.stdout.splitlines()[1] == "1", res.output
+    assert global_options_first(["sql", "--", "--warehouse", "x"]) == ["sql", "--", "--warehouse", "x"]
+    assert global_options_first(["runs", "--debug", "--warehouse", "w"]) == [
+        "--debug",
+        "--warehouse",
+        "w",
+        "runs",
+    ]
+
+
+def test_a_closed_pipe_exits_0_quietly(tiny):
+    """`tracehouse sql ... | head -1`: the reader stops reading; the command exits 0 and says nothing."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-c", "from tracehouse.cli import entry; entry()"]
+    command += ["--warehouse", str(tiny[0]), "sql", "select * from range(3000000)"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline()  # the header: the command is writing
+    proc.stdout.close()  # the reader leaves
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert err.decode().strip() == ""

@@ -50,6 +50,10 @@ class TracehouseGroup(click.Group):
         super().__init__(*args, **kwargs)
         self.commands = LazyCommands(COMMANDS)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """The global options are taken after the command too (`tracehouse runs --warehouse X`)."""
+        return super().parse_args(ctx, global_options_first(args))
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
@@ -60,6 +64,33 @@ class TracehouseGroup(click.Group):
 
             click.echo(error_line(exc), err=True)
             ctx.exit(1)
+
+
+GLOBAL_VALUED = ("--warehouse",)  # global options that take a value
+GLOBAL_FLAGS = ("--debug",)
+
+
+def global_options_first(args: list[str]) -> list[str]:
+    """args with the global options that follow the command moved before it, so they are the group's: a
+    user types `tracehouse runs --warehouse X` as often as `tracehouse --warehouse X runs`. Nothing after
+    `--` moves; a command of the same option name would be the command's (no command has one)."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest += args[i:]
+            break
+        if arg in GLOBAL_FLAGS or arg.split("=", 1)[0] in GLOBAL_VALUED and "=" in arg:
+            front.append(arg)
+        elif arg in GLOBAL_VALUED and i + 1 < len(args):
+            front += [arg, args[i + 1]]
+            i += 1
+        else:
+            rest.append(arg)
+        i += 1
+    return front + rest
 
 
 def _version() -> str:
@@ -104,7 +135,8 @@ def _print_version(ctx: click.Context, _param, value: bool) -> None:
 def main(ctx: click.Context, warehouse: str, debug: bool) -> None:
     """A SQL warehouse for GPU profiler traces.
 
-    Ingest PyTorch-profiler (Kineto) traces once, then ask questions in SQL.
+    Ingest PyTorch-profiler (Kineto) traces once, then ask questions in SQL. The global options
+    (--warehouse, --debug) may come before or after the command.
 
     \b
     Example:
@@ -120,6 +152,14 @@ def main(ctx: click.Context, warehouse: str, debug: bool) -> None:
     ctx.obj["debug"] = debug
 
 
+def _reader_left() -> bool:
+    """Whether stdout's reader closed the pipe (`tracehouse runs | head`): click then exits 1 after wrapping
+    stdout (PacifyFlushWrapper); the reader has what it wanted, so the command succeeded."""
+    from click.utils import PacifyFlushWrapper
+
+    return isinstance(sys.stdout, PacifyFlushWrapper)
+
+
 def entry() -> None:
     """The `tracehouse` process: run the command, flush, and leave without tearing down what the OS frees
     anyway (DuckDB's buffers and caches: 1.7 s at exit after a 1 GB ingest). Every file a command writes is
@@ -130,17 +170,21 @@ def entry() -> None:
     try:
         main()
         code = 0
+    except BrokenPipeError:  # `tracehouse runs | head`: the reader stopped reading; not an error
+        code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if isinstance(exc.code, str):
             print(exc.code, file=sys.stderr)
+        if _reader_left():
+            code = 0
     if "pyspark" in sys.modules:
         sys.exit(code)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (OSError, ValueError):  # a closed pipe (`| head`): nothing more to say
-            code = code or 1
+        except (OSError, ValueError):  # a closed pipe (`| head`): the reader has what it wanted
+            pass
     os._exit(code)
 
 
