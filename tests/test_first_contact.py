@@ -404,3 +404,16 @@ def test_a_closed_pipe_exits_0_quietly(tiny):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert err.decode().strip() == ""
+
+
+def test_report_takes_the_run_as_an_argument(tiny):
+    """`report RUN` as diff, export and label take it; `--run RUN` kept; two different runs refused."""
+    wh = str(tiny[0])
+    positional = _run(["--warehouse", wh, "report", "latest", "--format", "json"])
+    option = _run(["--warehouse", wh, "report", "--run", "latest", "--format", "json"])
+    assert positional.exit_code == option.exit_code == 0, positional.output
+    assert json.loads(positional.stdout)["run_id"] == json.loads(option.stdout)["run_id"] == tiny[1]
+    both = _run(["--warehouse", wh, "report", "latest", "--run", "latest~1"])
+    assert both.exit_code == 2 and "two runs given" in both.output
+    none = _run(["--warehouse", wh, "report"])
+    assert none.exit_code == 2 and "tracehouse report RUN" in none.output

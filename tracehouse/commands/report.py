@@ -18,12 +18,13 @@ from tracehouse.commands.common import (
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("run_arg", required=False, metavar="RUN")
 @click.option(
     "--run",
     "run",
-    required=True,
     metavar="RUN",
-    help="Run id, a unique prefix of one, `latest` or `latest~N` (N runs before it).",
+    help="The run, as the argument RUN (kept for scripts): run id, a unique prefix of one, `latest` or "
+    "`latest~N` (N runs before it).",
 )
 @click.option(
     "--phase", type=click.Choice(["prefill", "decode", "mixed", "unknown"]), help="Only this phase."
@@ -40,20 +41,29 @@ from tracehouse.commands.common import (
 )
 @engine_options
 @click.pass_context
-def command(ctx, run, phase, mapping, fmt, output, template_dir, with_trace, engine, master):
+def command(ctx, run_arg, run, phase, mapping, fmt, output, template_dir, with_trace, engine, master):
     """The run report: kernels per phase, overlap and fusion opportunities, and one step's breakdown.
 
-    Markdown for reading in a terminal or a PR, one self-contained HTML file with charts, or JSON
-    with the same content for scripts.
+    RUN: run id, a unique prefix of one, `latest` or `latest~N` (N runs before it), as `diff`,
+    `export` and `label` take it (`--run RUN` too). Markdown for reading in a terminal or a PR, one
+    self-contained HTML file with charts, or JSON with the same content for scripts.
 
     \b
     Example:
-      tracehouse report --run latest
-      tracehouse report --run 3f2a --format html -o run.html
-      tracehouse report --run latest --engine spark --master spark://head:7077
-      tracehouse report --run latest --format html -o run.html --with-trace   # + run.pftrace
+      tracehouse report latest
+      tracehouse report 3f2a --format html -o run.html
+      tracehouse report latest --engine spark --master spark://head:7077
+      tracehouse report latest --format html -o run.html --with-trace   # + run.pftrace
     """
     from tracehouse.reports.write import write_run_report
+
+    if run_arg is not None and run is not None and run_arg != run:
+        raise click.UsageError(f"two runs given: {run_arg} and --run {run}; give one")
+    run = run_arg or run
+    if run is None:
+        raise click.UsageError(
+            "give the run: tracehouse report RUN (e.g. latest; `tracehouse runs` lists them)"
+        )
 
     if with_trace and output is None:
         raise click.UsageError("--with-trace writes the trace beside the report: give -o FILE")
