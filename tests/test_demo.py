@@ -25,5 +25,10 @@ def test_demo_builds_a_warehouse_and_reports(tmp_path, cli_runner):
         assert (folder / "reports").is_dir() and Path(report).read_text()
     con = connect(Warehouse(folder / "warehouse"))
     assert con.execute("SELECT count(*), count(DISTINCT series) FROM runs").fetchone() == (24, 2)
+    # the demo leaves a derived warehouse: every run's kept rows are there for the commands that follow
+    from tracehouse.warehouse.derived import is_derived
+
+    run_ids = [r for (r,) in con.execute("SELECT run_id FROM runs").fetchall()]
+    assert all(is_derived(Warehouse(folder / "warehouse"), r) for r in run_ids)
     assert con.execute("SELECT count(*) FROM invariant_violations").fetchone()[0] == 0
     assert commit_sha(REGRESSION_AT) in out  # the summary names the commit of the injected regression

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tracehouse.ingest.load import Ingestor
 from tracehouse.synth.history import write_history
+from tracehouse.warehouse.derived import derive
 from tracehouse.warehouse.engine import open as open_connection
 from tracehouse.warehouse.engine import store_of
 from tracehouse.warehouse.store import Warehouse
@@ -39,14 +40,18 @@ def run_demo(folder: str | Path, progress=None) -> DemoResult:
     history = write_history(folder / "traces", regression_at=REGRESSION_AT, slow_kernel=SLOW_KERNEL)
     warehouse = Warehouse(folder / "warehouse")
     run_ids = []
-    # the history feeds the trend (run metrics); only the reported run's views are needed, and its report
-    # computes and stores them
+    # published first, then derived together: the demo leaves a derived warehouse, so every command a user
+    # tries on it afterwards reads kept rows (the trend reads each run's kept run_metrics)
     with Ingestor(warehouse, analyse=False) as ingestor:
         for i, run in enumerate(history, 1):
             [outcome] = ingestor.ingest([run.path], run.labels)
             run_ids.append(outcome.run_id)
             if progress:
                 progress(f"ingested {i}/{len(history)}: {run.series} @ {run.commit}")
+    for i, run_id in enumerate(run_ids, 1):
+        failed = derive(warehouse, [run_id])[run_id]
+        if progress:
+            progress(f"derived {i}/{len(run_ids)}" + (f" (not kept: {failed})" if failed else ""))
     latest = run_ids[len(history) // 2 - 1]  # the newest run of the first series
     result = DemoResult(folder, warehouse.root, len(run_ids), latest)
     result.reports, trend = _write_reports(warehouse, latest, folder / "reports")
