@@ -74,8 +74,10 @@ islands AS (
 )
 SELECT run_id, rank, scope, device, stream, step, island_start_ns, island_end_ns,
        island_end_ns - island_start_ns AS island_ns, activities, first_kernel_id,
-       lag(island_end_ns) OVER lane AS prev_island_end_ns,
-       coalesce(sum(island_end_ns - island_start_ns) OVER (lane ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
-           AS busy_before_ns
-FROM islands
-WINDOW lane AS (PARTITION BY run_id, rank, scope, device, stream, step ORDER BY island_start_ns);
+       lag(island_end_ns) OVER (PARTITION BY run_id, rank, scope, device, stream, step ORDER BY island_start_ns)
+           AS prev_island_end_ns,
+       -- the window written out, not a named window refined by a frame: Spark's SQL has no `OVER (w ROWS ...)`
+       coalesce(sum(island_end_ns - island_start_ns) OVER (
+           PARTITION BY run_id, rank, scope, device, stream, step ORDER BY island_start_ns
+           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS busy_before_ns
+FROM islands;
