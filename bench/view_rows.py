@@ -83,6 +83,7 @@ def build(warehouse: Path, real: bool) -> None:
 
 def dump(warehouse: Path, out: Path, views: list[str] | None, reps: int) -> None:
     from tracehouse.warehouse.catalog import connect, ordered_views
+    from tracehouse.warehouse.quoting import sql_string
     from tracehouse.warehouse.store import Warehouse
 
     out.mkdir(parents=True, exist_ok=True)
@@ -100,7 +101,9 @@ def dump(warehouse: Path, out: Path, views: list[str] | None, reps: int) -> None
         columns = [r[0] for r in described]
         order = ", ".join(f'"{c}"' for c in columns)
         target = out / f"{name}.parquet"
-        con.execute(f"COPY (SELECT * FROM {name} ORDER BY {order}) TO '{target}' (FORMAT parquet)")
+        con.execute(
+            f"COPY (SELECT * FROM {name} ORDER BY {order}) TO {sql_string(str(target))} (FORMAT parquet)"
+        )
         times[name] = best
         types[name] = [list(r[:2]) for r in described]
         print(f"{name:32s} {best:8.3f} s", flush=True)
