@@ -27,6 +27,8 @@ CATEGORY_SITUATIONS = [
     "inductor-sdpa-pointwise",
     "embedding-index-select",
     "eager-rmsnorm-module",
+    "collective-ops-any-name",
+    "multihead-attention-3d",
 ]
 # situations where the launching op must overrule the name (the inductor one is decided by names alone)
 OP_DECIDES = set(CATEGORY_SITUATIONS) - {"inductor-sdpa-pointwise"}

@@ -40,15 +40,21 @@ root_keys AS (
     SELECT DISTINCT run_id, name, dims FROM roots_raw
 ),
 parsed AS (
-    -- input 0 as 4-D (s_*), and the first two inputs as a batched matmul of 3-D or 4-D tensors (m*_*)
+    -- input 0 as 4-D (s_*) and as 3-D (t_*), and the first two inputs as a batched matmul of 3-D or 4-D
+    -- tensors (m*_*; baddbmm's first input, the added mask, is skipped: batch1 x batch2 is the product)
     SELECT run_id, name, dims,
+           CAST(nullif(regexp_extract(dims, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+)[^0-9,]', 1), '') AS BIGINT) AS t_n,
+           CAST(nullif(regexp_extract(dims, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+)[^0-9,]', 2), '') AS BIGINT) AS t_x,
+           CAST(nullif(regexp_extract(dims, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+)[^0-9,]', 3), '') AS BIGINT) AS t_y,
            CAST(nullif(regexp_extract(dims, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)[^0-9,]', 1), '') AS BIGINT) AS s_b,
            CAST(nullif(regexp_extract(dims, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)[^0-9,]', 2), '') AS BIGINT) AS s_h,
            CAST(nullif(regexp_extract(dims, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)[^0-9,]', 3), '') AS BIGINT) AS s_q,
            CAST(nullif(regexp_extract(dims, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)[^0-9,]', 4), '') AS BIGINT) AS s_k,
-           regexp_extract(dims, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+)[^0-9,][^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+)[^0-9,]', 0) AS m3,
-           regexp_extract(dims, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)[^0-9,][^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)[^0-9,]', 0) AS m4
-    FROM root_keys
+           regexp_extract(mm_dims, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+)[^0-9,][^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+)[^0-9,]', 0) AS m3,
+           regexp_extract(mm_dims, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)[^0-9,][^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)[^0-9,]', 0) AS m4
+    FROM (SELECT *, CASE WHEN name LIKE 'aten::baddbmm%' THEN regexp_replace(dims, '^\[\[[0-9,]*\],', '[')
+                         ELSE dims END AS mm_dims
+          FROM root_keys) AS keyed
 ),
 matmuls AS (
     SELECT p.*,
@@ -71,7 +77,7 @@ matmuls AS (
 ),
 shaped AS (
     -- a batched matmul A [N, X, Y] x B [N, Y, Z] as (mm_n, mm_x, mm_y, mm_z); NULL when the inputs are not one
-    SELECT run_id, name, dims, s_b, s_h, s_q, s_k,
+    SELECT run_id, name, dims, s_b, s_h, s_q, s_k, t_n, t_x, t_y,
            CASE WHEN mm_rank = 3 THEN CAST(regexp_extract(m3, '^[^0-9][^0-9]([0-9]+)', 1) AS BIGINT)
                 WHEN mm_rank = 4 THEN CAST(regexp_extract(m4, '^[^0-9][^0-9]([0-9]+)', 1) AS BIGINT)
                                       * CAST(regexp_extract(m4, '^[^0-9][^0-9]([0-9]+),([0-9]+)', 2) AS BIGINT) END AS mm_n,
@@ -84,16 +90,36 @@ shaped AS (
     FROM matmuls
 ),
 scores AS (
-    -- the run's attention score tensors [B, H, Sq, Sk]: input 0 of the ops that a `scores` rule matches
+    -- the run's attention score tensors [B, H, Sq, Sk]: input 0 of the ops that a `scores` rule matches,
+    -- 4-D; or 3-D [N, Sq, Sk] (kept as B = N, H = 1) when a batched matmul that a `scores_matmul` rule
+    -- matches produces exactly that shape (QK^T: [N, Sq, d] x [N, d, Sk]), as CLIP-style attention and
+    -- nn.MultiheadAttention compute them; a 3-D softmax that no such product feeds (logits) is no score
     SELECT DISTINCT s.run_id, s.s_b AS b, s.s_h AS h, s.s_q AS sq, s.s_k AS sk
     FROM shaped AS s
     JOIN name_rules AS n ON n.name = s.name AND n.op_shape = 'scores'
     WHERE s.s_b IS NOT NULL
+    UNION
+    SELECT DISTINCT s.run_id, s.t_n, 1, s.t_x, s.t_y
+    FROM shaped AS s
+    JOIN name_rules AS n ON n.name = s.name AND n.op_shape = 'scores'
+    JOIN shaped AS m ON m.run_id = s.run_id AND m.mm_n = s.t_n AND m.mm_x = s.t_x AND m.mm_z = s.t_y
+    JOIN name_rules AS mn ON mn.name = m.name AND mn.op_shape = 'scores_matmul'
+    WHERE s.t_n IS NOT NULL
 ),
-on_scores_keys AS (
+scores_3d_keys AS (
+    -- (run, op name, dims) whose input 0 is a 3-D score tensor of the run
     SELECT DISTINCT k.run_id, k.name, k.dims
     FROM shaped AS k
-    JOIN scores AS s ON s.run_id = k.run_id AND s.b = k.s_b AND s.h = k.s_h AND s.sq = k.s_q AND s.sk = k.s_k
+    JOIN scores AS s ON s.run_id = k.run_id AND s.h = 1 AND s.b = k.t_n AND s.sq = k.t_x AND s.sk = k.t_y
+),
+on_scores_keys AS (
+    -- input 0 is a score tensor: 4-D as found, a 4-D view [B, H, Sq, Sk] of a 3-D one (N = B * H), or 3-D
+    SELECT DISTINCT k.run_id, k.name, k.dims
+    FROM shaped AS k
+    JOIN scores AS s ON s.run_id = k.run_id AND s.sq = k.s_q AND s.sk = k.s_k
+        AND ((s.b = k.s_b AND s.h = k.s_h) OR (s.h = 1 AND s.b = k.s_b * k.s_h))
+    UNION
+    SELECT run_id, name, dims FROM scores_3d_keys
 ),
 matmul_keys AS (
     SELECT DISTINCT k.run_id, k.name, k.dims
@@ -109,8 +135,9 @@ key_hits AS (
     JOIN name_rules AS n ON n.name = k.name
     LEFT JOIN on_scores_keys AS o ON o.run_id = k.run_id AND o.name = k.name AND o.dims = k.dims
     LEFT JOIN matmul_keys AS m ON m.run_id = k.run_id AND m.name = k.name AND m.dims = k.dims
+    LEFT JOIN scores_3d_keys AS t ON t.run_id = k.run_id AND t.name = k.name AND t.dims = k.dims
     WHERE n.op_shape IS NULL
-       OR (n.op_shape = 'scores' AND k.s_b IS NOT NULL)
+       OR (n.op_shape = 'scores' AND (k.s_b IS NOT NULL OR t.name IS NOT NULL))
        OR (n.op_shape = 'on_scores' AND o.name IS NOT NULL)
        OR (n.op_shape = 'scores_matmul' AND m.name IS NOT NULL)
 ),

@@ -61,7 +61,7 @@ INDEX_SELECT = (
 )
 
 
-class _Eager:
+class Eager:
     """Eager ops laid out one after another on the main thread, each launching its kernels on stream 7.
 
     `run(chain, kernels)`: chain = [(op name, Input Dims or None), ...] from the outermost op to the innermost
@@ -103,16 +103,14 @@ class _Eager:
         }
 
 
-def _write(tl: Timeline, e: _Eager, out: Path) -> dict:
+def write_eager(tl: Timeline, e: Eager, out: Path) -> dict:
     step = tl.op("ProfilerStep#1", 0, e.host + 10 * US, cat="user_annotation")
     step.end = max(e.host, e.gpu) + 10 * US
     tl.write(out / "rank-0.pt.trace.json.gz")
     return e.expect()
 
 
-def _linear(
-    e: _Eager, tokens: int, d_in: int, d_out: int, kernel: str = GEMM_SM90, dur: int = 40 * US
-) -> None:
+def linear(e: Eager, tokens: int, d_in: int, d_out: int, kernel: str = GEMM_SM90, dur: int = 40 * US) -> None:
     e.run(
         [
             ("aten::linear", [[tokens, d_in], [d_out, d_in], [d_out]]),
@@ -129,7 +127,7 @@ def _linear(
 )
 def eager_vit_attention(out: Path) -> dict:
     tl = Timeline()
-    e = _Eager(tl)
+    e = Eager(tl)
     b, h, s, d = 2, 12, 197, 64
     e.run(
         [
@@ -138,7 +136,7 @@ def eager_vit_attention(out: Path) -> dict:
         ],
         [(LAYER_NORM, 6 * US, "norm")],
     )
-    _linear(e, b * s, h * d, 3 * h * d, dur=60 * US)
+    linear(e, b * s, h * d, 3 * h * d, dur=60 * US)
     # scores = q @ k^T: a 4-D matmul that PyTorch runs as a bmm over B*H
     e.run(
         [("aten::matmul", [[b, h, s, d], [b, h, d, s]]), ("aten::bmm", [[b * h, s, d], [b * h, d, s]])],
@@ -153,18 +151,18 @@ def eager_vit_attention(out: Path) -> dict:
         [("aten::matmul", [[b, h, s, s], [b, h, s, d]]), ("aten::bmm", [[b * h, s, s], [b * h, s, d]])],
         [(GEMM_SM90, 28 * US, "attention")],
     )
-    _linear(e, b * s, h * d, h * d, dur=20 * US)
+    linear(e, b * s, h * d, h * d, dur=20 * US)
     # a bmm over the same batch count that is no attention: nothing of its shape was a softmax's scores
     e.run([("aten::bmm", [[b * h, 50, 8], [b * h, 8, 50]])], [(GEMM_SM90, 5 * US, "gemm")])
-    _linear(e, b * s, h * d, 4 * h * d, dur=80 * US)
+    linear(e, b * s, h * d, 4 * h * d, dur=80 * US)
     e.run([("aten::gelu", [[b, s, 4 * h * d], []])], [(GELU, 12 * US, "activation")])
-    _linear(e, b * s, 4 * h * d, h * d, dur=80 * US)
+    linear(e, b * s, 4 * h * d, h * d, dur=80 * US)
     # the classifier's softmax is 2-D: an activation, not attention
     e.run(
         [("aten::softmax", [[b, 1000], [], []]), ("aten::_softmax", [[b, 1000], [], []])],
         [(SOFTMAX, 3 * US, "activation")],
     )
-    return _write(tl, e, out)
+    return write_eager(tl, e, out)
 
 
 @situation(
@@ -174,7 +172,7 @@ def eager_vit_attention(out: Path) -> dict:
 )
 def gqa_attention(out: Path) -> dict:
     tl = Timeline()
-    e = _Eager(tl)
+    e = Eager(tl)
     b, hq, hkv, s, d = 1, 32, 8, 512, 128
     for _ in range(2):
         e.run(
@@ -266,7 +264,7 @@ def gqa_attention(out: Path) -> dict:
         ],
         [(NVJET, 50 * US, "gemm")],
     )
-    return _write(tl, e, out)
+    return write_eager(tl, e, out)
 
 
 @situation(
@@ -277,7 +275,7 @@ def gqa_attention(out: Path) -> dict:
 )
 def diffusion_attention(out: Path) -> dict:
     tl = Timeline()
-    e = _Eager(tl)
+    e = Eager(tl)
     b, h, sq, sk, d = 2, 8, 4096, 77, 40
     e.run(
         [
@@ -367,7 +365,7 @@ def diffusion_attention(out: Path) -> dict:
     )
     e.run([("aten::gelu", [[b, sq, 1280], []])], [(GELU, 15 * US, "activation")])
     e.run([("aten::mul", [[b, sq, 1280], [b, sq, 1280]])], [(MUL, 10 * US, "elementwise")])
-    return _write(tl, e, out)
+    return write_eager(tl, e, out)
 
 
 @situation(
@@ -377,7 +375,7 @@ def diffusion_attention(out: Path) -> dict:
 )
 def sage_attention(out: Path) -> dict:
     tl = Timeline()
-    e = _Eager(tl)
+    e = Eager(tl)
     quant = "quant_per_block_int8_kernel"
     e.run(
         [("sageattention::sageattn", [[1, 24, 4096, 64], [1, 24, 4096, 64], [1, 24, 4096, 64]])],
@@ -408,7 +406,7 @@ def sage_attention(out: Path) -> dict:
         [("aten::linear", [[4096, 1536], [1536, 1536], []]), ("aten::mm", [[4096, 1536], [1536, 1536]])],
         [(GEMM_SM90, 40 * US, "gemm")],
     )
-    return _write(tl, e, out)
+    return write_eager(tl, e, out)
 
 
 @situation(
@@ -419,7 +417,7 @@ def sage_attention(out: Path) -> dict:
 )
 def inductor_sdpa_pointwise(out: Path) -> dict:
     tl = Timeline()
-    e = _Eager(tl)
+    e = Eager(tl)
     e.run(
         [("Torch-Compiled Region: 0/0", None)],
         [
@@ -447,7 +445,7 @@ def inductor_sdpa_pointwise(out: Path) -> dict:
             ("triton_tem_fused_convolution_6", 25 * US, "convolution"),
         ],
     )
-    return _write(tl, e, out)
+    return write_eager(tl, e, out)
 
 
 @situation(
@@ -457,7 +455,7 @@ def inductor_sdpa_pointwise(out: Path) -> dict:
 )
 def embedding_index_select(out: Path) -> dict:
     tl = Timeline()
-    e = _Eager(tl)
+    e = Eager(tl)
     e.run(
         [
             ("aten::embedding", [[32000, 4096], [1, 512], [], [], []]),
@@ -465,7 +463,7 @@ def embedding_index_select(out: Path) -> dict:
         ],
         [(INDEX_SELECT, 9 * US, "embedding")],
     )
-    _linear(e, 512, 4096, 4096)
+    linear(e, 512, 4096, 4096)
     # an index_select of hidden states (e.g. MoE token gather): the same kernel, elementwise
     e.run([("aten::index_select", [[512, 4096], [], [256]])], [(INDEX_SELECT, 5 * US, "elementwise")])
     e.run(
@@ -489,10 +487,10 @@ def embedding_index_select(out: Path) -> dict:
             ),
         ],
     )
-    return _write(tl, e, out)
+    return write_eager(tl, e, out)
 
 
-def _in_frames(e: _Eager, frames: list[tuple[str, str]], body) -> None:
+def _in_frames(e: Eager, frames: list[tuple[str, str]], body) -> None:
     """Run body() inside nested Python frames, outermost first: ("module", "LlamaRMSNorm_0") is an
     `nn.Module: LlamaRMSNorm_0` frame, ("frame", "file.py(12): forward") a python_function frame."""
     n = len(frames)
@@ -518,7 +516,7 @@ def _in_frames(e: _Eager, frames: list[tuple[str, str]], body) -> None:
 )
 def eager_rmsnorm_module(out: Path) -> dict:
     tl = Timeline()
-    e = _Eager(tl)
+    e = Eager(tl)
     x = [[1, 512, 4096]]
     pow_k = (
         "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::pow_tensor_scalar_kernel_impl"
@@ -547,7 +545,7 @@ def eager_rmsnorm_module(out: Path) -> dict:
     _in_frames(
         e,
         [("module", "Linear_0"), ("frame", "torch/nn/modules/linear.py(125): forward")],
-        lambda: _linear(e, 512, 4096, 4096),
+        lambda: linear(e, 512, 4096, 4096),
     )
     # the same mul and add kernels in the MLP (no norm module around them): elementwise
     _in_frames(
@@ -566,10 +564,10 @@ def eager_rmsnorm_module(out: Path) -> dict:
             _in_frames(
                 e,
                 [("module", "Linear_3"), ("frame", "torch/nn/modules/linear.py(125): forward")],
-                lambda: _linear(e, 2, 1536, 9216, dur=6 * US),
+                lambda: linear(e, 2, 1536, 9216, dur=6 * US),
             ),
             e.run([("aten::mul", [[2, 4096, 1536], [2, 1, 1536]])], [(MUL, 8 * US, "norm")]),
         ),
     )
     _in_frames(e, norm_frames, rmsnorm)
-    return _write(tl, e, out)
+    return write_eager(tl, e, out)
