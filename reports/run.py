@@ -308,7 +308,8 @@ def _skew(con, run_id: str) -> list[SkewRow]:
         for r in _rows(
             con,
             """
-        SELECT rank, instances, times_last, mean_start_lateness_ns, wait_ns
+        SELECT rank, instances, times_last, mean_start_lateness_ns, wait_ns, wait_share, imposed_wait_ns,
+               imposed_wait_share, others_waiting_share
         FROM rank_skew_summary WHERE run_id = ? ORDER BY rank""",
             [run_id],
         )

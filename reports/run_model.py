@@ -101,6 +101,10 @@ class SkewRow:
     times_last: int
     mean_start_lateness_ns: float | None
     wait_ns: int | None
+    wait_share: float | None = None  # wait_ns / its collectives' time (rank_skew_summary)
+    imposed_wait_ns: int | None = None  # the other ranks' wait for this one
+    imposed_wait_share: float | None = None  # of all collective wait of the run
+    others_waiting_share: float | None = None  # imposed_wait_ns / the other ranks' collective time
 
 
 @dataclass

@@ -26,7 +26,11 @@ DOMINANT_CATEGORY_BAR = 0.30
 PHASE_BAR = 0.10  # a phase under this share of the run's GPU time draws no category takeaway
 OTHER_BAR = 0.05
 COVERAGE_BAR = 0.90
-STRAGGLER_BAR = 0.75  # a rank that arrives last at this share of the collectives
+# the straggler: a rank that imposes at least half of all collective wait (rank_skew_summary.imposed_wait_share),
+# and whose lateness matters: the others spend at least a quarter of their collective time waiting for it
+# (others_waiting_share; synthesized runs without a straggler stay under 0.2, with one of 5-50 µs over 0.35)
+STRAGGLER_WAIT_SHARE = 0.5
+STRAGGLER_OTHERS_WAITING = 0.25
 # what the GPU waited for, by the class of idle gap (sql/timeline/idle_gaps.sql) holding the most of the step's idle
 # time: the idle takeaway names the largest one
 IDLE_CAUSES = {
@@ -186,6 +190,28 @@ def host_bound_idle(r) -> float | None:
     return None
 
 
+def _peer_wait(r, rank: int) -> str:
+    """How much of the rank's collective time is waiting for a peer (rank_skew_summary), or, with one rank
+    of a larger world in the run, that it may be and which ranks would tell."""
+    row = next((x for x in r.rank_skew if x.rank == rank), None)
+    if len(r.rank_skew) > 1 and row is not None and row.wait_share is not None:
+        straggler = next((x for x in r.rank_skew if x.rank != rank and _is_straggler(x)), None)
+        by = f", mostly for rank {straggler.rank}" if straggler else ""
+        return (
+            f"; {100 * row.wait_share:.0f} % of rank {rank}'s collective time over the run is waiting for "
+            f"peers to arrive{by}, the rest transfer"
+        )
+    present = {f["rank"] for f in r.files if f.get("rank") is not None}
+    if r.world_size and r.world_size > len(present or {rank}):
+        missing = [str(x) for x in range(r.world_size) if x not in present][:8]
+        more = ", ..." if r.world_size - len(present) > 8 else ""
+        return (
+            f"; with {len(present) or 1} of {r.world_size} ranks in the run it may be waiting for a peer, "
+            f"not transfer: ingest ranks {', '.join(missing)}{more} with it to tell"
+        )
+    return ""
+
+
 def exposed_comm_rule(r, windows) -> _Draft | None:
     """Exposed communication >= EXPOSED_COMM_BAR of the step's wall."""
     s = _timed_step(r)
@@ -200,7 +226,7 @@ def exposed_comm_rule(r, windows) -> _Draft | None:
     return _Draft(
         "step_breakdown.exposed_comm",
         f"Communication is {100 * comm:.0f} % of the step's wall in GPU time; {100 * exposed:.0f} % "
-        f"of the wall is exposed communication{where} (step {s.step}).",
+        f"of the wall is exposed communication{where} (step {s.step}){_peer_wait(r, s.rank)}.",
         exposed,
         s.name,
         _step_window(s, windows),
@@ -372,15 +398,28 @@ def launch_site_rule(r, windows) -> _Draft | None:
     )
 
 
+def _is_straggler(row) -> bool:
+    """The rank the others wait for, and long enough to matter (STRAGGLER_WAIT_SHARE, STRAGGLER_OTHERS_WAITING)."""
+    imposed, others = row.imposed_wait_share or 0.0, row.others_waiting_share or 0.0
+    return imposed >= STRAGGLER_WAIT_SHARE and others >= STRAGGLER_OTHERS_WAITING
+
+
 def straggler_rule(r, windows, row) -> _Draft | None:
-    """A rank (of several) that arrives last at >= STRAGGLER_BAR of the collectives."""
-    if not row.instances or row.times_last / row.instances < STRAGGLER_BAR or len(r.rank_skew) <= 1:
+    """A rank (of several) that the others wait for (_is_straggler), named with its share of all wait."""
+    if len(r.rank_skew) <= 1 or not _is_straggler(row):
         return None
+    last = row.times_last / row.instances
+    text = (
+        f"Rank {row.rank} imposes {100 * row.imposed_wait_share:.0f} % of all collective wait: the other "
+        f"ranks waited {row.imposed_wait_ns / 1e6:.3f} ms for it, {100 * row.others_waiting_share:.0f} % of "
+        f"their collective time (it arrived last at {100 * last:.0f} % of {row.instances} collectives). It is "
+        "the straggler: the others' exposed communication is mostly waiting for it; look at what it runs "
+        "before its collectives."
+    )
     return _Draft(
-        "rank_skew",
-        f"Rank {row.rank} arrives last at {100 * row.times_last / row.instances:.0f} % of the "
-        "collectives: it is the straggler.",
-        row.times_last / row.instances,
+        "rank_skew_summary.imposed_wait_share",
+        text,
+        row.imposed_wait_share,
         f"rank {row.rank}",
         windows.trace(),
         "trace",
@@ -394,6 +433,7 @@ def straggler_rules(r, windows) -> list[_Draft | None]:
 # The rules in the order their takeaways are listed: each reads the report's figures (r, reports.run) and
 # returns a draft, a withheld rule, None, or a list of those (a rule applied per phase or per rank)
 RULES = (
+    straggler_rules,
     exposed_comm_rule,
     idle_rule,
     host_setup_rule,
@@ -402,7 +442,6 @@ RULES = (
     overlap_rule,
     other_category_rule,
     launch_site_rule,
-    straggler_rules,
 )
 
 

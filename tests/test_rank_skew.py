@@ -207,3 +207,26 @@ def test_views_transpile_to_spark():
     for name in ("rank_skew", "rank_skew_summary"):
         (out,) = sqlglot.transpile(SQL[name].read_text(), read="duckdb", write="spark")
         assert "ROW_NUMBER()" in out.upper() or "JOIN" in out.upper()
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_report_names_the_simulated_straggler(synth_runs, case):
+    """The straggler the simulation injected is the one rank the report names, first."""
+    from tracehouse.reports.run import build_run_report
+
+    con, runs = synth_runs
+    run_id, truth = runs[case]
+    named = [t.text for t in build_run_report(con, run_id).takeaways if t.text.startswith("Rank ")]
+    assert len(named) == 1 and named[0].startswith(f"Rank {truth['anomalies']['straggler'][0]} imposes ")
+
+
+def test_no_straggler_named_without_one(synth_warehouse):
+    """Runs simulated without a straggler (ranks a few µs apart at random) name none: noise is no straggler."""
+    from tracehouse.reports.run import build_run_report
+    from tracehouse.warehouse.catalog import connect
+
+    wh, runs = synth_warehouse
+    for run_id in runs.values():
+        report = build_run_report(connect(wh, runs=[run_id]), run_id)
+        assert report.n_ranks > 1
+        assert not [t.text for t in report.takeaways if t.text.startswith("Rank ")]
