@@ -24,7 +24,7 @@ rows' time per launch weighted by their mean launches: Σ w p_target / Σ w p_ba
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tracehouse.reports.diff_verdict import Verdict, verdict
@@ -434,4 +434,9 @@ def build(con, params: DiffParams) -> DiffReport:
 
 
 def render_diff(report: DiffReport, fmt: str, template_dir: str | Path | None = None) -> str:
-    return render("diff", report, fmt, template_dir)
+    """The diff in `fmt`; every format says the verdict first (JSON: its first key)."""
+    data = None
+    if fmt == "json":
+        fields = asdict(report)
+        data = {"verdict": fields.pop("verdict"), **fields}
+    return render("diff", report, fmt, template_dir, data)
