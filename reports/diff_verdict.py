@@ -63,7 +63,7 @@ def _identity_check(what: str, b, t) -> tuple[Check, str | None]:
         note = f"only the {'target' if b is None else 'base'} says: cannot confirm it is the same"
         return Check(what, _text(b), _text(t), "one side", note), f"{what}: {note}"
     if b != t:
-        return Check(what, b, t, "differs", "a different " + what), f"different {what} ({b} → {t})"
+        return Check(what, b, t, "differs", f"different {what}"), f"different {what} ({b} → {t})"
     return Check(what, b, t, "same", ""), None
 
 
