@@ -10,13 +10,24 @@ Kernels are matched in three passes:
   3. what is left of a category on both sides, as one pair   match = category    (another library or
      vendor: flash_fwd_kernel ↔ attn_fwd, sm90_xmma_gemm ↔ Cijk_...)
 Anything else is added (only in TARGET) or removed (only in BASE).
+
+Before any figure, the verdict (reports.diff_verdict): whether the runs compare step for step. When a run has
+no step markers (its one step is the whole trace window) the unit of every figure is the rank's window, not a
+step, and the headline is per launch.
+Each kernel row splits its change into a change of time per launch and a change of launch count (the two
+add up to the row's delta exactly; n launches per unit and p ns per launch on each side):
+  per_launch_effect_ns = (p_target - p_base) × (n_base + n_target) / 2
+  count_effect_ns      = (n_target - n_base) × (p_base + p_target) / 2
+A row with launches on one side only is all count effect. The per-launch headline is the ratio of the matched
+rows' time per launch weighted by their mean launches: Σ w p_target / Σ w p_base, w = (n_base + n_target) / 2.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from tracehouse.reports.diff_verdict import Verdict, verdict
 from tracehouse.reports.render import render
 from tracehouse.warehouse.diff_facts import run_facts
 from tracehouse.warehouse.engine import Connection, focused
@@ -44,6 +55,8 @@ class CategoryRow:
     target_ns: float
     delta_ns: float
     ratio: float | None  # target / base
+    per_launch_effect_ns: float = 0.0  # its kernels' per_launch_effect_ns summed
+    count_effect_ns: float = 0.0
 
 
 @dataclass
@@ -60,6 +73,11 @@ class KernelRow:
     base_launches: float  # per step
     target_launches: float
     changed: bool  # names differ (normalized / category matches)
+    base_ns_per_launch: float | None = None  # None: no launch on that side
+    target_ns_per_launch: float | None = None
+    per_launch_ratio: float | None = None  # target / base time per launch (None: a side has no launch)
+    per_launch_effect_ns: float = 0.0  # the part of delta_ns from the change of time per launch (module doc)
+    count_effect_ns: float = 0.0  # the part from the change of launch count
 
 
 @dataclass
@@ -91,6 +109,16 @@ class DiffReport:
     batch_latency: list[dict] = field(default_factory=list)
     # per-request cost on both sides (sql/request_cost), when both runs name their requests
     request_cost: list[dict] = field(default_factory=list)
+    # whether the runs compare step for step, and on what basis (reports.diff_verdict); None: not built
+    verdict: Verdict | None = None
+    unit: str = "step"  # what every figure is per: `step`, or `rank window` (basis per_launch)
+    # the per-launch headline (module doc): matched rows' weighted time per launch, its ratio, and the
+    # time their per-launch change and the launch-count change make of the total delta
+    base_ns_per_launch: float | None = None
+    target_ns_per_launch: float | None = None
+    per_launch_ratio: float | None = None
+    per_launch_effect_ns: float = 0.0
+    count_effect_ns: float = 0.0
 
 
 def _ratio(base: float, target: float) -> float | None:
@@ -105,7 +133,7 @@ def _run_info(con, facts: dict, label: str) -> tuple[RunInfo, dict[str, dict]]:
         "SELECT hardware, framework, model, commit FROM runs WHERE run_id = ?", [run_id]
     ).fetchone()
     kernels = {}
-    for name, kind, category, norm, ns, launches in facts["kernels"]:
+    for name, kind, category, norm, ns, launches, _per_launch in facts["kernels"]:
         kernels[name] = {
             "name": name,
             "kind": kind,
@@ -134,6 +162,12 @@ def _row(match: str, category: str, label: str, base: list[dict], target: list[d
     t = sum(k["ns"] for k in target)
     bn = [k["name"] for k in sorted(base, key=lambda k: -k["ns"])]
     tn = [k["name"] for k in sorted(target, key=lambda k: -k["ns"])]
+    nb, nt = sum(k["launches"] for k in base), sum(k["launches"] for k in target)
+    pb, pt = (b / nb if nb else None), (t / nt if nt else None)
+    if pb is not None and pt is not None:
+        per_launch, count = (pt - pb) * (nb + nt) / 2, (nt - nb) * (pb + pt) / 2
+    else:
+        per_launch, count = 0.0, t - b
     return KernelRow(
         match,
         category,
@@ -144,10 +178,36 @@ def _row(match: str, category: str, label: str, base: list[dict], target: list[d
         t,
         t - b,
         _ratio(b, t),
-        sum(k["launches"] for k in base),
-        sum(k["launches"] for k in target),
+        nb,
+        nt,
         match in ("normalized", "category") and set(bn) != set(tn),
+        pb,
+        pt,
+        _ratio(pb, pt) if pb is not None and pt is not None else None,
+        per_launch,
+        count,
     )
+
+
+def per_launch_headline(rows: list[KernelRow]) -> tuple[float | None, float | None]:
+    """(base, target) time per launch of the rows with launches on both sides, each weighted by the row's
+    mean launches (module doc); None when no row has."""
+    both = [r for r in rows if r.base_ns_per_launch is not None and r.target_ns_per_launch is not None]
+    weight = sum((r.base_launches + r.target_launches) / 2 for r in both)
+    if not weight:
+        return None, None
+    b = sum((r.base_launches + r.target_launches) / 2 * r.base_ns_per_launch for r in both) / weight
+    t = sum((r.base_launches + r.target_launches) / 2 * r.target_ns_per_launch for r in both) / weight
+    return b, t
+
+
+def movers(rows: list[KernelRow], basis: str, top: int) -> list[KernelRow]:
+    """The rows that moved most: per step, by the change of their time per step; per launch (a run has no
+    steps, its window's launch count is no change of the program), by the time their change per launch
+    makes, then by the whole change."""
+    if basis == "per_launch":
+        return sorted(rows, key=lambda r: (-abs(r.per_launch_effect_ns), -abs(r.delta_ns), r.label))[:top]
+    return sorted(rows, key=lambda r: -abs(r.delta_ns))[:top]  # stable: ties keep the table's order
 
 
 def match_kernels(base: dict[str, dict], target: dict[str, dict]) -> list[KernelRow]:
@@ -224,9 +284,21 @@ def build_diff(
     for c in cats:
         b = sum(k["ns"] for k in bk.values() if k["category"] == c)
         t = sum(k["ns"] for k in tk.values() if k["category"] == c)
-        categories.append(CategoryRow(c, b, t, t - b, _ratio(b, t)))
+        rows = [r for r in kernels if r.category == c]
+        categories.append(
+            CategoryRow(
+                c,
+                b,
+                t,
+                t - b,
+                _ratio(b, t),
+                sum(r.per_launch_effect_ns for r in rows),
+                sum(r.count_effect_ns for r in rows),
+            )
+        )
     categories.sort(key=lambda r: -abs(r.delta_ns))
-    movers = sorted(kernels, key=lambda r: -abs(r.delta_ns))[:top]
+    judged = verdict(bf, tf)
+    top_movers = movers(kernels, judged.basis, top)
     base_norms = {k["norm"] for k in bk.values()}
     target_norms = {k["norm"] for k in tk.values()}
     appeared = sorted(
@@ -257,6 +329,7 @@ def build_diff(
     if binfo.rank_steps == 0 or tinfo.rank_steps == 0:
         notes.append("a run has no steps: its per-step figures are zero")
     tb, tt = binfo.gpu_ns_per_step, tinfo.gpu_ns_per_step
+    pb, pt = per_launch_headline(kernels)
     return DiffReport(
         binfo,
         tinfo,
@@ -266,7 +339,7 @@ def build_diff(
         _ratio(tb, tt),
         categories,
         kernels,
-        movers,
+        top_movers,
         appeared,
         vanished,
         counts,
@@ -275,6 +348,13 @@ def build_diff(
         notes,
         _batch_latency(bf, tf),
         _request_cost(bf, tf),
+        judged,
+        "step" if judged.basis == "per_step" else "rank window",
+        pb,
+        pt,
+        _ratio(pb, pt) if pb is not None and pt is not None else None,
+        sum(r.per_launch_effect_ns for r in kernels),
+        sum(r.count_effect_ns for r in kernels),
     )
 
 
@@ -354,4 +434,9 @@ def build(con, params: DiffParams) -> DiffReport:
 
 
 def render_diff(report: DiffReport, fmt: str, template_dir: str | Path | None = None) -> str:
-    return render("diff", report, fmt, template_dir)
+    """The diff in `fmt`; every format says the verdict first (JSON: its first key)."""
+    data = None
+    if fmt == "json":
+        fields = asdict(report)
+        data = {"verdict": fields.pop("verdict"), **fields}
+    return render("diff", report, fmt, template_dir, data)

@@ -129,7 +129,13 @@ SLOW_NEEDS = {
     # whole reports, diffs, trends and Perfetto exports of whole runs end to end (tens of seconds each on
     # 2 cores); their modules' other tests stay in the fast tier
     "whole-run reports, diffs, trends and exports": {
-        "modules": {"test_export", "test_run_report", "test_stored_analyses", "test_trend"},
+        "modules": {
+            "test_export",
+            "test_run_report",
+            "test_stored_analyses",
+            "test_trend",
+            "test_diff_honest",
+        },
         "tests": {
             *(
                 f"test_export_bounded::{t}"

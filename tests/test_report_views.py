@@ -89,7 +89,7 @@ def test_step_kernel_time_is_time_per_rank_step(figures, con):
         for r in query_rows(
             con,
             """
-        SELECT name, category, gpu_time_ns, launches, rank_steps, ns_per_step, launches_per_step
+        SELECT name, category, gpu_time_ns, launches, rank_steps, ns_per_step, launches_per_step, ns_per_launch
         FROM step_kernel_time WHERE run_id = ?""",
             [run_id],
         )

@@ -13,6 +13,9 @@
 --   rank_steps               BIGINT  rows of `steps` of the run: the divisor
 --   ns_per_step              DOUBLE  gpu_time_ns / rank_steps
 --   launches_per_step        DOUBLE  launches / rank_steps
+--   ns_per_launch            DOUBLE  gpu_time_ns / launches: its mean time per launch, whatever the number of
+--                            steps or launches (how `diff` tells a kernel that got slower from one that ran
+--                            more often)
 -- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`): the diff's kernels (warehouse/diff_facts.py)
 CREATE OR REPLACE VIEW step_kernel_time AS
 WITH st AS (
@@ -29,6 +32,7 @@ SELECT p.run_id, p.name, p.kind, coalesce(n.category, 'other') AS category,
        coalesce(n.normalized_name, p.name) AS normalized_name,
        CAST(p.gpu_time_ns AS BIGINT) AS gpu_time_ns, CAST(p.launches AS BIGINT) AS launches,
        CAST(p.rank_steps AS BIGINT) AS rank_steps,
-       p.gpu_time_ns / p.rank_steps AS ns_per_step, p.launches / p.rank_steps AS launches_per_step
+       p.gpu_time_ns / p.rank_steps AS ns_per_step, p.launches / p.rank_steps AS launches_per_step,
+       p.gpu_time_ns / p.launches AS ns_per_launch
 FROM per_name AS p
 LEFT JOIN kernel_name_normalized AS n ON n.name = p.name AND n.kind = p.kind;

@@ -135,6 +135,7 @@ def report_step_figures(out: Path) -> dict:
                 "rank_steps": rank_steps,
                 "ns_per_step": sum(v) / rank_steps,
                 "launches_per_step": len(v) / rank_steps,
+                "ns_per_launch": sum(v) / len(v),
             }
             for name, v in per_name.items()
         },
@@ -149,5 +150,7 @@ def report_step_figures(out: Path) -> dict:
             "in_steps_ns": in_steps,
             "outside_steps_ns": OUTSIDE_GEMM,
             "gpu_ns_per_step": in_steps / rank_steps,
+            "launches": sum(len(v) for v in per_name.values()),
+            "ns_per_launch": in_steps / sum(len(v) for v in per_name.values()),
         },
     }

@@ -26,6 +26,11 @@ from tracehouse.commands.common import (
 def command(ctx, base, target, fmt, output, template_dir, engine, master):
     """What changed between two runs: per category and kernel, time per step, delta and ratio.
 
+    First a verdict: whether the runs compare step for step (same model, hardware, phases, batch
+    sizes, steps; both runs' data-quality flags). When a run has no step markers (its one step is
+    the whole trace window) the diff compares per launch and says so. Per kernel, the change is split
+    into the change of time per launch and the change of launch count.
+
     BASE and TARGET are run ids, unique prefixes of one, `latest` or `latest~N` (the N-th run
     ingested before the latest). Kernels are matched by exact name, then by normalized name (template
     arguments, tile sizes, hashes removed), then by category.
