@@ -214,6 +214,7 @@ class RunReport:
     n_streams: int = 0  # streams that carry work (sql/stream_share: >= 1 % of the run's GPU time)
     serving: dict | None = None  # reports/serving.py: step time by batch size, roofline, collectives
     trace_file: str | None = None  # `report --with-trace`: the exported Perfetto file beside the report
+    versions: str | None = None  # the framework's, runtime's and NCCL's versions the trace names (run_header)
 
     @property
     def mode_note(self) -> str:
