@@ -77,24 +77,22 @@ PATH_COLORS = {
     "gpu_queued": "#b3b3b3",
     "kernel_gap": "#d6d6d6",
 }
-LANE_IDLE = (
-    "#eeeeee"  # a lane with no activity of the step: shaded on every lane, under the device's idle causes
-)
-MAX_LEGEND = (
-    8  # entries of the timeline's legend (categories, the idle causes, lane idle); the path has its own
-)
+# a lane with no activity of the step: shaded on every lane, under the device's idle causes
+LANE_IDLE = "#eeeeee"
+# entries of the timeline's legend (categories, the idle causes); the critical path has its own
+MAX_LEGEND = 8
 OTHER_COLOR = CATEGORY_COLORS["other"]
 
 
 def lane_categories(step) -> dict[str, str]:
     """The colour of each category drawn in the step's lanes: the ones with the most time their own, the rest
-    grouped as `other` (so that the legend, with the idle causes and lane idle, has at most MAX_LEGEND entries)."""
+    grouped as `other` (so that the legend, with the idle causes, has at most MAX_LEGEND entries)."""
     time: dict[str, int] = {}
     for lane in step.timeline:
         for a in lane.activities:
             time[a.category] = time.get(a.category, 0) + (a.end_ns - a.start_ns)
     causes = len({g["class"] for g in step.gap_spans})
-    room = max(1, MAX_LEGEND - causes - 1)
+    room = max(1, MAX_LEGEND - causes)
     ranked = sorted(time, key=lambda c: (-time[c], c))
     if len(ranked) > room:
         ranked = [c for c in ranked if c != "other"][: room - 1]
@@ -228,7 +226,8 @@ def step_timeline(step, width: int = 1340) -> Markup:
 
 def timeline_legend(step) -> Markup:
     """What the colours of step_timeline mean, in two legends: the lanes' (the categories drawn, minor ones
-    grouped as `other`, the device's idle causes and a lane's own idle: at most MAX_LEGEND entries), and the
+    grouped as `other`, and the device's idle causes: at most MAX_LEGEND entries; a lane's own idle time is
+    the light grey the page's caption names), and the
     critical path's kinds in their own palette."""
     fills = lane_categories(step)
     own = sorted((c for c in fills if fills[c] != OTHER_COLOR), key=list(CATEGORY_COLORS).index)
@@ -239,7 +238,6 @@ def timeline_legend(step) -> Markup:
         items.append((OTHER_COLOR, escape(label)))
     causes = sorted({g["class"] for g in step.gap_spans})
     items += [(GAP_COLORS.get(c, "#ddd"), "idle: " + escape(GAP_MEANING.get(c, c))) for c in causes]
-    items.append((LANE_IDLE, "lane idle (no activity of this step on it)"))
     kinds = sorted({seg["kind"] for seg in step.path_segments})
     path = [(PATH_COLORS.get(k, "#444"), escape(k.replace("_", " "))) for k in kinds]
 
