@@ -142,49 +142,53 @@ def test_every_lane_shows_its_idle_time(reports):
     assert len(step.timeline) >= 2 and len(shaded) == len(step.timeline)
 
 
-def _rename_tp_pp(folder, tp: int) -> None:
-    """Megatron's naming of the synthesized ranks' files: rank r is TP-(r % tp)-PP-(r // tp)."""
-    truth = json.loads((folder / "ground_truth.json").read_text())
-    for rank, name in truth["files"].items():
-        r = int(rank)
-        (folder / name).rename(folder / f"TP-{r % tp}-PP-{r // tp}.pt.trace.json.gz")
-
-
 @pytest.fixture(scope="module")
 def tp_pp_runs(tmp_path_factory):
-    """An 8-rank training run whose files are TP-x-PP-y (TP 4 × PP 2): the whole world, and its rank 0 alone."""
+    """An 8-rank training run in Megatron's layout (files TP-x-PP-y, TP 4 × PP 2 in the ground truth, the
+    process groups described): the whole world; its rank 0 alone; rank 0 alone with the groups undescribed."""
     root = tmp_path_factory.mktemp("tp_pp")
-    folder = write_scenario("training", root / "all", ranks=8, steps=1, layers=1, seed=3)
-    _rename_tp_pp(folder, 4)
-    one = root / "one"
+    folder = write_scenario("training", root / "all", ranks=8, steps=1, layers=1, seed=3, naming="megatron")
+    truth = json.loads((folder / "ground_truth.json").read_text())
+    first = truth["files"]["0"]
+    one, bare = root / "one", root / "bare"
     one.mkdir()
-    shutil.copy(folder / "TP-0-PP-0.pt.trace.json.gz", one)
+    bare.mkdir()
+    shutil.copy(folder / first, one)
+    with gzip.open(folder / first) as f:
+        trace = json.load(f)
+    info = trace["distributedInfo"]
+    info["pg_config"] = [g for g in info["pg_config"] if g["pg_desc"] == "default_pg"]
+    with gzip.open(bare / first, "wt") as f:
+        json.dump(trace, f)
     wh = Warehouse(root / "wh")
-    [whole] = ingest_paths(wh, [folder], {})
-    [alone] = ingest_paths(wh, [one], {})
+    rows = {"truth": truth["parallel"]}
     con = connect(wh)
-    rows = {}
-    for key, outcome in (("whole", whole), ("alone", alone)):
+    for key, path in (("whole", folder), ("alone", one), ("bare", bare)):
+        [outcome] = ingest_paths(wh, [path], {})
         cursor = con.execute("SELECT * FROM runs WHERE run_id = ?", [outcome.run_id])
         rows[key] = dict(zip([d[0] for d in cursor.description], cursor.fetchone()))
     return rows
 
 
-def test_header_parallelism_from_the_ranks_names(tp_pp_runs):
-    assert parallelism(tp_pp_runs["whole"]) == "8 ranks of 8: TP 4 × PP 2"
-    alone = parallelism(tp_pp_runs["alone"])
-    assert alone.startswith("rank 0 of 8") and "TP" not in alone  # never `TP 1` for one file of 8
-    # the process groups say the sizes where their descriptions name the dimension (Megatron's)
-    row = dict(tp_pp_runs["alone"])
+def test_header_parallelism_from_the_ranks_names_and_groups(tp_pp_runs):
+    tp, pp = tp_pp_runs["truth"]["tp"], tp_pp_runs["truth"]["pp"]
+    assert (tp, pp) == (4, 2)
+    assert tp_pp_runs["whole"]["files"][0]["name"].startswith("TP-")
+    assert parallelism(tp_pp_runs["whole"]) == f"8 ranks of 8: TP {tp} × PP {pp}"
+    # one TP-0-PP-0 file of a world of 8: its process groups say the sizes (Megatron's descriptions) ...
+    assert tp_pp_runs["alone"]["n_ranks"] == 1
+    assert parallelism(tp_pp_runs["alone"]) == f"rank 0 of 8: TP {tp} × PP {pp}"
+    # ... and without them nothing says the sizes: never `TP 1`
+    bare = parallelism(tp_pp_runs["bare"])
+    assert bare == "rank 0 of 8 (how the world is split is not in the trace)"
+    # a group whose description names two dimensions gives neither
+    row = dict(tp_pp_runs["bare"])
     meta = json.loads(row["metadata"])
-    info = next(iter(meta.values()))["distributedInfo"]
-    info["pg_config"] += [
-        {"pg_name": "1", "pg_desc": "TENSOR_MODEL_PARALLEL_GROUP", "pg_size": 4, "ranks": [0, 1, 2, 3]},
-        {"pg_name": "2", "pg_desc": "PIPELINE_MODEL_PARALLEL_GROUP", "pg_size": 2, "ranks": [0, 4]},
-        {"pg_name": "3", "pg_desc": "TENSOR_AND_DATA_PARALLEL_GROUP", "pg_size": 4, "ranks": [0, 1, 2, 3]},
-    ]
+    next(iter(meta.values()))["distributedInfo"]["pg_config"].append(
+        {"pg_name": "3", "pg_desc": "TENSOR_AND_DATA_PARALLEL_GROUP", "pg_size": 4, "ranks": [0, 1, 2, 3]}
+    )
     row["metadata"] = json.dumps(meta)
-    assert parallelism(row) == "rank 0 of 8: TP 4 × PP 2"
+    assert parallelism(row) == bare
 
 
 def test_header_versions_from_the_trace(tp_pp_runs):
