@@ -441,21 +441,7 @@ def _step_section(con, s: dict, key: list) -> StepSection:
         WHERE run_id = ? AND rank = ? AND step = ? ORDER BY seq LIMIT 4000""",
         key,
     )
-    lanes = []
-    for stream in streams:
-        acts = [
-            TimelineActivity(
-                r["name"], r["category"], r["start_ns"], r["end_ns"], r["kernel_id"] in critical_ids
-            )
-            for r in _rows(
-                con,
-                """
-            SELECT kernel_id, name, category, start_ns, end_ns FROM _kernel_facts
-            WHERE run_id = ? AND rank = ? AND step = ? AND stream IS NOT DISTINCT FROM ? ORDER BY start_ns, kernel_id LIMIT 4000""",
-                key + [stream.stream],
-            )
-        ]
-        lanes.append(TimelineLane(stream.name or f"stream {stream.stream}", stream.critical, acts))
+    lanes = _lanes(con, key, streams, critical_ids, (s["wall_start_ns"], s["wall_end_ns"]))
     return StepSection(
         rank=s["rank"],
         step=s["step"],
@@ -491,6 +477,38 @@ def _step_section(con, s: dict, key: list) -> StepSection:
         gap_spans=gap_spans,
         path_segments=path_segments,
     )
+
+
+def _lanes(con, key: list, streams: list[StreamRow], critical_ids: set, wall: tuple) -> list[TimelineLane]:
+    """The timeline's lanes, one per stream: the step's activities, and the other steps' activities that run
+    on that stream inside the step's wall (a previous step's GPU work still running: not idle)."""
+    lanes = []
+    for stream in streams:
+        rows = _rows(
+            con,
+            """
+            SELECT kernel_id, name, category, start_ns, end_ns, step FROM _kernel_facts
+            WHERE run_id = ? AND rank = ? AND stream IS NOT DISTINCT FROM ?
+              AND (step = ? OR (step IS DISTINCT FROM ? AND end_ns > ? AND start_ns < ?))
+            ORDER BY start_ns, kernel_id LIMIT 8000""",
+            key[:2] + [stream.stream, key[2], key[2], wall[0], wall[1]],
+        )
+        acts = [
+            TimelineActivity(
+                r["name"], r["category"], r["start_ns"], r["end_ns"], r["kernel_id"] in critical_ids
+            )
+            for r in rows
+            if r["step"] == key[2]
+        ]
+        others = [
+            TimelineActivity(
+                f"step {r['step']}: {r['name']}", r["category"], r["start_ns"], r["end_ns"], False
+            )
+            for r in rows
+            if r["step"] != key[2]
+        ]
+        lanes.append(TimelineLane(stream.name or f"stream {stream.stream}", stream.critical, acts, others))
+    return lanes
 
 
 @dataclass(frozen=True)

@@ -117,6 +117,8 @@ class TimelineLane:
     label: str
     critical: bool
     activities: list[TimelineActivity]
+    # other steps' activities on this stream inside the step's wall (drawn apart: not this step's, not idle)
+    others: list[TimelineActivity] = field(default_factory=list)
 
 
 @dataclass

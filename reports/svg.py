@@ -73,12 +73,16 @@ PATH_COLORS = {
     "gpu": "#1f1f1f",
     "cpu": "#5c5c5c",
     "launch_delay": "#8a8a8a",
-    "sync_wait": "#000000",
+    "sync_wait": "#ffffff",  # drawn outlined (PATH_OUTLINED): white on the path's dark grey
     "gpu_queued": "#b3b3b3",
     "kernel_gap": "#d6d6d6",
 }
 # a lane with no activity of the step: shaded on every lane, under the device's idle causes
 LANE_IDLE = "#eeeeee"
+PATH_OUTLINED = {"sync_wait"}
+OTHER_STEPS = (
+    "#a3a3c2"  # another step's activity inside this step's wall (the wall bar's "other steps' work")
+)
 # entries of the timeline's legend (categories, the idle causes); the critical path has its own
 MAX_LEGEND = 8
 OTHER_COLOR = CATEGORY_COLORS["other"]
@@ -91,7 +95,7 @@ def lane_categories(step) -> dict[str, str]:
     for lane in step.timeline:
         for a in lane.activities:
             time[a.category] = time.get(a.category, 0) + (a.end_ns - a.start_ns)
-    causes = len({g["class"] for g in step.gap_spans})
+    causes = len({g["class"] for g in step.gap_spans}) + any(lane.others for lane in step.timeline)
     room = max(1, MAX_LEGEND - causes)
     ranked = sorted(time, key=lambda c: (-time[c], c))
     if len(ranked) > room:
@@ -109,6 +113,27 @@ def _lane_idle(activities, origin: int, end: int) -> list[tuple[int, int]]:
     if end > at:
         spans.append((at, end))
     return spans
+
+
+def _clip(a, origin: int, end: int):
+    """The activity cut to [origin, end] (an activity of another step may begin before this step's wall)."""
+    start, stop = max(a.start_ns, origin), min(a.end_ns, end)
+    return None if stop <= start else type(a)(a.name, a.category, start, stop, a.critical)
+
+
+def _merged(activities, x, group: str | None = None) -> list[list]:
+    """Boxes of a lane: neighbours of one category (or all, under `group`) less than a pixel apart as one box,
+    [x0, x1, category, first name, count, last end ns, first start ns]."""
+    merged: list[list] = []
+    for a in sorted(activities, key=lambda a: a.start_ns):
+        ax, ae, cat = x(a.start_ns), x(a.end_ns), group or a.category
+        if merged and merged[-1][2] == cat and ax - merged[-1][1] < 1.0:
+            merged[-1][1] = max(merged[-1][1], ae)
+            merged[-1][4] += 1
+            merged[-1][5] = max(merged[-1][5], a.end_ns)
+            continue
+        merged.append([ax, ae, cat, a.name, 1, a.end_ns, a.start_ns])
+    return merged
 
 
 def nice_ticks(span: float, target: int = 10) -> list[float]:
@@ -176,16 +201,17 @@ def step_timeline(step, width: int = 1340) -> Markup:
         y = 8 + i * (lane_h + pad)
         label = escape(lane.label) + (" ★" if lane.critical else "")
         parts.append(f'<text x="{label_w - 8}" y="{y + 14}" text-anchor="end" font-size="12">{label}</text>')
-        merged: list[list] = []
-        for a in sorted(lane.activities, key=lambda a: a.start_ns):
-            ax, ae = x(a.start_ns), x(a.end_ns)
-            if merged and merged[-1][2] == a.category and ax - merged[-1][1] < 1.0:
-                merged[-1][1] = max(merged[-1][1], ae)
-                merged[-1][4] += 1
-                merged[-1][5] = max(merged[-1][5], a.end_ns)
-                continue
-            merged.append([ax, ae, a.category, a.name, 1, a.end_ns, a.start_ns])
-        for ax, ae, cat, name, n, last_end, first_start in merged:
+        clipped = [_clip(a, origin, end) for a in lane.others]
+        for ax, ae, cat, name, n, last_end, first_start in _merged(
+            [a for a in clipped if a], x, "other steps"
+        ):
+            more = f" and {n - 1} more" if n > 1 else ""
+            parts.append(
+                f'<rect class="other-steps" x="{ax:.2f}" y="{y + 4}" width="{max(0.6, ae - ax):.2f}" '
+                f'height="{lane_h - 8}" fill="{OTHER_STEPS}"><title>{escape(name)}{more} (another step\'s work, '
+                f"{(last_end - first_start) / 1e3:.1f} µs)</title></rect>"
+            )
+        for ax, ae, cat, name, n, last_end, first_start in _merged(lane.activities, x):
             more = f" and {n - 1} more {escape(cat)}" if n > 1 else ""
             parts.append(
                 f'<rect x="{ax:.2f}" y="{y}" width="{max(0.6, ae - ax):.2f}" height="{lane_h}" '
@@ -200,9 +226,10 @@ def step_timeline(step, width: int = 1340) -> Markup:
         )
         for seg in step.path_segments:
             fill = PATH_COLORS.get(seg["kind"], "#444")
+            outline = ' stroke="#000" stroke-width="0.8"' if seg["kind"] in PATH_OUTLINED else ""
             sx, sw = x(seg["start_ns"]), max(0.6, (seg["end_ns"] - seg["start_ns"]) * scale)
             parts.append(
-                f'<rect x="{sx:.2f}" y="{y + 3}" width="{sw:.2f}" height="{lane_h - 6}" fill="{fill}">'
+                f'<rect x="{sx:.2f}" y="{y + 3}" width="{sw:.2f}" height="{lane_h - 6}" fill="{fill}"{outline}>'
                 f"<title>{escape(seg['kind'])}{' (' + escape(seg['category']) + ')' if seg.get('category') else ''}: "
                 f"{escape(seg['name'] or '')} "
                 f"({(seg['end_ns'] - seg['start_ns']) / 1e3:.1f} µs)</title></rect>"
@@ -236,6 +263,8 @@ def timeline_legend(step) -> Markup:
     if grouped:
         label = "other" if grouped == ["other"] else f"other ({len(grouped)}: {', '.join(grouped)})"
         items.append((OTHER_COLOR, escape(label)))
+    if any(lane.others for lane in step.timeline):
+        items.append((OTHER_STEPS, "other steps' work"))
     causes = sorted({g["class"] for g in step.gap_spans})
     items += [(GAP_COLORS.get(c, "#ddd"), "idle: " + escape(GAP_MEANING.get(c, c))) for c in causes]
     kinds = sorted({seg["kind"] for seg in step.path_segments})

@@ -213,3 +213,50 @@ def test_header_of_real_traces():
         h100 = json.load(f)
     meta = {k: v for k, v in h100.items() if k not in ("traceEvents", "deviceProperties")}
     assert versions({"metadata": json.dumps({"f": meta})}).startswith("torch 2.6.0+cu124, CUDA 12.4")
+
+
+def _union(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def _minus(spans, holes) -> int:
+    """Total length of `spans` outside `holes` (both unions)."""
+    total = 0
+    for a, b in spans:
+        cut = sum(max(0, min(b, d) - max(a, c)) for c, d in holes)
+        total += (b - a) - cut
+    return total
+
+
+def test_other_steps_work_is_drawn_in_the_lanes_not_left_blank(warehouses):
+    """steps-interleaved (synth/situations/steps_interleave.py): step 1's wall holds 150 µs in which only step
+    0's GEMMs run (hand-computed there), and step 2's all-reduce starts inside it. The lanes draw those activities as other steps' work, and what they
+    cover outside step 1's own activities, inside its GPU span, is that 150 µs (step_breakdown.other_steps_ns)."""
+    from warehouses import situation
+
+    built = warehouses.get([situation("steps-interleaved")], derived=True)
+    con = open_connection(built.warehouse, runs=[built.run_ids[0]])
+    report = build_run_report(con, built.run_ids[0])
+    con.close()
+    step = report.step
+    assert step.step == 1 and step.other_steps_ns == 150_000
+    others = [a for lane in step.timeline for a in lane.others]
+    # step 0's GEMMs, and step 2's all-reduce (its host starts at 600 µs, inside step 1's wall)
+    assert {a.name.split(":")[0] for a in others} == {"step 0", "step 2"}
+    own = _union([(a.start_ns, a.end_ns) for lane in step.timeline for a in lane.activities])
+    span = (own[0][0], own[-1][1])
+    inside = _union(
+        [(max(a.start_ns, span[0]), min(a.end_ns, span[1])) for a in others if a.end_ns > span[0]]
+    )
+    assert _minus(inside, own) == step.other_steps_ns
+    drawing = str(svg.step_timeline(step))
+    assert 'class="other-steps"' in drawing
+    assert "other steps&#x27; work" in str(svg.timeline_legend(step)) or "other steps' work" in str(
+        svg.timeline_legend(step)
+    )
