@@ -47,7 +47,8 @@ HEAD_BYTES = 4 << 20  # bytes of a Kineto trace read for its metadata (the head 
 NSYS_SESSION_SLACK_S = 30.0  # exports of one job start within this many seconds of each other
 
 # SGLang: `<profile id>-TP-<t>[-DP-<d>][-PP-<p>][-EP-<e>][-STAGE].trace.json.gz`: the id is the session's
-_SESSION_TAG = re.compile(r"^(?P<tag>.+?)-(?:TP|DP|PP|EP)-\d+(?=$|[-_.])")
+# (a name that starts with its indices, Megatron's `TP-0-PP-1...`, carries no id: `TP-0` is no session tag)
+_SESSION_TAG = re.compile(r"^(?P<tag>(?!(?:TP|DP|PP|EP)-\d).+?)-(?:TP|DP|PP|EP)-\d+(?=$|[-_.])")
 # torch.profiler.tensorboard_trace_handler: `<worker>.<time>.pt.trace.json[.gz]`, worker `<host>_<pid>` by
 # default; the time is the file's write time (s, ms, us or ns since the epoch, by its number of digits)
 _TENSORBOARD = re.compile(r"^(?P<worker>.+)\.(?P<time>\d{10,19})\.pt\.trace\.json(?:\.gz)?$")

@@ -23,32 +23,12 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 from tracehouse.reports import charts, serving, svg
+from tracehouse.reports.names import distinct_short, short_name, short_site
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 PAGE_JS = (TEMPLATES / "_page.js").read_text(encoding="utf-8")
 # the Content-Security-Policy allows this one inline script, by its hash, and nothing from the network
 PAGE_JS_HASH = "sha256-" + base64.b64encode(hashlib.sha256(PAGE_JS.encode()).digest()).decode()
-
-
-def short_name(name: str | None, width: int = 64) -> str:
-    """A kernel name a person can scan: no `void `, no argument list, no `(anonymous namespace)::`; a
-    long one keeps its head and tail around `…` (the full name is in the page too: hover or click)."""
-    if not name:
-        return ""
-    text = name.strip()
-    text = text.removeprefix("void ")
-    text = text.replace("(anonymous namespace)::", "")
-    if text.endswith(")"):  # cut the parameter list: the matching `(` of the last `)`
-        depth = 0
-        for i in range(len(text) - 1, -1, -1):
-            depth += (text[i] == ")") - (text[i] == "(")
-            if depth == 0:
-                text = text[:i] if i > 0 else text
-                break
-    if len(text) > width:
-        head = width * 2 // 3
-        text = text[:head] + "…" + text[-(width - head - 1) :]
-    return text
 
 
 def environment(html: bool, template_dir: str | Path | None = None) -> jinja2.Environment:
@@ -74,6 +54,8 @@ def _environment(html: bool, template_dir: str | None) -> jinja2.Environment:
         spark=charts.sparkline,
         pct=lambda share: "–" if share is None else f"{100 * share:.1f} %",
         short=short_name,
+        short_site=short_site,
+        distinct=distinct_short,
         attr_dict=charts.point_dict,
     )
     env.globals.update(

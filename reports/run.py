@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tracehouse.reports.render import render
+from tracehouse.reports.run_header import parallelism, versions
 from tracehouse.reports.run_model import (
     CategoryRow,
     FusionRow,
@@ -66,6 +67,21 @@ def build_run_report(
     (warehouse.engine.focused), and its focus is given back after."""
     with focused(con, [run_id] + ([mapping_run] if mapping_run else [])) as on:
         return _build_run_report(on, run_id, phase, mapping_run)
+
+
+SERVING_ENGINES = ("sglang", "vllm", "tensorrt-llm")
+SERVING_PHASES = ("prefill", "decode", "mixed")
+
+
+def is_serving(run: dict, phases: list[str]) -> bool:
+    """A serving run, whose page shows the serving section (step time by batch size, roofline, requests):
+    its engine is a serving one (runs.framework), or the run or its steps are in a serving phase (runs.phase,
+    the phases of category_summary). A training or plain PyTorch run gets no serving section."""
+    return (
+        run.get("framework") in SERVING_ENGINES
+        or run.get("phase") in SERVING_PHASES
+        or any(p in SERVING_PHASES for p in phases)
+    )
 
 
 def _build_run_report(con: Connection, run_id: str, phase: str | None, mapping_run: str | None) -> RunReport:
@@ -128,7 +144,7 @@ def _build_run_report(con: Connection, run_id: str, phase: str | None, mapping_r
         hardware=run.get("hardware"),
         world_size=run.get("world_size"),
         n_ranks=run.get("n_ranks") or 1,
-        parallelism=", ".join(f"{k.upper()}={run[k]}" for k in ("tp", "pp", "dp", "ep") if run.get(k)) or "-",
+        parallelism=parallelism(run),
         phase_filter=phase,
         capture_mode=run.get("capture_mode"),
         commit=run.get("commit"),
@@ -148,7 +164,8 @@ def _build_run_report(con: Connection, run_id: str, phase: str | None, mapping_r
     )
     report.step, report.quality = _step(con, run_id, phase)
     report.trace_start_ns = run.get("trace_start_ns")
-    report.serving = serving_section(con, run_id, phase)
+    report.versions = versions(run)
+    report.serving = serving_section(con, run_id, phase) if is_serving(run, shown) else None
     report.n_streams = int(
         con.execute(
             "SELECT count(*) FILTER (WHERE carries_work) FROM stream_share WHERE run_id = ?", [run_id]
@@ -425,21 +442,7 @@ def _step_section(con, s: dict, key: list) -> StepSection:
         WHERE run_id = ? AND rank = ? AND step = ? ORDER BY seq LIMIT 4000""",
         key,
     )
-    lanes = []
-    for stream in streams:
-        acts = [
-            TimelineActivity(
-                r["name"], r["category"], r["start_ns"], r["end_ns"], r["kernel_id"] in critical_ids
-            )
-            for r in _rows(
-                con,
-                """
-            SELECT kernel_id, name, category, start_ns, end_ns FROM _kernel_facts
-            WHERE run_id = ? AND rank = ? AND step = ? AND stream IS NOT DISTINCT FROM ? ORDER BY start_ns, kernel_id LIMIT 4000""",
-                key + [stream.stream],
-            )
-        ]
-        lanes.append(TimelineLane(stream.name or f"stream {stream.stream}", stream.critical, acts))
+    lanes = _lanes(con, key, streams, critical_ids, (s["wall_start_ns"], s["wall_end_ns"]))
     return StepSection(
         rank=s["rank"],
         step=s["step"],
@@ -475,6 +478,38 @@ def _step_section(con, s: dict, key: list) -> StepSection:
         gap_spans=gap_spans,
         path_segments=path_segments,
     )
+
+
+def _lanes(con, key: list, streams: list[StreamRow], critical_ids: set, wall: tuple) -> list[TimelineLane]:
+    """The timeline's lanes, one per stream: the step's activities, and the other steps' activities that run
+    on that stream inside the step's wall (a previous step's GPU work still running: not idle)."""
+    lanes = []
+    for stream in streams:
+        rows = _rows(
+            con,
+            """
+            SELECT kernel_id, name, category, start_ns, end_ns, step FROM _kernel_facts
+            WHERE run_id = ? AND rank = ? AND stream IS NOT DISTINCT FROM ?
+              AND (step = ? OR (step IS DISTINCT FROM ? AND end_ns > ? AND start_ns < ?))
+            ORDER BY start_ns, kernel_id LIMIT 8000""",
+            key[:2] + [stream.stream, key[2], key[2], wall[0], wall[1]],
+        )
+        acts = [
+            TimelineActivity(
+                r["name"], r["category"], r["start_ns"], r["end_ns"], r["kernel_id"] in critical_ids
+            )
+            for r in rows
+            if r["step"] == key[2]
+        ]
+        others = [
+            TimelineActivity(
+                f"step {r['step']}: {r['name']}", r["category"], r["start_ns"], r["end_ns"], False
+            )
+            for r in rows
+            if r["step"] != key[2]
+        ]
+        lanes.append(TimelineLane(stream.name or f"stream {stream.stream}", stream.critical, acts, others))
+    return lanes
 
 
 @dataclass(frozen=True)

@@ -121,6 +121,8 @@ class TimelineLane:
     label: str
     critical: bool
     activities: list[TimelineActivity]
+    # other steps' activities on this stream inside the step's wall (drawn apart: not this step's, not idle)
+    others: list[TimelineActivity] = field(default_factory=list)
 
 
 @dataclass
@@ -218,6 +220,7 @@ class RunReport:
     n_streams: int = 0  # streams that carry work (sql/stream_share: >= 1 % of the run's GPU time)
     serving: dict | None = None  # reports/serving.py: step time by batch size, roofline, collectives
     trace_file: str | None = None  # `report --with-trace`: the exported Perfetto file beside the report
+    versions: str | None = None  # the framework's, runtime's and NCCL's versions the trace names (run_header)
 
     @property
     def mode_note(self) -> str:

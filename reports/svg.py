@@ -66,13 +66,74 @@ GAP_MEANING = {
     "sync_wait": "sync wait (a blocking sync or event)",
     "other": "other (queued, dependency)",
 }
+# the critical path's own lane and palette: shades of grey, none of them a category's colour, so a path kind
+# (the host's `cpu`) never reads as a category (attention); its GPU segments are `gpu` here, their category
+# in the hover text
 PATH_COLORS = {
-    "launch_delay": "#6a51a3",
-    "gpu_queued": "#9e9ac8",
-    "kernel_gap": "#969696",
-    "cpu": "#fd8d3c",
-    "sync_wait": "#cb181d",
+    "gpu": "#1f1f1f",
+    "cpu": "#5c5c5c",
+    "launch_delay": "#8a8a8a",
+    "sync_wait": "#ffffff",  # drawn outlined (PATH_OUTLINED): white on the path's dark grey
+    "gpu_queued": "#b3b3b3",
+    "kernel_gap": "#d6d6d6",
 }
+# a lane with no activity of the step: shaded on every lane, under the device's idle causes
+LANE_IDLE = "#eeeeee"
+PATH_OUTLINED = {"sync_wait"}
+OTHER_STEPS = (
+    "#a3a3c2"  # another step's activity inside this step's wall (the wall bar's "other steps' work")
+)
+# entries of the timeline's legend (categories, the idle causes); the critical path has its own
+MAX_LEGEND = 8
+OTHER_COLOR = CATEGORY_COLORS["other"]
+
+
+def lane_categories(step) -> dict[str, str]:
+    """The colour of each category drawn in the step's lanes: the ones with the most time their own, the rest
+    grouped as `other` (so that the legend, with the idle causes, has at most MAX_LEGEND entries)."""
+    time: dict[str, int] = {}
+    for lane in step.timeline:
+        for a in lane.activities:
+            time[a.category] = time.get(a.category, 0) + (a.end_ns - a.start_ns)
+    causes = len({g["class"] for g in step.gap_spans}) + any(lane.others for lane in step.timeline)
+    room = max(1, MAX_LEGEND - causes)
+    ranked = sorted(time, key=lambda c: (-time[c], c))
+    if len(ranked) > room:
+        ranked = [c for c in ranked if c != "other"][: room - 1]
+    return {c: color(c) if c in ranked else OTHER_COLOR for c in time}
+
+
+def _lane_idle(activities, origin: int, end: int) -> list[tuple[int, int]]:
+    """The spans of [origin, end] in which a lane has none of its activities."""
+    spans, at = [], origin
+    for a in sorted(activities, key=lambda a: a.start_ns):
+        if a.start_ns > at:
+            spans.append((at, a.start_ns))
+        at = max(at, a.end_ns)
+    if end > at:
+        spans.append((at, end))
+    return spans
+
+
+def _clip(a, origin: int, end: int):
+    """The activity cut to [origin, end] (an activity of another step may begin before this step's wall)."""
+    start, stop = max(a.start_ns, origin), min(a.end_ns, end)
+    return None if stop <= start else type(a)(a.name, a.category, start, stop, a.critical)
+
+
+def _merged(activities, x, group: str | None = None) -> list[list]:
+    """Boxes of a lane: neighbours of one category (or all, under `group`) less than a pixel apart as one box,
+    [x0, x1, category, first name, count, last end ns, first start ns]."""
+    merged: list[list] = []
+    for a in sorted(activities, key=lambda a: a.start_ns):
+        ax, ae, cat = x(a.start_ns), x(a.end_ns), group or a.category
+        if merged and merged[-1][2] == cat and ax - merged[-1][1] < 1.0:
+            merged[-1][1] = max(merged[-1][1], ae)
+            merged[-1][4] += 1
+            merged[-1][5] = max(merged[-1][5], a.end_ns)
+            continue
+        merged.append([ax, ae, cat, a.name, 1, a.end_ns, a.start_ns])
+    return merged
 
 
 def nice_ticks(span: float, target: int = 10) -> list[float]:
@@ -118,6 +179,16 @@ def step_timeline(step, width: int = 1340) -> Markup:
             f'aria-label="per-stream timeline of rank {step.rank}, step {step.step}">'
         )
     ]
+    fills = lane_categories(step)
+    for i, lane in enumerate(lanes):  # behind everything: each lane's own idle time
+        y = 8 + i * (lane_h + pad)
+        for a, b in _lane_idle(lane.activities, origin, end):
+            if (b - a) * scale >= 0.5:
+                parts.append(
+                    f'<rect class="lane-idle" x="{x(a):.2f}" y="{y}" width="{(b - a) * scale:.2f}" '
+                    f'height="{lane_h}" fill="{LANE_IDLE}"><title>{escape(lane.label)} idle: '
+                    f"{(b - a) / 1e6:.3f} ms</title></rect>"
+                )
     for g in step.gap_spans:  # behind everything: the device idle, by cause
         gx, gw = x(g["start_ns"]), max(0.6, (g["end_ns"] - g["start_ns"]) * scale)
         parts.append(
@@ -130,20 +201,21 @@ def step_timeline(step, width: int = 1340) -> Markup:
         y = 8 + i * (lane_h + pad)
         label = escape(lane.label) + (" ★" if lane.critical else "")
         parts.append(f'<text x="{label_w - 8}" y="{y + 14}" text-anchor="end" font-size="12">{label}</text>')
-        merged: list[list] = []
-        for a in sorted(lane.activities, key=lambda a: a.start_ns):
-            ax, ae = x(a.start_ns), x(a.end_ns)
-            if merged and merged[-1][2] == a.category and ax - merged[-1][1] < 1.0:
-                merged[-1][1] = max(merged[-1][1], ae)
-                merged[-1][4] += 1
-                merged[-1][5] = max(merged[-1][5], a.end_ns)
-                continue
-            merged.append([ax, ae, a.category, a.name, 1, a.end_ns, a.start_ns])
-        for ax, ae, cat, name, n, last_end, first_start in merged:
+        clipped = [_clip(a, origin, end) for a in lane.others]
+        for ax, ae, cat, name, n, last_end, first_start in _merged(
+            [a for a in clipped if a], x, "other steps"
+        ):
+            more = f" and {n - 1} more" if n > 1 else ""
+            parts.append(
+                f'<rect class="other-steps" x="{ax:.2f}" y="{y + 4}" width="{max(0.6, ae - ax):.2f}" '
+                f'height="{lane_h - 8}" fill="{OTHER_STEPS}"><title>{escape(name)}{more} (another step\'s work, '
+                f"{(last_end - first_start) / 1e3:.1f} µs)</title></rect>"
+            )
+        for ax, ae, cat, name, n, last_end, first_start in _merged(lane.activities, x):
             more = f" and {n - 1} more {escape(cat)}" if n > 1 else ""
             parts.append(
                 f'<rect x="{ax:.2f}" y="{y}" width="{max(0.6, ae - ax):.2f}" height="{lane_h}" '
-                f'fill="{color(cat)}"><title>{escape(name)}{more} ({escape(cat)}, '
+                f'fill="{fills.get(cat, OTHER_COLOR)}"><title>{escape(name)}{more} ({escape(cat)}, '
                 f"{(last_end - first_start) / 1e3:.1f} µs)</title></rect>"
             )
     if step.path_segments:
@@ -153,11 +225,13 @@ def step_timeline(step, width: int = 1340) -> Markup:
             f'font-weight="bold">critical path</text>'
         )
         for seg in step.path_segments:
-            fill = color(seg["category"]) if seg["kind"] == "gpu" else PATH_COLORS.get(seg["kind"], "#444")
+            fill = PATH_COLORS.get(seg["kind"], "#444")
+            outline = ' stroke="#000" stroke-width="0.8"' if seg["kind"] in PATH_OUTLINED else ""
             sx, sw = x(seg["start_ns"]), max(0.6, (seg["end_ns"] - seg["start_ns"]) * scale)
             parts.append(
-                f'<rect x="{sx:.2f}" y="{y + 3}" width="{sw:.2f}" height="{lane_h - 6}" fill="{fill}">'
-                f"<title>{escape(seg['kind'])}: {escape(seg['name'] or '')} "
+                f'<rect x="{sx:.2f}" y="{y + 3}" width="{sw:.2f}" height="{lane_h - 6}" fill="{fill}"{outline}>'
+                f"<title>{escape(seg['kind'])}{' (' + escape(seg['category']) + ')' if seg.get('category') else ''}: "
+                f"{escape(seg['name'] or '')} "
                 f"({(seg['end_ns'] - seg['start_ns']) / 1e3:.1f} µs)</title></rect>"
             )
     ticks = nice_ticks(span / 1e6)
@@ -178,15 +252,34 @@ def step_timeline(step, width: int = 1340) -> Markup:
 
 
 def timeline_legend(step) -> Markup:
-    """What the colours of step_timeline mean: the categories drawn, the gap causes, the path kinds."""
-    cats = sorted({a.category for lane in step.timeline for a in lane.activities})
-    items = [(color(c), escape(c)) for c in cats]
+    """What the colours of step_timeline mean, in two legends: the lanes' (the categories drawn, minor ones
+    grouped as `other`, and the device's idle causes: at most MAX_LEGEND entries; a lane's own idle time is
+    the light grey the page's caption names), and the
+    critical path's kinds in their own palette."""
+    fills = lane_categories(step)
+    own = sorted((c for c in fills if fills[c] != OTHER_COLOR), key=list(CATEGORY_COLORS).index)
+    grouped = sorted(c for c in fills if fills[c] == OTHER_COLOR)
+    items = [(fills[c], escape(c)) for c in own]
+    if grouped:
+        label = "other" if grouped == ["other"] else f"other ({len(grouped)}: {', '.join(grouped)})"
+        items.append((OTHER_COLOR, escape(label)))
+    if any(lane.others for lane in step.timeline):
+        items.append((OTHER_STEPS, "other steps' work"))
     causes = sorted({g["class"] for g in step.gap_spans})
     items += [(GAP_COLORS.get(c, "#ddd"), "idle: " + escape(GAP_MEANING.get(c, c))) for c in causes]
-    kinds = sorted({seg["kind"] for seg in step.path_segments} - {"gpu"})
-    items += [(PATH_COLORS.get(k, "#444"), "path: " + escape(k.replace("_", " "))) for k in kinds]
-    html = "".join(f'<span class="key"><i style="background:{c}"></i>{label}</span>' for c, label in items)
-    return Markup(f'<div class="legend">{html}</div>')
+    kinds = sorted({seg["kind"] for seg in step.path_segments})
+    path = [(PATH_COLORS.get(k, "#444"), escape(k.replace("_", " "))) for k in kinds]
+
+    def keys(entries):
+        return "".join(
+            f'<span class="key"><i style="background:{c};outline:1px solid #999"></i>{label}</span>'
+            for c, label in entries
+        )
+
+    html = f'<div class="legend lanes">{keys(items)}</div>'
+    if path:
+        html += f'<div class="legend path"><b>critical path:</b>{keys(path)}</div>'
+    return Markup(html)
 
 
 def wall_bar(step, width: int = 640) -> Markup:

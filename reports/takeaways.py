@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tracehouse.reports.names import short_name
+
 EXPOSED_COMM_BAR = 0.15  # exposed communication as a share of the step's wall
 IDLE_BAR = 0.20  # GPU idle inside the step's GPU span, as a share of the wall
 HOST_SETUP_BAR = 0.20
@@ -259,7 +261,7 @@ def idle_rule(r, windows) -> _Draft | None:
         )
         detail = (
             f"; the longest gap ({gap['class']}, {gap['gap_ns'] / 1e6:.3f} ms{host_op}) ends at "
-            f"{(gap['next_name'] or '?')[:60]}"
+            f"{short_name(gap['next_name'], 60) or '?'}"
         )
         window, window_of = (windows.rel(gap["start_ns"]), windows.rel(gap["end_ns"])), "gap"
     return _Draft(
@@ -298,7 +300,11 @@ def dominant_category_rule(r, windows, phase) -> _Draft | None:
         return None
     top = phase.categories[0]
     kernel = next((k for k in phase.kernels if k.category == top.category), None)
-    detail = f"; its largest kernel is {kernel.name[:80]} ({100 * kernel.share:.1f} %)" if kernel else ""
+    detail = (
+        f"; its largest kernel is {short_name(kernel.name, 80)} ({100 * kernel.share:.1f} %)"
+        if kernel
+        else ""
+    )
     return _Draft(
         "category_summary",
         f"{r.phase_label(phase.phase)}: {top.category} is {100 * top.share:.0f} % of GPU time{detail}.",
@@ -351,7 +357,7 @@ def overlap_rule(r, windows) -> _Draft | WithheldTakeaway | None:
     return _Draft(
         "overlap_opportunity",
         f"{len(headroom)} kernel(s) above the 1 % bar run mostly alone and could overlap "
-        f"with other streams, the largest {headroom[0].name[:60]} ({100 * headroom[0].share:.1f} %).",
+        f"with other streams, the largest {short_name(headroom[0].name, 60)} ({100 * headroom[0].share:.1f} %).",
         headroom[0].share,
         headroom[0].name,
         windows.kernel(headroom[0].name),
@@ -367,7 +373,7 @@ def other_category_rule(r, windows) -> _Draft | None:
     return _Draft(
         "category_summary",
         f"{100 * r.other_share:.1f} % of GPU time is in kernels no category rule knows "
-        f"(`other`){', the largest ' + kernel.name[:60] if kernel else ''}: extend the rule table "
+        f"(`other`){', the largest ' + short_name(kernel.name, 60) if kernel else ''}: extend the rule table "
         "(sql/rules/kernel_categories.csv or a user file).",
         r.other_share,
         kernel.name if kernel else None,

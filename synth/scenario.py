@@ -23,7 +23,11 @@ def _file_name(cfg: Cfg, rank: int, naming: str = "default", start_ns: int | Non
     """The rank's file name as its profiler writes it. naming 'default': SGLang's for serving (the session's
     id, its start time when start_ns is given, before `-TP-<rank>`), the training script's `rank-N...` for
     training; 'tensorboard': torch.profiler.tensorboard_trace_handler's default, as vLLM's workers write
-    it: `<host>_<pid>.<write time ns>.pt.trace.json.gz` (each rank's own write time, seconds apart)."""
+    it: `<host>_<pid>.<write time ns>.pt.trace.json.gz` (each rank's own write time, seconds apart);
+    'megatron': the rank's place in a TP × PP grid, `TP-<t>-PP-<p>.pt.trace.json.gz` (megatron_grid)."""
+    if naming == "megatron":
+        tp, _ = megatron_grid(cfg.ranks)
+        return f"TP-{rank % tp}-PP-{rank // tp}.pt.trace.json.gz"
     if naming == "tensorboard":
         written = (start_ns or cfg.t0_ns) + 5_000_000_000 + rank * 1_300_000_000 + cfg.seed % 97 * 1_000
         return f"node{cfg.seed % 8:02d}_{20_000 + (cfg.seed * 37 + rank * 101) % 40_000}.{written}.pt.trace.json.gz"
@@ -39,7 +43,36 @@ def _file_name(cfg: Cfg, rank: int, naming: str = "default", start_ns: int | Non
     return f"rank-{rank}.{host}_{20_000 + (cfg.seed * 37 + rank * 101) % 40_000}.{run_id}123.pt.trace.json.gz"
 
 
-def _head(cfg: Cfg, rank: int) -> dict[str, Any]:
+def megatron_grid(ranks: int) -> tuple[int, int]:
+    """(TP, PP) of the 'megatron' naming: tensor parallel over 4 ranks where the world divides by 4, else over
+    all of them; pipeline stages over the rest (rank r: TP index r % TP, PP index r // TP)."""
+    tp = 4 if ranks % 4 == 0 else ranks
+    return tp, ranks // tp
+
+
+def _megatron_groups(ranks: int, rank: int) -> list[dict[str, Any]]:
+    """The rank's tensor- and pipeline-parallel process groups as Megatron-core describes them (pg_desc)."""
+    tp, pp = megatron_grid(ranks)
+    stage, index = rank // tp, rank % tp
+    return [
+        {
+            "pg_name": "1",
+            "pg_desc": "TENSOR_MODEL_PARALLEL_GROUP",
+            "backend_config": "cuda:nccl",
+            "pg_size": tp,
+            "ranks": [stage * tp + i for i in range(tp)],
+        },
+        {
+            "pg_name": "2",
+            "pg_desc": "PIPELINE_MODEL_PARALLEL_GROUP",
+            "backend_config": "cuda:nccl",
+            "pg_size": pp,
+            "ranks": [s * tp + index for s in range(pp)],
+        },
+    ]
+
+
+def _head(cfg: Cfg, rank: int, naming: str = "default") -> dict[str, Any]:
     n = cfg.ranks
     head: dict[str, Any] = {"schemaVersion": 1, "deviceProperties": device_properties(cfg.vendor, n)}
     if cfg.vendor == "amd":
@@ -64,6 +97,9 @@ def _head(cfg: Cfg, rank: int) -> dict[str, Any]:
         ],
         "nccl_version": "2.27.3" if cfg.vendor == "nvidia" else "2.22.3",
     }
+    if naming == "megatron":
+        head["distributedInfo"]["pg_config"] += _megatron_groups(n, rank)
+        head["distributedInfo"]["pg_count"] = 3
     head.update(
         {
             "record_shapes": 1,
@@ -200,7 +236,7 @@ def write_scenario(
     streams = STREAMS[vendor]
     sims = [RankSim(cfg, r, streams) for r in range(ranks)]
     names = [_file_name(cfg, r, naming, start_ns) for r in range(ranks)]
-    writers = [TraceWriter(out / names[r], _head(cfg, r), spelling) for r in range(ranks)]
+    writers = [TraceWriter(out / names[r], _head(cfg, r, naming), spelling) for r in range(ranks)]
     header = {
         "schema": "tracehouse-synth-truth/1",
         "scenario": scenario,
@@ -218,6 +254,7 @@ def write_scenario(
         },
         "time_unit": "ns",
         "files": {str(r): names[r] for r in range(ranks)},
+        "parallel": dict(zip(("tp", "pp"), megatron_grid(ranks))) if naming == "megatron" else None,
         "streams": streams,
         "device": {str(r): r for r in range(ranks)},
     }
