@@ -15,6 +15,9 @@ import pytest
 from tier import listed as listed_slow
 from warehouses import real, scenario, situation
 
+# TRACEHOUSE_TEST_COUNT=FILE: each test phase's CPU seconds, ingests, derives and syntheses (tests/suite_counts.py)
+pytest_plugins = ["suite_counts"]
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 

@@ -19,6 +19,7 @@ from tracehouse.ingest.load import ingest_paths
 from tracehouse.synth.truth import load_truth
 from tracehouse.warehouse.catalog import connect
 from tracehouse.warehouse.store import Warehouse
+from warehouses import real
 
 RECORDED = ROOT / "tests" / "data" / "recorded"
 
@@ -84,9 +85,12 @@ REAL = [
 @pytest.mark.parametrize(
     "folder,trace,total,least_site,least_op", REAL, ids=[r[0].split("/")[-1] for r in REAL]
 )
-def test_real_serving_trace_attribution(tmp_path, folder, trace, total, least_site, least_op):
-    traces = require_shared()
-    wh, run_id = _ingest(tmp_path / "wh", [traces / folder])  # capture_traces/ beside the trace: automatic
+def test_real_serving_trace_attribution(warehouses, folder, trace, total, least_site, least_op):
+    require_shared()
+    # the folder ingested as `tracehouse ingest` does (capture_traces/ beside the trace: automatic; derived),
+    # once per session (tests/warehouses.py)
+    built = warehouses.get([real(folder)], derived=True)
+    wh, [run_id] = built.warehouse, built.run_ids
     con = connect(wh)
     cov = _coverage(con, run_id)
     assert cov["total"] == cov["n_kernels"] == total

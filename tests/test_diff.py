@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import TRACES, require_shared
+from conftest import require_shared
+from warehouses import real
 
 PAIRS = {
     "control": "nvidia/trace_diff/control.json.gz",  # A100
@@ -17,19 +18,16 @@ PAIRS = {
 
 
 @pytest.fixture(scope="module")
-def diff_warehouse(tmp_path_factory):
+def diff_warehouse(warehouses):
+    """The four traces, each its own run, derived (as `tracehouse ingest` leaves them): the session's
+    warehouse of them (tests/warehouses.py; each real trace ingested once per session)."""
     require_shared()
-    from tracehouse.ingest.load import ingest_paths
     from tracehouse.warehouse.catalog import connect
-    from tracehouse.warehouse.store import Warehouse
 
-    wh = Warehouse(tmp_path_factory.mktemp("diff") / "wh")
-    ids = {}
-    for key, rel in PAIRS.items():
-        out = ingest_paths(wh, [TRACES / rel])
-        assert out[0].run_id and not out[0].problems
-        ids[key] = out[0].run_id
-    return wh, connect(wh), ids
+    built = warehouses.get([real(rel) for rel in PAIRS.values()], derived=True)
+    con = connect(built.warehouse)
+    yield built.warehouse, con, dict(zip(PAIRS, built.run_ids))
+    con.close()
 
 
 def test_category_deltas_add_up_and_names_added_removed(diff_warehouse):

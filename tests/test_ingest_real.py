@@ -15,11 +15,20 @@ from conftest import (
 from tracehouse.warehouse.catalog import connect
 
 
-@pytest.mark.parametrize("rel", real_trace_files() or ["<no shared traces>"])
-def test_gpu_activities_match_plain_json(real_warehouse, rel):
+@pytest.fixture(scope="module")
+def real_con(real_warehouse):
+    """(one connection over the real warehouse, {relative path: run id}): these tests read its tables,
+    each a run of its own, so they share a connection rather than open one each."""
     wh, run_of = real_warehouse
-    expected = independent_gpu_summary(TRACES / rel)
     con = connect(wh)
+    yield con, run_of
+    con.close()
+
+
+@pytest.mark.parametrize("rel", real_trace_files() or ["<no shared traces>"])
+def test_gpu_activities_match_plain_json(real_con, rel):
+    con, run_of = real_con
+    expected = independent_gpu_summary(TRACES / rel)
     count, dur, linked = con.execute(
         "SELECT count(*), coalesce(sum(dur_ns), 0), count(*) FILTER (WHERE linked) FROM kernels WHERE run_id = ?",
         [run_of[rel]],
@@ -28,14 +37,13 @@ def test_gpu_activities_match_plain_json(real_warehouse, rel):
 
 
 @pytest.mark.parametrize("rel", real_trace_files() or ["<no shared traces>"])
-def test_steps_and_op_links_match_plain_json(real_warehouse, rel):
+def test_steps_and_op_links_match_plain_json(real_con, rel):
     """Every ProfilerStep#N host range is a step with its window, whatever category the trace's version
     gave it; and every GPU activity whose launch call starts inside a host op is attributed to an op, as
     many as an independent pass over the file counts (conftest.independent_links). A version whose
     spellings ingest did not understand fails here: no steps, no ops for its kernels."""
-    wh, run_of = real_warehouse
+    con, run_of = real_con
     expected = independent_links(TRACES / rel)
-    con = connect(wh)
     steps = con.execute(
         "SELECT step, start_ns, end_ns FROM step_spans WHERE run_id = ? AND source = 'profiler_step'",
         [run_of[rel]],
@@ -58,9 +66,8 @@ LINKED = {
 
 
 @pytest.mark.parametrize("rel", sorted(LINKED))
-def test_linked_counts(real_warehouse, rel):
-    wh, run_of = real_warehouse
-    con = connect(wh)
+def test_linked_counts(real_con, rel):
+    con, run_of = real_con
     linked, total = con.execute(
         "SELECT count(*) FILTER (WHERE linked), count(*) FROM kernels WHERE run_id = ?", [run_of[rel]]
     ).fetchone()
@@ -75,10 +82,9 @@ def _tracelens_attribution():
 
 
 @pytest.mark.parametrize("row", _tracelens_attribution(), ids=lambda r: r["trace"])
-def test_eager_attribution_matches_tracelens(real_warehouse, row):
+def test_eager_attribution_matches_tracelens(real_con, row):
     """Kernels with an enclosing cpu_op and a Python launch site, as TraceLens counts them."""
-    wh, run_of = real_warehouse
-    con = connect(wh)
+    con, run_of = real_con
     with_op, with_site, site_us = con.execute(
         "SELECT count(cpu_op_id), count(python_frame_id), sum(dur_ns) FILTER (WHERE python_frame_id IS NOT NULL) / 1e3 "
         "FROM kernels WHERE run_id = ?",
@@ -96,18 +102,17 @@ def test_multirank_directory_is_one_run_with_two_ranks(real_runs):
     assert con.execute("SELECT list(DISTINCT rank ORDER BY rank) FROM kernels").fetchone()[0] == [0, 1]
 
 
-def test_hardware_and_framework_detected(real_warehouse):
-    wh, run_of = real_warehouse
-    con = connect(wh)
+def test_hardware_and_framework_detected(real_con):
+    con, run_of = real_con
     rows = dict(con.execute("SELECT run_id, hardware || ' / ' || framework FROM runs").fetchall())
     assert rows[run_of["nvidia/b200_eager_rank0.json.gz"]] == "NVIDIA B200 / vllm"
     assert rows[run_of["amd/mi300_qwen1.5-0.5b.json.gz"]] == "AMD Instinct MI300X VF / pytorch"
     assert rows[run_of["inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz"]].endswith("/ sglang")
 
 
-def test_timestamps_are_exact_nanoseconds(real_warehouse):
+def test_timestamps_are_exact_nanoseconds(real_con):
     """Epoch-µs floats lose up to 128 ns; the decimal text must survive exactly."""
-    wh, run_of = real_warehouse
+    con, run_of = real_con
     rel = "nvidia/v100_ns_resolution_rank0.pt.trace.json.gz"
     from conftest import load_json
 
@@ -118,7 +123,6 @@ def test_timestamps_are_exact_nanoseconds(real_warehouse):
         (e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"),
         key=lambda e: Decimal(e["ts"]),
     )
-    con = connect(wh)
     start = con.execute(
         "SELECT min(start_ns) FROM kernels WHERE run_id = ? AND kind = 'kernel'", [run_of[rel]]
     ).fetchone()[0]

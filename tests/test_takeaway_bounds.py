@@ -15,6 +15,7 @@ from tracehouse.synth.situations import write_situation
 from tracehouse.synth.truth import load_truth
 from tracehouse.warehouse.catalog import connect
 from tracehouse.warehouse.store import Warehouse
+from warehouses import real
 
 NAMES = ["overlap-host-bound", "overlap-gpu-bound"]
 
@@ -74,15 +75,15 @@ def test_overlap_takeaway_follows_what_bounds_the_step(bounds, name):
     assert [w["reason"] is not None for w in data["withheld"]].count(True) == len(truth["withheld_reasons"])
 
 
-def test_real_host_bound_two_stream_trace_recommends_no_overlap(tmp_path):
+def test_real_host_bound_two_stream_trace_recommends_no_overlap(warehouses):
     """a100_nccl_rank0 (DDP training, compute + NCCL streams): hand-checked, its report step (ProfilerStep#4)
     has 222.4 ms of wall, 166.3 ms of it GPU idle, 165.8 ms of that in host-bound gaps; its overlap table
     still has `try overlap` rows (cudnn batch-norm backward, 100 % exclusive), but no takeaway says to
     overlap them."""
-    trace = require_shared() / "nvidia" / "a100_nccl_rank0.json.gz"
-    wh = Warehouse(tmp_path / "wh")
-    [outcome] = ingest_paths(wh, [trace], analyse=False)
-    report = build_run_report(connect(wh, runs=[outcome.run_id]), outcome.run_id)
+    require_shared()
+    built = warehouses.get([real("nvidia/a100_nccl_rank0.json.gz")])  # not derived: the views computed
+    [run_id] = built.run_ids
+    report = build_run_report(connect(built.warehouse, runs=[run_id]), run_id)
     s = report.step
     assert (s.step, s.wall_ns // 100_000, s.gpu_idle_ns // 100_000) == (4, 2224, 1663)
     assert any(o.recommendation == "try overlap" for o in report.overlap)

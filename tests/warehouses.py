@@ -4,12 +4,20 @@ A warehouse is asked for by what it holds: its sources in order (a synthesized s
 a synthesized situation, a real trace or folder of ../shared) and whether its runs are derived (ingested
 as `tracehouse ingest` does: the kept rows of the per-run views computed) or not (every view computed by
 its reader). Every test asking for the same sources and `derived` reads the same folder, built once per
-test session, also under pytest-xdist (the first worker to ask builds it, the others wait for it).
+test session, also under pytest-xdist (the first worker to ask builds it, the others wait for it; each
+folder has its own lock, so workers build different warehouses side by side).
+
+Each source is ingested once per session, whatever warehouses hold it: a source is first a warehouse of
+its own run (a unit; its derived unit is the same run, its files linked, then derived), and a warehouse
+of several sources is its units' run folders linked together (a run's folders are its own: Hive
+partitions by run id, tables and kept rows alike). So the real traces of ../shared are read once each by
+every module asking for any of them, and a situation once for every warehouse that holds it.
 
 A test that needs a few runs of a larger shared warehouse asks for the larger one and focuses its
 connection on its runs (`connect(wh, runs=...)`: every table and view sees those runs only, as in a
-warehouse of its own). A test that changes a warehouse (labels, rm, ingest into it) copies it first
-(`copy_warehouse`), never the shared folder.
+warehouse of its own), or asks for a warehouse of just those sources (as cheap: linked). A test that
+changes a warehouse (labels, rm, ingest into it) copies it first (`copy_warehouse`), never the shared
+folder: its files are hard links shared with other warehouses of the session.
 """
 
 from __future__ import annotations
@@ -90,26 +98,65 @@ def _write(source: tuple, folder: Path) -> tuple[list[Path], Path]:
     raise ValueError(f"unknown source kind {kind!r}")
 
 
-def build(sources: list[tuple], derived: bool, folder: Path) -> dict:
-    """Ingest every source, in order, into folder/wh; the JSON-able description of what was built."""
+def build_unit(source: tuple, folder: Path) -> dict:
+    """Ingest one source into folder/wh, not derived; the JSON-able description of its run."""
     from tracehouse.ingest.load import ingest_paths
     from tracehouse.synth.truth import load_truth, truth_path
     from tracehouse.warehouse.store import Warehouse
 
     wh = Warehouse(folder / "wh")
-    run_ids, truths, inputs = [], [], []
-    names = [s[1] for s in sources]
-    for i, source in enumerate(sources):
-        # a synthesized source is written in a folder named after it (as the fixtures before this did)
-        name = source[1] if names.count(source[1]) == 1 else f"{source[1]}-{i}"
-        paths, out = _write(source, folder / name)
-        [outcome] = ingest_paths(wh, paths, analyse=derived)
-        assert outcome.run_id and not outcome.problems, (source, outcome.problems)
-        run_ids.append(outcome.run_id)
-        synthesized = source[0] != "real" and truth_path(out).is_file()
-        truths.append(load_truth(out) if synthesized else None)
-        inputs.append(str(out))
-    return {"root": str(wh.root), "run_ids": run_ids, "truths": truths, "inputs": inputs}
+    # a synthesized source is written in a folder named after it (as the fixtures before this did)
+    paths, out = _write(source, folder / source[1].replace("/", "_"))
+    [outcome] = ingest_paths(wh, paths, analyse=False)
+    assert outcome.run_id and not outcome.problems, (source, outcome.problems)
+    synthesized = source[0] != "real" and truth_path(out).is_file()
+    truth = load_truth(out) if synthesized else None
+    return {"root": str(wh.root), "run_ids": [outcome.run_id], "truths": [truth], "inputs": [str(out)]}
+
+
+def derive_unit(base: dict, folder: Path) -> dict:
+    """A unit's run derived (its kept rows computed, as `tracehouse ingest` does), in folder/wh: the base
+    unit's files linked, then the run derived there."""
+    from tracehouse.ingest.load import derive_one
+    from tracehouse.warehouse.store import Warehouse
+
+    wh = Warehouse(folder / "wh")
+    link_tree(Path(base["root"]), wh.root)
+    [run_id] = base["run_ids"]
+    assert derive_one(wh, run_id), f"run {run_id} of {base['inputs']} could not be derived"
+    return {**base, "root": str(wh.root)}
+
+
+def assemble(units: list[dict], folder: Path) -> dict:
+    """The warehouse of several units: each unit's files linked into folder/wh (the runs' partitions and
+    kept rows; the same run twice is one run, as ingesting the same files twice is)."""
+    for unit in units:
+        link_tree(Path(unit["root"]), folder / "wh")
+    return {
+        "root": str((folder / "wh").resolve()),
+        "run_ids": [u["run_ids"][0] for u in units],
+        "truths": [u["truths"][0] for u in units],
+        "inputs": [u["inputs"][0] for u in units],
+    }
+
+
+LEFT_OUT = {"staging", ".locks", ".logs", ".lock"}  # a warehouse's own: its writers' locks and work
+
+
+def link_tree(source: Path, target: Path) -> None:
+    """Hard-link every file under source into target (copied where a link cannot be made); a file
+    already there is kept. Locks and staging are left out: each warehouse has its own."""
+    for folder, dirs, files in os.walk(source):
+        dirs[:] = [d for d in dirs if d not in LEFT_OUT]
+        into = target / Path(folder).relative_to(source)
+        into.mkdir(parents=True, exist_ok=True)
+        for name in files:
+            if name in LEFT_OUT or (into / name).exists():
+                continue
+            try:
+                os.link(Path(folder) / name, into / name)
+            except OSError:
+                shutil.copy2(Path(folder) / name, into / name)
 
 
 def key_of(sources: list[tuple], derived: bool) -> str:
@@ -117,18 +164,25 @@ def key_of(sources: list[tuple], derived: bool) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def built_once(tmp_path_factory, name: str, make):
+def built_once(tmp_path_factory, name: str, make, wait: bool = True):
     """make(folder) -> a JSON-able result, run once per test session, also under pytest-xdist: the first
-    worker to get here builds in a folder all workers share, the others wait for it and read its result.
-    The folder's contents are then read-only for the tests (a test that changes a warehouse copies it)."""
+    worker to get here builds in a folder all workers share, the others wait for it and read its result
+    (wait=False: None while another worker builds it). Each name has its own lock: workers build
+    different names side by side. The folder's contents are then read-only for the tests (a test that
+    changes a warehouse copies it)."""
     if os.environ.get("PYTEST_XDIST_WORKER") is None:
         base = tmp_path_factory.getbasetemp()
     else:
         base = tmp_path_factory.getbasetemp().parent  # the session's folder, above each worker's
     folder = base / f"shared-{name}"
     done = folder / "built.json"
+    if done.is_file():  # renamed into place whole: built
+        return json.loads(done.read_text())
     with open(base / f"shared-{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        try:  # released when the file closes
+            fcntl.flock(lock, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return None
         if not done.is_file():
             if folder.exists():  # a build that failed half-way: start again
                 shutil.rmtree(folder)
@@ -149,6 +203,33 @@ class Warehouses:
         self.tmp_path_factory = tmp_path_factory
         self.seen: dict[str, Built] = {}
 
+    def unit(self, source: tuple, derived: bool, wait: bool = True) -> dict | None:
+        """The warehouse of this one source's run (built once per session: ingested once, derived once);
+        wait=False: None while another worker builds it (or the run it derives)."""
+        if derived:
+            base = self.unit(source, False, wait)
+            if base is None:
+                return None
+            make = lambda folder: derive_unit(base, folder)
+        else:
+            make = lambda folder: build_unit(source, folder)
+        return built_once(self.tmp_path_factory, "unit-" + key_of([source], derived), make, wait)
+
+    def units(self, sources: list[tuple], derived: bool) -> list[dict]:
+        """Each source's unit, in order. Under pytest-xdist the units another worker is building are
+        left for later, and this worker builds the next free one: two workers asking for the same
+        warehouse of many sources build its units side by side rather than one after the other."""
+        got: dict[int, dict] = {}
+        while len(got) < len(sources):
+            pending = [i for i in range(len(sources)) if i not in got]
+            for i in pending:
+                unit = self.unit(sources[i], derived, wait=False)
+                if unit is not None:
+                    got[i] = unit
+            if all(i not in got for i in pending):  # every one left is being built: wait for the first
+                got[pending[0]] = self.unit(sources[pending[0]], derived)
+        return [got[i] for i in range(len(sources))]
+
     def get(self, sources: list[tuple], derived: bool = False) -> Built:
         if any(s[0] == "real" for s in sources):
             from conftest import require_shared
@@ -156,7 +237,11 @@ class Warehouses:
             require_shared()
         key = key_of(sources, derived)
         if key not in self.seen:
-            got = built_once(self.tmp_path_factory, key, lambda folder: build(sources, derived, folder))
+            units = self.units(sources, derived)
+            if len(units) == 1:
+                got = units[0]
+            else:
+                got = built_once(self.tmp_path_factory, key, lambda folder: assemble(units, folder))
             self.seen[key] = Built(
                 Path(got["root"]), got["run_ids"], got["truths"], [Path(p) for p in got["inputs"]]
             )
