@@ -51,6 +51,9 @@ from tracehouse.warehouse.catalog import (
 from tracehouse.warehouse.quoting import sql_string
 from tracehouse.warehouse.store import Warehouse, process_alive
 
+from tracehouse.interrupts import check as check_interrupt
+from tracehouse.interrupts import watching
+
 # Views read by several kept views, computed once per derive (a work file, dropped after) rather than once
 # by each view that reads them; with the columns their readers use, where that is fewer than all
 # (_kernel_facts: 19 of its 40).
@@ -105,12 +108,14 @@ def derive(
         remove_abandoned(warehouse, store)
     except OSError:
         pass  # a store this user may only read: each run below says so
-    for run_id in published_runs(warehouse) if run_ids is None else run_ids:
-        try:
-            _derive_run(warehouse, store, views, run_id, memory_limit, progress)
-            out[run_id] = None
-        except (duckdb.Error, OSError) as exc:
-            out[run_id] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    with watching():  # an interrupt stops the derive: Interrupted, what was kept stays, nothing half-kept
+        for run_id in published_runs(warehouse) if run_ids is None else run_ids:
+            try:
+                _derive_run(warehouse, store, views, run_id, memory_limit, progress)
+                out[run_id] = None
+            except (duckdb.Error, OSError) as exc:
+                check_interrupt()  # DuckDB's "INTERRUPT Error": no failed derive, an interrupted one
+                out[run_id] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return out
 
 
@@ -227,12 +232,16 @@ def _keep(con, store: Path, view: str, run_id: str) -> None:
     shutil.rmtree(aside, ignore_errors=True)
     aside.mkdir(parents=True)
     rows = f"SELECT * FROM {view} WHERE run_id = {sql_string(run_id)}"
-    # run_id is the folder's (hive partition), not a column of the file
-    types = _write_rows(con, rows, aside / KEPT_FILE, leave_out=("run_id",))
-    types_file = final.parent / TYPES_FILE
-    if not types_file.is_file():
-        _into_place(aside / TYPES_FILE, types_file, json.dumps(types))
-    _into_place(aside, final)
+    try:
+        # run_id is the folder's (hive partition), not a column of the file
+        types = _write_rows(con, rows, aside / KEPT_FILE, leave_out=("run_id",))
+        types_file = final.parent / TYPES_FILE
+        if not types_file.is_file():
+            _into_place(aside / TYPES_FILE, types_file, json.dumps(types))
+        _into_place(aside, final)
+    except BaseException:  # an interrupt, a failure: nothing of this view is left aside (nor in place)
+        shutil.rmtree(aside, ignore_errors=True)
+        raise
     con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS " + typed_read([final / KEPT_FILE], types, hive=True))
 
 

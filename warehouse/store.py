@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tracehouse.errors import TracehouseError
+from tracehouse.interrupts import held
 
 TABLES = (
     "kernels",
@@ -100,7 +101,7 @@ class Warehouse:
         """Move a staged run into place; False when the run was already there (nothing stored)."""
         if not _safe_id(run_id):
             raise TracehouseError(f"refusing to publish run id {run_id!r}")
-        with self.lock():
+        with held(), self.lock():  # whole: an interrupt (SIGINT, SIGTERM) is raised once it is done
             self._collect_garbage()
             if self.has_run(run_id):
                 shutil.rmtree(staging, ignore_errors=True)
