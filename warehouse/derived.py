@@ -143,15 +143,51 @@ def forget_derived(warehouse: Warehouse, run_id: str) -> int:
     return removed
 
 
+def take_out_derived(warehouse: Warehouse, run_id: str, into: Path) -> list[Path]:
+    """Move every row kept of this run, of any fingerprint, into the folder `into`, and drop its derive lock
+    and log (a run removed: warehouse.remove). Under the run's derive lock, so a derive running now finishes
+    first and its rows go too. The folders moved, in their new place."""
+    root = derived_root(warehouse)
+    moved = []
+    with _run_lock(warehouse, run_id):
+        for i, path in enumerate(sorted(root.glob(f"*/*/run_id={run_id}"))):
+            into.mkdir(parents=True, exist_ok=True)
+            target = into / f"{i}-{path.parent.name}"
+            os.replace(path, target)
+            moved.append(target)
+        (root / ".logs" / f"{run_id}.log").unlink(missing_ok=True)
+    (root / ".locks" / f"{run_id}.lock").unlink(missing_ok=True)
+    return moved
+
+
+def remove_unpublished(warehouse: Warehouse) -> None:
+    """Delete the kept rows, derive lock and log of runs no longer published (what a removal killed midway
+    left; readers never read them, and a run of the same files ingested again must not find them)."""
+    root = derived_root(warehouse)
+    if not root.is_dir():
+        return
+    published = set(published_runs(warehouse))
+    for special, suffix in ((".locks", ".lock"), (".logs", ".log")):
+        for path in (root / special).glob(f"*{suffix}"):
+            if path.name[: -len(suffix)] not in published:
+                path.unlink(missing_ok=True)
+    for store in (Path(e.path) for e in os.scandir(root) if e.is_dir() and e.name not in SPECIAL):
+        for view, runs in listing(store).items():
+            for run_id in set(runs) - published:
+                shutil.rmtree(store / view / f"run_id={run_id}", ignore_errors=True)
+
+
 def remove_abandoned(warehouse: Warehouse, store: Path) -> None:
-    """The one cleanup: the folders of other fingerprints (kept under code or rules no longer in use), and
-    in this store what a derive killed mid-way left (`.<name>.<pid>.tmp` whose process is gone)."""
+    """The one cleanup: the folders of other fingerprints (kept under code or rules no longer in use), in
+    this store what a derive killed mid-way left (`.<name>.<pid>.tmp` whose process is gone), and the rows
+    of runs no longer published (a `tracehouse rm` killed mid-way: readers never read them)."""
     root = derived_root(warehouse)
     if not root.is_dir():
         return
     for entry in os.scandir(root):
         if entry.is_dir() and entry.name not in SPECIAL and entry.path != str(store):
             shutil.rmtree(entry.path, ignore_errors=True)
+    remove_unpublished(warehouse)
     for partial in [*store.glob(".*.tmp"), *store.glob("*/.*.tmp")]:
         pid = partial.name.split(".")[-2]
         if pid.isdigit() and not process_alive(int(pid)):
