@@ -62,8 +62,15 @@ def ingest_paths(
     `materialized: per_run` views) once the run is published:
     'wait': computed in this process before this returns (derive_one, right after each run is published);
     'none': left to `tracehouse derive` or the first reader. Default: 'wait', or 'none' with analyse=False."""
-    with Ingestor(warehouse, progress, analyse, derive) as ingestor:
-        return ingestor.ingest(paths, labels, capture, one_run)
+    ingestor = None
+    with watching():
+        try:
+            with Ingestor(warehouse, progress, analyse, derive) as ingestor:
+                return ingestor.ingest(paths, labels, capture, one_run)
+        except (KeyboardInterrupt, Exception) as exc:  # also while its workers stop (Ingestor.close)
+            if not is_interrupt(exc) or ingestor is None:
+                raise
+            raise Interrupted(ingestor.done.summary()) from None
 
 
 @dataclass
@@ -74,12 +81,16 @@ class IngestState:
     outcomes: list[RunOutcome] = field(default_factory=list)
     current: RunOutcome | None = None
     deriving: str | None = None
+    left: list[list[Path]] = field(default_factory=list)  # the files of the runs not stored
 
     def published(self, outcome: RunOutcome) -> None:
         self.current = outcome
 
     def stored(self) -> list[RunOutcome]:
         return [o for o in self.outcomes if o.stored] + ([self.current] if self.current else [])
+
+    def summary(self) -> str:
+        return interrupted_summary(self.stored(), self.deriving, self.left)
 
 
 class Ingestor:
@@ -94,6 +105,7 @@ class Ingestor:
         if self.derive not in DERIVE_CHOICES:
             raise ValueError(f"derive: one of {', '.join(DERIVE_CHOICES)}, not {self.derive!r}")
         self.pool = RankPool()
+        self.done = IngestState()  # the last ingest's
         ensure_schema_files(warehouse)
 
     def ingest(
@@ -105,7 +117,7 @@ class Ingestor:
     ) -> list[RunOutcome]:
         labels = dict(labels or {})
         plans = plan_runs(paths, capture, one_run)
-        done = IngestState()
+        done = self.done = IngestState()
         with watching():
             try:
                 for plan in plans:
@@ -113,8 +125,8 @@ class Ingestor:
             except (KeyboardInterrupt, Exception) as exc:
                 if not is_interrupt(exc):
                     raise
-                left = [plan.files for plan in plans[len(done.outcomes) + (done.current is not None) :]]
-                raise Interrupted(interrupted_summary(done.stored(), done.deriving, left)) from None
+                done.left = [plan.files for plan in plans[len(done.outcomes) + (done.current is not None) :]]
+                raise Interrupted(done.summary()) from None
         return done.outcomes
 
     def _ingest_one_plan(self, plan, labels: dict[str, str], done: IngestState) -> None:

@@ -29,7 +29,8 @@ from tracehouse.warehouse.schema import SCHEMA_VERSION, write_rows
 
 from tracehouse.errors import TraceFormatError, TracehouseError
 from tracehouse.interrupts import check as check_interrupt
-from tracehouse.interrupts import install as install_interrupts
+from tracehouse.interrupts import ignore as ignore_interrupts
+from tracehouse.interrupts import spawning
 
 
 @dataclass
@@ -196,7 +197,8 @@ class RankPool:
                 initializer=_set_threads,
                 initargs=(share, self.workers),
             )
-        futures = {self._pool.submit(fn, job): i for i, job in enumerate(jobs)}
+        with spawning():  # the workers it starts begin deaf to SIGINT and SIGTERM (then ignore them)
+            futures = {self._pool.submit(fn, job): i for i, job in enumerate(jobs)}
         results: list = [None] * len(jobs)
         try:
             for future in as_completed(futures):
@@ -232,7 +234,7 @@ class RankPool:
 
 
 def _set_threads(threads: int, workers: int = 1) -> None:
-    install_interrupts()  # a worker's Ctrl-C (the terminal's whole process group) ends its job as Interrupted
+    ignore_interrupts()  # a Ctrl-C reaches the terminal's whole process group: the parent stops the workers
     os.environ["TRACEHOUSE_THREADS"] = str(threads)
     os.environ["TRACEHOUSE_RANK_WORKERS"] = str(workers)  # ingest.memory: each worker's share of the memory
 

@@ -6,7 +6,9 @@ SIGTERM is turned into SIGINT first: DuckDB's Python client stops its running qu
 then raises RuntimeError('Query interrupted') in place of our exception, so code that catches errors asks
 `received()` before it treats one as a bad file or a failed derive). `held()` keeps a signal out of a
 block that must run whole (the publish of a run, the removal of one): it is delivered when the block ends.
-The CLI says one line and exits INTERRUPTED_EXIT on either signal.
+A worker process (ingest's pool) answers neither: it starts with both blocked (`spawning()`), ignores
+them (`ignore()`), and its parent, interrupted, stops it. The CLI says one line and exits
+INTERRUPTED_EXIT on either signal.
 """
 
 from __future__ import annotations
@@ -103,3 +105,26 @@ def held():
             signal.signal(s, handler)
         for s in dict.fromkeys(pending):
             signal.raise_signal(s)
+
+
+@contextmanager
+def spawning():
+    """Processes started inside the block begin with SIGINT and SIGTERM blocked (a process inherits the
+    mask), so a Ctrl-C (the terminal's whole process group) cannot reach one before `ignore()`; a signal
+    that comes meanwhile reaches this process when the block ends."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def ignore() -> None:
+    """In a worker process: SIGINT and SIGTERM are its parent's to answer (ingest.run.RankPool stops it)."""
+    for s in SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
