@@ -19,6 +19,7 @@ from tracehouse.commands.common import (
     format_option,
     open_warehouse,
 )
+from tracehouse.interrupts import Interrupted  # SIGINT while cancel_on_sigint's block ran
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -69,9 +70,7 @@ def command(ctx, query, fmt, engine, master):
         con = connect(ctx, engine, master)
         print_answers(lambda text: run_query(con, text), queries, fmt)
     except KeyboardInterrupt:  # Interrupted too (cancel_on_sigint): the group says it, exit 130
-        from tracehouse.interrupts import Interrupted as Stopped
-
-        raise Stopped("the query was cancelled") from None
+        raise Interrupted("the query was cancelled") from None
 
 
 def _session(ctx):
@@ -90,10 +89,6 @@ def _queries(query: str | None, con) -> list[str]:
     if not queries:
         raise click.UsageError("no query given (as an argument, or on stdin)")
     return queries
-
-
-class Interrupted(Exception):
-    """SIGINT arrived while cancel_on_sigint's block ran: its query was cancelled."""
 
 
 @contextmanager
