@@ -86,8 +86,13 @@ class IngestState:
     def published(self, outcome: RunOutcome) -> None:
         self.current = outcome
 
+    def finished(self) -> int:
+        """How many plans are done (a run published counts, said or not)."""
+        return len(self.outcomes) + (self.current is not None and self.current not in self.outcomes)
+
     def stored(self) -> list[RunOutcome]:
-        return [o for o in self.outcomes if o.stored] + ([self.current] if self.current else [])
+        runs = [o for o in self.outcomes if o.stored]
+        return runs + ([self.current] if self.current is not None and self.current not in runs else [])
 
     def summary(self) -> str:
         return interrupted_summary(self.stored(), self.deriving, self.left)
@@ -125,7 +130,7 @@ class Ingestor:
             except (KeyboardInterrupt, Exception) as exc:
                 if not is_interrupt(exc):
                     raise
-                done.left = [plan.files for plan in plans[len(done.outcomes) + (done.current is not None) :]]
+                done.left = [plan.files for plan in plans[done.finished() :]]
                 raise Interrupted(done.summary()) from None
         return done.outcomes
 
@@ -143,8 +148,8 @@ class Ingestor:
             plan.notes,
             done.published,
         )
-        done.current = None
         done.outcomes.append(outcome)
+        done.current = None
         if outcome.stored and self.derive == "wait":
             done.deriving = outcome.run_id
             _store_analyses(self.warehouse, outcome.run_id, self.progress)

@@ -68,11 +68,13 @@ def _main_thread() -> bool:
 @contextmanager
 def watching():
     """SIGINT and SIGTERM raise Interrupted inside the block (main thread; elsewhere it runs as it is).
-    Nested, the outer one stays in charge."""
+    Nested, or under install(), the outer one stays in charge; the outermost forgets the signal when it
+    ends (a long-lived process, a notebook, goes on)."""
     if not _main_thread() or signal.getsignal(signal.SIGINT) is _on_signal:
         yield
         return
     previous = {s: signal.getsignal(s) for s in SIGNALS}
+    forget()
     for s in SIGNALS:
         signal.signal(s, _on_signal)
     try:
@@ -80,6 +82,7 @@ def watching():
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        forget()
 
 
 def install() -> None:
