@@ -1,7 +1,10 @@
 """Ingest into the warehouse: plan runs, skip what is already there, ingest ranks, publish.
 
 This is the one function the CLI's `ingest` calls; it reports, per run, what landed and what was
-skipped, and it never raises for a bad file (those are returned as problems).
+skipped, and it never raises for a bad file (those are returned as problems). An interrupt (SIGINT,
+SIGTERM: tracehouse.interrupts) stores no part of a run: the run being read is dropped whole (its
+staging folder), a run is published whole or not at all (the publish runs whole, signals held), and
+Interrupted says which runs were stored, which were not, and a stored run whose derive was cut short.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from tracehouse.warehouse import derived
 from tracehouse.warehouse.catalog import ensure_schema_files
 from tracehouse.warehouse.rules import RULES_VERSION
 from tracehouse.warehouse.store import Warehouse
+
+from tracehouse.interrupts import Interrupted, held, is_interrupt, watching
+from tracehouse.interrupts import check as check_interrupt
 
 DERIVE_CHOICES = ("wait", "none")
 
@@ -56,8 +62,40 @@ def ingest_paths(
     `materialized: per_run` views) once the run is published:
     'wait': computed in this process before this returns (derive_one, right after each run is published);
     'none': left to `tracehouse derive` or the first reader. Default: 'wait', or 'none' with analyse=False."""
-    with Ingestor(warehouse, progress, analyse, derive) as ingestor:
-        return ingestor.ingest(paths, labels, capture, one_run)
+    ingestor = None
+    with watching():
+        try:
+            with Ingestor(warehouse, progress, analyse, derive) as ingestor:
+                return ingestor.ingest(paths, labels, capture, one_run)
+        except (KeyboardInterrupt, Exception) as exc:  # also while its workers stop (Ingestor.close)
+            if not is_interrupt(exc) or ingestor is None:
+                raise
+            raise Interrupted(ingestor.done.summary()) from None
+
+
+@dataclass
+class IngestState:
+    """How far a command's ingest got, for what an interrupt says: the runs done, the run published but
+    not returned yet (`current`), the run being derived."""
+
+    outcomes: list[RunOutcome] = field(default_factory=list)
+    current: RunOutcome | None = None
+    deriving: str | None = None
+    left: list[list[Path]] = field(default_factory=list)  # the files of the runs not stored
+
+    def published(self, outcome: RunOutcome) -> None:
+        self.current = outcome
+
+    def finished(self) -> int:
+        """How many plans are done (a run published counts, said or not)."""
+        return len(self.outcomes) + (self.current is not None and self.current not in self.outcomes)
+
+    def stored(self) -> list[RunOutcome]:
+        runs = [o for o in self.outcomes if o.stored]
+        return runs + ([self.current] if self.current is not None and self.current not in runs else [])
+
+    def summary(self) -> str:
+        return interrupted_summary(self.stored(), self.deriving, self.left)
 
 
 class Ingestor:
@@ -72,6 +110,7 @@ class Ingestor:
         if self.derive not in DERIVE_CHOICES:
             raise ValueError(f"derive: one of {', '.join(DERIVE_CHOICES)}, not {self.derive!r}")
         self.pool = RankPool()
+        self.done = IngestState()  # the last ingest's
         ensure_schema_files(warehouse)
 
     def ingest(
@@ -82,24 +121,39 @@ class Ingestor:
         one_run: bool = False,
     ) -> list[RunOutcome]:
         labels = dict(labels or {})
-        outcomes = []
-        for plan in plan_runs(paths, capture, one_run):
-            if plan.announce:  # a folder of several profiling sessions: each is a run, named here
-                eprint(plan.announce)
-            outcomes.append(
-                _ingest_plan(
-                    self.warehouse,
-                    plan.files,
-                    plan.skipped,
-                    labels,
-                    self.progress,
-                    plan.capture_dir,
-                    self.pool,
-                    self.derive == "wait",
-                    plan.notes,
-                )
-            )
-        return outcomes
+        plans = plan_runs(paths, capture, one_run)
+        done = self.done = IngestState()
+        with watching():
+            try:
+                for plan in plans:
+                    self._ingest_one_plan(plan, labels, done)
+            except (KeyboardInterrupt, Exception) as exc:
+                if not is_interrupt(exc):
+                    raise
+                done.left = [plan.files for plan in plans[done.finished() :]]
+                raise Interrupted(done.summary()) from None
+        return done.outcomes
+
+    def _ingest_one_plan(self, plan, labels: dict[str, str], done: IngestState) -> None:
+        if plan.announce:  # a folder of several profiling sessions: each is a run, named here
+            eprint(plan.announce)
+        outcome = _ingest_plan(
+            self.warehouse,
+            plan.files,
+            plan.skipped,
+            labels,
+            self.progress,
+            plan.capture_dir,
+            self.pool,
+            plan.notes,
+            done.published,
+        )
+        done.outcomes.append(outcome)
+        done.current = None
+        if outcome.stored and self.derive == "wait":
+            done.deriving = outcome.run_id
+            _store_analyses(self.warehouse, outcome.run_id, self.progress)
+            done.deriving = None
 
     def close(self) -> None:
         self.pool.close()
@@ -119,11 +173,11 @@ def _ingest_plan(
     progress,
     capture: Path | None = None,
     pool: RankPool | None = None,
-    analyse: bool = True,
     plan_notes: list[str] | None = None,
+    published=None,
 ) -> RunOutcome:
-    """analyse: derive the new run's rows before returning (`_store_analyses`). plan_notes: said of the run
-    by its plan (runs.warnings)."""
+    """plan_notes: said of the run by its plan (runs.warnings). published: called with the outcome of the
+    run once it is published, before an interrupt that came meanwhile is raised."""
     nsys_files = [f for f in files if is_nsys_input(f)]
     beside = (
         nsys_files if len(nsys_files) < len(files) else []
@@ -191,19 +245,41 @@ def _ingest_plan(
         )
         write_runs_row(row, staging / "out")
         shutil.rmtree(staging / "work", ignore_errors=True)
-        stored = warehouse.publish(staging, run_id)
-        if stored and analyse:
-            _store_analyses(warehouse, run_id, progress)
-        return RunOutcome(
-            run_id,
-            names,
-            stored=stored,
-            problems=problems,
-            warnings=dict(row["warnings"]),
-            n_kernels=row["n_kernels"],
-        )
+        check_interrupt()  # one that a catch above took for a bad file: nothing is stored after it
+        with held():  # published whole, and said so, before the interrupt is raised
+            stored = warehouse.publish(staging, run_id)
+            outcome = RunOutcome(
+                run_id,
+                names,
+                stored=stored,
+                problems=problems,
+                warnings=dict(row["warnings"]),
+                n_kernels=row["n_kernels"],
+            )
+            if stored and published:
+                published(outcome)
+        return outcome
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def interrupted_summary(stored: list[RunOutcome], underived: str | None, left: list[list[Path]]) -> str:
+    """The one line of an interrupted ingest: the runs stored (whole), a stored run whose derive was cut
+    short, and the files of the runs not stored."""
+    parts = ["stored: " + (", ".join(f"{o.run_id} ({_files_text(o.files)})" for o in stored) or "nothing")]
+    if underived:
+        parts.append(f"run {underived} stored, not derived: run `tracehouse derive`")
+    if left:
+        parts.append("not stored: " + ", ".join(_files_text(files) for files in left))
+    return "; ".join(parts)
+
+
+def _files_text(files) -> str:
+    files = [Path(f) for f in files]
+    if len(files) == 1:
+        return str(files[0])
+    folders = {f.parent for f in files}
+    return f"{len(files)} files" + (f" in {folders.pop()}" if len(folders) == 1 else "")
 
 
 def _store_analyses(warehouse: Warehouse, run_id: str, progress) -> bool:

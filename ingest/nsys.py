@@ -72,6 +72,7 @@ from tracehouse.ingest.rank import RankResult, run_transforms, work_connection, 
 from tracehouse.ingest.run import RankPool, borrowed
 
 from tracehouse.errors import TracehouseError
+from tracehouse.interrupts import check as check_interrupt
 
 BATCH_ROWS = int(os.environ.get("TRACEHOUSE_NSYS_BATCH", "65536"))
 
@@ -530,6 +531,7 @@ def _ingest_job(args: tuple):
             str(rank.path), f"{rank.path}: out of memory while reading; raise TRACEHOUSE_MEMORY_LIMIT"
         )
     except Exception as exc:  # noqa: BLE001 - a bug must not cost the other ranks of the command
+        check_interrupt()  # DuckDB's "Query interrupted": the ingest stops, this rank is no bad rank
         return FileProblem(
             str(rank.path),
             f"{rank.path}: could not be ingested ({type(exc).__name__}: {exc}); "

@@ -28,6 +28,9 @@ from tracehouse.ingest.sessions import NO_SIGNS, describe, peek_head, split_sess
 from tracehouse.warehouse.schema import SCHEMA_VERSION, write_rows
 
 from tracehouse.errors import TraceFormatError, TracehouseError
+from tracehouse.interrupts import check as check_interrupt
+from tracehouse.interrupts import ignore as ignore_interrupts
+from tracehouse.interrupts import spawning
 
 
 @dataclass
@@ -150,6 +153,7 @@ def _ingest_one(args: tuple) -> RankResult | FileProblem:
     except MemoryError:
         return FileProblem(str(path), f"{path}: out of memory while reading; raise TRACEHOUSE_MEMORY_LIMIT")
     except Exception as exc:  # noqa: BLE001 - a bug must not cost the other files of the command
+        check_interrupt()  # DuckDB's "Query interrupted": the ingest stops, this file is no bad file
         return FileProblem(
             str(path),
             f"{path}: could not be ingested ({type(exc).__name__}: {exc}); "
@@ -193,14 +197,29 @@ class RankPool:
                 initializer=_set_threads,
                 initargs=(share, self.workers),
             )
-        futures = {self._pool.submit(fn, job): i for i, job in enumerate(jobs)}
+        with spawning():  # the workers it starts begin deaf to SIGINT and SIGTERM (then ignore them)
+            futures = {self._pool.submit(fn, job): i for i, job in enumerate(jobs)}
         results: list = [None] * len(jobs)
-        for future in as_completed(futures):
-            i = futures[future]
-            results[i] = future.result()
-            if done:
-                done(jobs[i])
+        try:
+            for future in as_completed(futures):
+                i = futures[future]
+                results[i] = future.result()
+                if done:
+                    done(jobs[i])
+        except BaseException:  # an interrupt (here, or a worker's), a worker that died: the others stop too
+            self.abandon()
+            raise
         return results
+
+    def abandon(self) -> None:
+        """Stop the workers now, their jobs unfinished (they write only into the run's staging folder)."""
+        if self._pool is None:
+            return
+        workers = getattr(self._pool, "_processes", None) or {}  # the executor's own (no public way: 3.14)
+        for process in list(workers.values()):
+            process.kill()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool = None
 
     def close(self) -> None:
         if self._pool is not None:
@@ -215,6 +234,7 @@ class RankPool:
 
 
 def _set_threads(threads: int, workers: int = 1) -> None:
+    ignore_interrupts()  # a Ctrl-C reaches the terminal's whole process group: the parent stops the workers
     os.environ["TRACEHOUSE_THREADS"] = str(threads)
     os.environ["TRACEHOUSE_RANK_WORKERS"] = str(workers)  # ingest.memory: each worker's share of the memory
 

@@ -17,6 +17,7 @@ import click
 from tracehouse.commands import COMMANDS
 from tracehouse.commands.common import CONTEXT_SETTINGS
 from tracehouse.errors import TracehouseError
+from tracehouse.interrupts import INTERRUPTED_EXIT, Interrupted, install, is_interrupt
 
 
 class LazyCommands(dict):
@@ -44,7 +45,9 @@ class LazyCommands(dict):
 
 
 class TracehouseGroup(click.Group):
-    """Turns expected failures into one line on stderr and exit code 1; tracebacks only with --debug."""
+    """Turns expected failures into one line on stderr and exit code 1, and an interrupt (Ctrl-C, SIGTERM:
+    tracehouse.interrupts) into one line and exit code 130, whatever the command was doing; tracebacks only
+    with --debug."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -57,13 +60,25 @@ class TracehouseGroup(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except TracehouseError as exc:
-            if ctx.obj and ctx.obj.get("debug"):
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except (KeyboardInterrupt, Exception) as exc:
+            debug = bool(ctx.obj and ctx.obj.get("debug"))
+            if is_interrupt(exc) and not debug:
+                click.echo(interrupted_line(exc), err=True)
+                ctx.exit(INTERRUPTED_EXIT)
+            if not isinstance(exc, TracehouseError) or debug:
                 raise
             from tracehouse.output import error_line
 
             click.echo(error_line(exc), err=True)
             ctx.exit(1)
+
+
+def interrupted_line(exc: BaseException | None = None) -> str:
+    """The one line of an interrupted command: what it leaves, where it says (an Interrupted's `said`)."""
+    said = exc.said if isinstance(exc, Interrupted) else ""
+    return f"interrupted: {said}" if said else "interrupted"
 
 
 GLOBAL_VALUED = ("--warehouse",)  # global options that take a value
@@ -167,9 +182,13 @@ def entry() -> None:
     the ordinary exit runs (its atexit handlers stop the JVM)."""
     import os
 
+    install()  # SIGINT and SIGTERM raise tracehouse.interrupts.Interrupted: one line, exit 130
     try:
         main()
         code = 0
+    except KeyboardInterrupt as exc:  # before or after the command ran (TracehouseGroup.invoke: during)
+        print(interrupted_line(exc), file=sys.stderr)
+        code = INTERRUPTED_EXIT
     except BrokenPipeError:  # `tracehouse runs | head`: the reader stopped reading; not an error
         code = 0
     except SystemExit as exc:

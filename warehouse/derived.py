@@ -51,6 +51,9 @@ from tracehouse.warehouse.catalog import (
 from tracehouse.warehouse.quoting import sql_string
 from tracehouse.warehouse.store import Warehouse, process_alive
 
+from tracehouse.interrupts import check as check_interrupt
+from tracehouse.interrupts import watching
+
 # Views read by several kept views, computed once per derive (a work file, dropped after) rather than once
 # by each view that reads them; with the columns their readers use, where that is fewer than all
 # (_kernel_facts: 19 of its 40).
@@ -105,12 +108,14 @@ def derive(
         remove_abandoned(warehouse, store)
     except OSError:
         pass  # a store this user may only read: each run below says so
-    for run_id in published_runs(warehouse) if run_ids is None else run_ids:
-        try:
-            _derive_run(warehouse, store, views, run_id, memory_limit, progress)
-            out[run_id] = None
-        except (duckdb.Error, OSError) as exc:
-            out[run_id] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    with watching():  # an interrupt stops the derive: Interrupted, what was kept stays, nothing half-kept
+        for run_id in published_runs(warehouse) if run_ids is None else run_ids:
+            try:
+                _derive_run(warehouse, store, views, run_id, memory_limit, progress)
+                out[run_id] = None
+            except (duckdb.Error, OSError) as exc:
+                check_interrupt()  # DuckDB's "INTERRUPT Error": no failed derive, an interrupted one
+                out[run_id] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return out
 
 
@@ -138,15 +143,51 @@ def forget_derived(warehouse: Warehouse, run_id: str) -> int:
     return removed
 
 
+def take_out_derived(warehouse: Warehouse, run_id: str, into: Path) -> list[Path]:
+    """Move every row kept of this run, of any fingerprint, into the folder `into`, and drop its derive lock
+    and log (a run removed: warehouse.remove). Under the run's derive lock, so a derive running now finishes
+    first and its rows go too. The folders moved, in their new place."""
+    root = derived_root(warehouse)
+    moved = []
+    with _run_lock(warehouse, run_id):
+        for i, path in enumerate(sorted(root.glob(f"*/*/run_id={run_id}"))):
+            into.mkdir(parents=True, exist_ok=True)
+            target = into / f"{i}-{path.parent.name}"
+            os.replace(path, target)
+            moved.append(target)
+        (root / ".logs" / f"{run_id}.log").unlink(missing_ok=True)
+    (root / ".locks" / f"{run_id}.lock").unlink(missing_ok=True)
+    return moved
+
+
+def remove_unpublished(warehouse: Warehouse) -> None:
+    """Delete the kept rows, derive lock and log of runs no longer published (what a removal killed midway
+    left; readers never read them, and a run of the same files ingested again must not find them)."""
+    root = derived_root(warehouse)
+    if not root.is_dir():
+        return
+    published = set(published_runs(warehouse))
+    for special, suffix in ((".locks", ".lock"), (".logs", ".log")):
+        for path in (root / special).glob(f"*{suffix}"):
+            if path.name[: -len(suffix)] not in published:
+                path.unlink(missing_ok=True)
+    for store in (Path(e.path) for e in os.scandir(root) if e.is_dir() and e.name not in SPECIAL):
+        for view, runs in listing(store).items():
+            for run_id in set(runs) - published:
+                shutil.rmtree(store / view / f"run_id={run_id}", ignore_errors=True)
+
+
 def remove_abandoned(warehouse: Warehouse, store: Path) -> None:
-    """The one cleanup: the folders of other fingerprints (kept under code or rules no longer in use), and
-    in this store what a derive killed mid-way left (`.<name>.<pid>.tmp` whose process is gone)."""
+    """The one cleanup: the folders of other fingerprints (kept under code or rules no longer in use), in
+    this store what a derive killed mid-way left (`.<name>.<pid>.tmp` whose process is gone), and the rows
+    of runs no longer published (a `tracehouse rm` killed mid-way: readers never read them)."""
     root = derived_root(warehouse)
     if not root.is_dir():
         return
     for entry in os.scandir(root):
         if entry.is_dir() and entry.name not in SPECIAL and entry.path != str(store):
             shutil.rmtree(entry.path, ignore_errors=True)
+    remove_unpublished(warehouse)
     for partial in [*store.glob(".*.tmp"), *store.glob("*/.*.tmp")]:
         pid = partial.name.split(".")[-2]
         if pid.isdigit() and not process_alive(int(pid)):
@@ -227,12 +268,16 @@ def _keep(con, store: Path, view: str, run_id: str) -> None:
     shutil.rmtree(aside, ignore_errors=True)
     aside.mkdir(parents=True)
     rows = f"SELECT * FROM {view} WHERE run_id = {sql_string(run_id)}"
-    # run_id is the folder's (hive partition), not a column of the file
-    types = _write_rows(con, rows, aside / KEPT_FILE, leave_out=("run_id",))
-    types_file = final.parent / TYPES_FILE
-    if not types_file.is_file():
-        _into_place(aside / TYPES_FILE, types_file, json.dumps(types))
-    _into_place(aside, final)
+    try:
+        # run_id is the folder's (hive partition), not a column of the file
+        types = _write_rows(con, rows, aside / KEPT_FILE, leave_out=("run_id",))
+        types_file = final.parent / TYPES_FILE
+        if not types_file.is_file():
+            _into_place(aside / TYPES_FILE, types_file, json.dumps(types))
+        _into_place(aside, final)
+    except BaseException:  # an interrupt, a failure: nothing of this view is left aside (nor in place)
+        shutil.rmtree(aside, ignore_errors=True)
+        raise
     con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS " + typed_read([final / KEPT_FILE], types, hive=True))
 
 

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tracehouse.errors import TracehouseError
+from tracehouse.interrupts import held
 
 TABLES = (
     "kernels",
@@ -100,8 +101,8 @@ class Warehouse:
         """Move a staged run into place; False when the run was already there (nothing stored)."""
         if not _safe_id(run_id):
             raise TracehouseError(f"refusing to publish run id {run_id!r}")
-        with self.lock():
-            self._collect_garbage()
+        with held(), self.lock():  # whole: an interrupt (SIGINT, SIGTERM) is raised once it is done
+            self.collect_garbage()
             if self.has_run(run_id):
                 shutil.rmtree(staging, ignore_errors=True)
                 return False
@@ -116,7 +117,7 @@ class Warehouse:
             shutil.rmtree(staging, ignore_errors=True)
             return True
 
-    def _collect_garbage(self) -> None:
+    def collect_garbage(self) -> None:
         """Delete partitions without a runs row and staging folders of dead processes (lock held)."""
         published = set(self.run_ids())
         for table in TABLES:
@@ -132,6 +133,21 @@ class Warehouse:
                 pid = stage.name.split("-", 1)[0]
                 if pid.isdigit() and not process_alive(int(pid)):
                     shutil.rmtree(stage, ignore_errors=True)
+
+    def take_out(self, run_id: str, into: Path) -> list[Path]:
+        """Move the run's partitions into the folder `into` (the lock held), the runs row first: from that
+        rename on, readers see no such run, and what a crash leaves in tables/ has no runs row
+        (collect_garbage deletes it). The partitions moved, in their new place."""
+        if not _safe_id(run_id):
+            raise TracehouseError(f"refusing to remove run id {run_id!r}")
+        moved = []
+        for table in ("runs",) + TABLES:
+            source = self.partition(table, run_id)
+            if source.is_dir():
+                into.mkdir(parents=True, exist_ok=True)
+                os.replace(source, into / table)
+                moved.append(into / table)
+        return moved
 
 
 def process_alive(pid: int) -> bool:

@@ -11,6 +11,7 @@ COMMANDS = (
     "ingest",
     "label",
     "report",
+    "rm",
     "runs",
     "schema",
     "shell",

@@ -1,6 +1,6 @@
 """`tracehouse sql`: read-only queries, one from the command line or many from stdin, answered by one
 reader (warehouse.session.Session on DuckDB; engine.open's connection on Spark). Ctrl-C cancels the
-running query (exit 130)."""
+running query (tracehouse.interrupts.Interrupted: one line, exit 130, as every command)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,7 @@ from tracehouse.commands.common import (
     format_option,
     open_warehouse,
 )
-
-INTERRUPTED_EXIT = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
+from tracehouse.interrupts import Interrupted  # SIGINT while cancel_on_sigint's block ran
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -70,9 +69,8 @@ def command(ctx, query, fmt, engine, master):
             return
         con = connect(ctx, engine, master)
         print_answers(lambda text: run_query(con, text), queries, fmt)
-    except (Interrupted, KeyboardInterrupt):
-        click.echo("interrupted: the query was cancelled", err=True)
-        ctx.exit(INTERRUPTED_EXIT)
+    except KeyboardInterrupt:  # Interrupted too (cancel_on_sigint): the group says it, exit 130
+        raise Interrupted("the query was cancelled") from None
 
 
 def _session(ctx):
@@ -91,10 +89,6 @@ def _queries(query: str | None, con) -> list[str]:
     if not queries:
         raise click.UsageError("no query given (as an argument, or on stdin)")
     return queries
-
-
-class Interrupted(Exception):
-    """SIGINT arrived while cancel_on_sigint's block ran: its query was cancelled."""
 
 
 @contextmanager
