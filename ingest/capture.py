@@ -470,20 +470,23 @@ WHERE lower(cat) = 'user_annotation' ORDER BY start_ns DESC
 """
 
 
-def attribute_rank(out_dir: Path, rank: int, windows: list[CaptureWindow]) -> tuple[int, int]:
+def attribute_rank(
+    out_dir: Path, rank: int, windows: list[CaptureWindow], spill: Path | None = None
+) -> tuple[int, int]:
     """Write the kernel_sites file of one rank, from its staged kernels and cpu_ops and the capture
     windows; returns (its rows, the rank's replayed activities).
 
     Python aligns each graph launch with a capture window (a few hundred replays of a few graph shapes
     a step, each aligned once per shape) and names each distinct alignment; DuckDB then writes a row
     per replayed activity by joining the activities, by their position in their graph launch, with the
-    alignment of that launch and the launches of the window (a million rows never pass through Python)."""
+    alignment of that launch and the launches of the window (a million rows never pass through Python).
+    spill: DuckDB's spill folder past the memory policy's limit (warehouse.memory)."""
     kernels_file = out_dir / "kernels" / f"rank-{rank:05d}.parquet"
     ops_file = out_dir / "cpu_ops" / f"rank-{rank:05d}.parquet"
     if not kernels_file.is_file():
         write_kernel_sites([], out_dir, rank)
         return 0, 0
-    con = local_db.connect()
+    con = local_db.connect(spill=spill)
     try:
         kernels = con.execute(GRAPH_KERNELS_SQL, [str(kernels_file)]).fetchall()
         annotations = con.execute(ANNOTATIONS_SQL, [str(ops_file)]).fetchall() if ops_file.is_file() else []
@@ -620,8 +623,8 @@ def write_kernel_sites(rows: list[dict], out_dir: Path, rank: int) -> None:
 
 def _attribute_rank_job(job: tuple) -> tuple[int, int]:
     """attribute_rank of one rank (run in a worker process)."""
-    out_dir, rank, windows = job
-    return attribute_rank(Path(out_dir), rank, windows)
+    out_dir, rank, windows, spill = job
+    return attribute_rank(Path(out_dir), rank, windows, Path(spill))
 
 
 def _read_capture_job(job: tuple) -> list[CaptureWindow] | None:
@@ -672,7 +675,7 @@ def attribute_run(
             windows.extend(found)
     if files and not windows:
         warnings["capture traces without a capture window"] = len(files)
-    jobs = [(str(out_dir), rank, windows) for rank in ranks]
+    jobs = [(str(out_dir), rank, windows, str(work_dir / f"sites-{rank}")) for rank in ranks]
     if pool is not None:
         counts = pool.map(jobs, _attribute_rank_job, input_bytes=rank_bytes)
     else:

@@ -180,6 +180,8 @@ def load_raw_events(
                     warnings.update(_load_sizes(con, ndjson, "ndjson", extra_args))
                 finally:
                     ndjson.unlink(missing_ok=True)
+        except duckdb.OutOfMemoryException:
+            raise
         except duckdb.Error as again:
             raise TraceFormatError(
                 label,
@@ -426,6 +428,9 @@ class PieceDecoder:
     def finish(self) -> bool:
         try:
             counts = [load.result() for load in self.loads]
+        except duckdb.OutOfMemoryException:
+            self.close()
+            raise  # reading the array whole would need more: the caller says which setting to raise
         except duckdb.Error:
             self.close()
             return False
