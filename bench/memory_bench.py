@@ -5,7 +5,7 @@
 For each size, a synthesized serving-decode trace of one rank (`tracehouse synth serving-decode --ranks 1
 --target-size SIZE`, kept in --tmp between runs: a 4 GB one takes minutes to write); for each setting
 (`default`: TRACEHOUSE_MEMORY_LIMIT unset; else its value), a fresh warehouse, then two processes, each
-timed: `tracehouse ingest --no-derive TRACE` and `tracehouse derive`. Peak RSS is the largest resident set
+timed: `tracehouse ingest --no-derive FOLDER` and `tracehouse derive`. Peak RSS is the largest resident set
 of the process or any process it waited for (wait4's ru_maxrss, what `/usr/bin/time -v` reports); time is
 wall clock. A step that fails is a row with its one-line error. Writes a markdown table to --out
 (default bench/results-memory.md) and prints it. The target (issue 36): peak RSS < 1 GB at the
@@ -52,6 +52,8 @@ def timed(cmd: list[str], env: dict) -> tuple[float, float, int, str]:
 
 
 def trace_for(size: str, tmp: Path) -> Path:
+    """The folder of the synthesized run (its trace file and capture traces, as `tracehouse synth` writes
+    it), written once."""
     folder = tmp / f"trace-{size}"
     if not (folder / "ground_truth.json.gz").is_file() and not (folder / "ground_truth.json").is_file():
         shutil.rmtree(folder, ignore_errors=True)
@@ -67,8 +69,7 @@ def trace_for(size: str, tmp: Path) -> Path:
             str(folder),
         ]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    (trace,) = sorted(folder.glob("*.trace.json*"))
-    return trace
+    return folder
 
 
 def measure(trace: Path, setting: str, tmp: Path) -> list[dict]:
@@ -132,10 +133,11 @@ def main() -> None:
     load = os.getloadavg()
     results = []
     for size in opts.sizes.split(","):
-        trace = trace_for(size, tmp)
-        print(f"{size}: {trace}")
+        folder = trace_for(size, tmp)
+        (trace,) = sorted(folder.glob("*.trace.json*"))
+        print(f"{size}: {folder}")
         for setting in opts.settings.split(","):
-            results.extend((size, json_size(trace), r) for r in measure(trace, setting, tmp))
+            results.extend((size, json_size(trace), r) for r in measure(folder, setting, tmp))
     text = table(results)
     print(text)
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / (1 << 30)
