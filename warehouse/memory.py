@@ -13,9 +13,10 @@ connections, the derive, the export, the readers), so that one setting bounds th
 - preserve_insertion_order: false where no row order is relied on (the derive, the export: every query
   there says its ORDER BY); ingest keeps it (an event's id is its position in the file).
 
-LOW_MEMORY (`TRACEHOUSE_MEMORY_LIMIT=640MB`) is the low-memory setting: ingest and derive of a 1 GB and a 4 GB
-trace stay under 1 GB of peak RSS (bench/memory_bench.py), slower, spilling. An out-of-memory that still
-happens is said in one line naming the setting to raise (out_of_memory_line).
+LOW_MEMORY (`TRACEHOUSE_MEMORY_LIMIT=640MB`) is the low-memory setting: the ingest of a 1 GB trace stays
+under 1 GB of peak RSS (800 MB; bench/memory_bench.py), slower, spilling. The derive of that run does not fit
+it yet (the critical-path walk, a recursive query, runs out of memory). An out-of-memory is said in one line
+naming the setting to raise (out_of_memory_line).
 """
 
 from __future__ import annotations
