@@ -1,4 +1,4 @@
-"""The memory policy (warehouse.memory): its default (a quarter of the machine within [640 MB, 2 GB], shared
+"""The memory policy (warehouse.memory): its default (half of the machine within [640 MB, 16 GB], shared
 by the rank workers), TRACEHOUSE_MEMORY_LIMIT, the threads it allows, every connection of ingest, derive,
 export and the readers taking the same settings, a small trace ingested and derived under a tiny limit
 (spilling), and an out-of-memory said in one line that names the setting."""
@@ -16,18 +16,18 @@ from tracehouse.warehouse.memory import default_limit, memory_limit, threads
 GB = 10**9
 
 
-def test_default_is_a_quarter_of_the_machine_within_bounds():
-    assert default_limit(4 * GB) == "1000MB"  # a quarter
-    assert default_limit(64 * GB) == "2000MB"  # the cap
+def test_default_is_half_of_the_machine_within_bounds():
+    assert default_limit(4 * GB) == "2000MB"  # half
+    assert default_limit(64 * GB) == "16000MB"  # the cap
     assert default_limit(GB) == "640MB"  # the floor
     assert default_limit(0) == "640MB"  # the machine's memory unreadable
-    assert memory_limit(env={}, total=4 * GB) == "1000MB"
+    assert memory_limit(env={}, total=4 * GB) == "2000MB"
 
 
 def test_rank_workers_share_the_default():
-    assert memory_limit(env={"TRACEHOUSE_RANK_WORKERS": "4"}, total=16 * GB) == "500MB"
+    assert memory_limit(env={"TRACEHOUSE_RANK_WORKERS": "4"}, total=16 * GB) == "2000MB"
     assert memory_limit(env={"TRACEHOUSE_RANK_WORKERS": "100"}, total=16 * GB) == "320MB"  # each at least
-    assert memory_limit(env={"TRACEHOUSE_RANK_WORKERS": "x"}, total=16 * GB) == "2000MB"
+    assert memory_limit(env={"TRACEHOUSE_RANK_WORKERS": "x"}, total=16 * GB) == "8000MB"
 
 
 def test_the_setting_fixes_it():

@@ -2,8 +2,9 @@
 connections, the derive, the export, the readers), so that one setting bounds them all.
 
 - memory_limit: TRACEHOUSE_MEMORY_LIMIT (DuckDB's size text: `640MB`, `4GB`) where set; else DEFAULT_SHARE
-  (a quarter) of the machine's memory (a container's cgroup limit where one is set), within
-  [MIN_DEFAULT, MAX_DEFAULT] = [640 MB, 2 GB]. Ingest's rank workers, which run side by side, share it
+  (half) of the machine's memory (a container's cgroup limit where one is set), within
+  [MIN_DEFAULT, MAX_DEFAULT] = [640 MB, 16 GB]: the derive of a 1 GB run needs more than 2 GB (a 2 GB
+  default ran it out of memory), so the default stays what ingest and derive had before the policy. Ingest's rank workers, which run side by side, share it
   (TRACEHOUSE_RANK_WORKERS, set in each worker by ingest.run.RankPool); a fixed setting is each process's.
 - temp_directory: DuckDB spills past the limit into a folder the caller names (inside the warehouse's
   staging area for ingest and export, inside the derive's work folder; removed when the work ends).
@@ -15,7 +16,7 @@ connections, the derive, the export, the readers), so that one setting bounds th
 
 LOW_MEMORY (`TRACEHOUSE_MEMORY_LIMIT=640MB`) is the low-memory setting: the ingest of a 1 GB trace stays
 under 1 GB of peak RSS (800 MB; bench/memory_bench.py), slower, spilling. The derive of that run does not fit
-it yet (the critical-path walk, a recursive query, runs out of memory). An out-of-memory is said in one line
+it yet (an early view runs out of memory; on a 200 MB run at 128 MB, the critical-path walk, a recursive query). An out-of-memory is said in one line
 naming the setting to raise (out_of_memory_line).
 """
 
@@ -29,9 +30,9 @@ SETTING = "TRACEHOUSE_MEMORY_LIMIT"
 THREADS_SETTING = "TRACEHOUSE_THREADS"
 WORKERS_SETTING = "TRACEHOUSE_RANK_WORKERS"
 LOW_MEMORY = "640MB"
-DEFAULT_SHARE = 4  # the default limit is 1/DEFAULT_SHARE of the machine's memory ...
+DEFAULT_SHARE = 2  # the default limit is 1/DEFAULT_SHARE of the machine's memory ...
 MIN_DEFAULT = 640 * 10**6  # ... at least this ...
-MAX_DEFAULT = 2 * 10**9  # ... at most this
+MAX_DEFAULT = 16 * 10**9  # ... at most this
 THREAD_MEMORY = 512 * 10**6  # one thread per this much of the limit
 _UNITS = {
     "": 1,
@@ -75,7 +76,7 @@ def parse_size(text: str) -> int | None:
 
 
 def default_limit(total: int | None = None, workers: int = 1) -> str:
-    """The default limit: a quarter of `total` (default machine_memory()) within [640 MB, 2 GB], shared by
+    """The default limit: half of `total` (default machine_memory()) within [640 MB, 16 GB], shared by
     `workers` processes side by side (each at least 320 MB)."""
     total = machine_memory() if total is None else total
     share = min(MAX_DEFAULT, max(MIN_DEFAULT, total // DEFAULT_SHARE))
