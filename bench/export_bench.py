@@ -6,8 +6,8 @@ ranks), ingested once (analyses stored, as `tracehouse ingest` does), then expor
 (ru_maxrss of the waited child) and wall time are the row. Rows: perfetto with and without the analysis
 tracks, and the Chrome-JSON variant. Several --size values show whether the peak grows with the run: the
 exporter holds only the open slices of each track, DuckDB's sorts and the analysis views spill past the
-connection's memory limit (reports.export.MEMORY_LIMIT: 1/8 of the machine within [512 MB, 2 GB];
-TRACEHOUSE_EXPORT_MEMORY overrides it, and is passed to the children). Each row records the machine's
+connection's memory limit (reports.export.MEMORY_LIMIT: the memory policy's, warehouse.memory;
+TRACEHOUSE_MEMORY_LIMIT sets it, and is passed to the children). Each row records the machine's
 load average when it ended (the machine may be shared) and the notes of tracks the export could not draw.
 
     python bench/export_bench.py [--size 300000000 [--size ...]] [--ranks 1] [--tmp DIR] [--keep DIR] [--out FILE]

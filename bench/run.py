@@ -36,8 +36,9 @@ import orjson
 import tracehouse.ingest.run as ingest_run
 from tracehouse.ingest.load import ingest_paths
 from tracehouse.ingest.naming import parse_trace_name
-from tracehouse.ingest.rank import MEMORY_LIMIT, staged, work_connection, write_tables
+from tracehouse.ingest.rank import staged, work_connection, write_tables
 from tracehouse.ingest.source import read_trace
+from tracehouse.warehouse.memory import memory_limit
 from tracehouse.warehouse.quoting import sql_string
 from tracehouse.warehouse.store import Warehouse
 
@@ -709,7 +710,7 @@ def bench_ranks(run_dir: Path, reps: int, tmp: Path, report: Report) -> None:
 def _connect_in_memory(work: Path):
     """ingest.rank.work_connection, but an in-memory database: same memory_limit, same spill folder."""
     con = duckdb.connect()
-    con.execute(f"SET memory_limit = {sql_string(MEMORY_LIMIT)}")
+    con.execute(f"SET memory_limit = {sql_string(memory_limit())}")
     con.execute(f"SET temp_directory = {sql_string(work / 'spill')}")
     con.execute("SET preserve_insertion_order = true")
     return con

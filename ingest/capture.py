@@ -470,32 +470,33 @@ WHERE lower(cat) = 'user_annotation' ORDER BY start_ns DESC
 """
 
 
-def attribute_rank(out_dir: Path, rank: int, windows: list[CaptureWindow]) -> tuple[int, int]:
+def attribute_rank(
+    out_dir: Path, rank: int, windows: list[CaptureWindow], spill: Path | None = None
+) -> tuple[int, int]:
     """Write the kernel_sites file of one rank, from its staged kernels and cpu_ops and the capture
     windows; returns (its rows, the rank's replayed activities).
 
     Python aligns each graph launch with a capture window (a few hundred replays of a few graph shapes
     a step, each aligned once per shape) and names each distinct alignment; DuckDB then writes a row
     per replayed activity by joining the activities, by their position in their graph launch, with the
-    alignment of that launch and the launches of the window (a million rows never pass through Python)."""
+    alignment of that launch and the launches of the window (a million rows never pass through Python).
+    spill: DuckDB's spill folder past the memory policy's limit (warehouse.memory)."""
     kernels_file = out_dir / "kernels" / f"rank-{rank:05d}.parquet"
     ops_file = out_dir / "cpu_ops" / f"rank-{rank:05d}.parquet"
     if not kernels_file.is_file():
         write_kernel_sites([], out_dir, rank)
         return 0, 0
-    con = local_db.connect()
+    con = local_db.connect(spill=spill)
     try:
-        kernels = con.execute(GRAPH_KERNELS_SQL, [str(kernels_file)]).fetchall()
         annotations = con.execute(ANNOTATIONS_SQL, [str(ops_file)]).fetchall() if ops_file.is_file() else []
-        graphs: dict[int, list] = defaultdict(list)
-        for k in kernels:
-            graphs[k[0]].append(k)
+        replayed = 0
         window_number = {id(w): i for i, w in enumerate(windows)}
         cache: dict = {}
         alignments: dict[tuple, int] = {}  # (window number, its pairs) -> alignment number
         replays: list[dict] = []  # one per graph launch that has an alignment
         sites = 0
-        for corr, ks in graphs.items():
+        for corr, ks in _graph_launches(con.execute(GRAPH_KERNELS_SQL, [str(kernels_file)])):
+            replayed += len(ks)
             acts = [Replayed(k[1], k[2], k[3], k[4], k[5], k[6]) for k in ks]
             t, tid = ks[0][7], ks[0][8]
             bs = None
@@ -521,24 +522,47 @@ def attribute_rank(out_dir: Path, rank: int, windows: list[CaptureWindow]) -> tu
         _write_sites(con, rank, kernels_file, windows, alignments, replays, out_dir)
     finally:
         con.close()
-    return sites, len(kernels)
+    return sites, replayed
 
 
-SITES_SQL = """
+def _graph_launches(result, batch: int = 10_000):
+    """(correlation, its activities) of each graph launch, from GRAPH_KERNELS_SQL's rows (ordered by
+    correlation) fetched a batch at a time: a run's millions of replayed activities are never held at once."""
+    corr, group = None, []
+    while rows := result.fetchmany(batch):
+        for row in rows:
+            if row[0] != corr and group:
+                yield corr, group
+                group = []
+            corr = row[0]
+            group.append(row)
+    if group:
+        yield corr, group
+
+
+# In two steps, so that no sort or join carries the wide launch columns (stacks): the narrow rows, sorted,
+# then each joined with its launch (a few hundred rows) as it is written. One sort of the wide rows ran a
+# 200 MB trace out of a 128 MB limit.
+SITES_NARROW_SQL = """
+CREATE TEMP TABLE capture_sites AS
 WITH replayed AS (  -- GRAPH_KERNELS_SQL's activities, numbered in its order within their graph launch
     SELECT kernel_id, correlation,
            row_number() OVER (PARTITION BY correlation ORDER BY start_ns, kernel_id) - 1 AS position
     FROM read_parquet($kernels)
     WHERE linked AND regexp_matches(launch_call, '(?i)graphlaunch')
 )
-SELECT $rank AS rank, r.kernel_id, l.file, l.line, l.function, l.cpu_op_name, l.cpu_op_input_dims,
-       'capture' AS source, l.capture_file, l.capture_window, l.capture_seq, l.capture_kernel_name,
-       p.match, g.graph_correlation, l.stack
+SELECT r.kernel_id, p.window, p.launch, p.match, g.graph_correlation
 FROM replayed AS r
 JOIN capture_replays AS g ON g.graph_correlation = r.correlation
 JOIN capture_pairs AS p ON p.alignment = g.alignment AND p.position = r.position
-JOIN capture_launches AS l ON l.window = p.window AND l.launch = p.launch
 ORDER BY r.kernel_id
+"""
+SITES_SQL = """
+SELECT $rank AS rank, s.kernel_id, l.file, l.line, l.function, l.cpu_op_name, l.cpu_op_input_dims,
+       'capture' AS source, l.capture_file, l.capture_window, l.capture_seq, l.capture_kernel_name,
+       s.match, s.graph_correlation, l.stack
+FROM capture_sites AS s
+JOIN capture_launches AS l ON l.window = s.window AND l.launch = s.launch
 """
 
 
@@ -600,10 +624,11 @@ def _write_sites(con, rank, kernels_file, windows, alignments, replays, out_dir)
     target = out_dir / TABLE
     target.mkdir(parents=True, exist_ok=True)
     path = target / f"rank-{rank:05d}.parquet"
+    con.execute(SITES_NARROW_SQL, {"kernels": str(kernels_file)})
     con.execute(
         f"COPY (SELECT {cast_select(TABLE, 'sites', with_rank=True)} FROM ({SITES_SQL}) AS sites) "
         f"TO {sql_string(str(path))} (FORMAT parquet, COMPRESSION zstd)",
-        {"kernels": str(kernels_file), "rank": rank},
+        {"rank": rank},
     )
 
 
@@ -620,8 +645,8 @@ def write_kernel_sites(rows: list[dict], out_dir: Path, rank: int) -> None:
 
 def _attribute_rank_job(job: tuple) -> tuple[int, int]:
     """attribute_rank of one rank (run in a worker process)."""
-    out_dir, rank, windows = job
-    return attribute_rank(Path(out_dir), rank, windows)
+    out_dir, rank, windows, spill = job
+    return attribute_rank(Path(out_dir), rank, windows, Path(spill))
 
 
 def _read_capture_job(job: tuple) -> list[CaptureWindow] | None:
@@ -672,7 +697,7 @@ def attribute_run(
             windows.extend(found)
     if files and not windows:
         warnings["capture traces without a capture window"] = len(files)
-    jobs = [(str(out_dir), rank, windows) for rank in ranks]
+    jobs = [(str(out_dir), rank, windows, str(work_dir / f"sites-{rank}")) for rank in ranks]
     if pool is not None:
         counts = pool.map(jobs, _attribute_rank_job, input_bytes=rank_bytes)
     else:

@@ -181,12 +181,7 @@ def load_raw_events(
                 finally:
                     ndjson.unlink(missing_ok=True)
         except duckdb.Error as again:
-            raise TraceFormatError(
-                label,
-                f"invalid trace JSON ({_first_line(again)})",
-                "event array",
-                hint="the file was skipped; check that it is a complete PyTorch-profiler trace",
-            )
+            raise _refusal(label, again) from None
     timed, total, no_dur = con.execute(
         "SELECT count(*) FILTER (WHERE (start_ns IS NOT NULL OR ts_out_of_range) AND coalesce(ph, '') <> 'M'), "
         "count(*), count(*) FILTER (WHERE dur_missing) FROM events"
@@ -217,6 +212,19 @@ def event_warnings(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip().splitlines()
     return text[0][:300] if text else type(exc).__name__
+
+
+def _refusal(label: str, exc: duckdb.Error) -> Exception:
+    """What a failed read raises: the file refused as invalid JSON, or, out of memory, the error itself (not
+    the file's fault: ingest.run names the setting to raise)."""
+    if isinstance(exc, duckdb.OutOfMemoryException):
+        return exc
+    return TraceFormatError(
+        label,
+        f"invalid trace JSON ({_first_line(exc)})",
+        "event array",
+        hint="the file was skipped; check that it is a complete PyTorch-profiler trace",
+    )
 
 
 def _load_sizes(
@@ -426,6 +434,9 @@ class PieceDecoder:
     def finish(self) -> bool:
         try:
             counts = [load.result() for load in self.loads]
+        except duckdb.OutOfMemoryException:
+            self.close()
+            raise  # reading the array whole would need more: the caller says which setting to raise
         except duckdb.Error:
             self.close()
             return False

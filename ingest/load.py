@@ -16,7 +16,6 @@ from pathlib import Path
 
 from tracehouse.ingest.capture import attribute_run, capture_files, coverage
 from tracehouse.ingest.files import FileProblem, file_sha256, is_nsys_input
-from tracehouse.ingest.rank import MEMORY_LIMIT
 from tracehouse.ingest.run import (
     RankPool,
     assign_ranks,
@@ -290,10 +289,10 @@ def _store_analyses(warehouse: Warehouse, run_id: str, progress) -> bool:
 
 
 def derive_one(warehouse: Warehouse, run_id: str, progress=None) -> bool:
-    """The derived rows of one published run (warehouse.derived.derive), bounded by ingest's memory limit.
+    """The derived rows of one published run (warehouse.derived.derive), bounded by the memory policy.
     If that fails (a run too large for that limit, a warehouse this user may only read), its readers
     compute what is not kept: False, with a note. progress: called with a line as each view is done."""
-    failed = derived.derive(warehouse, [run_id], MEMORY_LIMIT, progress)[run_id]
+    failed = derived.derive(warehouse, [run_id], progress=progress)[run_id]
     if failed:
         eprint(
             f"note: run {run_id} is stored; its derived rows were not ({failed}): its readers compute them"

@@ -70,6 +70,7 @@ from tracehouse.ingest.nsys_export import (
 )
 from tracehouse.ingest.rank import RankResult, run_transforms, work_connection, write_tables
 from tracehouse.ingest.run import RankPool, borrowed
+from tracehouse.warehouse import memory
 
 from tracehouse.errors import TracehouseError
 from tracehouse.interrupts import check as check_interrupt
@@ -526,12 +527,10 @@ def _ingest_job(args: tuple):
         for table_dir in Path(out_dir).iterdir() if Path(out_dir).is_dir() else []:
             (table_dir / f"rank-{rank.rank:05d}.parquet").unlink(missing_ok=True)
         return FileProblem(str(rank.path), f"{exc} ({exc.hint})" if exc.hint else str(exc))
-    except MemoryError:
-        return FileProblem(
-            str(rank.path), f"{rank.path}: out of memory while reading; raise TRACEHOUSE_MEMORY_LIMIT"
-        )
     except Exception as exc:  # noqa: BLE001 - a bug must not cost the other ranks of the command
         check_interrupt()  # DuckDB's "Query interrupted": the ingest stops, this rank is no bad rank
+        if memory.is_out_of_memory(exc):  # one line: the setting to raise (warehouse.memory)
+            return FileProblem(str(rank.path), memory.out_of_memory_line(str(rank.path)))
         return FileProblem(
             str(rank.path),
             f"{rank.path}: could not be ingested ({type(exc).__name__}: {exc}); "

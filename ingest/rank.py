@@ -24,7 +24,7 @@ from pathlib import Path
 
 import duckdb
 from tracehouse.ingest.decode import PieceDecoder, event_warnings, load_raw_events, piece_bytes
-from tracehouse.ingest.memory import memory_limit, work_threads
+from tracehouse.ingest.memory import work_threads
 from tracehouse.ingest.source import TraceSource, read_trace, remove_array
 from tracehouse.warehouse import local_db
 from tracehouse.warehouse.quoting import sql_string
@@ -44,10 +44,6 @@ TABLES = {
     "streams": ("streams", "device, stream"),
     "step_spans": ("steps", "step"),
 }
-
-# DuckDB's memory limit (ingest.memory: half the free memory shared by the rank workers, or
-# TRACEHOUSE_MEMORY_LIMIT): MEMORY_LIMIT as this process starts; each work connection asks again.
-MEMORY_LIMIT = memory_limit()
 
 
 @dataclass
@@ -69,14 +65,10 @@ class RankResult:
 
 
 def work_connection(work_dir: Path) -> duckdb.DuckDBPyConnection:
-    # In memory, with a limit and a spill folder: small traces never touch the disk, large ones spill.
-    con = local_db.connect()
-    con.execute(
-        f"SET memory_limit = {sql_string(memory_limit())}"
-    )  # in a worker: its share (TRACEHOUSE_RANK_WORKERS)
-    con.execute(f"SET temp_directory = {sql_string(work_dir / 'spill')}")
-    con.execute("SET preserve_insertion_order = true")
-    return con
+    # In memory, with the policy's limit (in a worker: its share) and a spill folder in the staging area:
+    # small traces never touch the disk, large ones spill. Insertion order kept: an event's id is its
+    # position in the file.
+    return local_db.connect(spill=work_dir / "spill")
 
 
 def run_transforms(
@@ -146,6 +138,8 @@ def staged(
                     repairs = load_raw_events(
                         con, events_file, source, extra_args=extra_args, decoder=decoder
                     )
+                except duckdb.OutOfMemoryException:
+                    raise  # not the file's fault: ingest.run says which setting to raise
                 except duckdb.Error as exc:
                     raise TraceFormatError(
                         str(path), f"invalid trace JSON ({_first_line(exc)})", "event array"

@@ -25,6 +25,7 @@ from tracehouse.ingest.naming import parse_trace_name
 from tracehouse.ingest.rank import RankResult, ingest_rank
 from tracehouse.ingest.requests import write_empty as write_empty_requests
 from tracehouse.ingest.sessions import NO_SIGNS, describe, peek_head, split_sessions
+from tracehouse.warehouse import memory
 from tracehouse.warehouse.schema import SCHEMA_VERSION, write_rows
 
 from tracehouse.errors import TraceFormatError, TracehouseError
@@ -150,10 +151,10 @@ def _ingest_one(args: tuple) -> RankResult | FileProblem:
         return result
     except TracehouseError as exc:  # one line: what, where, and what to do next
         return FileProblem(str(path), f"{exc} ({exc.hint})" if exc.hint else str(exc))
-    except MemoryError:
-        return FileProblem(str(path), f"{path}: out of memory while reading; raise TRACEHOUSE_MEMORY_LIMIT")
     except Exception as exc:  # noqa: BLE001 - a bug must not cost the other files of the command
         check_interrupt()  # DuckDB's "Query interrupted": the ingest stops, this file is no bad file
+        if memory.is_out_of_memory(exc):  # one line: the setting to raise (warehouse.memory)
+            return FileProblem(str(path), memory.out_of_memory_line(str(path)))
         return FileProblem(
             str(path),
             f"{path}: could not be ingested ({type(exc).__name__}: {exc}); "
@@ -236,7 +237,8 @@ class RankPool:
 def _set_threads(threads: int, workers: int = 1) -> None:
     ignore_interrupts()  # a Ctrl-C reaches the terminal's whole process group: the parent stops the workers
     os.environ["TRACEHOUSE_THREADS"] = str(threads)
-    os.environ["TRACEHOUSE_RANK_WORKERS"] = str(workers)  # ingest.memory: each worker's share of the memory
+    # warehouse.memory: each worker's share of the memory
+    os.environ["TRACEHOUSE_RANK_WORKERS"] = str(workers)
 
 
 def ingest_files(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 from tracehouse.reports import export
-from tracehouse.reports.export import analysis, default_memory_limit, export_run, scoped
+from tracehouse.reports.export import analysis, export_run, scoped
 from tracehouse.reports.perfetto_proto import read_slices, track_rank
 from tracehouse.warehouse.catalog import connect
 
@@ -142,11 +142,16 @@ def test_data_quality_run_flags_that_do_not_fit_are_said(decode, tmp_path, monke
     assert got == per_step
 
 
-def test_memory_limit_derived_from_the_machine():
-    assert default_memory_limit(2 << 30) == "512MB"  # a small container: the floor
-    assert default_memory_limit(12 << 30) == "1536MB"  # 1/8
-    assert default_memory_limit(64 << 30) == "2048MB"  # the cap
-    assert default_memory_limit(None) in {f"{m}MB" for m in range(512, 2049)}
+def test_export_takes_the_memory_policy(tmp_path, monkeypatch):
+    """The export's connection settings are the policy's (warehouse.memory), spilling into its own folder."""
+    from tracehouse.reports.export.params import export_settings, spill_dir
+    from tracehouse.warehouse.store import Warehouse
+
+    monkeypatch.setenv("TRACEHOUSE_MEMORY_LIMIT", "900MB")
+    wh = Warehouse(tmp_path)
+    got = export_settings(wh)
+    assert got["memory_limit"] == "900MB" and got["threads"] == "1"
+    assert got["temp_directory"] == str(spill_dir(wh)) and got["max_temp_directory_size"]
 
 
 def test_gpu_tracks_that_do_not_fit_fail_in_one_line_nothing_written(

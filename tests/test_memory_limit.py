@@ -1,63 +1,171 @@
-"""Ingest's DuckDB memory limit (ingest.memory): half the free memory, shared by the rank workers, never
-below 640 MB; TRACEHOUSE_MEMORY_LIMIT fixes it; a worker of the rank pool gets its share."""
+"""The memory policy (warehouse.memory): its default (half of the machine within [640 MB, 16 GB], shared
+by the rank workers), TRACEHOUSE_MEMORY_LIMIT, the threads it allows, every connection of ingest, derive,
+export and the readers taking the same settings, a small trace ingested and derived under a tiny limit
+(spilling), and an out-of-memory said in one line that names the setting."""
 
 from __future__ import annotations
 
-from tracehouse.ingest.memory import MIN_MEMORY_LIMIT, available_memory, memory_limit
+import os
+import shutil
+
+import duckdb
+import pytest
+from tracehouse.warehouse import memory
+from tracehouse.warehouse.memory import default_limit, memory_limit, threads
 
 GB = 10**9
 
 
-def test_half_of_the_free_memory():
-    assert memory_limit(env={}, available=16 * GB) == "8000MB"
+def test_default_is_half_of_the_machine_within_bounds():
+    assert default_limit(4 * GB) == "2000MB"  # half
+    assert default_limit(64 * GB) == "16000MB"  # the cap
+    assert default_limit(GB) == "640MB"  # the floor
+    assert default_limit(0) == "640MB"  # the machine's memory unreadable
+    assert memory_limit(env={}, total=4 * GB) == "2000MB"
 
 
-def test_shared_by_the_workers_side_by_side():
-    assert memory_limit(env={"TRACEHOUSE_RANK_WORKERS": "4"}, available=16 * GB) == "2000MB"
+def test_rank_workers_share_the_default():
+    assert memory_limit(env={"TRACEHOUSE_RANK_WORKERS": "4"}, total=16 * GB) == "2000MB"
+    assert memory_limit(env={"TRACEHOUSE_RANK_WORKERS": "100"}, total=16 * GB) == "320MB"  # each at least
+    assert memory_limit(env={"TRACEHOUSE_RANK_WORKERS": "x"}, total=16 * GB) == "8000MB"
 
 
-def test_never_below_the_floor():
-    assert memory_limit(env={}, available=GB) == f"{MIN_MEMORY_LIMIT // 10**6}MB" == "640MB"
-    assert memory_limit(env={}, available=0) == "640MB"  # free memory unreadable
-    assert memory_limit(env={"TRACEHOUSE_RANK_WORKERS": "8"}, available=4 * GB) == "640MB"
+def test_the_setting_fixes_it():
+    assert memory_limit(env={"TRACEHOUSE_MEMORY_LIMIT": "640MB"}, total=64 * GB) == "640MB"
+    assert memory_limit(env={"TRACEHOUSE_MEMORY_LIMIT": " 3GB ", "TRACEHOUSE_RANK_WORKERS": "4"}) == "3GB"
 
 
-def test_the_environment_fixes_it():
-    assert memory_limit(env={"TRACEHOUSE_MEMORY_LIMIT": "640MB"}, available=64 * GB) == "640MB"
-    assert memory_limit(env={"TRACEHOUSE_MEMORY_LIMIT": " 3GB "}, available=GB) == "3GB"
+def test_machine_memory_is_read():
+    total = memory.machine_memory()
+    assert 0 < total <= os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def test_a_bad_worker_count_is_one_worker():
-    assert memory_limit(env={"TRACEHOUSE_RANK_WORKERS": "x"}, available=16 * GB) == "8000MB"
+def test_threads_one_per_512_mb_of_the_limit():
+    assert threads("640MB", env={}, cores=16) == 1  # the low-memory setting: one thread
+    assert threads("2GB", env={}, cores=16) == 3
+    assert threads("2GB", env={}, cores=2) == 2  # never more than the cores
+    assert threads("100MB", env={}, cores=2) == 1
+    assert threads("2GB", env={"TRACEHOUSE_THREADS": "1"}, cores=2) == 1
 
 
-def test_free_memory_is_read_from_the_machine():
-    free = available_memory()
-    assert free > 0
-    import os
-
-    assert free <= os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+def test_sizes_parse():
+    assert memory.parse_size("640MB") == 640 * 10**6
+    assert memory.parse_size("1.5 GiB") == int(1.5 * (1 << 30))
+    assert memory.parse_size("lots") is None
 
 
-def test_the_work_connection_sets_it(tmp_path, monkeypatch):
+def _settings(con) -> dict:
+    names = ("memory_limit", "threads", "temp_directory", "preserve_insertion_order")
+    return {n: con.execute(f"SELECT current_setting('{n}')").fetchone()[0] for n in names}
+
+
+def test_every_connection_takes_the_policy(synth_warehouse, tmp_path, monkeypatch):
+    """ingest's work connection, the derive's, the export's, a reader's and a scratch one: one limit and
+    one thread count, each spilling where it says."""
     from tracehouse.ingest.rank import work_connection
+    from tracehouse.reports.export.params import export_settings
+    from tracehouse.warehouse import catalog, derived, engine, local_db
 
     monkeypatch.setenv("TRACEHOUSE_MEMORY_LIMIT", "700MB")
-    con = work_connection(tmp_path)
-    (text,) = con.execute("SELECT current_setting('memory_limit')").fetchone()
-    assert text.replace(" ", "") in ("667.5MiB", "667.5MB", "700.0MB")  # DuckDB reports it in MiB
-    monkeypatch.delenv("TRACEHOUSE_MEMORY_LIMIT")
-    monkeypatch.setenv("TRACEHOUSE_RANK_WORKERS", "1000")  # a share below the floor: the floor
-    con = work_connection(tmp_path)
-    (text,) = con.execute("SELECT current_setting('memory_limit')").fetchone()
-    assert text.replace(" ", "") in ("610.3MiB", "640.0MB")
+    monkeypatch.delenv("TRACEHOUSE_THREADS", raising=False)
+    wh, runs = synth_warehouse
+    seen = {"ingest": _settings(work_connection(tmp_path / "work"))}
+    seen["reader"] = _settings(engine.open(wh))
+    seen["scratch"] = _settings(local_db.connect())
+    export = catalog.connect(wh, lockdown=False, settings=export_settings(wh))
+    seen["export"] = _settings(export)
+
+    captured = {}
+
+    def capture(*args, **kwargs):
+        con = catalog.connect(*args, **kwargs)
+        captured["derive"] = _settings(con)
+        raise duckdb.InterruptException("stop here")  # the settings are all this test wants
+
+    monkeypatch.setattr(derived, "connect", capture)
+    copy = tmp_path / "wh"
+    shutil.copytree(wh.root, copy)
+    for path in (copy / "derived").glob("*/*/run_id=*"):
+        shutil.rmtree(path)
+    derived.derive(copy, [next(iter(runs.values()))])
+    seen["derive"] = captured["derive"]
+    limits = {name: s["memory_limit"].replace(" ", "") for name, s in seen.items()}
+    assert set(limits.values()) <= {"667.5MiB", "700.0MB"}, limits
+    assert {s["threads"] for s in seen.values()} == {1}  # 700 MB: one thread
+    assert seen["ingest"]["temp_directory"].endswith("spill")
+    assert str(wh.staging_dir) in seen["export"]["temp_directory"]
+    assert ".work-" in seen["derive"]["temp_directory"]
+    assert seen["derive"]["preserve_insertion_order"] is False  # no order relied on
+    assert seen["ingest"]["preserve_insertion_order"] is True  # an event's id is its position
 
 
 def test_pool_workers_know_how_many_share_the_machine(monkeypatch):
-    import os
-
     from tracehouse.ingest import run
 
     monkeypatch.setattr(os, "environ", dict(os.environ))
     run._set_threads(1, 2)
     assert os.environ["TRACEHOUSE_RANK_WORKERS"] == "2" and os.environ["TRACEHOUSE_THREADS"] == "1"
+
+
+def test_out_of_memory_is_one_line_naming_the_setting():
+    line = memory.out_of_memory_line("trace.json", env={"TRACEHOUSE_MEMORY_LIMIT": "640MB"})
+    assert "\n" not in line
+    assert (
+        line
+        == "trace.json: out of memory at the memory limit 640MB; raise it, e.g. TRACEHOUSE_MEMORY_LIMIT=1280MB"
+    )
+    assert memory.is_out_of_memory(MemoryError())
+    assert not memory.is_out_of_memory(ValueError("x"))
+
+
+def test_a_trace_ingests_and_derives_under_a_tiny_limit_spilling(tmp_path, monkeypatch):
+    """200 MB for DuckDB (one thread; the derive's launch-site join needs more than 100 MB on this run): the
+    run ingests and derives (spilling where it must) with the rows of a run ingested at the default; the spill folders are
+    gone after."""
+    from tracehouse.ingest.load import ingest_paths
+    from tracehouse.synth import write_scenario
+    from tracehouse.warehouse import catalog, derived
+    from tracehouse.warehouse.store import Warehouse
+
+    trace = tmp_path / "run"
+    write_scenario("serving-decode", trace, ranks=1, target_size=30_000_000, seed=3)
+    outcomes = {}
+    for name, limit in (("tiny", "200MB"), ("default", None)):
+        if limit:
+            monkeypatch.setenv("TRACEHOUSE_MEMORY_LIMIT", limit)
+        else:
+            monkeypatch.delenv("TRACEHOUSE_MEMORY_LIMIT", raising=False)
+        wh = Warehouse(tmp_path / name)
+        (outcome,) = ingest_paths(wh, [trace], derive="none")
+        assert outcome.stored and not outcome.problems, outcome
+        assert derived.derive(wh, [outcome.run_id]) == {outcome.run_id: None}
+        con = catalog.connect(wh)
+        outcomes[name] = [
+            con.execute(f"SELECT count(*), sum(dur_ns) FROM {t}").fetchone() for t in ("kernels", "cpu_ops")
+        ] + [con.execute("SELECT * FROM step_breakdown ORDER BY ALL").fetchall()]
+        assert not list(wh.root.rglob("spill")) and not list(wh.root.rglob(".work-*"))
+    assert outcomes["tiny"] == outcomes["default"]
+
+
+def test_ingest_out_of_memory_is_one_line_and_stores_nothing(tmp_path, monkeypatch):
+    from tracehouse.ingest.load import ingest_paths
+    from tracehouse.synth import write_scenario
+    from tracehouse.warehouse.catalog import published_runs
+    from tracehouse.warehouse.store import Warehouse
+
+    trace = tmp_path / "run"
+    write_scenario("serving-decode", trace, ranks=1, target_size=10_000_000, seed=3)
+    monkeypatch.setenv("TRACEHOUSE_MEMORY_LIMIT", "1MB")  # nothing fits, and nothing may spill that far
+    wh = Warehouse(tmp_path / "wh")
+    (outcome,) = ingest_paths(wh, [trace], derive="none")
+    assert not outcome.stored
+    (problem,) = outcome.problems
+    assert "\n" not in problem.message and "TRACEHOUSE_MEMORY_LIMIT=2MB" in problem.message, problem.message
+    assert published_runs(wh) == []
+
+
+@pytest.mark.parametrize("text", ["640MB", "2GB"])
+def test_duckdb_accepts_the_policys_settings(text):
+    con = duckdb.connect()
+    memory.apply(con, memory.settings(env={"TRACEHOUSE_MEMORY_LIMIT": text}))
+    assert con.execute("SELECT current_setting('threads')").fetchone()[0] >= 1

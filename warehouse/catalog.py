@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 
 import duckdb
+from tracehouse.warehouse import memory
 from tracehouse.warehouse.docs import comment_statements
 from tracehouse.warehouse.quoting import sql_string
 from tracehouse.warehouse.store import ALL_TABLES, SCHEMA_PARTITION, Warehouse
@@ -303,7 +304,8 @@ def connect(
     """A DuckDB connection with every table and view; with lockdown, it can read nothing else.
 
     runs: focus the connection on these runs only (see `focus`).
-    settings: DuckDB settings made before the lockdown (e.g. memory_limit, temp_directory).
+    settings: DuckDB settings made before the lockdown (default: the memory policy's, warehouse.memory:
+    memory_limit and threads; DuckDB's own spill folder).
     kept: the per-run views read their kept rows where a run has them (read_kept, from the derived
     store's listing now); False: every view is computed from the tables, so a view this session replaces
     (a temp view of report_params, say) is followed by every view above it. Nothing is written: a reader
@@ -327,7 +329,7 @@ def connect(
     focus(con, runs)
     if kept and not rules_file:  # a --rules file's categories are not those the rows were kept with
         read_kept(con, warehouse)  # after focus, and again by each focus() on this connection
-    for name, value in (settings or {}).items():
+    for name, value in (memory.settings() if settings is None else settings).items():
         con.execute(f"SET {name} = {sql_string(value)}")
     if lockdown:
         con.execute(f"SET allowed_directories = [{sql_string(str(warehouse.root) + '/')}]")
@@ -409,6 +411,7 @@ def connect_base(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
     ensure_schema_files(warehouse)
     con = duckdb.connect(":memory:")
     con.execute("SET enable_progress_bar = false")
+    memory.apply(con, memory.settings())
     con.execute(f"SET VARIABLE {ROOT} = ?", [str(warehouse.root)])
     for table in ALL_TABLES:
         con.execute(base_view_sql(table))

@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
+from tracehouse.warehouse import memory
 from tracehouse.warehouse.catalog import (
     KEPT_FILE,
     TYPES_FILE,
@@ -95,7 +96,7 @@ def derive(
 ) -> dict[str, str | None]:
     """Keep the per-run views' rows of these runs (default: every published run); nothing kept already.
 
-    memory_limit: DuckDB's (None: its default, most of the machine's memory).
+    memory_limit: DuckDB's (None: the memory policy's, warehouse.memory; TRACEHOUSE_MEMORY_LIMIT).
     progress: called with a line as each view is done (its name and seconds), or None.
     Returns {run: None when derived, else why not (one line)}: a run this process cannot derive (a
     warehouse it may only read, a run too large for the memory limit) is left to its readers to compute."""
@@ -113,10 +114,17 @@ def derive(
             try:
                 _derive_run(warehouse, store, views, run_id, memory_limit, progress)
                 out[run_id] = None
-            except (duckdb.Error, OSError) as exc:
+            except (duckdb.Error, OSError, MemoryError) as exc:
                 check_interrupt()  # DuckDB's "INTERRUPT Error": no failed derive, an interrupted one
-                out[run_id] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                out[run_id] = _why(exc, run_id)
     return out
+
+
+def _why(exc: BaseException, run_id: str) -> str:
+    """One line: why the run was not derived (out of memory: the setting to raise)."""
+    if memory.is_out_of_memory(exc):
+        return memory.out_of_memory_line(f"the derive of run {run_id}")
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def missing_views(warehouse: Warehouse, run_id: str, store: Path | None = None) -> list[str]:
@@ -236,13 +244,11 @@ def _compute(warehouse, store: Path, work: Path, order, missing, run_id: str, me
     # Not locked down (it writes its files; no user SQL runs on it); DuckDB spills to disk beyond the memory
     # limit. Each view is computed once and written to Parquet as its rows stream, and the views after it
     # read that file: nothing is held in memory between views, whatever the run's size.
-    settings = {"temp_directory": str(work / "spill"), "preserve_insertion_order": "false"}
-    con = connect(
-        warehouse,
-        runs=[run_id],
-        lockdown=False,
-        settings=settings | ({"memory_limit": memory_limit} if memory_limit else {}),
-    )
+    # The memory policy's settings, no row order kept (every query here says its own).
+    settings = memory.settings(work / "spill", ordered=False)
+    if memory_limit:
+        settings |= {"memory_limit": memory_limit, "threads": str(memory.threads(memory_limit))}
+    con = connect(warehouse, runs=[run_id], lockdown=False, settings=settings)
     try:
         for i, view in enumerate(order, 1):
             started = time.perf_counter()

@@ -42,6 +42,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 import duckdb
+from tracehouse.warehouse import local_db
 from tracehouse.warehouse.catalog import FOCUS, ROOT, connect, focus, materialize, view_files
 from tracehouse.warehouse.query import run_query as run_duckdb_query
 from tracehouse.warehouse.store import Warehouse
@@ -247,8 +248,7 @@ def open_tables(
     views of sql/ over them, created in the order given (a view after the views it reads); the views in
     `computed` are computed once and kept (catalog.materialize), for views that later ones read many
     times. The same view files as the catalogue's, so a rule has one definition whatever rows it reads."""
-    con = duckdb.connect(":memory:")
-    con.execute("SET enable_progress_bar = false")
+    con = local_db.connect()
     for name, table in tables.items():
         # one chunk: a table read from a thousand per-run files has a thousand, and DuckDB scans many small
         # Arrow chunks slowly

@@ -11,12 +11,18 @@ none still has it on.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import duckdb
+from tracehouse.warehouse import memory
 
 
-def connect(database: str = ":memory:") -> duckdb.DuckDBPyConnection:
+def connect(database: str = ":memory:", spill: Path | None = None) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection to `database` (default: a new in-memory one) that never prints a progress bar
-    (nor do its cursors: they inherit the setting)."""
+    (nor do its cursors: they inherit the setting), with the memory policy's limit and threads
+    (warehouse.memory), spilling past the limit into `spill` (None: DuckDB's own folder; DuckDB removes
+    its files as the connection closes)."""
     con = duckdb.connect(database)
     con.execute("SET enable_progress_bar = false")
+    memory.apply(con, memory.settings(spill))
     return con

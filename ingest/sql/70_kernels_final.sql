@@ -33,7 +33,9 @@ SELECT u.kernel_id,
             WHEN u.t <= w.gpu_end_ns THEN w.step END
 FROM unlinked u ASOF LEFT JOIN gpu_windows w ON u.t >= w.gpu_start_ns;
 
--- the one wide table: the linked activities with the event's own columns, read from `events` once
+-- the one wide table: the linked activities with the event's own columns, read from `events` once (unsorted:
+-- ingest.rank.write_tables sorts it as it writes the Parquet file; a second sort of these wide rows ran a
+-- 1 GB trace out of memory at 640 MB)
 CREATE OR REPLACE TABLE kernels AS
 SELECT k.kernel_id, k.device, k.stream, k.kind, k.name, k.start_ns, k.dur_ns,
        k.start_ns + k.dur_ns AS end_ns,
@@ -46,8 +48,7 @@ SELECT k.kernel_id, k.device, k.stream, k.kind, k.name, k.start_ns, k.dur_ns,
 FROM kernel_launch k
 JOIN events e ON e.ev_id = k.kernel_id
 LEFT JOIN kernel_step s USING (kernel_id)
-LEFT JOIN steps st ON st.step = s.step
-ORDER BY k.start_ns, k.kernel_id;
+LEFT JOIN steps st ON st.step = s.step;
 
 -- streams: one row per (device, stream) with GPU activity; busy_ns is the union of its activities
 -- (gaps-and-islands: an activity starts a new island when it begins after every earlier one ended).

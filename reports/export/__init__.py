@@ -32,8 +32,8 @@ is written when both its ends are exported.
 Memory: every table is read per rank in tiles of about TILE_ROWS rows by start time (tracks.py), each tile in
 start order in record batches and written as it is read; only the open slices of each track (lanes) are held.
 A tile's query joins narrow per-rank temp tables (the activities' categories, the launch links), never the
-wide host rows (one whole-run query ran a 1 GB run out of 2 GB). DuckDB's memory limit is MEMORY_LIMIT (1/8 of the machine within
-512 MB..2 GB; TRACEHOUSE_EXPORT_MEMORY), its spill SPILL_LIMIT. No analysis is a whole-rank query: the per-step
+wide host rows (one whole-run query ran a 1 GB run out of 2 GB). DuckDB's memory limit is MEMORY_LIMIT (the memory policy's,
+warehouse.memory: TRACEHOUSE_MEMORY_LIMIT), its spill SPILL_LIMIT. No analysis is a whole-rank query: the per-step
 ones (critical path, layers, data_quality's per-step flags STEP_FLAGS) are computed per batch of STEP_BATCH
 steps over the rank's rows that overlap the batch's span (temp tables: scoped.scope), so their work is that of the
 analysed steps, not of the run (on a 300 MB run: critical path of 64 steps 98 s -> 1 s); idle gaps and exposed
@@ -69,7 +69,6 @@ from tracehouse.reports.export.params import (
     ExportError,
     ExportParams,
     ExportSummary,
-    default_memory_limit,
     export_settings,
     parse_window,
     spill_dir,
@@ -93,7 +92,6 @@ __all__ = [
     "ExportParams",
     "ExportSummary",
     "clock_alignment",
-    "default_memory_limit",
     "export_run",
     "export_settings",
     "parse_window",
@@ -183,7 +181,7 @@ def export_run(
         raise ExportError(
             f"the run's activities did not fit DuckDB's memory limit {MEMORY_LIMIT}: {first}; nothing "
             "written",
-            hint="export a --step, a --window or one --rank, or raise TRACEHOUSE_EXPORT_MEMORY",
+            hint="export a --step, a --window or one --rank, or raise TRACEHOUSE_MEMORY_LIMIT",
         ) from None
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -9,6 +9,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from tracehouse.reports.export.clocks import ClockAlignment
+from tracehouse.warehouse import memory
 from tracehouse.warehouse.store import Warehouse
 
 from tracehouse.errors import TracehouseError
@@ -19,32 +20,10 @@ TILE_ROWS = int(os.environ.get("TRACEHOUSE_EXPORT_TILE_ROWS", "200000"))
 FAR = 1 << 62  # an open window's bound
 
 
-def _machine_memory() -> int | None:
-    """Bytes this process may use: the cgroup's limit where one is set (a container), else physical memory."""
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            text = Path(path).read_text().strip()
-        except OSError:
-            continue
-        if text.isdigit() and int(text) < 1 << 60:
-            return int(text)
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def default_memory_limit(total: int | None = None) -> str:
-    """DuckDB's memory limit for the export: 1/8 of the machine's memory, within [512 MB, 2 GB]. DuckDB's sorts
-    spill to disk past it, so the peak RSS is about this limit plus ~0.2 GB of Python whatever the run's size
-    (bench/results.md, "export"); but activity_category over a 432k-activity run needs more than 1 GB (it ran
-    out of memory at 1 GB, the GPU tracks with it), hence the 2 GB cap. TRACEHOUSE_EXPORT_MEMORY overrides it."""
-    total = _machine_memory() if total is None else total
-    mb = 2048 if total is None else max(512, min(2048, total // 8 // (1 << 20)))
-    return f"{mb}MB"
-
-
-MEMORY_LIMIT = os.environ.get("TRACEHOUSE_EXPORT_MEMORY") or default_memory_limit()
+# DuckDB's memory limit of the export's connections: the memory policy's (warehouse.memory; TRACEHOUSE_MEMORY_LIMIT).
+# DuckDB's sorts spill past it, so the peak RSS is about this limit plus ~0.2 GB of Python whatever the run's size
+# (bench/results.md, "export")
+MEMORY_LIMIT = memory.memory_limit()
 # DuckDB's spill files of one export at most (TRACEHOUSE_EXPORT_SPILL): a view past it fails like one out of
 # memory (its track not drawn, said). Without a cap, the 300 MB benchmark's analysis tracks spilled 34 GB in
 # 30 minutes (bench/results.md, "export")
@@ -134,8 +113,4 @@ def spill_dir(warehouse: Warehouse) -> Path:
 
 def export_settings(warehouse: Warehouse) -> dict[str, str]:
     """The DuckDB settings of an export's connection: its memory limit, spilling into spill_dir."""
-    return {
-        "memory_limit": MEMORY_LIMIT,
-        "temp_directory": str(spill_dir(warehouse)),
-        "max_temp_directory_size": SPILL_LIMIT,
-    }
+    return memory.settings(spill_dir(warehouse)) | {"max_temp_directory_size": SPILL_LIMIT}

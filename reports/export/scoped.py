@@ -71,7 +71,7 @@ def guard(summary: ExportSummary, what: str, compute: Callable, *args):
         first = str(e).strip().splitlines()[0][:160]
         summary.notes.append(
             f"{what} not drawn: {first} (memory limit {MEMORY_LIMIT}, spill {SPILL_LIMIT}: export "
-            "a --step or --window, or set TRACEHOUSE_EXPORT_MEMORY / TRACEHOUSE_EXPORT_SPILL)"
+            "a --step or --window, or raise TRACEHOUSE_MEMORY_LIMIT / TRACEHOUSE_EXPORT_SPILL)"
         )
         return None
 

@@ -1,0 +1,156 @@
+"""Peak RSS and time of ingest and derive under the memory policy (warehouse.memory), per trace size and setting.
+
+    python bench/memory_bench.py [--sizes 1GB,4GB] [--settings default,640MB] [--tmp DIR] [--out FILE]
+
+For each size, a synthesized serving-decode trace of one rank (`tracehouse synth serving-decode --ranks 1
+--target-size SIZE`, kept in --tmp between runs: a 4 GB one takes minutes to write); for each setting
+(`default`: TRACEHOUSE_MEMORY_LIMIT unset; else its value), a fresh warehouse, then two processes, each
+timed: `tracehouse ingest --no-derive FOLDER` and `tracehouse derive`. Peak RSS is the largest resident set
+of the process or any process it waited for (wait4's ru_maxrss, what `/usr/bin/time -v` reports); time is
+wall clock. A step that fails is a row with its one-line error. Writes a markdown table to --out
+(default bench/results-memory.md) and prints it. The target (issue 36): peak RSS < 1 GB at the
+low-memory setting (640MB), ingest and derive, at 1 GB and 4 GB, never failing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACEHOUSE = [str(Path(sys.executable).with_name("tracehouse"))]  # the venv's command
+TARGET_MB = 1000  # peak RSS at the low-memory setting (10^6 bytes)
+LOW = "640MB"
+
+
+def size_bytes(text: str) -> int:
+    units = {"KB": 10**3, "MB": 10**6, "GB": 10**9}
+    text = text.strip().upper()
+    for unit, scale in units.items():
+        if text.endswith(unit):
+            return int(float(text[: -len(unit)]) * scale)
+    return int(text)
+
+
+def timed(cmd: list[str], env: dict) -> tuple[float, float, int, str]:
+    """(wall s, peak RSS MB, exit status, last line of stderr) of one process."""
+    began = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - began
+    last = [line for line in err.splitlines() if line.strip()]
+    return wall, usage.ru_maxrss * 1024 / 1e6, proc.returncode, (last[-1] if last else "")[:200]
+
+
+def trace_for(size: str, tmp: Path) -> Path:
+    """The folder of the synthesized run (its trace file and capture traces, as `tracehouse synth` writes
+    it), written once."""
+    folder = tmp / f"trace-{size}"
+    if not (folder / "ground_truth.json.gz").is_file() and not (folder / "ground_truth.json").is_file():
+        shutil.rmtree(folder, ignore_errors=True)
+        cmd = [
+            *TRACEHOUSE,
+            "synth",
+            "serving-decode",
+            "--ranks",
+            "1",
+            "--target-size",
+            size,
+            "-o",
+            str(folder),
+        ]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return folder
+
+
+def measure(trace: Path, setting: str, tmp: Path) -> list[dict]:
+    env = {k: v for k, v in os.environ.items() if k not in ("TRACEHOUSE_MEMORY_LIMIT", "TRACEHOUSE_DERIVE")}
+    if setting != "default":
+        env["TRACEHOUSE_MEMORY_LIMIT"] = setting
+    wh = tmp / "wh"
+    shutil.rmtree(wh, ignore_errors=True)
+    rows = []
+    for step, args in (("ingest", ["ingest", "--no-derive", str(trace)]), ("derive", ["derive"])):
+        wall, rss, status, err = timed([*TRACEHOUSE, "--warehouse", str(wh), *args], env)
+        rows.append(
+            {"step": step, "setting": setting, "wall": wall, "rss": rss, "ok": status == 0, "err": err}
+        )
+        print(f"  {step} at {setting}: {wall:.0f} s, {rss:.0f} MB{'' if status == 0 else ' FAILED: ' + err}")
+        if status != 0:
+            break
+    shutil.rmtree(wh, ignore_errors=True)
+    return rows
+
+
+def table(results: list[tuple[str, int, dict]]) -> str:
+    lines = [
+        "| trace (JSON) | setting | step | wall (s) | peak RSS (MB) | target |",
+        "|---|---|---|---|---|---|",
+    ]
+    for size, json_bytes, r in results:
+        target = ""
+        if r["setting"] == LOW:
+            target = "< 1000 MB: " + ("ok" if r["ok"] and r["rss"] < TARGET_MB else "MISSED")
+        status = "" if r["ok"] else f" FAILED ({r['err']})"
+        lines.append(
+            f"| {size} ({json_bytes / 1e9:.2f} GB) | {r['setting']} | {r['step']}{status} | {r['wall']:.0f} | "
+            f"{r['rss']:.0f} | {target} |"
+        )
+    return "\n".join(lines)
+
+
+def json_size(trace: Path) -> int:
+    if trace.suffix != ".gz":
+        return trace.stat().st_size
+    with open(trace, "rb") as f:  # the gzip trailer: size mod 4 GiB
+        f.seek(-4, 2)
+        size = int.from_bytes(f.read(4), "little")
+    compressed = trace.stat().st_size
+    while size < compressed * 3:  # JSON inflates well over 3x; add the wrapped 4 GiB
+        size += 1 << 32
+    return size
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1GB,4GB")
+    parser.add_argument("--settings", default=f"default,{LOW}")
+    parser.add_argument("--tmp", default="/tmp/tracehouse-memory-bench")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results-memory.md"))
+    opts = parser.parse_args()
+    tmp = Path(opts.tmp)
+    tmp.mkdir(parents=True, exist_ok=True)
+    began = time.time()
+    load = os.getloadavg()
+    results = []
+    for size in opts.sizes.split(","):
+        folder = trace_for(size, tmp)
+        (trace,) = sorted(folder.glob("*.trace.json*"))
+        print(f"{size}: {folder}")
+        for setting in opts.settings.split(","):
+            results.extend((size, json_size(trace), r) for r in measure(folder, setting, tmp))
+    text = table(results)
+    print(text)
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / (1 << 30)
+    Path(opts.out).write_text(
+        "# tracehouse benchmarks: memory (ingest and derive under the memory policy)\n\n"
+        f"Written by `python bench/memory_bench.py --sizes {opts.sizes} --settings {opts.settings}` in "
+        f"{time.time() - began:.0f} s on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC: {os.cpu_count()} "
+        f"cores, {memory:.1f} GiB, load average at start {load[0]:.1f}, python {platform.python_version()}. "
+        "Each step is its own process (`tracehouse ingest --no-derive`, then `tracehouse derive`) on a fresh "
+        "warehouse; peak RSS is wait4's ru_maxrss (as `/usr/bin/time -v`). The machine was shared: times "
+        "move with its load, the memory figures do not.\n\n" + text + "\n"
+    )
+
+
+if __name__ == "__main__":
+    main()
