@@ -375,7 +375,7 @@ def run_query_spark(catalog: SparkCatalog, sql: str):
         spark_sql = ("EXPLAIN " if explain else "") + to_spark_sql(body)
         frame = catalog.session.sql(spark_sql)
         rows = [tuple(row) for row in frame.collect()]
-    except ValueError as exc:  # a construct that has no faithful Spark form (_spark_transforms)
+    except ValueError as exc:  # no faithful Spark form (spark_dialect._spark_transforms)
         raise QueryError(f"cannot run this query on Spark: {exc}")
     except Exception as exc:  # pyspark's AnalysisException, ParseException, Py4JJavaError ...
         if type(exc).__module__.startswith(("pyspark", "py4j")):

@@ -241,6 +241,21 @@ def _spark_transforms(node: exp.Expression) -> exp.Expression:
     Not translatable without types: `len(xs)` of a list is Spark's `size`, of a text `length`; sqlglot
     writes LENGTH: the views write `array_length(xs)` for a list (the same function in DuckDB).
     """
+    for rewrite in (
+        _list_rewrite,
+        _list_function_rewrite,
+        _window_rewrite,
+        _numeric_rewrite,
+        _quantile_rewrite,
+    ):
+        new = rewrite(node)
+        if new is not None:
+            return new
+    return node
+
+
+def _list_rewrite(node: exp.Expression) -> exp.Expression | None:
+    """HUGEINT, list indexes and slices, TRY_CAST(json(s) AS T[]) (see _spark_transforms); None: not one."""
     if isinstance(node, exp.DataType) and node.this == exp.DataType.Type.INT128:
         return exp.DataType.build("DECIMAL(38, 0)")
     if isinstance(node, exp.Bracket) and len(node.expressions) == 1 and not node.args.get("json_access"):
@@ -250,30 +265,72 @@ def _spark_transforms(node: exp.Expression) -> exp.Expression:
         if not (isinstance(index, exp.Literal) and index.is_string):
             return _list_element(node.this, index)
     if (
-        isinstance(node, exp.Transform)
-        and isinstance(node.this, exp.Anonymous)
-        and node.this.name.lower() == "list_zip"
-    ):
-        return _zip_transform(node)
-    if isinstance(node, exp.Anonymous) and node.name.lower() == "list_zip":
-        raise ValueError(
-            f"{node.sql(READ_DIALECT)}: list_zip has no Spark form here (only under list_transform)"
-        )
-    if isinstance(node, exp.Anonymous) and node.name.lower() in _LIST_FOLDS and len(node.expressions) == 1:
-        return _list_fold(node.expressions[0], _LIST_FOLDS[node.name.lower()])
-    if (
         isinstance(node, exp.TryCast)
         and isinstance(node.this, exp.ParseJSON)
         and node.to.this == exp.DataType.Type.ARRAY
     ):
         return _json_list(node.this.this, node.to)
+    return None
+
+
+def _list_function_rewrite(node: exp.Expression) -> exp.Expression | None:
+    """list_zip under list_transform, list_sum / list_bool_and / list_bool_or, list_reduce (see
+    _spark_transforms); None: not one."""
+    if (
+        isinstance(node, exp.Transform)
+        and isinstance(node.this, exp.Anonymous)
+        and node.this.name.lower() == "list_zip"
+    ):
+        return _zip_transform(node)
+    if not isinstance(node, exp.Anonymous):
+        return None
+    name = node.name.lower()
+    if name == "list_zip":
+        raise ValueError(
+            f"{node.sql(READ_DIALECT)}: list_zip has no Spark form here (only under list_transform)"
+        )
+    if name in _LIST_FOLDS and len(node.expressions) == 1:
+        return _list_fold(node.expressions[0], _LIST_FOLDS[name])
+    if name == "list_reduce":
+        return _list_reduce(node)
+    return None
+
+
+def _list_reduce(node: exp.Anonymous) -> exp.Expression:
+    """list_reduce(xs, f[, init]) -> aggregate(xs, init, f); without init DuckDB starts from the first
+    element: aggregate(the rest, the first, f) (an empty or NULL list gives NULL, as in DuckDB)."""
+    xs, fn, *init = node.expressions
+    if init:
+        return exp.Anonymous(this="aggregate", expressions=[xs, init[0], fn])
+    first = exp.Anonymous(this="try_element_at", expressions=[xs.copy(), exp.Literal.number(1)])
+    rest = exp.Anonymous(
+        this="slice",
+        expressions=[
+            xs.copy(),
+            exp.Literal.number(2),
+            exp.Anonymous(this="size", expressions=[xs.copy()]),
+        ],
+    )
+    return exp.Anonymous(this="aggregate", expressions=[rest, first, fn])
+
+
+def _window_rewrite(node: exp.Expression) -> exp.Expression | None:
+    """Frameless window functions, FILTER before IGNORE / RESPECT NULLS (see _spark_transforms); None:
+    not one (a window rewritten in place is returned as it is)."""
     if isinstance(node, exp.Select) and node.args.get("windows"):
         _inline_frameless_windows(node)
+        return node
     if isinstance(node, exp.Window) and isinstance(node.this, _FRAMELESS) and node.args.get("spec"):
         node.set("spec", None)
+        return node
     if isinstance(node, exp.Filter) and isinstance(node.this, (exp.IgnoreNulls, exp.RespectNulls)):
         nulls = node.this
         return type(nulls)(this=exp.Filter(this=nulls.this, expression=node.expression))
+    return None
+
+
+def _numeric_rewrite(node: exp.Expression) -> exp.Expression | None:
+    """`/` and avg in DOUBLE, regexp_replace's first match (see _spark_transforms); None: not one."""
     if (
         isinstance(node, exp.Div)
         and not node.args.get("typed")
@@ -287,43 +344,6 @@ def _spark_transforms(node: exp.Expression) -> exp.Expression:
         )
     if isinstance(node, exp.Avg) and not isinstance(node.this, exp.Cast):
         return exp.Avg(this=exp.Cast(this=node.this, to=exp.DataType.build("DOUBLE")))
-    if isinstance(node, exp.Anonymous) and node.name.lower() == "list_reduce":
-        # list_reduce(xs, f[, init]) -> aggregate(xs, init, f); without init DuckDB starts from the first
-        # element: aggregate(the rest, the first, f) (an empty or NULL list gives NULL, as in DuckDB)
-        xs, fn, *init = node.expressions
-        if init:
-            return exp.Anonymous(this="aggregate", expressions=[xs, init[0], fn])
-        first = exp.Anonymous(this="try_element_at", expressions=[xs.copy(), exp.Literal.number(1)])
-        rest = exp.Anonymous(
-            this="slice",
-            expressions=[
-                xs.copy(),
-                exp.Literal.number(2),
-                exp.Anonymous(this="size", expressions=[xs.copy()]),
-            ],
-        )
-        return exp.Anonymous(this="aggregate", expressions=[rest, first, fn])
-    if (
-        isinstance(node, exp.PercentileDisc)
-        and node.expression is not None
-        and not isinstance(node.parent, (exp.WithinGroup, exp.Window, exp.Filter))
-        and not isinstance(node.expression, exp.Array)
-    ):
-        return _quantile_disc(node.this, node.expression)
-    if (
-        isinstance(node, exp.PercentileDisc)
-        and node.expression is not None
-        and not isinstance(node.parent, exp.WithinGroup)
-    ):
-        # over a window or with a FILTER: percentile_disc(q) WITHIN GROUP (ORDER BY x): the same value, but
-        # DOUBLE (DuckDB keeps x's type); an actual value, exact (as
-        # Anonymous: sqlglot's Spark writer would turn PercentileDisc into the approximate percentile)
-        return exp.WithinGroup(
-            this=exp.Anonymous(this="percentile_disc", expressions=[node.expression]),
-            expression=exp.Order(expressions=[exp.Ordered(this=node.this)]),
-        )
-    if isinstance(node, exp.PercentileCont) and node.expression is not None:
-        return exp.Anonymous(this="percentile", expressions=[node.this, node.expression])
     if isinstance(node, exp.RegexpReplace):
         modifiers = node.args.get("modifiers")
         flags = modifiers.name if isinstance(modifiers, exp.Literal) else ""
@@ -337,7 +357,29 @@ def _spark_transforms(node: exp.Expression) -> exp.Expression:
                 "match; add 'g' or anchor the pattern with ^"
             )
         node.set("modifiers", None)
-    return node
+        return node
+    return None
+
+
+def _quantile_rewrite(node: exp.Expression) -> exp.Expression | None:
+    """quantile_disc and quantile_cont (see _spark_transforms); None: not one."""
+    if isinstance(node, exp.PercentileCont) and node.expression is not None:
+        return exp.Anonymous(this="percentile", expressions=[node.this, node.expression])
+    if not isinstance(node, exp.PercentileDisc) or node.expression is None:
+        return None
+    if not isinstance(node.parent, (exp.WithinGroup, exp.Window, exp.Filter)) and not isinstance(
+        node.expression, exp.Array
+    ):
+        return _quantile_disc(node.this, node.expression)
+    if not isinstance(node.parent, exp.WithinGroup):
+        # over a window or with a FILTER: percentile_disc(q) WITHIN GROUP (ORDER BY x): the same value, but
+        # DOUBLE (DuckDB keeps x's type); an actual value, exact (as
+        # Anonymous: sqlglot's Spark writer would turn PercentileDisc into the approximate percentile)
+        return exp.WithinGroup(
+            this=exp.Anonymous(this="percentile_disc", expressions=[node.expression]),
+            expression=exp.Order(expressions=[exp.Ordered(this=node.this)]),
+        )
+    return None
 
 
 def _transform_all(node: exp.Expression) -> exp.Expression:
