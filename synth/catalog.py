@@ -36,7 +36,7 @@ class Kernel:
     scales: bool = True  # duration grows with the batch/token count
 
 
-def _k(name, cat, ns, grid, block, regs, smem, site, cpu_op, api="rt", collective="", scales=True):
+def kernel(name, cat, ns, grid, block, regs, smem, site, cpu_op, api="rt", collective="", scales=True):
     file, line, func = site
     return Kernel(name, cat, ns, grid, block, regs, smem, file, line, func, cpu_op, api, collective, scales)
 
@@ -77,7 +77,7 @@ _AMD = "amd"
 
 # ---- serving model (DeepSeek-style MoE decoder) -------------------------------------------------
 NV_SERVING = {
-    "norm_fused": _k(
+    "norm_fused": kernel(
         "void flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, "
         "__nv_bfloat16*, unsigned int, unsigned int, unsigned int, float, float)",
         "norm",
@@ -89,7 +89,7 @@ NV_SERVING = {
         S["norm_fused"],
         "sgl_kernel::fused_add_rmsnorm",
     ),
-    "add": _k(
+    "add": kernel(
         "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, "
         "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)",
         "elementwise",
@@ -101,7 +101,7 @@ NV_SERVING = {
         S["add"],
         "aten::add",
     ),
-    "norm": _k(
+    "norm": kernel(
         "void flashinfer::norm::RMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, "
         "__nv_bfloat16*, unsigned int, unsigned int, unsigned int, float, float)",
         "norm",
@@ -113,7 +113,7 @@ NV_SERVING = {
         S["norm"],
         "sgl_kernel::rmsnorm",
     ),
-    "qkv_a": _k(
+    "qkv_a": kernel(
         "nvjet_tst_64x8_64x16_4x1_v_bz_splitK_TNT",
         "gemm",
         6_412,
@@ -125,7 +125,7 @@ NV_SERVING = {
         "aten::mm",
         api="drv",
     ),
-    "q_a_norm": _k(
+    "q_a_norm": kernel(
         "void flashinfer::norm::RMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, "
         "__nv_bfloat16*, unsigned int, unsigned int, unsigned int, float, float)",
         "norm",
@@ -137,7 +137,7 @@ NV_SERVING = {
         S["q_a_norm"],
         "sgl_kernel::rmsnorm",
     ),
-    "q_b": _k(
+    "q_b": kernel(
         "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NTN",
         "gemm",
         7_841,
@@ -149,7 +149,7 @@ NV_SERVING = {
         "aten::mm",
         api="drv",
     ),
-    "rope": _k(
+    "rope": kernel(
         "void flashinfer::BatchQKApplyRotaryPosIdsCosSinCacheKernel<true, 64u, 8u, 16u, __nv_bfloat16, "
         "long>(__nv_bfloat16*, __nv_bfloat16*, __nv_bfloat16*, __nv_bfloat16*, float*, long*, unsigned int, "
         "unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, "
@@ -163,7 +163,7 @@ NV_SERVING = {
         S["rope"],
         "sgl_kernel::apply_rope_pos_ids_cos_sin_cache",
     ),
-    "attn": _k(
+    "attn": kernel(
         "void flashinfer::mla::BatchMLAPagedAttentionKernel<flashinfer::mla::KernelTraits<true, 2u, 64u, "
         "64u, 512u, 64u, __nv_bfloat16, __nv_bfloat16, __nv_bfloat16, int>, flashinfer::mla::MLAParams<"
         "__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, int> >(flashinfer::mla::MLAParams<__nv_bfloat16, "
@@ -177,7 +177,7 @@ NV_SERVING = {
         S["attn"],
         "sgl_kernel::batch_mla_paged_attention_run",
     ),
-    "attn_prefill": _k(
+    "attn_prefill": kernel(
         "void flashinfer::BatchPrefillWithRaggedKVCacheKernel<flashinfer::KernelTraits<"
         "(flashinfer::MaskMode)1, 128u, 1u, 4u, 16u, 8u, 1u, 1u, (flashinfer::PosEncodingMode)0, "
         "__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, float, int, flashinfer::DefaultAttention<false, "
@@ -192,7 +192,7 @@ NV_SERVING = {
         S["attn_prefill"],
         "sgl_kernel::batch_prefill_with_ragged_kv_cache_run",
     ),
-    "o_proj": _k(
+    "o_proj": kernel(
         "nvjet_tst_128x64_64x8_2x1_v_bz_splitK_TNT",
         "gemm",
         8_264,
@@ -204,7 +204,7 @@ NV_SERVING = {
         "aten::mm",
         api="drv",
     ),
-    "custom_ar": _k(
+    "custom_ar": kernel(
         "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 4>(vllm::RankData*, vllm::RankSignals, "
         "vllm::Signal*, __nv_bfloat16*, int, int)",
         "communication",
@@ -217,7 +217,7 @@ NV_SERVING = {
         "sgl_kernel::all_reduce",
         collective="allreduce",
     ),
-    "router": _k(
+    "router": kernel(
         "void sglang::router_gemm_kernel<__nv_bfloat16, 128, 8, 256, 7168>(float*, __nv_bfloat16 const*, "
         "__nv_bfloat16 const*)",
         "moe",
@@ -229,7 +229,7 @@ NV_SERVING = {
         S["router"],
         "sgl_kernel::dsv3_router_gemm",
     ),
-    "topk": _k(
+    "topk": kernel(
         "void moe_fused_gate_kernel<float, 256, 8, 8, 32>(void*, void*, float*, int*, long, long, long, "
         "long, double)",
         "moe",
@@ -241,7 +241,7 @@ NV_SERVING = {
         S["topk"],
         "sgl_kernel::moe_fused_gate",
     ),
-    "moe_permute": _k(
+    "moe_permute": kernel(
         "void tensorrt_llm::kernels::cutlass_kernels::expandInputRowsKernel<__nv_fp8_e4m3, "
         "__nv_fp8_e4m3, __nv_bfloat16, (tensorrt_llm::kernels::cutlass_kernels::TmaWarpSpecializedGrouped"
         "GemmInput::FpXBlockScalingType)0, false>(__nv_fp8_e4m3 const*, __nv_fp8_e4m3*, float const*, "
@@ -255,7 +255,7 @@ NV_SERVING = {
         S["moe_permute"],
         "sgl_kernel::prepare_moe_input",
     ),
-    "moe_gemm1": _k(
+    "moe_gemm1": kernel(
         "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cutlass::gemm::GroupProblemShape"
         "<cute::tuple<int, int, int> >, cutlass::gemm::collective::CollectiveMma<cutlass::gemm::"
         "MainloopSm90TmaGmmaWarpSpecializedFP8<4, cute::tuple<cute::C<2>, cute::C<1>, cute::C<1> >, "
@@ -273,7 +273,7 @@ NV_SERVING = {
         "sgl_kernel::fp8_blockwise_scaled_grouped_mm",
         api="drv",
     ),
-    "moe_act": _k(
+    "moe_act": kernel(
         "void flashinfer::activation::act_and_mul_kernel<__nv_bfloat16, &silu<float> >(__nv_bfloat16*, "
         "__nv_bfloat16 const*, int)",
         "activation",
@@ -285,7 +285,7 @@ NV_SERVING = {
         S["moe_act"],
         "sgl_kernel::silu_and_mul",
     ),
-    "moe_gemm2": _k(
+    "moe_gemm2": kernel(
         "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cutlass::gemm::GroupProblemShape"
         "<cute::tuple<int, int, int> >, cutlass::gemm::collective::CollectiveMma<cutlass::gemm::"
         "MainloopSm90TmaGmmaWarpSpecializedFP8<5, cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >, "
@@ -303,7 +303,7 @@ NV_SERVING = {
         "sgl_kernel::fp8_blockwise_scaled_grouped_mm",
         api="drv",
     ),
-    "shared_gu": _k(
+    "shared_gu": kernel(
         "nvjet_tst_64x8_64x16_4x1_v_bz_TNT",
         "gemm",
         4_517,
@@ -315,7 +315,7 @@ NV_SERVING = {
         "aten::mm",
         api="drv",
     ),
-    "shared_act": _k(
+    "shared_act": kernel(
         "void flashinfer::activation::act_and_mul_kernel<__nv_bfloat16, &silu<float> >(__nv_bfloat16*, "
         "__nv_bfloat16 const*, int)",
         "activation",
@@ -327,7 +327,7 @@ NV_SERVING = {
         S["shared_act"],
         "sgl_kernel::silu_and_mul",
     ),
-    "shared_down": _k(
+    "shared_down": kernel(
         "nvjet_tst_64x8_64x16_4x1_v_bz_splitK_TNT",
         "gemm",
         3_985,
@@ -339,7 +339,7 @@ NV_SERVING = {
         "aten::mm",
         api="drv",
     ),
-    "finalize": _k(
+    "finalize": kernel(
         "void tensorrt_llm::kernels::cutlass_kernels::finalizeMoeRoutingKernel<__nv_bfloat16, "
         "__nv_bfloat16, __nv_bfloat16, (tensorrt_llm::kernels::cutlass_kernels::ScaleMode)1, false>"
         "(__nv_bfloat16 const*, __nv_bfloat16*, __nv_bfloat16 const*, float const*, int const*, int const*, "
@@ -353,7 +353,7 @@ NV_SERVING = {
         S["finalize"],
         "sgl_kernel::apply_shuffle_mul_sum",
     ),
-    "nccl_ar": _k(
+    "nccl_ar": kernel(
         "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
         "communication",
         11_563,
@@ -366,7 +366,7 @@ NV_SERVING = {
         api="drv",
         collective="allreduce",
     ),
-    "final_norm": _k(
+    "final_norm": kernel(
         "void flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*, "
         "__nv_bfloat16*, __nv_bfloat16*, unsigned int, unsigned int, unsigned int, float, float)",
         "norm",
@@ -378,7 +378,7 @@ NV_SERVING = {
         S["final_norm"],
         "sgl_kernel::fused_add_rmsnorm",
     ),
-    "lm_head": _k(
+    "lm_head": kernel(
         "nvjet_tst_256x128_64x4_2x1_v_bz_coopB_TNT",
         "gemm",
         21_377,
@@ -390,7 +390,7 @@ NV_SERVING = {
         "aten::mm",
         api="drv",
     ),
-    "gather": _k(
+    "gather": kernel(
         "void at::native::vectorized_gather_kernel<16, long>(char*, char*, long*, int, long, long, long, "
         "long, bool)",
         "elementwise",
@@ -403,7 +403,7 @@ NV_SERVING = {
         "aten::index",
         scales=False,
     ),
-    "copy": _k(
+    "copy": kernel(
         "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)"
         "::{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(long)#1}, std::array<char*, "
         "2ul>, 4, TrivialOffsetCalculator<1, unsigned int>, TrivialOffsetCalculator<1, unsigned int>, at::native::"
@@ -421,7 +421,7 @@ NV_SERVING = {
         "aten::copy_",
         scales=False,
     ),
-    "sample": _k(
+    "sample": kernel(
         "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::ArgMaxOps<float>, "
         "unsigned int, long, 4, 4> >(at::native::ReduceOp<float, at::native::ArgMaxOps<float>, unsigned int, "
         "long, 4, 4>)",
@@ -436,7 +436,7 @@ NV_SERVING = {
     ),
 }
 
-_CIJK = (
+CIJK = (
     "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT{t}_MI16x16x1_SN_LDSB1_AFC1_AFEM1_AFEM1_ASEM1_CLR1_CADS0_"
     "DTLA0_DTLB0_DTVA0_DTVB0_EPS0_FDSI0_GRPM1_GRVWA8_GRVWB8_GSUAMBSK_GLS0_ISA942_IU1_K1_LDSTI0_LBSPPA2048_"
     "LBSPPB1024_LBSPPM0_LPA16_LPB16_LPM0_LRVW8_LWPMn1_MIAV0_MIWT4_2_MO40_NTn1_NTA0_NTB0_NTC0_NTD4_NTM0_NEPBS16_"
@@ -454,8 +454,8 @@ def _amd_from(nv: dict[str, Kernel]) -> dict[str, Kernel]:
         ),
         "norm": "_ZN5aiter14rmsnorm_kernelIDF16bLi256ELi8EEEvPT_PKS1_S4_fii",
         "q_a_norm": "_ZN5aiter14rmsnorm_kernelIDF16bLi64ELi4EEEvPT_PKS1_S4_fii",
-        "qkv_a": _CIJK.format(t="64x32x256"),
-        "q_b": _CIJK.format(t="256x32x64"),
+        "qkv_a": CIJK.format(t="64x32x256"),
+        "q_b": CIJK.format(t="256x32x64"),
         "rope": (
             "void rotary_embedding_kernel<c10::BFloat16, true>(long const*, c10::BFloat16*, c10::BFloat16*, "
             "c10::BFloat16 const*, int, long, long, long, int, int, int)"
@@ -465,12 +465,12 @@ def _amd_from(nv: dict[str, Kernel]) -> dict[str, Kernel]:
             "_ZN7ck_tile6kentryILi2ENS_38FmhaBatchPrefillWithPagedKVCacheKernelINS_40BlockFmhaBatchPrefill"
             "PipelineQRKSVSAsyncEEEEEvNT_5KargsE"
         ),
-        "o_proj": _CIJK.format(t="32x32x256"),
+        "o_proj": CIJK.format(t="32x32x256"),
         "custom_ar": (
             "void aiter::cross_device_reduce_1stage<__hip_bfloat16, 8>(aiter::RankData*, aiter::RankSignals, "
             "aiter::Signal*, __hip_bfloat16*, int, int)"
         ),
-        "router": _CIJK.format(t="16x32x512"),
+        "router": CIJK.format(t="16x32x512"),
         "topk": "_ZN5aiter30biased_grouped_topk_kernel_implIDF16bLi256ELi8EEEvPKT_S3_PfPiiiiib",
         "moe_permute": "_ZN5aiter24moe_sorting_kernel_implIiEEvNS_10MoeSortingE",
         "moe_gemm1": "_ZN7ck_tile6kentryILi1ENS_11MoeGemmKernelINS_22MoeFlatmmPipelineStage1EEEEEvNT_5KargsE",
@@ -479,19 +479,19 @@ def _amd_from(nv: dict[str, Kernel]) -> dict[str, Kernel]:
             "EEEEvPS3_PS4_i"
         ),
         "moe_gemm2": "_ZN7ck_tile6kentryILi1ENS_11MoeGemmKernelINS_22MoeFlatmmPipelineStage2EEEEEvNT_5KargsE",
-        "shared_gu": _CIJK.format(t="256x48x64"),
+        "shared_gu": CIJK.format(t="256x48x64"),
         "shared_act": (
             "_ZN7sgl_hip10activation18act_and_mul_kernelI14__hip_bfloat16TnPFT_RKS3_EXadL_Z4siluIS2_ES3_"
             "S5_EEEEvPS3_PS4_i"
         ),
-        "shared_down": _CIJK.format(t="256x16x64"),
+        "shared_down": CIJK.format(t="256x16x64"),
         "finalize": "_ZN5aiter21moe_sum_kernel_implIDF16bLi8EEEvPT_PKS1_i",
         "nccl_ar": "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)",
         "final_norm": (
             "_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi64ELi8ELb0ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_"
             "diiiiiiib"
         ),
-        "lm_head": _CIJK.format(t="256x192x64"),
+        "lm_head": CIJK.format(t="256x192x64"),
         "add": nv["add"].name.replace("std::array<char*, 3ul>", "std::array<char*, 3ul>"),
     }
     out = {}
@@ -545,7 +545,7 @@ T = {
 
 _SM90 = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_{l}_n_tilesize{t}_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
 NV_TRAIN = {
-    "norm": _k(
+    "norm": kernel(
         "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>(int, float, "
         "c10::BFloat16 const*, c10::BFloat16 const*, c10::BFloat16 const*, float*, float*, c10::BFloat16*)",
         "norm",
@@ -557,7 +557,7 @@ NV_TRAIN = {
         T["norm"],
         "aten::native_layer_norm",
     ),
-    "qkv": _k(
+    "qkv": kernel(
         _SM90.format(l="tn", t="128x256x64"),
         "gemm",
         97_614,
@@ -568,7 +568,7 @@ NV_TRAIN = {
         T["qkv"],
         "aten::mm",
     ),
-    "rope": _k(
+    "rope": kernel(
         "void at::native::vectorized_elementwise_kernel<4, at::native::mul_kernel_cuda(at::TensorIteratorBase&)"
         "::{lambda()#1}::operator()() const::{lambda()#8}::operator()() const::{lambda(c10::BFloat16, "
         "c10::BFloat16)#1}, std::array<char*, 3ul> >(int, at::native::mul_kernel_cuda(at::TensorIteratorBase&)::"
@@ -583,7 +583,7 @@ NV_TRAIN = {
         T["rope"],
         "aten::mul",
     ),
-    "attn": _k(
+    "attn": kernel(
         "void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::bfloat16_t, "
         "Flash_kernel_traits<128, 128, 64, 4, cutlass::bfloat16_t> >, false, true, false, false, true, true, "
         "false, false>(flash::Flash_fwd_params)",
@@ -596,7 +596,7 @@ NV_TRAIN = {
         T["attn"],
         "aten::_flash_attention_forward",
     ),
-    "o": _k(
+    "o": kernel(
         _SM90.format(l="tn", t="128x128x64"),
         "gemm",
         36_274,
@@ -607,7 +607,7 @@ NV_TRAIN = {
         T["o"],
         "aten::mm",
     ),
-    "add": _k(
+    "add": kernel(
         "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, "
         "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)",
         "elementwise",
@@ -619,7 +619,7 @@ NV_TRAIN = {
         T["add"],
         "aten::add",
     ),
-    "gu": _k(
+    "gu": kernel(
         _SM90.format(l="tn", t="256x128x64"),
         "gemm",
         174_918,
@@ -630,7 +630,7 @@ NV_TRAIN = {
         T["gu"],
         "aten::mm",
     ),
-    "act": _k(
+    "act": kernel(
         "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::silu_kernel("
         "at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#4}::operator()() const::{lambda("
         "c10::BFloat16)#1}, std::array<char*, 2ul> >(int, at::native::(anonymous namespace)::silu_kernel("
@@ -645,7 +645,7 @@ NV_TRAIN = {
         T["act"],
         "aten::silu",
     ),
-    "down": _k(
+    "down": kernel(
         _SM90.format(l="tn", t="128x256x64"),
         "gemm",
         88_215,
@@ -656,7 +656,7 @@ NV_TRAIN = {
         T["down"],
         "aten::mm",
     ),
-    "loss": _k(
+    "loss": kernel(
         "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, at::native::"
         "(anonymous namespace)::LogSoftMaxForwardEpilogue>(float*, float const*, int)",
         "activation",
@@ -669,7 +669,7 @@ NV_TRAIN = {
         "aten::_log_softmax",
     ),
     # backward kernels (launched from the autograd thread's engine; site = the backward call)
-    "b_gemm_dgrad": _k(
+    "b_gemm_dgrad": kernel(
         _SM90.format(l="nn", t="128x256x64"),
         "gemm",
         101_482,
@@ -680,7 +680,7 @@ NV_TRAIN = {
         T["bwd"],
         "aten::mm",
     ),
-    "b_gemm_wgrad": _k(
+    "b_gemm_wgrad": kernel(
         _SM90.format(l="nt", t="256x128x64"),
         "gemm",
         118_390,
@@ -691,7 +691,7 @@ NV_TRAIN = {
         T["bwd"],
         "aten::mm",
     ),
-    "b_attn": _k(
+    "b_attn": kernel(
         "void flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<128, 64, 128, 8, 2, "
         "4, 2, false, false, cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 8, cutlass::bfloat16_t> >, "
         "true, false, false, false, false, true, false, false>(flash::Flash_bwd_params)",
@@ -704,7 +704,7 @@ NV_TRAIN = {
         T["bwd"],
         "aten::_flash_attention_backward",
     ),
-    "b_norm": _k(
+    "b_norm": kernel(
         "void at::native::(anonymous namespace)::layer_norm_grad_input_kernel_vectorized<c10::BFloat16, float>("
         "c10::BFloat16 const*, c10::BFloat16 const*, float const*, float const*, c10::BFloat16 const*, "
         "c10::BFloat16*, int)",
@@ -717,7 +717,7 @@ NV_TRAIN = {
         T["bwd"],
         "aten::native_layer_norm_backward",
     ),
-    "b_act": _k(
+    "b_act": kernel(
         "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::silu_backward_kernel("
         "at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#4}::operator()() const::{lambda("
         "c10::BFloat16, c10::BFloat16)#1}, std::array<char*, 3ul> >(int, at::native::(anonymous namespace)::"
@@ -732,7 +732,7 @@ NV_TRAIN = {
         T["bwd"],
         "aten::silu_backward",
     ),
-    "ar": _k(
+    "ar": kernel(
         "ncclDevKernel_AllReduce_Sum_bf16_RING_LL128(ncclDevKernelArgsStorage<4096ul>)",
         "communication",
         412_930,
@@ -745,7 +745,7 @@ NV_TRAIN = {
         api="drv",
         collective="allreduce",
     ),
-    "opt": _k(
+    "opt": kernel(
         "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::"
         "TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<c10::BFloat16, 4, "
         "(at::native::ADAM_MODE)1, false>, double*, double, double, double, double, double, bool, double*, "
@@ -766,12 +766,12 @@ NV_TRAIN = {
 
 def _amd_train(nv: dict[str, Kernel]) -> dict[str, Kernel]:
     names = {
-        "qkv": _CIJK.format(t="256x256x64"),
-        "o": _CIJK.format(t="256x128x64"),
-        "gu": _CIJK.format(t="256x224x64"),
-        "down": _CIJK.format(t="256x256x64"),
-        "b_gemm_dgrad": _CIJK.format(t="256x256x64").replace("Alik_Bljk", "Ailk_Bljk"),
-        "b_gemm_wgrad": _CIJK.format(t="256x256x64").replace("Alik_Bljk", "Alik_Bjlk"),
+        "qkv": CIJK.format(t="256x256x64"),
+        "o": CIJK.format(t="256x128x64"),
+        "gu": CIJK.format(t="256x224x64"),
+        "down": CIJK.format(t="256x256x64"),
+        "b_gemm_dgrad": CIJK.format(t="256x256x64").replace("Alik_Bljk", "Ailk_Bljk"),
+        "b_gemm_wgrad": CIJK.format(t="256x256x64").replace("Alik_Bljk", "Alik_Bjlk"),
         "attn": "_ZN7ck_tile6kentryILi2ENS_13FmhaFwdKernelINS_27BlockFmhaPipelineQRKSVSAsyncEEEEEvNT_5KargsE",
         "b_attn": "_ZN7ck_tile6kentryILi2ENS_24FmhaBwdDQDKDVKernelINS_28BlockFmhaBwdDQDKDVPipelineKRKTRVREEEEEvNT_5KargsE",
         "ar": "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)",
