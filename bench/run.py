@@ -359,11 +359,19 @@ def md_table(header: list[str], rows: list[list[str]]) -> str:
 def bench_trace(label: str, path: Path, reps: int, tmp: Path, report: Report) -> None:
     say(f"[{label}] {path}")
     json_bytes, _ = inflate(path, zlib, keep=False)
-    gb = json_bytes / 1e9
     say(
         f"[{label}] {json_bytes / MB:.1f} MB of JSON, {path.stat().st_size / MB:.1f} MB on disk; {reps} rounds"
     )
     hta_load, hta_note = hta_loader()
+    t, stages, counts = _measure_rounds(label, path, reps, tmp, json_bytes, hta_load)
+    _report_ratios(label, json_bytes, t, report, hta_load is not None, hta_note)
+    _report_details(label, path, reps, json_bytes, t, stages, counts, report)
+
+
+def _measure_rounds(
+    label: str, path: Path, reps: int, tmp: Path, json_bytes: int, hta_load
+) -> tuple[dict[str, Timing], list[dict[str, float]], dict[str, int]]:
+    """bench_trace's rounds: ingest, its stages, each inflate and parser alone: (timings, stages, counts)."""
     t: dict[str, Timing] = {}
     stages: list[dict[str, float]] = []
     counts: dict[str, int] = {}
@@ -394,7 +402,13 @@ def bench_trace(label: str, path: Path, reps: int, tmp: Path, report: Report) ->
         if hta_load is not None:
             measure(t, "hta", lambda: hta_load(path))
         gc.collect()
+    return t, stages, counts
 
+
+def _report_ratios(
+    label: str, json_bytes: int, t: dict[str, Timing], report: Report, hta: bool, hta_note: str | None
+) -> None:
+    """bench_trace's headline rows: ingest's rates and its ratios to each floor, against the targets."""
     inflate_best = min(t[k].best for k in ("inflate zlib", "inflate isal") if k in t)
     ingest_s = t["ingest"].best
     ingest_cpu = t["ingest"].best_cpu
@@ -477,14 +491,29 @@ def bench_trace(label: str, path: Path, reps: int, tmp: Path, report: Report) ->
         ("json", "ingest / (inflate + json.load)"),
     ):
         report.add(label, text, f"{vs(name):.2f}")
-    if hta_load is not None:
+    if hta:
         report.add(label, "ingest / HTA 0.5.0 trace load", f"{t['hta'].best / ingest_s:.2f}")
     else:
         report.add(label, "ingest / HTA 0.5.0 trace load", "skipped", "", "")
         if hta_note not in report.notes:
             report.notes.append(hta_note)
 
-    # detail: every measured thing as MB/s and as a share of ingest
+
+def _report_details(
+    label: str,
+    path: Path,
+    reps: int,
+    json_bytes: int,
+    t: dict[str, Timing],
+    stages: list[dict[str, float]],
+    counts: dict[str, int],
+    report: Report,
+) -> None:
+    """bench_trace's detail: every measured thing as MB/s and as a share of ingest, and ingest's stages."""
+    ingest_s = t["ingest"].best
+    ingest_cpu = t["ingest"].best_cpu
+    ingest_rate = mbps(json_bytes, ingest_s)
+    gb = json_bytes / 1e9
     rows = [["ingest end to end", f"{ingest_s:.3f}", f"{ingest_cpu:.3f}", f"{ingest_rate:.1f}", "1.00"]]
     for name in (
         "inflate zlib",
