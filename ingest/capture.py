@@ -229,7 +229,7 @@ def _rank_of(path: Path, metadata: dict) -> int | None:
     return None
 
 
-def _bs_of(text: str | None) -> int | None:
+def batch_size_of(text: str | None) -> int | None:
     if not text:
         return None
     for pattern in BS_PATTERNS:
@@ -282,7 +282,7 @@ def read_capture_windows(
     for i, w in enumerate(windows):
         ann = w[5]
         m = CAPTURE_ANNOTATION_RE.match(ann or "")
-        bs = _bs_of(ann)
+        bs = batch_size_of(ann)
         if bs is None and len(windows) == 1:
             bs = detail.get("batch_size")
         mode = (m.group(2) if m and m.group(2) else None) or detail.get("mode")
@@ -501,7 +501,7 @@ def attribute_rank(out_dir: Path, rank: int, windows: list[CaptureWindow]) -> tu
             bs = None
             for a_tid, a_name, a_start, a_end in annotations:  # innermost (latest start) first
                 if a_start <= t <= a_end and (tid is None or str(a_tid) == str(tid)):
-                    bs = _bs_of(a_name)
+                    bs = batch_size_of(a_name)
                     if bs is not None:
                         break
             window = _choose(windows, rank, bs, len(acts))
