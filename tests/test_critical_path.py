@@ -35,7 +35,7 @@ CP_VIEWS = ["_critical_path_pred", "critical_path", "critical_stream", "critical
 RECORDED = ROOT / "tests" / "data" / "recorded"
 
 
-def _create_views(con: duckdb.DuckDBPyConnection) -> None:
+def create_views(con: duckdb.DuckDBPyConnection) -> None:
     for name in CP_VIEWS:
         con.execute(SQL[name].read_text(encoding="utf-8"))
 
@@ -48,7 +48,7 @@ def cp_connect(wh) -> duckdb.DuckDBPyConnection:
     con = connect_base(wh)
     con.execute(SQL["kernel_category"].read_text(encoding="utf-8"))
     con.execute(SQL["_category_override"].read_text(encoding="utf-8"))
-    _create_views(con)
+    create_views(con)
     return con
 
 
@@ -645,7 +645,7 @@ def _window_connect(wh, run_id: str, start: int, end: int) -> duckdb.DuckDBPyCon
     register_rules(con)
     con.execute(SQL["kernel_category"].read_text(encoding="utf-8"))
     con.execute(SQL["_category_override"].read_text(encoding="utf-8"))
-    _create_views(con)
+    create_views(con)
     return con
 
 
