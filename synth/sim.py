@@ -15,116 +15,12 @@ the ground truth; the Kineto text is only a rendering of it.
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Callable, Generator, Iterable
-from dataclasses import dataclass
-from typing import Any
 
 from .catalog import Kernel
 from .kineto import TraceWriter
-
-
-@dataclass(slots=True)
-class Act:
-    """One GPU activity (kernel, memcpy or memset) of the schedule."""
-
-    kind: str  # "kernel" | "gpu_memcpy" | "gpu_memset"
-    name: str
-    category: str
-    stream: int
-    start: int
-    dur: int
-    corr: int
-    ext: int | None  # External id of the enclosing cpu_op (None under graph replay / no op)
-    site: tuple[str, int, str] | None
-    seq: int  # launch order inside the step
-    k: Kernel | None = None
-    replay: bool = False
-    nbytes: int = 0
-    copy_kind: str = ""
-    coll: str = ""  # collective instance key ("" when not a collective)
-    coll_meta: dict | None = None
-    # critical-path ground truth: activities on other streams this one waits for through a traced
-    # cudaEventRecord -> cudaStreamWaitEvent (the first activity launched on the stream after the wait)
-    event_deps: list | None = None
-
-    @property
-    def end(self) -> int:
-        return self.start + self.dur
-
-
-@dataclass
-class Cfg:
-    scenario: str
-    vendor: str
-    ranks: int
-    layers: int
-    batch_size: int
-    seed: int
-    straggler: tuple[int, float] | None = None
-    host_stall_us: float = 0.0
-    slow_kernel: tuple[str, float] | None = None
-    t0_ns: int = 1_765_432_100_000_000_000
-    slow_re: Any = None
-
-    def __post_init__(self) -> None:
-        if self.slow_kernel:
-            self.slow_re = re.compile(self.slow_kernel[0])
-
-
-NV = {
-    "launch": "cudaLaunchKernel",
-    "launch_drv": "cuLaunchKernelEx",
-    "graph": "cudaGraphLaunch",
-    "memcpy": "cudaMemcpyAsync",
-    "memset": "cudaMemsetAsync",
-    "sync": "cudaStreamSynchronize",
-    "record": "cudaEventRecord",
-    "wait": "cudaStreamWaitEvent",
-    "begin": "cudaStreamBeginCapture",
-    "end": "cudaStreamEndCapture",
-    "inst": "cudaGraphInstantiateWithFlags",
-}
-AMD = {
-    "launch": "hipLaunchKernel",
-    "launch_drv": "hipExtModuleLaunchKernel",
-    "graph": "hipGraphLaunch",
-    "memcpy": "hipMemcpyAsync",
-    "memset": "hipMemsetAsync",
-    "sync": "hipStreamSynchronize",
-    "record": "hipEventRecord",
-    "wait": "hipStreamWaitEvent",
-    "begin": "hipStreamBeginCapture",
-    "end": "hipStreamEndCapture",
-    "inst": "hipGraphInstantiateWithFlags",
-}
-# CUPTI callback ids (NVIDIA `cbid`) and roctracer ids (AMD `cid`), as seen in real traces where known.
-CBID = {
-    "cudaLaunchKernel": 211,
-    "cuLaunchKernelEx": 652,
-    "cudaGraphLaunch": 311,
-    "cudaMemcpyAsync": 41,
-    "cudaMemsetAsync": 51,
-    "cudaStreamSynchronize": 131,
-    "cudaEventRecord": 135,
-    "cudaStreamWaitEvent": 147,
-    "cudaStreamBeginCapture": 305,
-    "cudaStreamEndCapture": 306,
-    "cudaGraphInstantiateWithFlags": 404,
-}
-CID = {
-    "hipLaunchKernel": 107,
-    "hipExtModuleLaunchKernel": 65,
-    "hipGraphLaunch": 215,
-    "hipMemcpyAsync": 134,
-    "hipMemsetAsync": 136,
-    "hipStreamSynchronize": 207,
-    "hipEventRecord": 52,
-    "hipStreamWaitEvent": 200,
-    "hipStreamBeginCapture": 219,
-    "hipStreamEndCapture": 220,
-    "hipGraphInstantiateWithFlags": 231,
-}
+from .runtime_api import AMD, CBID, CID, NV
+from .sim_types import Act, Cfg
 
 PG_RANKS = "[{}]"
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Generator
 
-from .catalog import SGL, serving_kernels, training_kernels
+from .catalog import serving_kernels, training_kernels
+from .kernel import SGL
 from .sim import RankSim
 
 SCHED = f"{SGL}/managers/scheduler.py"

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 from conftest import ORACLES, ROOT, require_shared
-from tracehouse.ingest.capture import CaptureLaunch, Replayed, align, forkjoin_order
+from tracehouse.ingest.capture_align import Replayed, align, forkjoin_order
+from tracehouse.ingest.capture_windows import CaptureLaunch
 from tracehouse.ingest.load import ingest_paths
 from tracehouse.synth.truth import load_truth
 from tracehouse.warehouse.catalog import connect

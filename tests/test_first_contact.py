@@ -16,7 +16,7 @@ from tracebuilder import BASE_US, launch_pair, simple_events, write_trace
 from tests.conftest import TRACES, query_rows, require_shared
 from tracehouse.cli import main
 
-FORMATS = {"table", "csv", "json", "md", "html", "perfetto"}
+FORMATS = {"table", "csv", "json", "ndjson", "md", "html", "perfetto"}
 
 
 def _run(args: list[str], env: dict | None = None):
@@ -271,7 +271,7 @@ def test_schema_lists_grains_and_columns_with_meaning(tiny):
     assert all(meaning[c] for c in meaning)
 
 
-def test_schema_lists_each_column_once_with_its_meaning_on_a_derived_run(tmp_path):
+def test_schema_lists_each_view_and_column_once_with_its_meaning_on_a_derived_run(tmp_path):
     """A reader's temp view over a view's kept rows has the view's name and columns: `schema VIEW` lists
     the catalogue's columns once each, with their meanings, on a derived run too (it listed both)."""
     trace = write_trace(tmp_path / "profile" / "rank0.json.gz", simple_events())
@@ -282,6 +282,11 @@ def test_schema_lists_each_column_once_with_its_meaning_on_a_derived_run(tmp_pat
     names = [c["column"] for c in cols if c["column"] != "(row)"]
     assert names and len(names) == len(set(names)), names
     assert all(c["meaning"] for c in cols)
+    # the overview names each view once, with its grain (it listed the kept views twice, the temp one bare)
+    listed = json.loads(_run(["--warehouse", wh, "schema", "--format", "json"]).stdout)
+    views = [r["name"] for r in listed]
+    assert "kernel_summary" in views and len(views) == len(set(views)), sorted(views)
+    assert all(r["one row is"] for r in listed if r["kind"] == "view")
 
 
 def test_gpu_timeline_run_is_the_exact_whole_run_per_device(tiny):

@@ -100,7 +100,7 @@ def imports_of(module: str, path: Path, known: set[str]) -> list[Import]:
         if isinstance(node, ast.Import):
             for a in node.names:
                 name = in_checkout(a.name)
-                if _top(name) in {_top(k) for k in known}:
+                if top_package(name) in {top_package(k) for k in known}:
                     target = _known_prefix(name, known)
                     found.append(Import(module, target, None, node.lineno))
                     if a.asname:
@@ -113,7 +113,7 @@ def imports_of(module: str, path: Path, known: set[str]) -> list[Import]:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1] if package else []
                 base = ".".join([*anchor, base] if base else anchor)
             base = in_checkout(base)
-            if _top(base) not in {_top(k) for k in known}:
+            if top_package(base) not in {top_package(k) for k in known}:
                 continue
             for a in node.names:
                 sub = in_checkout(f"{base}.{a.name}")
@@ -130,7 +130,7 @@ def imports_of(module: str, path: Path, known: set[str]) -> list[Import]:
     return found
 
 
-def _top(name: str) -> str:
+def top_package(name: str) -> str:
     return name.split(".")[0]
 
 
@@ -154,7 +154,7 @@ def layer_of(module: str, layers: list[Layer]) -> Layer | None:
 
 
 def outside_of(module: str) -> str | None:
-    return _top(module) if _top(module) in OUTSIDE else None
+    return top_package(module) if top_package(module) in OUTSIDE else None
 
 
 def check(root: Path, layers: list[Layer]) -> list[str]:
@@ -164,7 +164,7 @@ def check(root: Path, layers: list[Layer]) -> list[str]:
     on_disk = {p.stem for p in root.glob("*.py")} | {
         p.name for p in root.iterdir() if p.is_dir() and (p / "__init__.py").is_file()
     }
-    tops = {_top(p) for layer in layers for p in layer.prefixes} | (on_disk - set(OUTSIDE) - {"setup"})
+    tops = {top_package(p) for layer in layers for p in layer.prefixes} | (on_disk - set(OUTSIDE) - {"setup"})
     layered = project_modules(root, tops)
     known = set(layered) | set(project_modules(root, set(OUTSIDE)))
     problems = []
@@ -283,7 +283,7 @@ def missing_imports(root: Path, tops: set[str]) -> list[str]:
     (An environment with another checkout installed may still find it there: this says so statically.)"""
     mods = project_modules(root, tops)
     known = set(mods)
-    project_tops = {_top(m) for m in known}
+    project_tops = {top_package(m) for m in known}
     problems = []
     for path in mods.values():
         tree = ast.parse(path.read_text(), filename=str(path))
@@ -292,11 +292,11 @@ def missing_imports(root: Path, tops: set[str]) -> list[str]:
             if isinstance(node, ast.Import):
                 for a in node.names:
                     name = in_checkout(a.name)
-                    if _top(name) in project_tops and name not in known:
+                    if top_package(name) in project_tops and name not in known:
                         problems.append(f"{where}: import {a.name}: no such module")
             elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
                 module = in_checkout(node.module)
-                if _top(module) not in project_tops:
+                if top_package(module) not in project_tops:
                     continue
                 if module not in known:
                     problems.append(f"{where}: from {node.module}: no such module")
@@ -345,7 +345,7 @@ def test_every_project_import_names_what_exists():
     """Every import of the project's own modules, in the layers, synth/, bench/ and tests/, names a module
     or a top-level name that this checkout has (a moved module or a renamed seam is caught here, even where
     another installed copy of tracehouse would answer the import)."""
-    tops = {_top(p) for layer in LAYERS for p in layer.prefixes} | set(OUTSIDE)
+    tops = {top_package(p) for layer in LAYERS for p in layer.prefixes} | set(OUTSIDE)
     problems = missing_imports(ROOT, tops)
     assert not problems, "\n".join(problems)
 
@@ -360,7 +360,7 @@ def test_a_missing_module_or_name_is_found(tmp_path):
             "import low.absent\n\ndef g():\n    from low.moved import h\n"
         ),
     }
-    problems = missing_imports(_toy(tmp_path, files), {"low", "top"})
+    problems = missing_imports(toy_tree(tmp_path, files), {"low", "top"})
     assert [p.split(": ", 1)[1] for p in problems] == [
         "from low.a import gone: low.a has no gone",
         "from low import nothere: low has no nothere",
@@ -383,7 +383,7 @@ TOY_LAYERS = read_layers("""<!-- layers: -->
 """)
 
 
-def _toy(tmp_path: Path, files: dict[str, str]) -> Path:
+def toy_tree(tmp_path: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         path = tmp_path / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -443,7 +443,7 @@ def _toy(tmp_path: Path, files: dict[str, str]) -> Path:
     ],
 )
 def test_the_checker_finds_each_breach(tmp_path, files, expected):
-    problems = check(_toy(tmp_path, files), TOY_LAYERS)
+    problems = check(toy_tree(tmp_path, files), TOY_LAYERS)
     if expected is None:
         assert problems == []
     else:
@@ -458,7 +458,7 @@ def test_the_checker_allows_what_the_table_allows(tmp_path):
         "top/__init__.py": "",
         "top/c.py": "import low.a\nfrom low import a\nx = a.pub\n",
     }
-    assert check(_toy(tmp_path, files), TOY_LAYERS) == []
+    assert check(toy_tree(tmp_path, files), TOY_LAYERS) == []
 
 
 def test_a_module_in_no_layer_is_reported(tmp_path):
@@ -466,7 +466,7 @@ def test_a_module_in_no_layer_is_reported(tmp_path):
         "<!-- layers: -->\n| layer | modules | may import |\n|---|---|---|\n| low | `low` | |\n"
     )
     problems = check(
-        _toy(
+        toy_tree(
             tmp_path,
             {"low/__init__.py": "", "low/a.py": "import top.b\n", "top/__init__.py": "", "top/b.py": ""},
         ),
@@ -474,144 +474,3 @@ def test_a_module_in_no_layer_is_reported(tmp_path):
     )
     assert "top.b: in no layer of ARCHITECTURE.md" in problems, problems
     assert any("low.a (low) imports top.b (None)" in p for p in problems), problems
-
-
-# ---- one engine seam (issue 16) -----------------------------------------------------------------------
-# warehouse/engine.py is the one connection factory: outside warehouse/, no module builds a connection
-# itself (duckdb.connect, the catalogue's or Spark's builders) nor branches on the engine.
-SEAM_BUILDERS = {
-    "warehouse.catalog": {"connect", "connect_base", "build_catalog"},
-    "warehouse.spark": None,
-    "warehouse.spark_connection": None,
-}  # None: any name of the module
-# ingest's in-memory DuckDB is its transform engine over one file's events (ingest/sql/), not a reader of
-# the warehouse: it may call duckdb.connect, and nothing else of this list
-DUCKDB_CONNECT_ALLOWED = ("ingest",)
-
-
-def seam_breaches(root: Path, layers: list[Layer], engines: tuple[str, ...]) -> list[str]:
-    """Each place outside the warehouse layer that opens a connection other than through warehouse.engine or
-    branches on the engine: one line each."""
-    tops = {_top(p) for layer in layers for p in layer.prefixes}
-    mods = project_modules(root, tops)
-    known = set(mods) | set(project_modules(root, set(OUTSIDE)))
-    problems = []
-    for module, path in mods.items():
-        layer = layer_of(module, layers)
-        if layer is None or layer.name == "warehouse":
-            continue
-        rel = path.relative_to(root)
-        for imp in imports_of(module, path, known):
-            names = SEAM_BUILDERS.get(imp.target, set())
-            if names is None or (imp.name in names):
-                what = imp.target + (f".{imp.name}" if imp.name else "")
-                problems.append(
-                    f"{rel}:{imp.line}: {module} uses {what}: open a connection with warehouse.engine.open"
-                )
-        tree = ast.parse(path.read_text(), filename=str(path))
-        for node in ast.walk(tree):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "connect"
-                and isinstance(node.func.value, ast.Name)
-                and node.func.value.id == "duckdb"
-                and _top(module) not in DUCKDB_CONNECT_ALLOWED
-            ):
-                problems.append(
-                    f"{rel}:{node.lineno}: {module} calls duckdb.connect: open a connection with "
-                    "warehouse.engine.open (or open_tables)"
-                )
-            elif (
-                isinstance(node, ast.ImportFrom)
-                and node.module == "duckdb"
-                and any(a.name == "connect" for a in node.names)
-                and _top(module) not in DUCKDB_CONNECT_ALLOWED
-            ):
-                problems.append(f"{rel}:{node.lineno}: {module} imports duckdb.connect")
-            elif isinstance(node, ast.Compare):
-                sides = [node.left, *node.comparators]
-                if any(isinstance(s, ast.Constant) and s.value in engines for s in sides):
-                    problems.append(
-                        f"{rel}:{node.lineno}: {module} branches on the engine: decide it in warehouse/engine.py"
-                    )
-            elif (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Name)
-                and node.func.id == "isinstance"
-                and len(node.args) == 2
-                and "DuckDBPyConnection" in ast.unparse(node.args[1])
-            ):
-                problems.append(
-                    f"{rel}:{node.lineno}: {module} asks which engine a connection is: decide it in "
-                    "warehouse/engine.py"
-                )
-    return problems
-
-
-def test_one_connection_factory_and_no_engine_branch_outside_the_warehouse():
-    from tracehouse.warehouse.engine import ENGINES
-
-    problems = seam_breaches(ROOT, LAYERS, ENGINES)
-    assert not problems, "\n".join(problems)
-
-
-TOY_SEAM_LAYERS = read_layers("""<!-- layers: -->
-| layer | modules | may import |
-|---|---|---|
-| reports | `reports` | warehouse |
-| ingest | `ingest` | warehouse |
-| warehouse | `warehouse` | |
-""")
-_TOY_WAREHOUSE = {
-    "warehouse/__init__.py": "",
-    "warehouse/catalog.py": "def connect(): pass\ndef focus(): pass\n",
-    "warehouse/spark.py": "def connect_spark(): pass\n",
-    "warehouse/engine.py": "import duckdb\nfrom warehouse.catalog import connect\n"
-    "def open(e):\n    return duckdb.connect() if e == 'duckdb' else None\n",
-    "reports/__init__.py": "",
-    "ingest/__init__.py": "",
-}
-
-
-@pytest.mark.parametrize(
-    ("code", "expected"),
-    [
-        ("from warehouse.catalog import connect\n", "uses warehouse.catalog.connect"),
-        ("def f():\n    from warehouse.spark import connect_spark\n", "uses warehouse.spark.connect_spark"),
-        ("import warehouse.spark\n", "uses warehouse.spark"),
-        ("import duckdb\ncon = duckdb.connect()\n", "calls duckdb.connect"),
-        ("from duckdb import connect\n", "imports duckdb.connect"),
-        ("def f(engine):\n    return 1 if engine == 'spark' else 2\n", "branches on the engine"),
-        ("def f(engine):\n    return 'duckdb' != engine\n", "branches on the engine"),
-        (
-            "import duckdb\ndef f(con):\n    return isinstance(con, duckdb.DuckDBPyConnection)\n",
-            "asks which engine",
-        ),
-        (
-            "from warehouse.catalog import focus\nfrom warehouse.engine import open\n",
-            None,
-        ),  # the seam: allowed
-    ],
-)
-def test_the_seam_checker_finds_each_breach(tmp_path, code, expected):
-    root = _toy(tmp_path, {**_TOY_WAREHOUSE, "reports/r.py": code})
-    problems = seam_breaches(root, TOY_SEAM_LAYERS, ("duckdb", "spark"))
-    if expected is None:
-        assert problems == [], problems
-    else:
-        assert any(expected in p and p.startswith("reports/r.py:") for p in problems), problems
-
-
-def test_ingest_may_open_its_own_duckdb_and_nothing_else(tmp_path):
-    root = _toy(
-        tmp_path,
-        {
-            **_TOY_WAREHOUSE,
-            "ingest/i.py": "import duckdb\ncon = duckdb.connect()\nfrom warehouse.catalog import connect\n",
-        },
-    )
-    problems = seam_breaches(root, TOY_SEAM_LAYERS, ("duckdb", "spark"))
-    assert [p.split(": ", 1)[1] for p in problems] == [
-        "ingest.i uses warehouse.catalog.connect: open a connection with warehouse.engine.open"
-    ], problems

@@ -1,4 +1,4 @@
-"""DuckDB's list expressions on Spark (warehouse/spark.py `_spark_transforms`): the same values.
+"""DuckDB's list expressions on Spark (warehouse/spark_dialect.py `_spark_transforms`): the same values.
 
 sql/roofline/_op_work.sql reads a trace's `Input Dims` as lists: indexes (1-based, negative from the end, computed
 indexes), slices, list_sum / list_bool_and over a list_zip, TRY_CAST of JSON text to nested lists. Each

@@ -1,4 +1,4 @@
-"""What the CLI prints for rows and errors, in one place: every tabular command's table / CSV / JSON
+"""What the CLI prints for rows and errors, in one place: every tabular command's table / Markdown / CSV / JSON / NDJSON
 (`print_rows`), `sql`'s answers (`print_answers`) and an expected failure's one line (`error_line`)."""
 
 from __future__ import annotations
@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shutil
+import sys
 from decimal import Decimal
 
 import click
@@ -23,12 +25,32 @@ def _to_text(value) -> str:
     return str(value)
 
 
-def print_rows(columns: list[str], rows: list[tuple], fmt: str, max_width: int = 60) -> None:
-    """One output path for every tabular command: an aligned table, CSV, or JSON records."""
+def terminal_width() -> int:
+    """The columns a table may take: the terminal's width when stdout is a terminal, else 120."""
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size((120, 24)).columns
+    return 120
 
-    if fmt == "json":
+
+def print_rows(
+    columns: list[str],
+    rows: list[tuple],
+    fmt: str,
+    max_width: int | None = 60,
+    fit: int | None = None,
+    flexible: tuple[str, ...] = (),
+) -> None:
+    """One output path for every tabular command: an aligned table, Markdown, CSV, JSON records or NDJSON
+    (one JSON object a line). The table cuts a value over max_width (None: never) and, with `fit`, cuts the
+    `flexible` columns, widest first, until a line fits in `fit` characters; the other formats keep every
+    value whole."""
+
+    if fmt in ("json", "ndjson"):
         records = [dict(zip(columns, row)) for row in rows]
-        click.echo(json.dumps(records, default=str, indent=1))
+        if fmt == "json":
+            click.echo(json.dumps(records, default=str, indent=1))
+        for record in records if fmt == "ndjson" else ():
+            click.echo(json.dumps(record, default=str))
         return
     if fmt == "csv":
         buffer = io.StringIO()
@@ -46,11 +68,17 @@ def print_rows(columns: list[str], rows: list[tuple], fmt: str, max_width: int =
         for i in range(len(columns))
     ]
     cells = [[_to_text(v).replace("\n", " ") for v in row] for row in rows]
-    widths = [min(max_width, max([len(c)] + [len(r[i]) for r in cells])) for i, c in enumerate(columns)]
+    if fmt == "md":
+        _print_markdown(columns, cells, numeric)
+        return
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    if max_width is not None:
+        widths = [min(max_width, w) for w in widths]
+    if fit is not None:
+        widths = fit_widths(columns, widths, fit, flexible, cells)
 
     def cell(text: str, width: int, right: bool) -> str:
-        if len(text) > width:  # cut, and say so: the whole value is in --format json / csv
-            text = text[: width - 1] + "…"
+        text = cut(text, width)  # and say so below: the whole value is in --format json / csv
         return text.rjust(width) if right else text.ljust(width)
 
     click.echo("  ".join(cell(c, w, n) for c, w, n in zip(columns, widths, numeric)).rstrip())
@@ -58,8 +86,57 @@ def print_rows(columns: list[str], rows: list[tuple], fmt: str, max_width: int =
     for row in cells:
         click.echo("  ".join(cell(v, w, n) for v, w, n in zip(row, widths, numeric)).rstrip())
     if any(len(v) > w for row in cells for v, w in zip(row, widths)):
-        click.echo(f"(values over {max_width} characters cut at …: --format json or csv shows them whole)")
+        whole = f"over {max_width} characters " if fit is None else ""
+        click.echo(f"(values {whole}cut at …: --format json or csv shows them whole)")
     click.echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+
+
+MIN_CUT_WIDTH = 8  # a column cut to fit keeps at least this many characters (or its header's)
+
+
+def cut(text: str, width: int) -> str:
+    """The text in at most `width` characters: cut at its end, the cut marked by `…`."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def fit_widths(
+    columns: list[str], widths: list[int], limit: int, flexible: tuple[str, ...], cells: list[list[str]]
+) -> list[int]:
+    """The widths with the flexible columns narrowed, the widest first, one character at a time, until a
+    line (columns two spaces apart) is at most `limit`: first only as far as each column's values stay
+    as distinct as they are whole (what tells the lines apart is kept), then to its minimum."""
+    widths = list(widths)
+    floor = {i: max(MIN_CUT_WIDTH, len(c)) for i, c in enumerate(columns) if c in flexible}
+    apart = {i: _distinct_width([row[i] for row in cells], floor[i]) for i in floor}
+    for keep in (apart, floor):
+        while sum(widths) + 2 * (len(widths) - 1) > limit:
+            cuttable = [i for i in floor if widths[i] > keep[i]]
+            if not cuttable:
+                break
+            widest = max(cuttable, key=lambda i: (widths[i], -i))
+            widths[widest] -= 1
+    return widths
+
+
+def _distinct_width(values: list[str], floor: int) -> int:
+    """The least width >= floor at which the values, cut, are as many distinct ones as whole."""
+    whole = len(set(values))
+    width = floor
+    while width < max(map(len, values), default=0) and len({cut(v, width) for v in values}) < whole:
+        width += 1
+    return width
+
+
+def _print_markdown(columns: list[str], cells: list[list[str]], numeric: list[bool]) -> None:
+    """A GitHub Markdown table: `|` in a value escaped, numbers right-aligned."""
+
+    def line(values) -> str:
+        return "| " + " | ".join(v.replace("|", "\\|") for v in values) + " |"
+
+    click.echo(line(columns))
+    click.echo("|" + "|".join("---:" if n else "---" for n in numeric) + "|")
+    for row in cells:
+        click.echo(line(row))
 
 
 def print_answers(ask, queries: list[str], fmt: str) -> None:

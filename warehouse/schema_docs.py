@@ -52,8 +52,9 @@ def _first_sentence(comment: str | None) -> str:
 def overview(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, str]]:
     rows = [(t, "table", TABLE_GRAIN.get(t, "")) for t in ALL_TABLES]
     for name, comment in con.execute(
+        # the catalogue's own views: a reader's temp view over kept rows (database `temp`) has the same name
         "SELECT view_name, comment FROM duckdb_views() WHERE NOT internal AND schema_name = 'main' "
-        "ORDER BY view_name"
+        "AND database_name = current_database() ORDER BY view_name"
     ).fetchall():
         if name.startswith("_") or name in ALL_TABLES:
             continue
@@ -88,8 +89,8 @@ def describe(con: duckdb.DuckDBPyConnection, name: str) -> list[tuple[str, str, 
         [name],
     ).fetchall()
     comment = con.execute(
-        "SELECT comment FROM duckdb_views() WHERE view_name = ? "
-        "UNION ALL SELECT comment FROM duckdb_tables() WHERE table_name = ?",
+        "SELECT comment FROM duckdb_views() WHERE view_name = ? AND database_name = current_database() "
+        "UNION ALL SELECT comment FROM duckdb_tables() WHERE table_name = ? AND database_name = current_database()",
         [name, name],
     ).fetchone()
     grain = TABLE_GRAIN.get(name) or (comment[0] if comment and comment[0] else "")

@@ -225,7 +225,7 @@ class SparkConnection:
                 )
         try:
             return self.catalog.session.sql(to_spark_sql(statement))
-        except ValueError as exc:  # a construct that has no faithful Spark form (spark._spark_transforms)
+        except ValueError as exc:  # no faithful Spark form (spark_dialect._spark_transforms)
             raise QueryError(f"cannot run this query on Spark: {exc}") from None
         except Exception as exc:  # pyspark's AnalysisException, ParseException, Py4JJavaError ...
             if type(exc).__module__.startswith(("pyspark", "py4j")):

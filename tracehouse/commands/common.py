@@ -78,6 +78,7 @@ FORMAT_HELP = {
     "csv": "csv for scripts",
     "json": "json records for scripts",
     "md": "Markdown for a terminal or a PR",
+    "ndjson": "one JSON object a line for scripts, every value whole",
     "html": "one self-contained HTML page",
 }
 

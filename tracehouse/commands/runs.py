@@ -1,4 +1,5 @@
-"""`tracehouse runs`: the runs, oldest first, with their headline figures (reports.runs_table)."""
+"""`tracehouse runs`: the runs, oldest first, what tells them apart and their headline figures
+(reports.runs_table)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from tracehouse.commands.common import (
     progress_enabled,
 )
 from tracehouse.errors import TracehouseError
-from tracehouse.output import print_rows
+from tracehouse.output import print_rows, terminal_width
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -22,35 +23,41 @@ from tracehouse.output import print_rows
     "--where", "where", multiple=True, metavar="K=V", help="Only runs with this label (repeatable)."
 )
 @click.option(
-    "--wide", is_flag=True, help="Every column of the `runs` table instead of the headline figures."
+    "--wide",
+    is_flag=True,
+    help="Every column of the `runs` table beside the headline figures, no value cut.",
 )
-@format_option(json_help="json records of every `runs` column with the headline figures")
+@format_option(
+    ("table", "md", "csv", "json", "ndjson"),
+    json_help="json records of every `runs` column with the headline figures",
+)
 @click.pass_context
 def command(ctx, where, wide, fmt):
-    """List runs, oldest first: when, what ran, ranks, steps, step time, GPU busy %, top category.
+    """List runs, oldest first: id, when, what ran, ranks, commit, labels, files and headline figures.
 
-    Step time (median, ms), GPU busy % and the top category are of the phase with the most steps,
-    over all ranks (run_metrics); `warn` counts the kinds of warnings at ingest. The first listing
-    of a run computes its figures once (seconds), later ones read them.
+    `what` is model · framework · phase · GPU; labels that differ between the listed runs come first;
+    files shows the first file's name and how many more. Step time (median, ms), GPU busy % and the top
+    category are of the phase with the most steps, over all ranks (run_metrics); `warn` (shown when a
+    run has any) counts the kinds of warnings at ingest. The table fits the terminal (120 columns when
+    not a terminal), cutting what, labels, files and top at their end; --wide and the csv, json and
+    ndjson formats keep every value whole. The first listing of a run computes its figures once
+    (seconds), later ones read them.
 
     \b
     Example:
       tracehouse runs
-      tracehouse runs --where model=llama-8b --format json
+      tracehouse runs --where model=llama-8b --format ndjson
+      tracehouse runs --format md
       tracehouse runs --wide
     """
-    from tracehouse.reports.runs_table import headlines, narrow_rows
-
-    columns, records = _runs(connect(ctx), parse_labels(where, "--where"))
-    if wide and fmt == "table":
-        print_rows(columns, [tuple(r.values()) for r in records], fmt)
-        return
+    from tracehouse.reports.runs_table import FLEXIBLE, headlines, narrow_rows
     from tracehouse.warehouse.metrics import run_metric_rows
 
+    columns, records = _runs(connect(ctx), parse_labels(where, "--where"))
     if records and progress_enabled():
         click.echo("  reading the runs' figures (computed once per run)", err=True)
     figures = headlines(run_metric_rows(open_warehouse(ctx), [r["run_id"] for r in records]))
-    if fmt != "table" or wide:
+    if wide or fmt in ("csv", "json", "ndjson"):
         for r in records:
             h = figures.get(r["run_id"])
             r.update(
@@ -60,10 +67,13 @@ def command(ctx, where, wide, fmt):
                 gpu_busy_pct=h and h.busy_pct,
                 top_category=h and h.top,
             )
-        print_rows(list(records[0]) if records else columns, [tuple(r.values()) for r in records], fmt)
+        print_rows(list(records[0]) if records else columns, [tuple(r.values()) for r in records], fmt, None)
         return
     names, rows = narrow_rows(records, figures)
-    print_rows(names, rows, fmt, max_width=22)
+    if fmt == "md":
+        print_rows(names, rows, fmt)
+        return
+    print_rows(names, rows, fmt, max_width=None, fit=terminal_width(), flexible=FLEXIBLE)
 
 
 def _runs(con, filters: dict[str, str]) -> tuple[list[str], list[dict]]:

@@ -1,0 +1,57 @@
+"""What the simulation (synth.sim) is configured with, `Cfg`, and what it schedules, `Act`: one GPU activity."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .catalog import Kernel
+
+
+@dataclass(slots=True)
+class Act:
+    """One GPU activity (kernel, memcpy or memset) of the schedule."""
+
+    kind: str  # "kernel" | "gpu_memcpy" | "gpu_memset"
+    name: str
+    category: str
+    stream: int
+    start: int
+    dur: int
+    corr: int
+    ext: int | None  # External id of the enclosing cpu_op (None under graph replay / no op)
+    site: tuple[str, int, str] | None
+    seq: int  # launch order inside the step
+    k: Kernel | None = None
+    replay: bool = False
+    nbytes: int = 0
+    copy_kind: str = ""
+    coll: str = ""  # collective instance key ("" when not a collective)
+    coll_meta: dict | None = None
+    # critical-path ground truth: activities on other streams this one waits for through a traced
+    # cudaEventRecord -> cudaStreamWaitEvent (the first activity launched on the stream after the wait)
+    event_deps: list | None = None
+
+    @property
+    def end(self) -> int:
+        return self.start + self.dur
+
+
+@dataclass
+class Cfg:
+    scenario: str
+    vendor: str
+    ranks: int
+    layers: int
+    batch_size: int
+    seed: int
+    straggler: tuple[int, float] | None = None
+    host_stall_us: float = 0.0
+    slow_kernel: tuple[str, float] | None = None
+    t0_ns: int = 1_765_432_100_000_000_000
+    slow_re: Any = None
+
+    def __post_init__(self) -> None:
+        if self.slow_kernel:
+            self.slow_re = re.compile(self.slow_kernel[0])
