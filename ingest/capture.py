@@ -33,7 +33,6 @@ the trace itself gives, and the runs row stores the coverage (ingest/run.py buil
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
 
 import duckdb
