@@ -25,6 +25,7 @@ import orjson
 from tracehouse.ingest import jsonscan
 from tracehouse.ingest.memory import work_threads
 from tracehouse.ingest.source import join_pieces
+from tracehouse.warehouse import memory
 from tracehouse.warehouse.quoting import sql_identifier, sql_string
 
 from tracehouse.errors import TraceFormatError
@@ -240,25 +241,11 @@ def _load_sizes(
     return {}
 
 
-_UNITS = {
-    "B": 1,
-    "KB": 10**3,
-    "MB": 10**6,
-    "GB": 10**9,
-    "TB": 10**12,
-    "KIB": 1 << 10,
-    "MIB": 1 << 20,
-    "GIB": 1 << 30,
-    "TIB": 1 << 40,
-}
-
-
 def _allow_objects_of(con: duckdb.DuckDBPyConnection, size: int) -> None:
     """Raise DuckDB's memory limit to 3x an object of `size` bytes, if it is lower: a file with one huge
     event (a 100 MB kernel name) needs the room; every other file keeps the worker's limit."""
     (text,) = con.execute("SELECT current_setting('memory_limit')").fetchone()
-    match = re.fullmatch(r"\s*([\d.]+)\s*([A-Za-z]+)\s*", str(text))
-    current = float(match.group(1)) * _UNITS.get(match.group(2).upper(), 0) if match else 0
+    current = memory.parse_size(str(text)) or 0
     if current and current < 3 * size:
         con.execute(f"SET memory_limit = {sql_string(f'{3 * size // (1 << 20)}MiB')}")
 
