@@ -26,6 +26,8 @@ import os
 import re
 from pathlib import Path
 
+from tracehouse.warehouse.quoting import sql_string
+
 SETTING = "TRACEHOUSE_MEMORY_LIMIT"
 THREADS_SETTING = "TRACEHOUSE_THREADS"
 WORKERS_SETTING = "TRACEHOUSE_RANK_WORKERS"
@@ -124,7 +126,7 @@ def settings(
 def apply(con, values: dict[str, str]) -> None:
     """SET each setting on a DuckDB connection (values are the policy's own texts, quoted here)."""
     for name, value in values.items():
-        con.execute(f"SET {name} = '{str(value).replace(chr(39), chr(39) * 2)}'")
+        con.execute(f"SET {name} = {sql_string(str(value))}")
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

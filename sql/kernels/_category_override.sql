@@ -106,40 +106,32 @@ scores AS (
     JOIN name_rules AS mn ON mn.name = m.name AND mn.op_shape = 'scores_matmul'
     WHERE s.t_n IS NOT NULL
 ),
-scores_3d_keys AS (
-    -- (run, op name, dims) whose input 0 is a 3-D score tensor of the run
-    SELECT DISTINCT k.run_id, k.name, k.dims
+score_keys AS (
+    -- per (run, op name, dims), against the run's score tensors (one pass, so that an engine that inlines
+    -- CTEs does not copy `shaped` once per condition): input 0 is a 3-D score tensor (is_scores_3d); a 4-D
+    -- tensor of a score's shape, or the 4-D view [B, H, Sq, Sk] of a 3-D one with N = B * H (on_scores_4d);
+    -- a batched matmul over a score tensor, B*H = N and {Sq, Sk} = {X, Z} or {X, Y} (is_scores_matmul)
+    SELECT k.run_id, k.name, k.dims,
+           bool_or(s.h = 1 AND s.b = k.t_n AND s.sq = k.t_x AND s.sk = k.t_y) AS is_scores_3d,
+           bool_or(s.sq = k.s_q AND s.sk = k.s_k
+                   AND ((s.b = k.s_b AND s.h = k.s_h) OR (s.h = 1 AND s.b = k.s_b * k.s_h))) AS on_scores_4d,
+           bool_or(s.b * s.h = k.mm_n
+                   AND ((s.sq = k.mm_x AND (s.sk = k.mm_y OR s.sk = k.mm_z))
+                     OR (s.sk = k.mm_x AND (s.sq = k.mm_y OR s.sq = k.mm_z)))) AS is_scores_matmul
     FROM shaped AS k
-    JOIN scores AS s ON s.run_id = k.run_id AND s.h = 1 AND s.b = k.t_n AND s.sq = k.t_x AND s.sk = k.t_y
-),
-on_scores_keys AS (
-    -- input 0 is a score tensor: 4-D as found, a 4-D view [B, H, Sq, Sk] of a 3-D one (N = B * H), or 3-D
-    SELECT DISTINCT k.run_id, k.name, k.dims
-    FROM shaped AS k
-    JOIN scores AS s ON s.run_id = k.run_id AND s.sq = k.s_q AND s.sk = k.s_k
-        AND ((s.b = k.s_b AND s.h = k.s_h) OR (s.h = 1 AND s.b = k.s_b * k.s_h))
-    UNION
-    SELECT run_id, name, dims FROM scores_3d_keys
-),
-matmul_keys AS (
-    SELECT DISTINCT k.run_id, k.name, k.dims
-    FROM shaped AS k
-    JOIN scores AS s ON s.run_id = k.run_id AND s.b * s.h = k.mm_n
-        AND ((s.sq = k.mm_x AND (s.sk = k.mm_y OR s.sk = k.mm_z))
-          OR (s.sk = k.mm_x AND (s.sq = k.mm_y OR s.sq = k.mm_z)))
+    JOIN scores AS s ON s.run_id = k.run_id
+    GROUP BY k.run_id, k.name, k.dims
 ),
 key_hits AS (
     -- (run, op name, dims) that satisfy an op rule: op_pattern and op_shape
     SELECT k.run_id, k.name, k.dims, n.rule_order
     FROM shaped AS k
     JOIN name_rules AS n ON n.name = k.name
-    LEFT JOIN on_scores_keys AS o ON o.run_id = k.run_id AND o.name = k.name AND o.dims = k.dims
-    LEFT JOIN matmul_keys AS m ON m.run_id = k.run_id AND m.name = k.name AND m.dims = k.dims
-    LEFT JOIN scores_3d_keys AS t ON t.run_id = k.run_id AND t.name = k.name AND t.dims = k.dims
+    LEFT JOIN score_keys AS f ON f.run_id = k.run_id AND f.name = k.name AND f.dims = k.dims
     WHERE n.op_shape IS NULL
-       OR (n.op_shape = 'scores' AND (k.s_b IS NOT NULL OR t.name IS NOT NULL))
-       OR (n.op_shape = 'on_scores' AND o.name IS NOT NULL)
-       OR (n.op_shape = 'scores_matmul' AND m.name IS NOT NULL)
+       OR (n.op_shape = 'scores' AND (k.s_b IS NOT NULL OR coalesce(f.is_scores_3d, false)))
+       OR (n.op_shape = 'on_scores' AND (coalesce(f.on_scores_4d, false) OR coalesce(f.is_scores_3d, false)))
+       OR (n.op_shape = 'scores_matmul' AND coalesce(f.is_scores_matmul, false))
 ),
 d0 AS (
     SELECT r.run_id, r.rank, r.op_id, h.rule_order
