@@ -5,9 +5,9 @@ PY := $(VENV)/bin/python
 .PHONY: test test-fast demo bench lint format clean fuzz screenshots
 # the lint and the format first (the pinned ruff's default rules and its formatter, pyproject.toml): a
 # finding or an unformatted file fails the tests, in CI too (`make format` rewrites the files).
-# Every test, both tiers (~2,210): 42 min with -n auto on 2 cores from a fresh clone (session 18, other work
-# on the machine beside it; 27 min alone in session 17): over the 15 min it should take. Session 19: each
-# source ingested once per session (tests/warehouses.py), the suite's setup 445 -> 353 CPU-s (bench/results.md)
+# Every test, both tiers (~2,280): 46 min with -n auto on 2 cores from a fresh clone (session 19, .ci/run,
+# the machine nearly quiet; 27 min alone in session 17 with ~2,000 tests): over the 15 min it should take.
+# Session 19: each source ingested once per session (tests/warehouses.py), setup 445 -> 353 CPU-s (bench/results.md)
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
