@@ -65,15 +65,15 @@ def triage(cli_runner, wh, *args) -> str:
 @pytest.fixture(scope="module")
 def decode(warehouses):
     """The synthesized serving-decode run of the report tests (2 ranks, two streams a rank), derived."""
-    wh, runs, _ = warehouses.named(
+    wh, runs, truths = warehouses.named(
         {"decode": scenario("serving-decode", seed=7, **REPORT_SCENARIOS["serving-decode"])}, derived=True
     )
-    return wh, runs["decode"]
+    return wh, runs["decode"], truths["decode"]
 
 
 @pytest.fixture(scope="module")
 def decode_tables(decode, cli_runner_module):
-    wh, run = decode
+    wh, run, _ = decode
     text = triage(cli_runner_module, wh, run)
     return text, parse(text)
 
@@ -117,7 +117,7 @@ def test_three_tables_per_stage_with_the_skill_headers(decode_tables):
 
 
 def test_kernel_rows_are_kernel_summary_at_or_above_the_bar(decode, decode_tables):
-    wh, run = decode
+    wh, run, _ = decode
     con = connect(wh, runs=[run])
     every = rows(
         con,
@@ -137,7 +137,7 @@ def test_kernel_rows_are_kernel_summary_at_or_above_the_bar(decode, decode_table
 def test_kernel_sites_and_ops_from_the_launches(decode, decode_tables):
     """The location cell starts with the kernel's site of most GPU time, with its share when the kernel has
     more than one; the CPU op is the launching host op (else the launch call), read from the tables."""
-    wh, run = decode
+    wh, run, _ = decode
     con = connect(wh, runs=[run])
     per_site: dict[str, dict[str | None, int]] = defaultdict(lambda: defaultdict(int))
     ops: dict[tuple, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -169,10 +169,41 @@ def test_kernel_sites_and_ops_from_the_launches(decode, decode_tables):
     assert checked > 5
 
 
+def test_kernel_locations_are_the_synthesized_launch_sites(decode, decode_tables):
+    """Against the synthesizer's ground truth: each activity's launch site as simulated (truth's per-step
+    launch-site templates, in stream and time order), weighted by its GPU time; the first location of each
+    kernel row is the site with the most of the kernel's time, with its share when it has more than one."""
+    wh, run, truth = decode
+    con = connect(wh, runs=[run])
+    acts: dict[tuple, list] = defaultdict(list)
+    for rank, step, name, dur in con.execute(
+        "SELECT rank, step, name, dur_ns FROM kernels WHERE run_id = ? AND phase = 'decode' "
+        "ORDER BY rank, step, stream, start_ns, kernel_id",
+        [run],
+    ).fetchall():
+        acts[(rank, step)].append((name, dur))
+    per_site: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for step in truth["steps"]:
+        expected = truth["launch_site_templates"][step["launch_sites"]]
+        ours = acts.pop((step["rank"], step["step"]), [])
+        assert [n for n, _ in ours] == [e[0] for e in expected]
+        for (name, file, line, function), (_, dur) in zip(expected, ours):
+            per_site[name][f"{file}:{line} {function}"] += dur
+    assert not acts, "every decode activity is in a simulated step"
+    got = decode_tables[1]["Kernel Table"]["decode"]
+    for cells in got:
+        sites = per_site[cells[0]]
+        top = min(sites, key=lambda s: (-sites[s], s))
+        share = sites[top] / sum(sites.values())
+        expect = top + (f" (site share {100 * share:.0f}%)" if len(sites) > 1 else "")
+        assert cells[5].split("<br>")[0] == expect, cells[0]
+    assert any("(site share" in cells[5] for cells in got), "some kernel runs from two sites"
+
+
 def test_overlap_rows_in_the_skill_order(decode, decode_tables):
     """Headroom rows first (most exclusive time first), then low-roi-hidden (most hidden time first); only
     reportable rows at or above the bar; the formal signal's figures are the view's."""
-    wh, run = decode
+    wh, run, _ = decode
     con = connect(wh, runs=[run])
     view = rows(
         con,
@@ -209,7 +240,7 @@ def test_overlap_rows_in_the_skill_order(decode, decode_tables):
 
 
 def test_fuse_rows_are_fusion_match_at_or_above_the_bar(decode, decode_tables):
-    wh, run = decode
+    wh, run, _ = decode
     con = connect(wh, runs=[run])
     view = rows(
         con,
@@ -234,7 +265,7 @@ def test_fuse_rows_are_fusion_match_at_or_above_the_bar(decode, decode_tables):
 
 
 def test_unknown_run_is_one_line(decode, cli_runner):
-    wh, _ = decode
+    wh, _, _ = decode
     result = cli_runner.invoke(
         main, ["--warehouse", str(wh.root), "report", "nosuchrun", "--format", "triage"]
     )
@@ -244,7 +275,7 @@ def test_unknown_run_is_one_line(decode, cli_runner):
 
 
 def test_phase_not_in_the_run_is_one_line(decode, cli_runner):
-    wh, run = decode
+    wh, run, _ = decode
     args = ["--warehouse", str(wh.root), "report", run, "--format", "triage", "--phase", "prefill"]
     result = cli_runner.invoke(main, args)
     assert result.exit_code != 0 and len(result.output.strip().splitlines()) == 1, result.output
@@ -314,3 +345,31 @@ def test_sglang_decode_trace(rel, warehouses, cli_runner):
     first = tables["Kernel Table"]["decode"][0]
     assert first[0] == top  # 36 launches of the largest GEMM, 2417.659 µs: "2.42 ms"
     assert first[2] == f"{total[top] / 1e3:.2f} ms" == "2.42 ms" and first[4] == str(count[top]) == "36"
+
+
+def test_stage_headings_and_empty_tables_as_the_skill_lays_them_out():
+    """A run whose only phase is unknown (the skill's `all`) has no stage heading; a table without rows is one
+    row saying why, the other cells `-`; a second phase brings the headings back."""
+    from tracehouse.reports.triage import TriageKernel, TriageStage, TriageView, render_triage
+
+    kernel = TriageKernel("k", "gemm", 2_000_000, 0.5, 3, [])
+    view = TriageView("r1", "pytorch", None, ["a.json"], 0.01, [TriageStage("unknown", [kernel], [], [])], 1)
+    tables = parse(render_triage(view))
+    assert list(tables["Kernel Table"]) == [None]
+    assert tables["Kernel Table"][None] == [["k", "gemm", "2.00 ms", "50.0%", "3", "unresolved", "-"]]
+    [[overlap]] = tables["Overlap Opportunity Table"].values()
+    assert overlap[:2] == ["-", "-"] and "stream" in overlap[2] and overlap[3:] == ["-"] * 4
+    [[fuse]] = tables["Fuse Opportunity Table"].values()
+    assert fuse[1:] == ["-"] * 7
+    view.stages.insert(0, TriageStage("prefill", [kernel], [], []))
+    assert list(parse(render_triage(view))["Kernel Table"]) == ["extend/prefill", "all"]
+
+
+def test_locations_in_the_skill_forms():
+    from tracehouse.reports.triage import fusion_location, location
+
+    site = "/srv/sglang/srt/layers/linear.py(405): forward"
+    assert location(site) == "/srv/sglang/srt/layers/linear.py:405 forward"
+    assert fusion_location(site) == "forward @ /srv/sglang/srt/layers/linear.py:405"
+    assert location("<built-in method mm>") == "<built-in method mm>" and location(None) == "unresolved"
+    assert fusion_location(None) == "-"
