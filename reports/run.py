@@ -43,7 +43,7 @@ def _rows(con, sql: str, params: list | dict) -> list[dict]:
     return [dict(zip(columns, row)) for row in cursor.fetchall()]
 
 
-def _check_phase(con: Connection, run_id: str, phase: str) -> None:
+def check_phase(con: Connection, run_id: str, phase: str) -> None:
     """--phase naming a phase the run does not have is an error naming those it has, not an empty report."""
     have = [
         r[0]
@@ -88,7 +88,7 @@ def _build_run_report(con: Connection, run_id: str, phase: str | None, mapping_r
     run = _rows(con, "SELECT * FROM runs WHERE run_id = ?", [run_id])[0]
     phase_clause, phase_params = ("AND phase = ?", [phase]) if phase else ("", [])
     if phase:
-        _check_phase(con, run_id, phase)
+        check_phase(con, run_id, phase)
     bar, top_kernels, always_shown = con.execute(
         "SELECT report_bar, top_kernels, always_shown FROM report_params"
     ).fetchone()  # sql/report_params

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from tracehouse.reports.export import export_run, export_settings
 from tracehouse.reports.run import RunParams, build, render_run_report
+from tracehouse.reports.triage import TriageParams, render_triage
+from tracehouse.reports.triage import build as build_triage
 from tracehouse.warehouse.derived import derive, is_derived
 from tracehouse.warehouse.engine import is_uri, open_resolved, store_of
 from tracehouse.warehouse.runs import resolve_run
@@ -90,3 +92,24 @@ def derive_first(warehouse: Warehouse, runs: list[str]) -> None:
             "computing them for this report only (slower)",
             file=sys.stderr,
         )
+
+
+def write_triage_report(
+    warehouse: Warehouse | str,
+    run: str,
+    phase: str | None = None,
+    mapping_run: str | None = None,
+    template_dir: str | Path | None = None,
+    engine: str = "duckdb",
+    master: str | None = None,
+) -> str:
+    """`tracehouse report --format triage`: the kernel, overlap and fuse tables per phase (reports.triage)."""
+    store = warehouse if isinstance(warehouse, Warehouse) or is_uri(str(warehouse)) else Warehouse(warehouse)
+    con, (run_id, mapping_id) = open_resolved(
+        store, engine, lambda c: _resolve(c, run, mapping_run), master=master, before_reading=derive_first
+    )
+    try:
+        view = build_triage(con, TriageParams(run_id, phase, mapping_id))
+    finally:
+        con.close()
+    return render_triage(view, template_dir)

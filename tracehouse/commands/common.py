@@ -80,6 +80,8 @@ FORMAT_HELP = {
     "md": "Markdown for a terminal or a PR",
     "ndjson": "one JSON object a line for scripts, every value whole",
     "html": "one self-contained HTML page",
+    "triage": "the kernel, overlap and fuse tables per phase as Markdown, laid out as the "
+    "llm-torch-profiler-analysis skill prints its Triage View",
 }
 
 
@@ -96,9 +98,11 @@ def format_option(choices=("table", "csv", "json"), default="table", json_help: 
     )
 
 
-def report_format_option():
-    """--format of the reports (report, diff, trend): md, html or json."""
-    return format_option(("md", "html", "json"), "md", json_help="the same content as JSON for scripts")
+def report_format_option(extra: tuple[str, ...] = ()):
+    """--format of the reports (report, diff, trend): md, html or json, and a report's own (`extra`)."""
+    return format_option(
+        ("md", "html", "json") + extra, "md", json_help="the same content as JSON for scripts"
+    )
 
 
 def output_option(
