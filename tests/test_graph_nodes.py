@@ -152,3 +152,33 @@ def test_node_order_is_the_capture_order_on_any_stream():
     plain = [Replayed(a.kernel_id, a.stream, a.kind, a.name, a.start_ns, a.end_ns) for a in acts]
     pairs = sorted(align([_launch(i, None) for i in range(4)], plain))
     assert [(plain[r].name, c) for r, c, _ in pairs] == [("a", 0), ("b", 1), ("x", 2), ("c", 3)]
+
+
+@pytest.mark.parametrize("schema", ["3.25", "3.13"])
+def test_nsys_export_graph_nodes(tmp_path, schema):
+    """An Nsight Systems export's kernel graphId / graphNodeId land in the same columns (3.13 has no graphId),
+    checked against the export read directly with sqlite3."""
+    import sqlite3
+
+    from tracehouse.synth.nsys import write_export
+
+    path = tmp_path / "synth.sqlite"
+    write_export(path, schema=schema)
+    src = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    cols = {r[1] for r in src.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")}
+    graph_id = "graphId" if "graphId" in cols else "NULL"
+    expected = sorted(
+        src.execute(
+            f"SELECT s.value, {graph_id}, graphNodeId FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+            "JOIN StringIds s ON s.id = k.demangledName WHERE graphNodeId IS NOT NULL"
+        ).fetchall()
+    )
+    src.close()
+    assert expected and (graph_id == "NULL") == (schema == "3.13")
+    wh = Warehouse(tmp_path / "wh")
+    [outcome] = ingest_paths(wh, [path])
+    got = connect(wh).execute(
+        "SELECT name, graph_id, graph_node_id FROM kernels WHERE run_id = ? AND graph_node_id IS NOT NULL",
+        [outcome.run_id],
+    )
+    assert sorted(got.fetchall()) == expected

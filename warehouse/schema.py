@@ -27,7 +27,7 @@ from tracehouse.warehouse.store import SCHEMA_PARTITION  # noqa: F401 - re-expor
 
 # runs.schema_version of what ingest writes: bump it with any change to a column's name, type or order
 # (tests/test_schema.py holds the digest of each version's columns and fails until it is bumped)
-SCHEMA_VERSION = 2  # 2: table step_requests
+SCHEMA_VERSION = 3  # 2: table step_requests; 3: kernels' graph node columns
 
 if TYPE_CHECKING:
     import pyarrow as pa
