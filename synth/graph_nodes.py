@@ -18,6 +18,7 @@ from __future__ import annotations
 from .sim_types import Act
 
 GRAPH_ID = 1
+ANNOTATION = "decode"
 
 # the fields of a collective's annotation (torch.distributed's graph-annotation hooks record these)
 COLLECTIVE_FIELDS = (
@@ -41,6 +42,8 @@ def graph_node_args(act: Act, collective: dict | None) -> dict:
     """The args a replayed activity's event gains: its node identity and its node's annotation.
     collective: the record_param_comms fields of the collective it runs (None: not a collective)."""
     args: dict = {"graph id": GRAPH_ID, "graph node id": node_id(act.graph_node or 0)}
+    # the engine's own mark_kernels("decode") around the captured forward: a string annotation is `name`
+    args["name"] = ANNOTATION
     if act.fqn:
         args["module_fqn"] = act.fqn
     if collective:

@@ -19,6 +19,7 @@ from tracehouse.ingest.capture_align import Replayed, align
 from tracehouse.ingest.capture_windows import CaptureLaunch
 from tracehouse.ingest.load import ingest_paths
 from tracehouse.synth import write_scenario
+from tracehouse.synth.graph_nodes import ANNOTATION
 from tracehouse.synth.truth import load_truth
 from tracehouse.warehouse.catalog import connect
 from tracehouse.warehouse.store import Warehouse
@@ -28,7 +29,7 @@ RUN = {"ranks": 2, "steps": 3, "layers": 2}
 ROWS_SQL = """
 SELECT k.rank, k.step, k.name, k.graph_id, k.graph_node_id, k.module_fqn, k.collective_name, k.process_group,
        k.in_msg_nelems, k.group_size, s.module_path, s.module, s.file, s.line, s.function, s.site_source,
-       s.capture_match, k.launch_call
+       s.capture_match, k.launch_call, k.graph_annotation
 FROM kernels k JOIN kernel_launch_site s USING (run_id, rank, kernel_id)
 WHERE k.run_id = ? ORDER BY k.rank, k.step, k.stream, k.start_ns, k.kernel_id
 """
@@ -58,10 +59,10 @@ def _check_nodes(truth: dict, got: dict) -> int:
         for (node, fqn, collective), r in zip(step["graph_nodes"], ours):
             assert r[4] == node, (step["rank"], step["step"], r[2])
             if node is None:
-                assert r[3] is None and r[5] is None
+                assert r[3] is None and r[5] is None and r[18] is None
                 continue
             replayed += 1
-            assert r[3] == 1 and r[5] == fqn and r[10] == fqn and r[11] == fqn
+            assert r[3] == 1 and r[5] == fqn and r[10] == fqn and r[11] == fqn and r[18] == ANNOTATION
             assert r[6] == collective
             if collective:  # the annotation's text values, read as numbers
                 assert r[7] == "0" and r[8] == 32 * 7168 and r[9] == RUN["ranks"]
