@@ -17,6 +17,9 @@ from its Python line and inside its cpu_op. This module
    the capture annotation; the replay's bs comes from the step annotation around the launch call:
    `step[DECODE bs=32]`, `execute_32_context_...`), preferring the capture of the same rank;
 3. aligns the capture's launches with the activities the launch replays (same correlation, by start):
+   `node`  by graph node id, where the trace gives one (Kineto's `graph node id`): a graph numbers its
+           nodes in the order the capture created them, so this is the launch order on any streams
+           (matched by name where the capture names kernels, else one to one),
    `name`  in order and by kernel name (longest common subsequence),
    `order` one to one in order, when the capture names no kernel (NVIDIA) and the graph uses one stream,
    `stream` the same on a fork-join reconstruction of the launch order for multi-stream graphs: each
@@ -73,7 +76,7 @@ def _choose(windows: list[CaptureWindow], rank: int, bs: int | None, n: int) -> 
 
 GRAPH_KERNELS_SQL = """
 SELECT correlation, kernel_id, stream, kind, name, start_ns, start_ns + dur_ns AS end_ns,
-       launch_start_ns, launch_tid
+       launch_start_ns, launch_tid, graph_node_id
 FROM read_parquet(?)
 WHERE linked AND regexp_matches(launch_call, '(?i)graphlaunch')
 ORDER BY correlation, start_ns, kernel_id
@@ -112,7 +115,7 @@ def attribute_rank(
         sites = 0
         for corr, ks in _graph_launches(con.execute(GRAPH_KERNELS_SQL, [str(kernels_file)])):
             replayed += len(ks)
-            acts = [Replayed(k[1], k[2], k[3], k[4], k[5], k[6]) for k in ks]
+            acts = [Replayed(k[1], k[2], k[3], k[4], k[5], k[6], k[9]) for k in ks]
             t, tid = ks[0][7], ks[0][8]
             bs = None
             for a_tid, a_name, a_start, a_end in annotations:  # innermost (latest start) first
@@ -123,7 +126,7 @@ def attribute_rank(
             window = _choose(windows, rank, bs, len(acts))
             if window is None:
                 continue
-            signature = (id(window), tuple((a.stream, a.kind, a.name) for a in acts))
+            signature = (id(window), tuple((a.stream, a.kind, a.name, a.node) for a in acts))
             # the fork-join order depends on timing, so a cached alignment is reused only for the same shape
             pairs = cache.get(signature) if len(signature[1]) and len({a.stream for a in acts}) == 1 else None
             if pairs is None:

@@ -1,5 +1,6 @@
 """A capture window's launches aligned with the activities a graph launch replays (step 3 of
-ingest.capture's attribution): by name, in order, on a fork-join order of the streams, then greedily."""
+ingest.capture's attribution): by name, in order, by graph node, on a fork-join order of the streams, then
+greedily."""
 
 from __future__ import annotations
 
@@ -23,6 +24,16 @@ class Replayed:
     name: str
     start_ns: int
     end_ns: int
+    node: int | None = None  # the trace's `graph node id` (NULL in traces without it)
+
+
+def node_order(acts: list[Replayed]) -> list[int] | None:
+    """The replay's activities by graph node id (indices into acts), when every one has an id. A graph
+    numbers its nodes as they are created, which is the order the capture launched them in, whatever the
+    streams did at replay; None when some activity has no id (older Kineto, CUDA < 12)."""
+    if not acts or any(a.node is None for a in acts):
+        return None
+    return sorted(range(len(acts)), key=lambda i: (acts[i].node, i))
 
 
 def _key(kind: str, name: str | None):
@@ -83,7 +94,9 @@ def align(launches: list[CaptureLaunch], acts: list[Replayed]) -> list[tuple[int
     """(index into acts, index into launches, match kind) for every activity that could be aligned."""
     named = any(c.name for c in launches if c.kind == "kernel")
     streams = {a.stream for a in acts}
-    orders = [("start", list(range(len(acts))))]
+    by_node = node_order(acts)
+    orders = [("node", by_node)] if by_node is not None else []
+    orders.append(("start", list(range(len(acts)))))
     if len(streams) > 1:
         orders.append(("stream", forkjoin_order(acts)))
     ckeys = [_key(c.kind, c.name if named else None) for c in launches]
@@ -92,12 +105,12 @@ def align(launches: list[CaptureLaunch], acts: list[Replayed]) -> list[tuple[int
         rkeys = [_key(acts[j].kind, acts[j].name if named else None) for j in order]
         if named:
             pairs = [(order[rb], ca) for ca, rb in _lcs_pairs(ckeys, rkeys)]
-            match = "name" if label == "start" else "stream"
+            match = {"start": "name"}.get(label, label)
         else:
             if len(order) != len(launches) or rkeys != ckeys:
                 continue
             pairs = [(order[k], k) for k in range(len(order))]
-            match = "order" if label == "start" else "stream"
+            match = {"start": "order"}.get(label, label)
             if len(streams) > 1 and label == "start":
                 continue  # by start, concurrent streams interleave unlike the launches: not an order
         score = len(pairs)

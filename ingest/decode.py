@@ -59,6 +59,12 @@ ARGS_KEYS: dict[str, str] = {
     "wait_on_stream": "wait_on_stream",
     "wait_on_event_corr": "wait_on_cuda_event_record_corr_id",
     "sync_kind": "cuda_sync_kind",
+    # CUDA-graph node identity of a replayed activity (Kineto with CUDA >= 12; 0 when not from a graph)
+    "graph_id": "graph id",
+    "graph_node_id": "graph node id",
+    # a `mark_kernels` annotation baked into a graph node's events by PyTorch's export (its string form
+    # lands in `name`, read above as meta_name; torchtitan tags the module under `module_fqn`)
+    "module_fqn": "module_fqn",
 }
 
 # args read as numbers on the fast path (type_events.sql types them again, a no-op there).
@@ -80,6 +86,8 @@ ARGS_NUMERIC: dict[str, str] = {
     "fwd_thread_id": "BIGINT",
     "wait_on_stream": "BIGINT",
     "wait_on_event_corr": "BIGINT",
+    "graph_id": "BIGINT",
+    "graph_node_id": "BIGINT",
 }
 
 # The older Kineto format spells this key in lower case (DuckDB struct fields are case-insensitive,

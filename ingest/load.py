@@ -136,6 +136,8 @@ class Ingestor:
     def _ingest_one_plan(self, plan, labels: dict[str, str], done: IngestState) -> None:
         if plan.announce:  # a folder of several profiling sessions: each is a run, named here
             eprint(plan.announce)
+        if plan.capture_note:  # capture traces found beside the profile (ingest.run.CAPTURE_FOLDERS)
+            eprint(plan.capture_note)
         outcome = _ingest_plan(
             self.warehouse,
             plan.files,

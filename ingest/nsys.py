@@ -87,7 +87,8 @@ CREATE OR REPLACE TABLE events (
     input_dims VARCHAR, input_types VARCHAR, collective_name VARCHAR, in_msg_nelems BIGINT,
     out_msg_nelems BIGINT, group_size INTEGER, dtype VARCHAR, process_group VARCHAR,
     process_group_desc VARCHAR, meta_name VARCHAR, sequence_number BIGINT, fwd_thread_id BIGINT,
-    wait_on_stream BIGINT, wait_on_event_corr BIGINT, sync_kind VARCHAR, dur_missing BOOLEAN DEFAULT false
+    wait_on_stream BIGINT, wait_on_event_corr BIGINT, sync_kind VARCHAR, dur_missing BOOLEAN DEFAULT false,
+    graph_id BIGINT, graph_node_id BIGINT, module_fqn VARCHAR
 )
 """
 
@@ -169,7 +170,8 @@ FROM (
 """
 SELECT_KERNEL = f"""
 SELECT 'X' AS ph, 'kernel' AS cat, 'kernel' AS gpu_kind, coalesce(d.value, sn.value, '') AS name, grid, block,
-       registers, shared_memory, {_GPU.format(t="b.")}
+       registers, shared_memory, nullif(graph_id, 0) AS graph_id, nullif(graph_node_id, 0) AS graph_node_id,
+       {_GPU.format(t="b.")}
 FROM batch b LEFT JOIN nsys_strings d ON d.id = b.demangled LEFT JOIN nsys_strings sn ON sn.id = b.short
 """
 SELECT_MEMCPY = f"""
@@ -294,7 +296,8 @@ def load_events(sq: sqlite3.Connection, con: duckdb.DuckDBPyConnection, global_p
             f"'[' || {col('gridX')} || ',' || {col('gridY')} || ',' || {col('gridZ')} || ']' AS grid, "
             f"'[' || {col('blockX')} || ',' || {col('blockY')} || ',' || {col('blockZ')} || ']' AS block, "
             f"{col('registersPerThread')} AS registers, "
-            f"coalesce({col('staticSharedMemory')}, 0) + coalesce({col('dynamicSharedMemory')}, 0) AS shared_memory "
+            f"coalesce({col('staticSharedMemory')}, 0) + coalesce({col('dynamicSharedMemory')}, 0) AS shared_memory, "
+            f"{col('graphId')} AS graph_id, {col('graphNodeId')} AS graph_node_id "
             "FROM CUPTI_ACTIVITY_KIND_KERNEL a WHERE a.globalPid = ?",
             (global_pid,),
             SELECT_KERNEL,

@@ -1,7 +1,8 @@
 """Ingest of a run: which files belong together, their ranks, and the runs row.
 
 Each profiling session of a directory is one run (ingest/sessions.py tells sessions apart; a directory of
-one session is one run, its trace files the ranks; a `capture_traces/` folder inside it holds capture
+one session is one run, its trace files the ranks; a `capture_traces/` (or SGLang's
+`graph_capture_profile/`) folder inside it holds capture
 traces, which go with each of its runs); files named together on the command line are grouped the same
 way; with `--one-run`, a directory, and the files named together, are one run whatever they say. Files are hashed first, so
 the run id (derived from the content) is known before any work, and a run already in the warehouse
@@ -43,6 +44,7 @@ class RunPlan:
     skipped: list[str] = field(default_factory=list)  # non-trace files beside the traces
     notes: list[str] = field(default_factory=list)  # said of the run as a whole (runs.warnings)
     announce: str | None = None  # the line that names the runs of a split folder (ingest.sessions.describe)
+    capture_note: str | None = None  # the line that says capture traces were found beside the profile
 
 
 def is_sidecar_json(path: Path, limit: int = 1 << 20) -> bool:
@@ -55,6 +57,21 @@ def is_sidecar_json(path: Path, limit: int = 1 << 20) -> bool:
     return b"traceEvents" not in head
 
 
+# Folders of capture traces that profilers write beside a profile, found without --capture: ours, and
+# SGLang's (`--enable-profile-cuda-graph` writes <SGLANG_TORCH_PROFILER_DIR>/graph_capture_profile/, the
+# folder its profiles go to).
+CAPTURE_FOLDERS = ("capture_traces", "graph_capture_profile")
+
+
+def capture_folder(path: Path) -> Path | None:
+    """The first folder of CAPTURE_FOLDERS inside a profile folder that holds a trace file, else None."""
+    for name in CAPTURE_FOLDERS:
+        folder = path / name
+        if folder.is_dir() and any(is_trace_file(p) for p in folder.rglob("*")):
+            return folder
+    return None
+
+
 def plan_runs(paths: list[Path], capture: Path | None = None, one_run: bool = False) -> list[RunPlan]:
     """Group the command's paths into runs: one per profiling session of each directory, and of the loose
     files together (ingest.sessions); one_run: each directory is one run, loose files together are one."""
@@ -65,12 +82,17 @@ def plan_runs(paths: list[Path], capture: Path | None = None, one_run: bool = Fa
             entries = sorted(p for p in path.iterdir() if p.is_file())
             traces = [p for p in entries if is_trace_file(p) and not is_sidecar_json(p)]
             skipped = [str(p) for p in entries if p not in traces and p.name not in NOT_TRACES]
-            cap = capture or (path / "capture_traces" if (path / "capture_traces").is_dir() else None)
+            found = None if capture else capture_folder(path)
+            cap = capture or found
             if not traces:
                 raise TracehouseError(
                     f"{path}: no trace files (*.json, *.json.gz, Nsight Systems *.sqlite) in this directory"
                 )
-            plans += _session_plans(str(path), traces, cap, skipped, one_run)
+            folder_plans = _session_plans(str(path), traces, cap, skipped, one_run)
+            if found is not None:
+                note = f"{path}: capture traces found in {found.name}/ (used as --capture)"
+                folder_plans[0].capture_note = note
+            plans += folder_plans
         elif path.is_file():
             loose.append(path)
         else:

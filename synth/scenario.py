@@ -218,6 +218,8 @@ def write_scenario(
     spelling: str = "modern",
     start_ns: int | None = None,
     naming: str = "default",
+    graph_nodes: bool = False,
+    capture_layout: str = "default",
 ) -> Path:
     """Write the trace files of one synthetic run (plus ground_truth.json) into out_dir; return out_dir.
 
@@ -227,12 +229,18 @@ def write_scenario(
     spelling: the profiler version the traces are written as (synth/kineto.py SPELLINGS); the simulation,
     and so the ground truth, is the same whatever the spelling. start_ns: the session's start (UTC ns; its
     host clocks start there, and SGLang's names carry it); naming: the file names' style (_file_name).
+    graph_nodes: replayed kernels carry Kineto's graph node ids and their nodes' mark_kernels annotations
+    (synth/graph_nodes.py), and each step's truth lists them (`graph_nodes`). capture_layout: where the
+    capture traces of a serving-decode run go (CAPTURE_LAYOUTS).
     """
     _check(scenario, vendor, ranks, layers, steps, target_size, straggler)
+    if capture_layout not in CAPTURE_LAYOUTS:
+        raise ValueError(f"capture_layout must be one of {', '.join(CAPTURE_LAYOUTS)}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     start = Cfg.t0_ns if start_ns is None else start_ns  # the hosts' clocks at the session's start
     cfg = Cfg(scenario, vendor, ranks, layers, batch_size, seed, straggler, host_stall_us, slow_kernel, start)
+    cfg.graph_nodes = graph_nodes
     streams = STREAMS[vendor]
     sims = [RankSim(cfg, r, streams) for r in range(ranks)]
     names = [_file_name(cfg, r, naming, start_ns) for r in range(ranks)]
@@ -287,7 +295,7 @@ def write_scenario(
         progress.note("writing the ground truth")
     capture_files: list[str] = []
     if scenario == "serving-decode":
-        capture_files = _write_captures(cfg, out, layers)
+        capture_files = _write_captures(cfg, out, layers, capture_layout)
     truth.write(
         {
             "capture_files": capture_files,
@@ -316,9 +324,20 @@ def _layer_shape(sim: RankSim, layers: int) -> tuple[dict[int, int], list[str]]:
     return per, [a.name for a in body]
 
 
-def _write_captures(cfg: Cfg, out: Path, layers: int) -> list[str]:
-    """capture_traces/: one capture trace per (batch size, rank) and execution_details.json."""
-    cap = out / "capture_traces"
+# Where capture traces go: (folder, file name of a batch size's capture on a rank, execution_details.json).
+# default: ours; sglang: what `--enable-profile-cuda-graph` with SGLANG_GRAPH_BATCH_CAPTURE writes beside
+# the profile, <SGLANG_TORCH_PROFILER_DIR>/graph_capture_profile/{runner_name}_bs_{bs}_rank{rank}.json.gz,
+# without a details file (the batch size is in the capture annotation).
+CAPTURE_LAYOUTS = {
+    "default": ("capture_traces", "bs_{bs}_rank{rank}.json.gz", True),
+    "sglang": ("graph_capture_profile", "DecodeCudaGraphRunner_bs_{bs}_rank{rank}.json.gz", False),
+}
+
+
+def _write_captures(cfg: Cfg, out: Path, layers: int, layout: str = "default") -> list[str]:
+    """One capture trace per (batch size, rank), and execution_details.json, laid out as `layout` says."""
+    folder, pattern, with_details = CAPTURE_LAYOUTS[layout]
+    cap = out / folder
     cap.mkdir(exist_ok=True)
     details = []
     files = []
@@ -329,13 +348,14 @@ def _write_captures(cfg: Cfg, out: Path, layers: int) -> list[str]:
             sim.capture = True
             sim.h -= 3_600_000_000_000  # captured an hour before the profiled replay
             t0 = sim.h
-            name = f"bs_{bs}_rank{r}.json.gz"
+            name = pattern.format(bs=bs, rank=r)
             w = TraceWriter(cap / name, _head(c2, r))
             for _ in capture_program(sim, layers):
                 pass
             sim.flush(w)
             _close(w, sim, t0, sim.h, "sglang::scheduler")
             details.append({"file": name, "batch_size": bs, "mode": "FULL"})
-            files.append(f"capture_traces/{name}")
-    (cap / "execution_details.json").write_text(json.dumps(details, indent=2) + "\n")
+            files.append(f"{folder}/{name}")
+    if with_details:
+        (cap / "execution_details.json").write_text(json.dumps(details, indent=2) + "\n")
     return files

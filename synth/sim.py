@@ -18,6 +18,7 @@ import random
 from collections.abc import Callable, Generator, Iterable
 
 from .catalog import Kernel
+from .graph_nodes import graph_node_args
 from .kineto import TraceWriter
 from .runtime_api import AMD, CBID, CID, NV
 from .sim_types import Act, Cfg
@@ -54,6 +55,8 @@ class RankSim:
         self.step = 0
         self.capture = False  # emitting a capture trace: launches without execution
         self.replay: tuple[int, int] | None = None  # (graph corr, earliest GPU start) during graph replay
+        self.replay_nodes = 0  # activities of the current graph launch so far (its nodes, in capture order)
+        self.fqn: str | None = None  # the module FQN the workload is in (synth/graph_nodes.py)
         self.collectives: list[Act] = []
         self.gpu_annotations: list[tuple] = []
         self.used_streams: set[int] = set()
@@ -157,7 +160,9 @@ class RankSim:
     def _launch(self, k: Kernel, stream: int, deps: Iterable[int]) -> Act | None:
         if self.replay is not None:
             corr, t0 = self.replay
-            return self._gpu(k, stream, max(t0, *(deps or [0])), corr, None, replay=True)
+            act = self._gpu(k, stream, max(t0, *(deps or [0])), corr, None, replay=True)
+            act.graph_node, self.replay_nodes = self.replay_nodes, self.replay_nodes + 1
+            return act
         self.py(k.file, k.line, k.func)
         eager_nccl = bool(k.collective) and k.cpu_op.startswith("nccl:")
         meta = None
@@ -217,6 +222,7 @@ class RankSim:
             replay,
         )
         act.event_deps = self.pending_waits.pop(stream, None)
+        act.fqn = self.fqn
         if k.collective:
             self.ncoll += 1
             act.coll = f"{self.step}:{self.ncoll}"
@@ -402,6 +408,7 @@ class RankSim:
         # Kineto: NVIDIA writes one `s` at the launch; ROCm writes an `f` there instead (see the SGLang trace).
         corr, rt = self.runtime(name, dur, flow="s" if self.vendor == "nvidia" else "f")
         self.replay = (corr, rt + self.jit(4_000, 7_000))
+        self.replay_nodes = 0
         yield from body()
         self.replay = None
 
@@ -454,6 +461,8 @@ class RankSim:
                     )
                 if a.coll_meta:
                     args.update(a.coll_meta)
+                if self.cfg.graph_nodes and a.graph_node is not None and not amd:
+                    args.update(graph_node_args(a, self._coll_meta(k) if k.collective else None))
             else:
                 args.update({"device": dev})
                 if not amd:

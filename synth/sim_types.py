@@ -32,6 +32,8 @@ class Act:
     # critical-path ground truth: activities on other streams this one waits for through a traced
     # cudaEventRecord -> cudaStreamWaitEvent (the first activity launched on the stream after the wait)
     event_deps: list | None = None
+    graph_node: int | None = None  # its place in the graph launch's body (replayed activities only)
+    fqn: str | None = None  # the module it was launched from, as a dotted FQN (workloads set sim.fqn)
 
     @property
     def end(self) -> int:
@@ -51,6 +53,7 @@ class Cfg:
     slow_kernel: tuple[str, float] | None = None
     t0_ns: int = 1_765_432_100_000_000_000
     slow_re: Any = None
+    graph_nodes: bool = False  # write Kineto's `graph id` / `graph node id` and mark_kernels annotations
 
     def __post_init__(self) -> None:
         if self.slow_kernel:

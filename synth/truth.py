@@ -26,7 +26,9 @@ Layout (keys of the top-level object):
   annotation: `step[...]` or `ProfilerStep#N`), gpu_start_ns, gpu_end_ns, span_ns, busy_ns, compute_ns,
   exposed_comm_ns, exposed_memory_ns, idle_ns, n_activities, n_linked, category_ns, kernels {name:
   [time_ns, count]}, streams {stream: [busy_ns, exclusive_ns, count]}, graph_launches (int),
-  n_with_op (activities launched inside a cpu_op), launch_sites (key into `launch_site_templates`)}.
+  n_with_op (activities launched inside a cpu_op), launch_sites (key into `launch_site_templates`)};
+  graph_nodes (runs written with graph_nodes=True only): per activity in the launch-site order, [graph
+  node id, annotated module FQN, annotated collective] (nulls where not replayed; synth/graph_nodes.py).
   Identity: compute_ns + exposed_comm_ns + exposed_memory_ns + idle_ns == span_ns (exactly).
   compute = union of activities whose category is neither communication nor memory; exposed_comm =
   |union(comm) − union(compute)|; exposed_memory = |union(memory) − union(compute ∪ comm)|.
@@ -75,6 +77,7 @@ from typing import Any
 
 import orjson
 
+from .graph_nodes import node_truth
 from .sim import Act, RankSim
 
 TRUTH_NAMES = ("ground_truth.json", "ground_truth.json.gz")
@@ -419,6 +422,8 @@ class Truth:
             "launch_sites": key,
             "critical_path": critical_path_truth(sim, host),
         }
+        if sim.cfg.graph_nodes:
+            row["graph_nodes"] = node_truth(order)
         self._steps.write((b",\n" if self._nsteps else b"") + orjson.dumps(row))
         self._nsteps += 1
         r = self.ranks.setdefault(

@@ -26,6 +26,7 @@ def serving_layer(sim: RankSim, i: int, prefill: bool) -> Generator:
     K = serving_kernels(sim.vendor)
     m, s = sim.S["main"], sim.S["side"]
     host = sim.replay is None
+    sim.fqn = f"model.layers.{i}"
     if host:
         sim.module("DeepseekV2DecoderLayer", i)
         sim.py(DSV2, 1872, "forward")
@@ -58,6 +59,7 @@ def serving_layer(sim: RankSim, i: int, prefill: bool) -> Generator:
     yield from sim.op(K["finalize"], m)
     sim.straggle(m)
     yield from sim.op(K["nccl_ar"], m)
+    sim.fqn = None
     if host:
         sim.exit()
         sim.exit()
@@ -68,8 +70,11 @@ def serving_body(sim: RankSim, layers: int, prefill: bool) -> Generator:
     m = sim.S["main"]
     for i in range(layers):
         yield from serving_layer(sim, i, prefill)
+    sim.fqn = "model.norm"
     yield from sim.op(K["final_norm"], m)
+    sim.fqn = "lm_head"
     yield from sim.op(K["lm_head"], m)
+    sim.fqn = None
 
 
 def serving_step(sim: RankSim, step: int, layers: int, prefill: bool, stall_ns: int) -> Generator:

@@ -361,6 +361,19 @@ def test_real_hand_checked_figures(real_nsys):
     assert rows == [{"device": 0, "n": 1721, "ns": 22_385_163}, {"device": 1, "n": 1721, "ns": 22_444_359}]
 
 
+def test_real_exports_have_no_graph_nodes(real_nsys):
+    """Read off the files by hand (python sqlite3): the three exports' kernel rows (3442, 4010 and 3587) all
+    have graphNodeId NULL (no CUDA graph ran): every kernel's graph_node_id is NULL, none is invented."""
+    _, con, runs = real_nsys
+    counts = {"h100_2gpu_1s.sqlite": 3442, "mfu_2gpu_before.sqlite": 4010, "mfu_2gpu_after.sqlite": 3587}
+    for name, n in counts.items():
+        row = con.execute(
+            "SELECT count(*), count(graph_node_id), count(graph_id) FROM kernels WHERE run_id = ? AND kind = 'kernel'",
+            [runs[name]],
+        ).fetchone()
+        assert row == (n, 0, 0), name
+
+
 @pytest.mark.parametrize("name", NSYS)
 def test_real_critical_path_and_streams(real_nsys, name):
     _, con, runs = real_nsys

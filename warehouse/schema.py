@@ -27,7 +27,7 @@ from tracehouse.warehouse.store import SCHEMA_PARTITION  # noqa: F401 - re-expor
 
 # runs.schema_version of what ingest writes: bump it with any change to a column's name, type or order
 # (tests/test_schema.py holds the digest of each version's columns and fails until it is bumped)
-SCHEMA_VERSION = 2  # 2: table step_requests
+SCHEMA_VERSION = 3  # 2: table step_requests; 3: kernels' graph node columns
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -154,6 +154,18 @@ COLUMNS: dict[str, list[tuple[str, Declared, str]]] = {
         ("dtype", STR, "the collective's element type"),
         ("pid", STR, "the trace's process id of the activity (a device lane)"),
         ("tid", STR, "the trace's thread id of the activity (a stream lane)"),
+        (
+            "graph_id",
+            I64,
+            "the CUDA graph a replayed activity belongs to (the trace's `graph id`; NULL: none)",
+        ),
+        (
+            "graph_node_id",
+            I64,
+            "its node in that graph (`graph node id`): the same node in every replay (NULL: not from a graph)",
+        ),
+        ("graph_annotation", STR, "the `name` a mark_kernels annotation gave its graph node (NULL: none)"),
+        ("module_fqn", STR, "the module FQN a mark_kernels annotation gave its graph node (NULL: none)"),
     ],
     "cpu_ops": [
         ("rank", I32, "the trace file's rank"),
@@ -242,7 +254,7 @@ COLUMNS: dict[str, list[tuple[str, Declared, str]]] = {
         ("capture_window", I32, "the capture window (graph) within that file"),
         ("capture_seq", I32, "the launch's position within the capture window"),
         ("capture_kernel_name", STR, "the kernel name in the capture"),
-        ("match", STR, "how replay and capture were aligned (name, order, stream, greedy)"),
+        ("match", STR, "how replay and capture were aligned (node, name, order, stream, greedy)"),
         ("graph_correlation", I64, "correlation of the graph launch that replayed it"),
         ("stack", list_of(STR), "the Python stack of the launch, innermost first"),
     ],

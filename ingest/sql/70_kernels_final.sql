@@ -2,6 +2,9 @@
 -- The step of a linked activity is the step whose host window holds its launch call (a host burst's
 -- window holds every call of the burst, graph launches included). An unlinked activity takes the step
 -- whose linked GPU work spans its start.
+-- graph_id / graph_node_id: the CUDA-graph node a replayed activity ran as (Kineto's `graph id` / `graph
+-- node id` args, 0 = not from a graph, read as NULL); graph_annotation / module_fqn: what a `mark_kernels`
+-- annotation baked into that node's event says (its `name`, its `module_fqn`), read only on graph nodes.
 CREATE OR REPLACE TABLE kernel_launch AS
 SELECT g.*, lp.name AS launch_call, lp.start_ns AS launch_start_ns, lp.dur_ns AS launch_dur_ns,
        lp.tid AS launch_tid, co.cpu_op_id, pf.python_frame_id
@@ -44,7 +47,9 @@ SELECT k.kernel_id, k.device, k.stream, k.kind, k.name, k.start_ns, k.dur_ns,
        k.cpu_op_id, k.python_frame_id, s.step, st.phase,
        e.grid, e.block, e.registers, e.shared_memory, e.occupancy, e.bytes,
        e.collective_name, e.process_group, e.in_msg_nelems, e.out_msg_nelems, e.group_size, e.dtype,
-       e.pid, e.tid
+       e.pid, e.tid, e.graph_id, e.graph_node_id,
+       CASE WHEN e.graph_node_id IS NOT NULL THEN e.meta_name END AS graph_annotation,
+       CASE WHEN e.graph_node_id IS NOT NULL THEN e.module_fqn END AS module_fqn
 FROM kernel_launch k
 JOIN events e ON e.ev_id = k.kernel_id
 LEFT JOIN kernel_step s USING (kernel_id)

@@ -65,5 +65,8 @@ SELECT
     TRY_CAST(wait_on_stream AS BIGINT) AS wait_on_stream,
     TRY_CAST(wait_on_event_corr AS BIGINT) AS wait_on_event_corr,
     sync_kind,
+    nullif(TRY_CAST(graph_id AS BIGINT), 0) AS graph_id,
+    nullif(TRY_CAST(graph_node_id AS BIGINT), 0) AS graph_node_id,
+    module_fqn,
     (ph = 'X' AND ts IS NOT NULL AND dur IS NULL) AS dur_missing
 FROM raw_events

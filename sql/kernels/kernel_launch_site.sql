@@ -26,7 +26,9 @@
 -- module_path is the chain of `nn.Module: X_N` frames of the same stack, outermost first, joined by '.'
 -- (X_N: the module's class and the profiler's per-class instance number, e.g.
 -- `Qwen3ForCausalLM_0.Qwen3Model_0.Qwen3DecoderLayer_3.Qwen3Attention_3`); NULL when the stack has none
--- (no `with_stack`/module recording, or work outside any module).
+-- (no `with_stack`/module recording, or work outside any module). A graph node's `mark_kernels` annotation
+-- wins where it names a module (kernels.module_fqn, e.g. `layers.0.attention.wq`): it was recorded for that
+-- very node at capture, so a replay is placed in its module without a capture trace or a stack.
 -- Columns:
 --   run_id, rank, kernel_id  VARCHAR, INTEGER, BIGINT  the activity (as in `kernels`)
 --   name               VARCHAR  activity name (kernel symbol, `Memcpy ...`), as in `kernels`
@@ -44,13 +46,15 @@
 --   inner_site         VARCHAR  the innermost frame with a source file, 'file(line): function' (the site
 --                               before plumbing is skipped: e.g. triton/backends/amd/driver.py(634):
 --                               __call__)
---   module_path        VARCHAR  nn.Module chain around the launch, outermost first, '.'-joined (NULL: none)
---   module             VARCHAR  the innermost nn.Module of that chain (e.g. Qwen3Attention_3)
+--   module_path        VARCHAR  nn.Module chain around the launch, outermost first, '.'-joined; a graph
+--                               node's annotated module FQN where it has one (NULL: none)
+--   module             VARCHAR  the innermost nn.Module of that chain (e.g. Qwen3Attention_3); the
+--                               annotated module FQN where there is one
 --   site_source        VARCHAR  'trace' (the trace's own stack), 'capture' (capture trace), or NULL
 --   cpu_op_name        VARCHAR  innermost cpu_op around the launch (from the same source as the site,
 --                               else from the other one)
 --   cpu_op_input_dims  VARCHAR  that op's input dims, as text
---   capture_match      VARCHAR  how the capture launch was aligned: name, order, stream, greedy (NULL
+--   capture_match      VARCHAR  how the capture launch was aligned: node, name, order, stream, greedy (NULL
 --                               when the capture was not used)
 --   capture_file       VARCHAR  the capture trace the site came from (NULL when not from capture)
 CREATE OR REPLACE VIEW kernel_launch_site AS
@@ -216,7 +220,7 @@ picked AS (
         ON sk.source = st.source AND sk.run_id = st.run_id AND sk.rank = st.rank AND sk.key_id = st.key_id
 ),
 trace_site AS (
-    SELECT k.run_id, k.rank, k.kernel_id, k.name, k.dur_ns, k.launch_call,
+    SELECT k.run_id, k.rank, k.kernel_id, k.name, k.dur_ns, k.launch_call, k.module_fqn,
            p.file, p.line, p.function, p.site_class, p.inner_site, p.plumbing_frames, p.module_path, p.module,
            o.name AS cpu_op_name, o.input_dims AS cpu_op_input_dims
     FROM kernels AS k
@@ -265,8 +269,8 @@ SELECT
     CASE site_source WHEN 'capture' THEN cap_class WHEN 'trace' THEN site_class END AS site_class,
     CASE site_source WHEN 'capture' THEN cap_plumbing WHEN 'trace' THEN plumbing_frames END AS plumbing_frames,
     CASE site_source WHEN 'capture' THEN cap_inner WHEN 'trace' THEN inner_site END AS inner_site,
-    CASE site_source WHEN 'capture' THEN cap_module_path ELSE module_path END AS module_path,
-    CASE site_source WHEN 'capture' THEN cap_module ELSE module END AS module,
+    coalesce(module_fqn, CASE site_source WHEN 'capture' THEN cap_module_path ELSE module_path END) AS module_path,
+    coalesce(module_fqn, CASE site_source WHEN 'capture' THEN cap_module ELSE module END) AS module,
     site_source,
     CASE WHEN site_source = 'capture' THEN coalesce(cap_op, cpu_op_name) ELSE coalesce(cpu_op_name, cap_op) END
         AS cpu_op_name,
