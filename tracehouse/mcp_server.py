@@ -132,11 +132,12 @@ def report(
 
 
 @verb
-def schema(reader: Reader, view: str | None = None, format: Literal["md", "json"] = "md") -> str:
+def schema(reader: Reader, view: str | None = None, format: Literal["json", "table", "csv"] = "json") -> str:
     """The tables and views `sql` can read, with what one row of each is (as `tracehouse schema`); with
     view, that view's columns, their types and what each means (as `tracehouse schema VIEW`).
 
     Ask before writing a query: names, units (ns, %) and keys (run_id, rank, step) are here.
+    format: json (records, every value whole), table or csv, as the command's --format.
     """
     from tracehouse.commands.schema import schema_rows
     from tracehouse.output import rows_text
