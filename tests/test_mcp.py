@@ -142,13 +142,13 @@ def test_a_session_answers_as_the_cli(pair, cli_runner, tmp_path):
 
 
 def test_errors_are_tool_errors_and_the_server_keeps_serving(synth_warehouse, cli_runner, tmp_path):
-    """An unknown run, a write statement, a bad section, a bad argument and a missing folder each come
-    back as a tool error of one line (the CLI's line where the CLI has the question), and the next call
+    """An unknown run, a write statement, a bad section, a bad argument, a missing folder and an unknown
+    tool each come back as a tool error of one line (the CLI's line where the CLI has the question), and the next call
     is answered."""
     wh, runs = synth_warehouse
     root = str(wh.root)
     count = "SELECT count(*) AS runs FROM runs"
-    _, (unknown, write, section, bad_type, no_folder, after) = ask(
+    _, (unknown, write, section, bad_type, no_folder, no_tool, after) = ask(
         root,
         [
             ("report", {"run": "no-such-run"}),
@@ -156,21 +156,25 @@ def test_errors_are_tool_errors_and_the_server_keeps_serving(synth_warehouse, cl
             ("report", {"run": runs["training"], "format": "json", "section": "nothing"}),
             ("sql", {"query": count, "limit": "many"}),
             ("export", {"run": runs["training"], "output": str(tmp_path / "no" / "x.pftrace")}),
+            ("whatever", {}),
             ("sql", {"query": count}),
         ],
     )
-    for result in (unknown, write, section, bad_type, no_folder):
+    for result in (unknown, write, section, bad_type, no_folder, no_tool):
         assert result.is_error and len(result.content) == 1
     assert unknown.content[0].text == cli_error(cli_runner, root, "report", "no-such-run")
     assert write.content[0].text == cli_error(cli_runner, root, "sql", "DELETE FROM kernels")
     assert section.content[0].text.startswith("error: the report has no section 'nothing' (sections: ")
-    assert "\n" not in section.content[0].text and "takeaways" in section.content[0].text
-    assert "limit" in bad_type.content[0].text
+    assert "takeaways" in section.content[0].text
+    assert bad_type.content[0].text.startswith("error: ") and "limit" in bad_type.content[0].text
+    for result in (unknown, write, section, bad_type, no_folder, no_tool):
+        assert "\n" not in result.content[0].text
     assert (
         no_folder.content[0].text.startswith("error: output ")
         and "does not exist" in no_folder.content[0].text
     )
     assert not (tmp_path / "no").exists()
+    assert no_tool.content[0].text == "error: Unknown tool: whatever"
     assert json.loads(text(after)) == [{"runs": len(runs)}]
 
 

@@ -257,6 +257,20 @@ def answer(reader: Reader, fn, arguments: dict):
     return CallToolResult(content=[TextContent(type="text", text=t) for t in texts])
 
 
+async def one_line_errors(ctx, call_next):
+    """Server middleware: a tool error the SDK wrote itself (arguments that do not fit the tool's schema,
+    an unknown tool, a crash) in one line, as the tools' own: "error: " and its lines joined, pydantic's
+    links left out. (The result is the wire's dict here: `isError`, `content`.)"""
+    result = await call_next(ctx)
+    if ctx.method == "tools/call" and isinstance(result, dict) and result.get("isError"):
+        for block in result.get("content", ()):
+            said = block.get("text") or ""
+            if said and not said.startswith("error: "):
+                lines = [ln.strip() for ln in said.splitlines() if ln.strip()]
+                block["text"] = "error: " + "; ".join(ln for ln in lines if not ln.startswith("For further"))
+    return result
+
+
 def tool_of(reader: Reader, fn):
     """fn as the SDK's tool function: the same parameters less the reader, answering with `answer`."""
     from mcp.types import CallToolResult
@@ -281,7 +295,13 @@ def build_server(store, row_limit: int = DEFAULT_ROW_LIMIT):
     from mcp.types import ToolAnnotations
 
     reader = Reader(store, row_limit)
-    server = MCPServer("tracehouse", instructions=INSTRUCTIONS, version=_version())
+    server = MCPServer(
+        "tracehouse",
+        instructions=INSTRUCTIONS,
+        version=_version(),
+        log_level="WARNING",  # stderr: crashes, not each refused argument
+        middleware=[one_line_errors],
+    )
     for fn in VERBS:
         server.add_tool(
             tool_of(reader, fn),
