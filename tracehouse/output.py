@@ -40,25 +40,34 @@ def print_rows(
     fit: int | None = None,
     flexible: tuple[str, ...] = (),
 ) -> None:
-    """One output path for every tabular command: an aligned table, Markdown, CSV, JSON records or NDJSON
-    (one JSON object a line). The table cuts a value over max_width (None: never) and, with `fit`, cuts the
-    `flexible` columns, widest first, until a line fits in `fit` characters; the other formats keep every
-    value whole."""
+    """One output path for every tabular command: `rows_text` printed."""
+    click.echo(rows_text(columns, rows, fmt, max_width, fit, flexible), nl=False)
+
+
+def rows_text(
+    columns: list[str],
+    rows: list[tuple],
+    fmt: str,
+    max_width: int | None = 60,
+    fit: int | None = None,
+    flexible: tuple[str, ...] = (),
+) -> str:
+    """The rows as a tabular command prints them (and `tracehouse mcp` answers them): an aligned table,
+    Markdown, CSV, JSON records or NDJSON (one JSON object a line), each line ending in a newline. The
+    table cuts a value over max_width (None: never) and, with `fit`, cuts the `flexible` columns, widest
+    first, until a line fits in `fit` characters; the other formats keep every value whole."""
 
     if fmt in ("json", "ndjson"):
         records = [dict(zip(columns, row)) for row in rows]
         if fmt == "json":
-            click.echo(json.dumps(records, default=str, indent=1))
-        for record in records if fmt == "ndjson" else ():
-            click.echo(json.dumps(record, default=str))
-        return
+            return json.dumps(records, default=str, indent=1) + "\n"
+        return "".join(json.dumps(record, default=str) + "\n" for record in records)
     if fmt == "csv":
         buffer = io.StringIO()
         writer = csv.writer(buffer)
         writer.writerow(columns)
         writer.writerows([[_to_text(v) for v in row] for row in rows])
-        click.echo(buffer.getvalue(), nl=False)
-        return
+        return buffer.getvalue()
     numeric = [
         bool(rows)
         and all(
@@ -69,8 +78,7 @@ def print_rows(
     ]
     cells = [[_to_text(v).replace("\n", " ") for v in row] for row in rows]
     if fmt == "md":
-        _print_markdown(columns, cells, numeric)
-        return
+        return "".join(line + "\n" for line in _markdown_lines(columns, cells, numeric))
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
     if max_width is not None:
         widths = [min(max_width, w) for w in widths]
@@ -81,14 +89,15 @@ def print_rows(
         text = cut(text, width)  # and say so below: the whole value is in --format json / csv
         return text.rjust(width) if right else text.ljust(width)
 
-    click.echo("  ".join(cell(c, w, n) for c, w, n in zip(columns, widths, numeric)).rstrip())
-    click.echo("  ".join("-" * w for w in widths))
+    lines = ["  ".join(cell(c, w, n) for c, w, n in zip(columns, widths, numeric)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
     for row in cells:
-        click.echo("  ".join(cell(v, w, n) for v, w, n in zip(row, widths, numeric)).rstrip())
+        lines.append("  ".join(cell(v, w, n) for v, w, n in zip(row, widths, numeric)).rstrip())
     if any(len(v) > w for row in cells for v, w in zip(row, widths)):
         whole = f"over {max_width} characters " if fit is None else ""
-        click.echo(f"(values {whole}cut at …: --format json or csv shows them whole)")
-    click.echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+        lines.append(f"(values {whole}cut at …: --format json or csv shows them whole)")
+    lines.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return "".join(line + "\n" for line in lines)
 
 
 MIN_CUT_WIDTH = 8  # a column cut to fit keeps at least this many characters (or its header's)
@@ -127,16 +136,14 @@ def _distinct_width(values: list[str], floor: int) -> int:
     return width
 
 
-def _print_markdown(columns: list[str], cells: list[list[str]], numeric: list[bool]) -> None:
+def _markdown_lines(columns: list[str], cells: list[list[str]], numeric: list[bool]) -> list[str]:
     """A GitHub Markdown table: `|` in a value escaped, numbers right-aligned."""
 
     def line(values) -> str:
         return "| " + " | ".join(v.replace("|", "\\|") for v in values) + " |"
 
-    click.echo(line(columns))
-    click.echo("|" + "|".join("---:" if n else "---" for n in numeric) + "|")
-    for row in cells:
-        click.echo(line(row))
+    rule = "|" + "|".join("---:" if n else "---" for n in numeric) + "|"
+    return [line(columns), rule, *(line(row) for row in cells)]
 
 
 def print_answers(ask, queries: list[str], fmt: str) -> None:

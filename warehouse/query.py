@@ -155,8 +155,9 @@ def _check_tree(node) -> None:
         todo.extend(item.values())
 
 
-def run_query(con: duckdb.DuckDBPyConnection, sql: str):
-    """Run one read-only query; returns (column names, rows)."""
+def run_query(con: duckdb.DuckDBPyConnection, sql: str, limit: int | None = None):
+    """Run one read-only query; returns (column names, rows). limit: fetch at most limit + 1 rows (one
+    more than wanted tells the caller the query has more; `tracehouse mcp`'s row limit)."""
     text = check_read_only(sql, con)
     try:
         cursor = con.execute(text)
@@ -165,7 +166,7 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str):
     except duckdb.Error as exc:
         raise QueryError(duckdb_message(exc)) from None
     columns = [d[0] for d in cursor.description] if cursor.description else []
-    return columns, cursor.fetchall()
+    return columns, (cursor.fetchall() if limit is None else cursor.fetchmany(limit + 1))
 
 
 def duckdb_message(exc: Exception) -> str:

@@ -42,10 +42,10 @@ class Session:
         compute the runs published since."""
         self.kept = refresh_kept(self.con, self.kept)
 
-    def sql(self, query: str) -> tuple[list[str], list[tuple]]:
-        """One read-only query: (column names, rows)."""
+    def sql(self, query: str, limit: int | None = None) -> tuple[list[str], list[tuple]]:
+        """One read-only query: (column names, rows); limit: at most limit + 1 rows (warehouse.query)."""
         self.refresh()
-        return run_query(self.con, query)
+        return run_query(self.con, query, limit)
 
     def arrow(self, query: str, params: list | None = None):
         """One read-only query (with ? parameters) as a pyarrow Table."""

@@ -10,6 +10,7 @@ COMMANDS = (
     "export",
     "ingest",
     "label",
+    "mcp",
     "report",
     "rm",
     "runs",

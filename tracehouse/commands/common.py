@@ -116,17 +116,7 @@ def output_option(
         return lambda f: output_option(f, required=required, help=help)
 
     def check(ctx, param, value):
-        if value is None:
-            return None
-        path = Path(value)
-        if path.is_dir():
-            raise TracehouseError(f"-o {value}: is a folder", hint="give a file name, e.g. -o report.html")
-        if not path.parent.is_dir():
-            raise TracehouseError(
-                f"-o {value}: the folder {path.parent} does not exist",
-                hint="create it first or write elsewhere",
-            )
-        return path
+        return None if value is None else output_path(value)
 
     return click.option(
         "-o",
@@ -136,6 +126,19 @@ def output_option(
         required=required,
         help=help,
     )(fn)
+
+
+def output_path(value, option: str = "-o") -> Path:
+    """A file to write, checked before any work: not a folder, in a folder that exists (one line if not)."""
+    path = Path(value)
+    if path.is_dir():
+        raise TracehouseError(f"{option} {value}: is a folder", hint="give a file name, e.g. -o report.html")
+    if not path.parent.is_dir():
+        raise TracehouseError(
+            f"{option} {value}: the folder {path.parent} does not exist",
+            hint="create it first or write elsewhere",
+        )
+    return path
 
 
 def template_dir_option(fn):

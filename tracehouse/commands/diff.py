@@ -41,9 +41,14 @@ def command(ctx, base, target, fmt, output, template_dir, engine, master):
       tracehouse diff 3f2a latest --format html -o diff.html
       tracehouse diff 3f2a latest --engine spark
     """
+    con = connect(ctx, engine, master)
+    write_report(diff_text(con, base, target, fmt, template_dir), output)
+
+
+def diff_text(con, base: str, target: str, fmt: str, template_dir=None) -> str:
+    """The diff of two runs in this format (md, html, json), its comparability verdict first: what `tracehouse
+    diff` (and `tracehouse mcp`'s diff) writes. Each run's figures from its kept rows where the run is
+    derived (warehouse.derived), computed otherwise."""
     from tracehouse.reports.diff import DiffParams, build, render_diff
 
-    con = connect(ctx, engine, master)
-    # each run's figures from its kept rows where the run is derived (warehouse.derived), computed otherwise
-    report = build(con, DiffParams(base, target))
-    write_report(render_diff(report, fmt, template_dir), output)
+    return render_diff(build(con, DiffParams(base, target)), fmt, template_dir)

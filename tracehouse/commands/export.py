@@ -58,23 +58,51 @@ def command(ctx, run, rank, step, window, fmt, no_analysis, analysis_steps, no_a
       tracehouse export 3f2a --rank 0 --step 12 -o step12.pftrace
       tracehouse export 3f2a --window 1765000000000000000:1765000000004000000 --format json -o w.json
     """
+    summary = export_window(
+        open_warehouse(ctx),
+        run,
+        output,
+        rank,
+        step,
+        window,
+        fmt,
+        not no_analysis,
+        analysis_steps,
+        not no_align,
+    )
+    click.echo(summary.head())
+    for note in summary.notes:
+        click.echo(f"note: {note}", err=True)
+
+
+def export_window(
+    store,
+    run: str,
+    output,
+    rank: int | None = None,
+    step: int | None = None,
+    window: str | None = None,
+    fmt: str = "perfetto",
+    analysis: bool = True,
+    analysis_steps: int = 64,
+    align: bool = True,
+):
+    """Write the run (a rank, a step's window or a START:END window of it) to `output`, as `tracehouse
+    export` (and `tracehouse mcp`'s export) does: reports.export.export_run's summary."""
     from tracehouse.reports.export import export_run, parse_window, progress_printer
 
     if step is not None and window:
         raise click.UsageError("give --step or --window, not both")
-    summary = export_run(
-        open_warehouse(ctx),
+    return export_run(
+        store,
         run,
         output,
         rank=rank,
         step=step,
         window=parse_window(window) if window else None,
         fmt=fmt,
-        analysis=not no_analysis,
+        analysis=analysis,
         analysis_steps=analysis_steps,
-        align=not no_align,
+        align=align,
         progress=progress_printer(),
     )
-    click.echo(summary.head())
-    for note in summary.notes:
-        click.echo(f"note: {note}", err=True)

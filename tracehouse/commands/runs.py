@@ -50,30 +50,44 @@ def command(ctx, where, wide, fmt):
       tracehouse runs --format md
       tracehouse runs --wide
     """
-    from tracehouse.reports.runs_table import FLEXIBLE, headlines, narrow_rows
+    from tracehouse.reports.runs_table import FLEXIBLE
+
+    filters = parse_labels(where, "--where")
+    whole = wide or fmt in ("csv", "json", "ndjson")
+    columns, rows = listing(open_warehouse(ctx), connect(ctx), filters, whole, progress_enabled())
+    if whole:
+        print_rows(columns, rows, fmt, None)
+    elif fmt == "md":
+        print_rows(columns, rows, fmt)
+    else:
+        print_rows(columns, rows, fmt, max_width=None, fit=terminal_width(), flexible=FLEXIBLE)
+
+
+def listing(
+    store, con, filters: dict[str, str], whole: bool, progress: bool = False
+) -> tuple[list[str], list[tuple]]:
+    """The runs with these labels, oldest first, as `tracehouse runs` (and `tracehouse mcp`'s runs) shows
+    them: whole, every `runs` column with the headline figures (--wide, csv, json, ndjson); else the
+    narrow columns of reports.runs_table. (columns, rows)."""
+    from tracehouse.reports.runs_table import headlines, narrow_rows
     from tracehouse.warehouse.metrics import run_metric_rows
 
-    columns, records = _runs(connect(ctx), parse_labels(where, "--where"))
-    if records and progress_enabled():
+    columns, records = _runs(con, filters)
+    if records and progress:
         click.echo("  reading the runs' figures (computed once per run)", err=True)
-    figures = headlines(run_metric_rows(open_warehouse(ctx), [r["run_id"] for r in records]))
-    if wide or fmt in ("csv", "json", "ndjson"):
-        for r in records:
-            h = figures.get(r["run_id"])
-            r.update(
-                headline_phase=h and h.phase,
-                steps=h and h.steps,
-                step_time_median_ms=h and h.step_ms,
-                gpu_busy_pct=h and h.busy_pct,
-                top_category=h and h.top,
-            )
-        print_rows(list(records[0]) if records else columns, [tuple(r.values()) for r in records], fmt, None)
-        return
-    names, rows = narrow_rows(records, figures)
-    if fmt == "md":
-        print_rows(names, rows, fmt)
-        return
-    print_rows(names, rows, fmt, max_width=None, fit=terminal_width(), flexible=FLEXIBLE)
+    figures = headlines(run_metric_rows(store, [r["run_id"] for r in records]))
+    if not whole:
+        return narrow_rows(records, figures)
+    for r in records:
+        h = figures.get(r["run_id"])
+        r.update(
+            headline_phase=h and h.phase,
+            steps=h and h.steps,
+            step_time_median_ms=h and h.step_ms,
+            gpu_busy_pct=h and h.busy_pct,
+            top_category=h and h.top,
+        )
+    return (list(records[0]) if records else columns), [tuple(r.values()) for r in records]
 
 
 def _runs(con, filters: dict[str, str]) -> tuple[list[str], list[dict]]:

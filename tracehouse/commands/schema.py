@@ -24,10 +24,15 @@ def command(ctx, name, fmt):
       tracehouse schema
       tracehouse schema gpu_timeline_run
     """
+    columns, rows, widest = schema_rows(connect(ctx), name)
+    print_rows(columns, rows, fmt, max_width=widest)
+
+
+def schema_rows(con, name: str | None = None) -> tuple[list[str], list[tuple], int]:
+    """What `tracehouse schema` (and `tracehouse mcp`'s schema) shows: the tables and views with what one
+    row is, or one view's columns with their meanings; (columns, rows, the table's widest value)."""
     from tracehouse.warehouse.schema_docs import describe, overview
 
-    con = connect(ctx)
     if name is None:
-        print_rows(["name", "kind", "one row is"], overview(con), fmt, max_width=110)
-    else:
-        print_rows(["column", "type", "meaning"], describe(con, name), fmt, max_width=200)
+        return ["name", "kind", "one row is"], overview(con), 110
+    return ["column", "type", "meaning"], describe(con, name), 200

@@ -50,15 +50,22 @@ def command(ctx, where, metrics, since, last, fmt, output, fail_on_regression, t
       tracehouse trend --where series=decode-bench --metric 'category.*' --last 20 --fail-on-regression
       tracehouse trend --where series=decode-bench --engine spark --master yarn
     """
-    from tracehouse.reports.trend import TrendParams, build, gate, render_trend
-    from tracehouse.warehouse.engine import store_of
+    from tracehouse.reports.trend import gate, render_trend
 
-    con = connect(ctx, engine, master)
-    # run_metrics from the per-run store where the engine's are kept there (DuckDB's), else computed on con
-    report = build(con, TrendParams(parse_labels(where), tuple(metrics), since, last, store=store_of(con)))
+    report = trend_report(connect(ctx, engine, master), parse_labels(where), tuple(metrics), since, last)
     write_report(render_trend(report, fmt, template_dir), output)
     if fail_on_regression:
         code, lines = gate(report)  # 3: a regression in a last run; 1: too few runs to judge
         for line in lines:
             click.echo(line, err=True)
         ctx.exit(code)
+
+
+def trend_report(con, where: dict[str, str], metrics: tuple[str, ...], since: str | None, last: int | None):
+    """The trend of the runs with these labels (`tracehouse trend`, and `tracehouse mcp`'s trend): every
+    series' metrics by commit, its regressions flagged (reports.trend.build); run_metrics from the per-run
+    store where the engine's are kept there (DuckDB's), else computed on con."""
+    from tracehouse.reports.trend import TrendParams, build
+    from tracehouse.warehouse.engine import store_of
+
+    return build(con, TrendParams(where, metrics, since, last, store=store_of(con)))
