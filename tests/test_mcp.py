@@ -99,17 +99,21 @@ def cli_error(cli_runner, root: str, *args: str) -> str:
 
 
 def test_a_session_answers_as_the_cli(pair, cli_runner, tmp_path):
-    """Lists runs, reads a report (whole, and one section of its JSON), asks the schema, runs a query,
+    """Lists runs, reads a report (whole, one section of its JSON, the triage tables), asks the schema, runs a query,
     diffs the two runs, reads the trend and exports a finding's window: each answer the CLI's own."""
     root, base, target = pair
     query = "SELECT run_id, name, count(*) AS launches FROM kernels GROUP BY ALL ORDER BY ALL LIMIT 20"
-    names, (runs_md, runs_json, report_md, step, schema, answer, diff_md, diff_json, trend, export) = ask(
+    (
+        names,
+        (runs_md, runs_json, report_md, step, triage, schema, answer, diff_md, diff_json, trend, export),
+    ) = ask(
         root,
         [
             ("runs", {}),
             ("runs", {"format": "json"}),
             ("report", {"run": target}),
             ("report", {"run": target[:8], "format": "json", "section": "step"}),
+            ("report", {"run": target, "format": "triage"}),
             ("schema", {"view": "step_breakdown"}),
             ("sql", {"query": query}),
             ("diff", {"base": base, "target": "latest"}),
@@ -125,6 +129,7 @@ def test_a_session_answers_as_the_cli(pair, cli_runner, tmp_path):
     assert text(report_md) == cli(cli_runner, root, "report", target)
     whole = json.loads(cli(cli_runner, root, "report", target, "--format", "json"))
     assert json.loads(text(step)) == whole["step"] and whole["step"]["steps_in_run"] == DECODE["steps"]
+    assert text(triage) == cli(cli_runner, root, "report", target, "--format", "triage")
     assert text(schema) == cli(cli_runner, root, "schema", "step_breakdown", "--format", "json")
     assert text(answer) == cli(cli_runner, root, "sql", query, "--format", "json")
     assert text(diff_md) == cli(cli_runner, root, "diff", base, "latest")

@@ -102,7 +102,7 @@ def runs(reader: Reader, where: dict[str, str] | None = None, format: Literal["m
 def report(
     reader: Reader,
     run: str,
-    format: ReportFormat = "md",
+    format: Literal["md", "json", "triage"] = "md",
     phase: Literal["prefill", "decode", "mixed", "unknown"] | None = None,
     section: str | None = None,
 ) -> str:
@@ -112,16 +112,19 @@ def report(
     idle gaps, streams, layers).
 
     run: a run id, a unique prefix of one, `latest` or `latest~N`.
-    format: md (Markdown) or json (the same content, for picking values).
+    format: md (Markdown), json (the same content, for picking values) or triage (the kernel, overlap
+    and fuse tables per stage, as the llm-torch-profiler-analysis skill prints them).
     phase: only this phase (a serving run's prefill, decode or mixed steps).
     section: with json, only this top-level key of the report, e.g. "step" (the one step the report
     breaks down), "takeaways", "quality", "categories"; an unknown key names the keys there are.
     Read the takeaways and quality first; then `schema` and `sql` for the detail behind one.
     """
-    from tracehouse.reports.write import write_run_report
+    from tracehouse.reports.write import write_run_report, write_triage_report
 
     if section and format != "json":
         raise TracehouseError("section is a key of the JSON report", hint='give format "json"')
+    if format == "triage":
+        return write_triage_report(reader.store, run, phase)
     text = write_run_report(reader.store, run, format, None, phase)
     if not section:
         return text
