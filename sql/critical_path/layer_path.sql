@@ -16,7 +16,8 @@
 --                        of these activities; NULL: the step has no path)
 --   path_share           DOUBLE  path_ns / gpu_ns (NULL when gpu_ns is 0 or there is no path)
 CREATE OR REPLACE VIEW layer_path AS
-WITH seq AS (
+WITH all_path AS (SELECT * FROM critical_path),
+seq AS (
     SELECT run_id, rank, step, device, stream, kernel_id, start_ns, end_ns, dur_ns,
            row_number() OVER (PARTITION BY run_id, rank, step, device, stream ORDER BY start_ns, kernel_id) - 1
                AS ordinal
@@ -39,12 +40,12 @@ placed AS (
 ),
 on_path AS (
     SELECT run_id, rank, step, kernel_id, sum(dur_ns) AS path_ns
-    FROM critical_path
+    FROM all_path
     WHERE kind = 'gpu'
     GROUP BY run_id, rank, step, kernel_id
 ),
 has_path AS (
-    SELECT DISTINCT run_id, rank, step FROM critical_path
+    SELECT DISTINCT run_id, rank, step FROM all_path
 ),
 layers AS (
     SELECT a.run_id, a.rank, a.step, a.device, a.stream, any_value(a.is_main_stream) AS is_main_stream, a.layer,

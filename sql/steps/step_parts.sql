@@ -22,7 +22,8 @@
 --   comm_ns              BIGINT  busy time of its communication activities alone (union) in the part
 --   utilization          DOUBLE  busy_ns / dur_ns (NULL when dur_ns is 0)
 CREATE OR REPLACE VIEW step_parts AS
-WITH main AS (
+WITH all_kernel_facts AS (SELECT * FROM _kernel_facts),
+main AS (
     SELECT run_id, rank, step, device, stream, start_ordinal, end_ordinal
     FROM layer_pattern_summary
     WHERE is_main_stream AND period IS NOT NULL
@@ -31,7 +32,7 @@ seq AS (
     SELECT run_id, rank, step, device, stream, start_ns, end_ns,
            row_number() OVER (PARTITION BY run_id, rank, step, device, stream ORDER BY start_ns, kernel_id) - 1
                AS ordinal
-    FROM _kernel_facts
+    FROM all_kernel_facts
     WHERE step IS NOT NULL
 ),
 block AS (
@@ -56,7 +57,7 @@ parts AS (
 ),
 acts AS (
     SELECT f.run_id, f.rank, f.step, f.start_ns, f.end_ns, f.category = 'communication' AS is_comm
-    FROM _kernel_facts AS f
+    FROM all_kernel_facts AS f
     JOIN block AS k ON k.run_id = f.run_id AND k.rank = f.rank AND k.step = f.step
 ),
 -- the union of the step's activities (all of them; and communication alone): islands of overlapping
