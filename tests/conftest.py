@@ -151,6 +151,7 @@ SLOW_NEEDS = {
                 )
             ),
             "test_export_tiles::test_windows_cutting_through_gaps_and_comm",
+            "test_step_path_truth::test_decode_report_says_moe_on_the_path_and_hidden_as_the_simulation",
             "test_export_tiles::test_tracks_cut_into_row_tiles_hold_the_same_slices",
             "test_capture_attribution::test_same_files_with_capture_are_another_run",
             "test_capture_attribution::test_synth_serving_decode_sites_equal_ground_truth",

@@ -231,3 +231,52 @@ def test_decode_moe_the_main_stream_waited_for_is_on_the_path(runs):
             [run_id, rank, step],
         ).fetchone()
         assert moe_path >= 0.95 * awaited, (step, moe_path, awaited)
+
+
+def test_decode_report_says_moe_on_the_path_and_hidden_as_the_simulation(warehouses):
+    """The run report's step section (Markdown and JSON) on the report's decode run: MoE's time on the critical
+    path and hidden beside it, the stream that hid it and the critical stream are the simulator's (the path
+    truth's gpu time of `moe`, the rest of its time on the side stream)."""
+    from conftest import REPORT_SCENARIOS
+    from tracehouse.reports.run import build_run_report, render_run_report, report_json
+    from tracehouse.warehouse.engine import open as open_connection
+    from warehouses import scenario
+
+    wh, ids, truths = warehouses.named(
+        {name: scenario(name, seed=7, **opts) for name, opts in REPORT_SCENARIOS.items()}, derived=True
+    )
+    run_id, truth = ids["serving-decode"], truths["serving-decode"]
+    report = build_run_report(open_connection(wh, runs=[run_id]), run_id)
+    s = report.step
+    steps = [
+        r[0]
+        for r in connect(wh, runs=[run_id])
+        .execute(
+            "SELECT DISTINCT step FROM step_spans WHERE run_id = ? AND rank = ? ORDER BY step",
+            [run_id, s.rank],
+        )
+        .fetchall()
+    ]
+    st = sorted((t for t in truth["steps"] if t["rank"] == s.rank), key=lambda t: t["step"])[
+        steps.index(s.step)
+    ]
+    on_path = st["critical_path"]["gpu_category_ns"].get("moe", 0)
+    (moe,) = [c for c in s.path_components if c.component == "moe"]
+    assert (moe.gpu_time_ns, moe.path_ns, moe.hidden_ns) == (
+        st["category_ns"]["moe"],
+        on_path,
+        st["category_ns"]["moe"] - on_path,
+    )
+    assert moe.hidden_stream == truth["streams"]["side"]
+    roles = {f.stream: f.role for f in s.stream_families}
+    assert roles[st["critical_path"]["critical_stream"]] == "critical"
+    assert set(roles.values()) == {"critical", "parallel"}
+    assert s.parts and s.layer_streams and all(f.families for f in s.stream_families)
+    md = render_run_report(report, "md")
+    from tracehouse.reports.charts import fmt_ns
+
+    row = f"| moe | {fmt_ns(moe.gpu_time_ns)} |"
+    assert row in md and f"| {fmt_ns(on_path)} |" in md.split(row, 1)[1].split("\n", 1)[0]
+    assert f"stream {truth['streams']['side']} ({fmt_ns(moe.hidden_stream_ns)})" in md
+    data = report_json(report)["step"]
+    assert data["path_components"][0]["component"] == s.path_components[0].component
