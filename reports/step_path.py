@@ -72,13 +72,16 @@ def stream_families(con, key: list, names: dict) -> list[StreamFamilies]:
 
 
 def layer_streams(con, key: list, names: dict, roles: dict) -> list[LayerStream]:
-    """Each stream with a layer pattern, the main stream first, with every layer of its repeating block."""
+    """The main stream and the streams that repeat their layer as often (layer_path.with_main: one layer of
+    the model each), the main stream first, with every layer of its repeating block. A side stream whose
+    "layer" is one recurring copy or collective is left out, and so is every stream when the main stream has
+    no layer pattern."""
     by_stream: dict = {}
     for r in _rows(
         con,
         """
         SELECT stream, is_main_stream, layer, span_ns, gpu_ns, path_ns, path_share FROM layer_path
-        WHERE run_id = ? AND rank = ? AND step = ?
+        WHERE run_id = ? AND rank = ? AND step = ? AND with_main
         ORDER BY is_main_stream DESC, stream, layer""",
         key,
     ):

@@ -7,6 +7,11 @@
 --   run_id, rank, step   VARCHAR, INTEGER, BIGINT  the step
 --   device, stream       INTEGER, BIGINT  the stream
 --   is_main_stream       BOOLEAN  layer_pattern_summary.is_main_stream
+--   with_main            BOOLEAN  the stream repeats its layer as often as the main stream does (repeats
+--                        equal; the main stream itself: true): the streams whose periods
+--                        step_layer_period adds up, one layer of the model each. False for a side stream
+--                        whose "layer" is one recurring copy or collective, and on every stream when the
+--                        main stream has no pattern
 --   layer                BIGINT  0 .. repeats − 1, in time order
 --   activities           BIGINT  the layer's activities on the stream (= period)
 --   start_ns, end_ns     BIGINT  first start and last end of those activities
@@ -25,18 +30,20 @@ seq AS (
     WHERE step IS NOT NULL
 ),
 patterns AS (
-    SELECT run_id, rank, step, device, stream, is_main_stream, period, repeats, start_ordinal
+    SELECT run_id, rank, step, device, stream, is_main_stream, period, repeats, start_ordinal,
+           coalesce(repeats = max(CASE WHEN is_main_stream THEN repeats END)
+                                  OVER (PARTITION BY run_id, rank, step), false) AS with_main
     FROM layer_pattern_summary
-    WHERE period IS NOT NULL
 ),
 placed AS (
-    SELECT s.run_id, s.rank, s.step, s.device, s.stream, p.is_main_stream, s.kernel_id, s.start_ns, s.end_ns,
+    SELECT s.run_id, s.rank, s.step, s.device, s.stream, p.is_main_stream, p.with_main, s.kernel_id, s.start_ns, s.end_ns,
            s.dur_ns, CAST(floor((s.ordinal - p.start_ordinal) / p.period) AS BIGINT) AS layer
     FROM seq AS s
     JOIN patterns AS p
       ON p.run_id = s.run_id AND p.rank = s.rank AND p.step = s.step AND p.device = s.device
      AND p.stream = s.stream
-    WHERE s.ordinal >= p.start_ordinal AND s.ordinal < p.start_ordinal + p.period * p.repeats
+    WHERE p.period IS NOT NULL
+      AND s.ordinal >= p.start_ordinal AND s.ordinal < p.start_ordinal + p.period * p.repeats
 ),
 on_path AS (
     SELECT run_id, rank, step, kernel_id, sum(dur_ns) AS path_ns
@@ -48,7 +55,8 @@ has_path AS (
     SELECT DISTINCT run_id, rank, step FROM all_path
 ),
 layers AS (
-    SELECT a.run_id, a.rank, a.step, a.device, a.stream, any_value(a.is_main_stream) AS is_main_stream, a.layer,
+    SELECT a.run_id, a.rank, a.step, a.device, a.stream, any_value(a.is_main_stream) AS is_main_stream,
+           any_value(a.with_main) AS with_main, a.layer,
            count(*) AS activities, min(a.start_ns) AS start_ns, max(a.end_ns) AS end_ns, sum(a.dur_ns) AS gpu_ns,
            sum(coalesce(o.path_ns, 0)) AS path_ns
     FROM placed AS a
@@ -56,7 +64,7 @@ layers AS (
       ON o.run_id = a.run_id AND o.rank = a.rank AND o.step = a.step AND o.kernel_id = a.kernel_id
     GROUP BY a.run_id, a.rank, a.step, a.device, a.stream, a.layer
 )
-SELECT l.run_id, l.rank, l.step, l.device, l.stream, l.is_main_stream, l.layer,
+SELECT l.run_id, l.rank, l.step, l.device, l.stream, l.is_main_stream, l.with_main, l.layer,
        CAST(l.activities AS BIGINT) AS activities, l.start_ns, l.end_ns, l.end_ns - l.start_ns AS span_ns,
        CAST(l.gpu_ns AS BIGINT) AS gpu_ns,
        CASE WHEN h.step IS NOT NULL THEN CAST(l.path_ns AS BIGINT) END AS path_ns,
