@@ -113,6 +113,7 @@ SLOW_NEEDS = {
             "test_first_contact::test_gpu_timeline_run_on_real_traces_matches_an_independent_union",
             "test_serving_views::test_no_kernel_exceeds_its_bound_over_the_corpus",
             "test_takeaway_bounds::test_real_host_bound_two_stream_trace_recommends_no_overlap",
+            "test_step_path_truth::test_real_multistream_step_streams_families_and_components",
         },
     },
     "Spark (a JVM)": {

@@ -280,3 +280,80 @@ def test_decode_report_says_moe_on_the_path_and_hidden_as_the_simulation(warehou
     assert f"stream {truth['streams']['side']} ({fmt_ns(moe.hidden_stream_ns)})" in md
     data = report_json(report)["step"]
     assert data["path_components"][0]["component"] == s.path_components[0].component
+
+
+REAL_MULTISTREAM = "nvidia/a100_multistream_rank0.json.gz"
+
+
+def _independent_streams(path, step_name: str) -> dict[int, tuple[int, int]]:
+    """Read from the trace file alone (json, no tracehouse): the GPU activities (kernel, memcpy, memset)
+    whose launch call (the runtime event of the same correlation id) starts inside the step's annotation,
+    per stream (tid): (activities, sum of durations in ns; µs floats read exactly as decimals)."""
+    import gzip
+    import json
+    from decimal import Decimal
+
+    with gzip.open(path) as f:
+        events = json.load(f)["traceEvents"]
+    (step,) = [e for e in events if e.get("name") == step_name]
+    start = Decimal(str(step["ts"]))
+    end = start + Decimal(str(step["dur"]))
+    calls = {
+        e["args"]["correlation"]: Decimal(str(e["ts"]))
+        for e in events
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
+    found: dict[int, list] = {}
+    for e in events:
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            at = calls.get(e.get("args", {}).get("correlation"))
+            if at is not None and start <= at <= end:
+                n = found.setdefault(e["tid"], [0, Decimal(0)])
+                n[0] += 1
+                n[1] += Decimal(str(e["dur"]))
+    return {tid: (n, int(ns * 1000)) for tid, (n, ns) in found.items()}
+
+
+def test_real_multistream_step_streams_families_and_components(warehouses):
+    """A real A100 trace with six streams in its steps (ProfilerStep#552: a compute stream, send/recv on
+    three, HtoD copies, embedding work): each stream's activities and GPU time, and its kernel families'
+    calls and time, equal an independent read of the file; the critical stream is the compute stream; every
+    component's time on the path and hidden add up to its GPU time, and the components' path time is the
+    path's gpu time."""
+    from warehouses import TRACES, real
+
+    built = warehouses.get([real(REAL_MULTISTREAM)])
+    (run_id,) = built.run_ids
+    con = connect(built.warehouse, kept=False, runs=[run_id])
+    (step,) = con.execute(
+        "SELECT step FROM step_spans WHERE run_id = ? AND name = 'ProfilerStep#552'", [run_id]
+    ).fetchone()
+    materialize(con, ["critical_path"], where="run_id = ? AND step = ?", params=[run_id, step])
+    want = _independent_streams(TRACES / REAL_MULTISTREAM, "ProfilerStep#552")
+    assert len(want) == 6
+    key = [run_id, step]
+    streams = {
+        r["stream"]: r
+        for r in query_rows(
+            con, "SELECT stream, role, activities, gpu_ns FROM stream_path WHERE run_id = ? AND step = ?", key
+        )
+    }
+    assert {s: (r["activities"], r["gpu_ns"]) for s, r in streams.items()} == want
+    assert streams[7]["role"] == "critical"
+    assert all(r["role"] == "parallel" for s, r in streams.items() if s != 7)
+    families = con.execute(
+        "SELECT stream, sum(calls), sum(time_ns), sum(share_of_stream) FROM stream_families "
+        "WHERE run_id = ? AND step = ? GROUP BY stream",
+        key,
+    ).fetchall()
+    assert {s: (n, ns) for s, n, ns, _ in families} == want
+    assert all(share == pytest.approx(1.0) for *_, share in families)
+    components = query_rows(
+        con, "SELECT gpu_time_ns, path_ns, hidden_ns FROM component_path WHERE run_id = ? AND step = ?", key
+    )
+    assert sum(c["gpu_time_ns"] for c in components) == sum(ns for _, ns in want.values())
+    assert all(c["path_ns"] + c["hidden_ns"] == c["gpu_time_ns"] for c in components)
+    (path_gpu,) = con.execute(
+        "SELECT sum(dur_ns) FROM critical_path WHERE run_id = ? AND step = ? AND kind = 'gpu'", key
+    ).fetchone()
+    assert sum(c["path_ns"] for c in components) == path_gpu
