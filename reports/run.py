@@ -30,6 +30,7 @@ from tracehouse.reports.run_model import (
     TimelineLane,
 )
 from tracehouse.reports.serving import serving_section
+from tracehouse.reports.step_path import fill as fill_step_path
 from tracehouse.reports.takeaways import FindingWindow, Takeaway, export_command, takeaways
 from tracehouse.warehouse.engine import Connection, focused, step_scope
 from tracehouse.warehouse.stored import representative_step
@@ -341,7 +342,9 @@ def _step(con, run_id: str, phase: str | None) -> tuple[StepSection | None, list
         return None, _quality(con, run_id, None)
     key = [run_id, s["rank"], s["step"]]
     with step_scope(con, key):
-        return _step_section(con, s, key), _quality(con, run_id, key)
+        section = _step_section(con, s, key)
+        fill_step_path(con, key, section)
+        return section, _quality(con, run_id, key)
 
 
 def _step_section(con, s: dict, key: list) -> StepSection:

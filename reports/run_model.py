@@ -95,6 +95,79 @@ class PathRow:
 
 
 @dataclass
+class ComponentPath:
+    """A component's GPU time in the step, on the critical path and hidden beside it (sql/component_path)."""
+
+    component: str
+    gpu_time_ns: int
+    share_of_wall: float | None
+    path_ns: int | None
+    path_share: float | None
+    hidden_ns: int | None
+    hidden_stream: int | None  # where most of the hidden time ran
+    hidden_stream_ns: int | None
+
+
+@dataclass
+class FamilyRow:
+    """One kernel family on one stream in the step (sql/stream_families)."""
+
+    family: str
+    category: str
+    calls: int
+    time_ns: int
+    share_of_wall: float | None
+    share_of_stream: float | None
+
+
+@dataclass
+class StreamFamilies:
+    """A stream of the step: its role against the critical path (sql/stream_path) and its kernel families,
+    the largest first (the first `shown` of `families_total`)."""
+
+    stream: int | None
+    name: str | None
+    role: str | None  # critical | parallel (None: the step has no path)
+    activities: int
+    gpu_ns: int
+    path_ns: int | None
+    hidden_ns: int | None
+    families: list[FamilyRow]
+    families_total: int
+
+
+@dataclass
+class LayerTime:
+    """One layer on one stream (sql/layer_path): its wall on the stream, GPU time and time on the path."""
+
+    layer: int
+    span_ns: int
+    gpu_ns: int
+    path_ns: int | None
+    path_share: float | None
+
+
+@dataclass
+class LayerStream:
+    stream: int | None
+    name: str | None
+    role: str | None
+    layers: list[LayerTime]
+
+
+@dataclass
+class StepPart:
+    """setup, layers or tail of the step's wall, with the GPU's utilization in it (sql/step_parts)."""
+
+    part: str
+    start_ns: int
+    dur_ns: int
+    busy_ns: int
+    comm_ns: int
+    utilization: float | None
+
+
+@dataclass
 class SkewRow:
     rank: int
     instances: int
@@ -165,6 +238,11 @@ class StepSection:
     gpu_window_ns: int | None = None
     window: FindingWindow | None = None  # the step (its breakdown, critical path), with its export command
     gap_window: FindingWindow | None = None  # the longest gap, with its export command
+    # the step as the layers and the path show it (reports/step_path.py)
+    path_components: list[ComponentPath] = field(default_factory=list)
+    stream_families: list[StreamFamilies] = field(default_factory=list)
+    layer_streams: list[LayerStream] = field(default_factory=list)
+    parts: list[StepPart] = field(default_factory=list)
     # drawing data of the HTML timeline (not figures: left out of the JSON, like timeline)
     gap_spans: list[dict] = field(default_factory=list)  # device gaps >= 1 µs: class, start_ns, end_ns
     path_segments: list[dict] = field(

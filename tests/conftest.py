@@ -113,6 +113,7 @@ SLOW_NEEDS = {
             "test_first_contact::test_gpu_timeline_run_on_real_traces_matches_an_independent_union",
             "test_serving_views::test_no_kernel_exceeds_its_bound_over_the_corpus",
             "test_takeaway_bounds::test_real_host_bound_two_stream_trace_recommends_no_overlap",
+            "test_step_path_truth::test_real_multistream_step_streams_families_and_components",
         },
     },
     "Spark (a JVM)": {
@@ -151,6 +152,7 @@ SLOW_NEEDS = {
                 )
             ),
             "test_export_tiles::test_windows_cutting_through_gaps_and_comm",
+            "test_step_path_truth::test_decode_report_says_moe_on_the_path_and_hidden_as_the_simulation",
             "test_export_tiles::test_tracks_cut_into_row_tiles_hold_the_same_slices",
             "test_capture_attribution::test_same_files_with_capture_are_another_run",
             "test_capture_attribution::test_synth_serving_decode_sites_equal_ground_truth",
