@@ -145,6 +145,17 @@ def test_a_trace_ingests_and_derives_under_a_tiny_limit_spilling(tmp_path, monke
         ] + [con.execute("SELECT * FROM step_breakdown ORDER BY ALL").fetchall()]
         assert not list(wh.root.rglob("spill")) and not list(wh.root.rglob(".work-*"))
     assert outcomes["tiny"] == outcomes["default"]
+    # The launch sites walk each distinct capture stack once, not once per replayed activity: at 100 MB the
+    # view fits (80 MB did on this run); walked per activity (its 270k frame rows) it needed more than 120 MB.
+    con = catalog.connect(
+        Warehouse(tmp_path / "tiny"),
+        lockdown=False,
+        settings={"memory_limit": "100MB", "threads": "1", "temp_directory": str(tmp_path / "spill")},
+    )
+    replayed = con.execute("SELECT count(*) FROM kernel_sites WHERE array_length(stack) > 0").fetchone()[0]
+    stacks = con.execute("SELECT count(DISTINCT stack) FROM kernel_sites").fetchone()[0]
+    assert replayed > 100 * stacks  # the situation: many replays of few stacks
+    con.execute(f"COPY (SELECT * FROM kernel_launch_site) TO '{tmp_path / 'sites.parquet'}' (FORMAT parquet)")
 
 
 def test_ingest_out_of_memory_is_one_line_and_stores_nothing(tmp_path, monkeypatch):
