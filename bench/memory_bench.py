@@ -48,7 +48,13 @@ def timed(cmd: list[str], env: dict) -> tuple[float, float, int, str]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - began
     last = [line for line in err.splitlines() if line.strip()]
-    return wall, usage.ru_maxrss * 1024 / 1e6, proc.returncode, (last[-1] if last else "")[:200]
+    return wall, usage.ru_maxrss * 1024 / 1e6, proc.returncode, shortened(last[-1] if last else "")
+
+
+def shortened(line: str, keep: int = 120) -> str:
+    """A long error line cut in the middle, so that both its kind and its cause (an OS error's reason comes
+    last, after a long spill path) stay."""
+    return line if len(line) <= 2 * keep else f"{line[:keep]} ... {line[-keep:]}"
 
 
 def trace_for(size: str, tmp: Path) -> Path:

@@ -117,12 +117,21 @@ ROOT = "tracehouse_root"  # the variable that holds the warehouse folder of a co
 def base_view_sql(table: str) -> str:
     """The base view of one table. The warehouse folder is a variable of the connection (`ROOT`), bound
     as a constant when a query is planned, so one catalogue serves every warehouse."""
-    glob = f"getvariable('{ROOT}') || '/tables/{table}/*/*.parquet'"
+    folder = f"getvariable('{ROOT}') || '/tables/{table}/"
+    # The runs' files first, the zero-row file (SCHEMA_PARTITION) last: DuckDB estimates a scan's rows from
+    # its first file, and `run_id=_schema` sorts before the run ids that start with a letter (a-f), so for
+    # those every table looked empty to the planner, which then built its hash joins on the whole table
+    # (a 1 GB run's kernels: out of memory at 640MB in the derive's first view; runs whose id starts with
+    # a digit were planned right). allow_empty: a warehouse without runs has only the zero-row files.
+    glob = f"[{folder}run_id=[!_]*/*.parquet', {folder}{SCHEMA_PARTITION}/*.parquet']"
     # union_by_name would read every file's footer each time a view that reads the table is bound
     # (tens of ms per reference, seconds for the deeper views); files of one table share one schema
     # (SCHEMA_VERSION), so only `runs`, one small file per run, keeps it.
     union = "union_by_name = true, " if table == "runs" else ""
-    source = f"read_parquet({glob}, hive_partitioning = true, {union}hive_types = {{'run_id': 'VARCHAR'}})"
+    source = (
+        f"read_parquet({glob}, hive_partitioning = true, allow_empty = true, {union}"
+        f"hive_types = {{'run_id': 'VARCHAR'}})"
+    )
     # A connection can focus on some runs (SET VARIABLE tracehouse_runs, see `focus`): the filter is a
     # constant when the query is bound, so DuckDB prunes the other runs' partitions, and every per-run
     # view (window functions, sweeps) computes only the runs asked for.

@@ -14,10 +14,10 @@ connections, the derive, the export, the readers), so that one setting bounds th
 - preserve_insertion_order: false where no row order is relied on (the derive, the export: every query
   there says its ORDER BY); ingest keeps it (an event's id is its position in the file).
 
-LOW_MEMORY (`TRACEHOUSE_MEMORY_LIMIT=640MB`) is the low-memory setting: the ingest of a 1 GB trace stays
-under 1 GB of peak RSS (800 MB; bench/memory_bench.py), slower, spilling. The derive of that run does not fit
-it yet (an early view runs out of memory; on a 200 MB run at 128 MB, the critical-path walk, a recursive query). An out-of-memory is said in one line
-naming the setting to raise (out_of_memory_line).
+LOW_MEMORY (`TRACEHOUSE_MEMORY_LIMIT=640MB`) is the low-memory setting: the ingest and the derive of a 1 GB
+trace each stay under 1 GB of peak RSS (800 and 823 MB; bench/memory_bench.py, bench/results.md), slower,
+spilling. Not measured: a 4 GB trace's derive. An out-of-memory is said in one line naming the setting to
+raise (out_of_memory_line).
 """
 
 from __future__ import annotations

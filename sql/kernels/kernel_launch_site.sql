@@ -135,10 +135,17 @@ trace_frames AS (
     FROM enclosing AS e
     JOIN frame_order AS a ON a.run_id = e.run_id AND a.rank = e.rank AND a.frame_id = e.frame_id
 ),
--- the capture's stacks, split like python_frames splits a frame name (ingest/sql/40_python_frames.sql)
+-- the capture's stacks, each distinct stack of a rank once (a graph replays the same few stacks for every
+-- activity: 66 stacks for 391,140 replayed activities of a 300 MB trace, whose frames, one row each, did not
+-- fit 640 MB), numbered as its key; split like python_frames splits a frame name
+-- (ingest/sql/40_python_frames.sql)
+capture_stacks AS (
+    SELECT run_id, rank, stack, row_number() OVER (ORDER BY run_id, rank, stack) AS key_id
+    FROM (SELECT DISTINCT run_id, rank, stack FROM kernel_sites WHERE array_length(stack) > 0) AS d
+),
 capture_names AS (
-    SELECT s.run_id, s.rank, s.kernel_id AS key_id, u.depth, u.name
-    FROM kernel_sites AS s, unnest(s.stack) WITH ORDINALITY AS u(name, depth)
+    SELECT s.run_id, s.rank, s.key_id, u.depth, u.name
+    FROM capture_stacks AS s, unnest(s.stack) WITH ORDINALITY AS u(name, depth)
 ),
 capture_split AS (
     -- each distinct frame name is split once
@@ -238,8 +245,9 @@ capture_site AS (
            coalesce(p.inner_site, s.file || '(' || CAST(s.line AS VARCHAR) || '): ' || s.function) AS inner_site,
            coalesce(p.plumbing_frames, 0) AS plumbing_frames, p.module_path, p.module
     FROM kernel_sites AS s
+    LEFT JOIN capture_stacks AS cs ON cs.run_id = s.run_id AND cs.rank = s.rank AND cs.stack = s.stack
     LEFT JOIN picked AS p
-        ON p.source = 'capture' AND p.run_id = s.run_id AND p.rank = s.rank AND p.key_id = s.kernel_id
+        ON p.source = 'capture' AND p.run_id = s.run_id AND p.rank = s.rank AND p.key_id = cs.key_id
 ),
 chosen AS (
     SELECT
