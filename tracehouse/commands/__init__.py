@@ -18,4 +18,5 @@ COMMANDS = (
     "sql",
     "synth",
     "trend",
+    "whatif",
 )
