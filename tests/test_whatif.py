@@ -28,18 +28,18 @@ from tracehouse.warehouse import whatif_replay as wr
 
 
 def gpu(kid, start, end, *edges, step=0, cat="gemm", name=None):
-    """Rows of one activity: edges (pred_type, pred_id, ready_ns, edge[, edge_name])."""
+    """Rows of one activity: edges (pred_type, pred_id, ready_ns, edge[, edge_name]); choice_ns = ready_ns."""
     base = ("gpu", kid, step, name or f"k{kid}", 7, start, end)
     if not edges:
-        return [(*base, None, None, None, None, None, None, cat)]
-    return [(*base, e[0], e[1], e[2], e[3], "x", e[4] if len(e) > 4 else None, cat) for e in edges]
+        return [(*base, None, None, None, None, None, None, None, cat)]
+    return [(*base, e[0], e[1], e[2], None, e[3], "x", e[4] if len(e) > 4 else None, cat) for e in edges]
 
 
 def call(oid, start, end, *edges, step=0, name="cudaLaunchKernel"):
     base = ("cpu", oid, step, name, None, start, end)
     if not edges:
-        return [(*base, None, None, None, None, None, None, None)]
-    return [(*base, e[0], e[1], e[2], e[3], "cpu", None, None) for e in edges]
+        return [(*base, None, None, None, None, None, None, None, None)]
+    return [(*base, e[0], e[1], e[2], None, e[3], "cpu", None, None) for e in edges]
 
 
 def replayed(rows, durations=None, merged=frozenset()):
@@ -99,6 +99,7 @@ def test_a_host_sync_ends_when_the_awaited_kernel_ends():
             "gpu",
             10,
             60,
+            None,
             "host_sync",
             "sync_wait",
             None,
@@ -130,14 +131,26 @@ def test_fusion_keeps_the_longest_member_where_the_first_started():
 CASES = {
     "training": ("training", {"ranks": 2, "steps": 3, "layers": 3, "seed": 11}),
     "serving-decode": ("serving-decode", {"ranks": 2, "steps": 3, "layers": 4, "seed": 11}),
+    "serving-prefill": ("serving-prefill", {"ranks": 2, "steps": 2, "layers": 2, "seed": 5}),
 }
-# (case, kernel regex, K): GEMMs of training; the MoE grouped GEMMs on the decode's side stream (the main
-# stream waits for them inside the graph replay) and its dense GEMMs on the main stream
+# the MoE grouped GEMMs run on the decode's side stream inside the graph replay, and the main stream waits
+# for them: those waits are recorded only in the capture trace, and dependency_edges does not map them onto
+# the replay yet, so the replay cannot see the main stream wait less (issue 37 item 1)
+REPLAY_WAITS = pytest.mark.xfail(
+    strict=True,
+    reason="the decode's main-stream waits for the side stream inside a graph replay are no edge yet",
+)
+# (case, kernel regex, K, exact): exact where the graph holds every dependency the simulator used (eager
+# launches, stream order, recorded event waits, host syncs, collectives across the ranks): then the
+# prediction is the re-simulated step to the ns (one ns of rounding per matched activity)
 CHANGES = [
-    ("training", "gemm", 2.0),
-    ("training", "flash", 3.0),
-    ("serving-decode", "GroupProblemShape", 2.0),
-    ("serving-decode", "nvjet", 2.0),
+    ("training", "gemm", 2.0, True),
+    ("training", "flash", 3.0, True),
+    ("training", "nccl", 2.0, True),  # the transfer 2x faster, the wait for the peer as it comes
+    ("serving-prefill", "GroupProblemShape", 2.0, True),
+    ("serving-decode", "nvjet", 2.0, False),
+    ("serving-decode", "Norm", 4.0, False),
+    pytest.param("serving-decode", "GroupProblemShape", 2.0, False, marks=REPLAY_WAITS),
 ]
 
 
@@ -175,8 +188,8 @@ def test_speedup_one_reproduces_the_simulated_step_exactly(synth_runs, case):
         assert row["predicted_ns"] == row["observed_ns"] == st["span_ns"]
 
 
-@pytest.mark.parametrize("case,kernel,k", CHANGES)
-def test_prediction_is_within_5_percent_of_the_resimulated_step(synth_runs, tmp_path, case, kernel, k):
+@pytest.mark.parametrize("case,kernel,k,exact", CHANGES)
+def test_prediction_is_within_5_percent_of_the_resimulated_step(synth_runs, tmp_path, case, kernel, k, exact):
     from tracehouse.synth.scenario import write_scenario
     from tracehouse.synth.truth import load_truth
     from tracehouse.warehouse.whatif import Change, whatif
@@ -195,6 +208,8 @@ def test_prediction_is_within_5_percent_of_the_resimulated_step(synth_runs, tmp_
         truth_ns = st["span_ns"]
         changed += observed - truth_ns >= 0.02 * observed  # the change is large enough to be tested
         assert abs(row["predicted_ns"] - truth_ns) <= 0.05 * truth_ns, (row, truth_ns)
+        if exact:
+            assert abs(row["predicted_ns"] - truth_ns) <= row["matched"], (row, truth_ns)
     assert changed, "the change does not move the re-simulated step: the test could not fail"
 
 
@@ -258,3 +273,39 @@ def test_cli_prints_each_step_and_its_change(synth_runs, warehouses, cli_runner)
     for p, r in zip(printed, rows):
         assert p["predicted_ms"] == r["predicted_ns"] / 1e6 and p["change_pct"] == r["change_pct"]
         assert p["change_ms"] < 0 and "gemm" in p["path_changes"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# the report
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_report_carries_the_whatif_of_its_step(synth_runs):
+    """The report's gains are whatif() on its step: the dominant category's takeaway and the overlap and
+    fusion rows carry them."""
+    from tracehouse.reports.run import build_run_report
+    from tracehouse.warehouse.whatif import Change, whatif
+
+    con, ids, _ = synth_runs
+    report = build_run_report(con, ids["serving-decode"])
+    s = report.step
+    gains = {(g.kind, g.subject): g for g in report.whatif}
+    top = report.phases[0].categories[0].category
+    assert ("category", top) in gains
+    [row] = [
+        r
+        for r in whatif(con, ids["serving-decode"], Change(category=top, speedup=2.0), step=s.step)
+        if r["rank"] == s.rank
+    ]
+    g = gains[("category", top)]
+    assert (g.observed_ns, g.predicted_ns, g.change_pct) == (
+        row["observed_ns"],
+        row["predicted_ns"],
+        row["change_pct"],
+    )
+    assert any(g.text in t.text and "2× faster" in t.text for t in report.takeaways)
+    for o in report.overlap:
+        if ("kernel", o.name) in gains:
+            assert o.gain == gains[("kernel", o.name)].text
+    fused = [f for f in report.fusion if f.gain]
+    assert fused and all(f.gain == gains[("fusion", f.pattern_id)].text for f in fused)

@@ -70,22 +70,12 @@ def check_change(change: Change) -> None:
 
 
 class RankGraph:
-    """One rank's graph, prepared once (latencies fixed, topological order) and replayed per change."""
+    """One rank's graph, prepared once (latencies fixed)."""
 
     def __init__(self, rows):
         self.nodes = wr.build(rows)
         wr.prepare(self.nodes)
-        self.ordered = wr.order(self.nodes)
         self.gpu = [n for n in self.nodes.values() if n.key[0] == "gpu"]
-
-    def run(self, durations: dict, merged=frozenset()) -> dict[int, tuple[int, int]]:
-        """Replay with durations {node key: new duration} (others unchanged); per step (observed, new)."""
-
-        def duration(node: wr.Node) -> int:
-            return durations.get(node.key, node.end - node.start)
-
-        wr.replay(self.ordered, self.nodes, duration, merged)
-        return wr.step_spans(self.nodes)
 
     def last_of(self, step: int, new: bool) -> wr.Node:
         acts = [n for n in self.gpu if n.step == step]
@@ -94,16 +84,35 @@ class RankGraph:
         return max(acts, key=lambda n: (n.end, n.start, n.key[1]))
 
 
-def load_graphs(con, run_id: str, rank: int | None = None, step: int | None = None) -> dict[int, RankGraph]:
-    """Each rank's graph (or rank `rank`'s); with `step`, the nodes of that step only (a dependency outside
-    it keeps its observed ready time)."""
+class RunGraph:
+    """The graphs of a run's ranks, replayed together: a collective instance on several ranks ends after
+    its last arrival (_whatif_collectives)."""
+
+    def __init__(self, ranks: dict[int, RankGraph], groups: list[list[tuple[int, tuple]]]):
+        self.ranks = ranks
+        self.units = wr.order_units({r: g.nodes for r, g in ranks.items()}, groups)
+
+    def run(self, durations: dict, merged: dict | None = None) -> dict[tuple[int, int], tuple[int, int]]:
+        """Replay with durations {(rank, node key): new duration} (others unchanged) and merged {rank: keys};
+        per (rank, step): (observed, new) GPU span."""
+
+        def duration(node: wr.Node) -> int:
+            return durations.get((node.rank, node.key), node.end - node.start)
+
+        keys = frozenset((r, k) for r, ks in (merged or {}).items() for k in ks)
+        wr.replay_units(self.units, {r: g.nodes for r, g in self.ranks.items()}, duration, keys)
+        return {(r, s): v for r, g in self.ranks.items() for s, v in wr.step_spans(g.nodes).items()}
+
+
+def load_graphs(con, run_id: str, step: int | None = None) -> RunGraph:
+    """The run's graph (with `step`: the nodes of that step only; a dependency outside it keeps its
+    observed ready time)."""
     cols = ", ".join(wr.EDGE_FIELDS)
-    where_rank = "" if rank is None else f" AND rank = {int(rank)}"
     where_step = "" if step is None else f" AND step = {int(step)}"
     ranks = [
         r
         for (r,) in con.execute(
-            f"SELECT DISTINCT rank FROM kernels WHERE run_id = ?{where_rank} ORDER BY 1", [run_id]
+            "SELECT DISTINCT rank FROM kernels WHERE run_id = ? ORDER BY 1", [run_id]
         ).fetchall()
     ]
     graphs = {}
@@ -112,7 +121,17 @@ def load_graphs(con, run_id: str, rank: int | None = None, step: int | None = No
             f"SELECT {cols} FROM _whatif_edges WHERE run_id = ? AND rank = ?{where_step}", [run_id, r]
         ).fetchall()
         graphs[r] = RankGraph(rows)
-    return graphs
+        for n in graphs[r].nodes.values():
+            n.rank = r
+    groups: dict[tuple, list] = {}
+    if len(ranks) > 1:
+        for rank, kid, *instance in con.execute(
+            "SELECT rank, kernel_id, step, collective, process_group, instance FROM _whatif_collectives"
+            f" WHERE run_id = ?{where_step}",
+            [run_id],
+        ).fetchall():
+            groups.setdefault(tuple(instance), []).append((rank, ("gpu", kid)))
+    return RunGraph(graphs, list(groups.values()))
 
 
 def fusion_chains(con, run_id: str, pattern: str) -> dict[int, list[list[int]]]:
@@ -137,94 +156,104 @@ def fusion_chains(con, run_id: str, pattern: str) -> dict[int, list[list[int]]]:
     return chains
 
 
-def _plan(graph: RankGraph, change: Change, chains: list[list[int]] | None) -> tuple[dict, frozenset]:
-    """The new durations and the merged (fused away) activities of one rank."""
+def _plan(run: RunGraph, change: Change, chains: dict[int, list[list[int]]]) -> tuple[dict, dict]:
+    """The new durations {(rank, key): ns} and the merged (fused away) activities {rank: keys}."""
     durations: dict = {}
-    if change.fusion:
-        merged = set()
-        for chain in chains or []:
-            members = [graph.nodes.get(("gpu", k)) for k in chain]
-            members = [m for m in members if m is not None]
-            if not members:
-                continue
-            durations[members[0].key] = max(m.end - m.start for m in members)
-            for m in members[1:]:
-                durations[m.key] = 0
-                merged.add(m.key)
-        return durations, frozenset(merged)
+    merged: dict = {}
     pattern = re.compile(change.kernel) if change.kernel else None
-    for n in graph.gpu:
-        if pattern.search(n.name) if pattern else n.category == change.category:
-            durations[n.key] = round((n.end - n.start) / change.speedup)
-    return durations, frozenset()
+    for rank, graph in run.ranks.items():
+        if change.fusion:
+            for chain in chains.get(rank, []):
+                members = [m for m in (graph.nodes.get(("gpu", k)) for k in chain) if m is not None]
+                if members:
+                    durations[(rank, members[0].key)] = max(m.end - m.start for m in members)
+                for m in members[1:]:
+                    durations[(rank, m.key)] = 0
+                    merged.setdefault(rank, set()).add(m.key)
+            continue
+        for n in graph.gpu:
+            if pattern.search(n.name) if pattern else n.category == change.category:
+                durations[(rank, n.key)] = round((n.end - n.start) / change.speedup)
+    return durations, merged
 
 
-def whatif(con, run: str, change: Change, step: int | None = None, graphs=None) -> list[dict]:
+def whatif(
+    con, run: str, change: Change, step: int | None = None, graph: RunGraph | None = None
+) -> list[dict]:
     """One row per (rank, step) of run `run` (or its step `step`): the step time observed and predicted
     under `change`, its change, the matched activities and the path segments that changed (COLUMNS)."""
     check_change(change)
     run_id = resolve_run(con, run)
-    graphs = graphs if graphs is not None else load_graphs(con, run_id, step=step)
+    graph = graph if graph is not None else load_graphs(con, run_id, step=step)
     chains = fusion_chains(con, run_id, change.fusion) if change.fusion else {}
-    rows: list[dict] = []
-    any_match = False
-    for rank, graph in graphs.items():
-        durations, merged = _plan(graph, change, chains.get(rank))
-        any_match = any_match or bool(durations)
-        for row in _replay_steps(graph, durations, merged, step):
-            rows.append({"run_id": run_id, "rank": rank, "change": change.describe(), **row})
-    if not any_match:
+    durations, merged = _plan(graph, change, chains)
+    if not durations:
         raise InvalidArgument(f"{change.describe()}: no GPU activity of run {run_id} matches")
+    rows = [
+        {"run_id": run_id, "change": change.describe(), **row}
+        for row in _replay_steps(graph, durations, merged, step)
+    ]
     if step is not None and not rows:
         raise InvalidArgument(f"run {run_id} has no step {step} with GPU activities")
     return [{c: r[c] for c in COLUMNS} for r in rows]
 
 
-def _replay_steps(graph: RankGraph, durations: dict, merged: frozenset, step: int | None) -> list[dict]:
-    """Replay the rank's graph unchanged (the observed path) and changed; one row per step."""
-    before = graph.run({})
-    paths = {s: wr.path_time(graph.nodes, graph.last_of(s, False), False) for s in before if _wanted(s, step)}
-    spans = graph.run(durations, merged)
+def _replay_steps(run: RunGraph, durations: dict, merged: dict, step: int | None) -> list[dict]:
+    """Replay the run's graph unchanged (the observed paths) and changed; one row per (rank, step)."""
+    before = run.run({})
+    keys = [k for k in before if _wanted(k[1], step)]
+    paths = {(r, s): wr.path_time(run.ranks[r].nodes, run.ranks[r].last_of(s, False), False) for r, s in keys}
+    spans = run.run(durations, merged)
     rows = []
-    for s in sorted(paths):
-        observed, predicted = spans[s]
+    for r, s in sorted(keys):
+        graph = run.ranks[r]
+        observed, predicted = spans[(r, s)]
         after = wr.path_time(graph.nodes, graph.last_of(s, True), True)
-        keys = [k for k in durations if graph.nodes[k].step == s]
+        mine = [graph.nodes[k] for rank, k in durations if rank == r and graph.nodes[k].step == s]
         rows.append(
             {
+                "rank": r,
                 "step": s,
-                "matched": len(keys),
-                "matched_ns": sum(graph.nodes[k].end - graph.nodes[k].start for k in keys),
+                "matched": len(mine),
+                "matched_ns": sum(n.end - n.start for n in mine),
                 "observed_ns": observed,
                 "predicted_ns": predicted,
                 "change_ns": predicted - observed,
                 "change_pct": round(100.0 * (predicted - observed) / observed, 2) if observed else None,
-                "path_changes": path_changes(paths[s], after),
+                "path_changes": path_changes(paths[(r, s)], after),
             }
         )
     return rows
 
 
 def whatif_gains(
-    con, run_id: str, rank: int, step: int, categories: list[str], fusions: list[str], speedup: float = 2.0
+    con,
+    run_id: str,
+    rank: int,
+    step: int,
+    categories: list[str],
+    fusions: list[str],
+    kernels: list[str] = (),
+    speedup: float = 2.0,
 ) -> list[dict]:
-    """The report's predicted gains on its step: per category, the step time with its activities `speedup`
-    times faster; per fusion row (pattern_id), with its chains fused. One row per subject that has
-    activities in the step: kind ('category' | 'fusion'), subject, speedup (None for a fusion),
-    observed_ns, predicted_ns, change_ns, change_pct, path_changes."""
-    graphs = load_graphs(con, run_id, rank=rank, step=step)
-    graph = graphs.get(rank)
-    if graph is None or not graph.gpu:
+    """The report's predicted gains on its step (of rank `rank`; every rank's nodes of the step are
+    replayed, so collectives wait for their peers): per category and per kernel name, the step time with
+    those activities `speedup` times faster; per fusion row (pattern_id), with its chains fused. One row
+    per subject that has activities in the step: kind ('category' | 'kernel' | 'fusion'), subject,
+    speedup (None for a fusion), observed_ns, predicted_ns, change_ns, change_pct, path_changes."""
+    graph = load_graphs(con, run_id, step=step)
+    if rank not in graph.ranks or not graph.ranks[rank].gpu:
         return []
     out = []
     subjects = [("category", c, Change(category=c, speedup=speedup)) for c in categories]
+    subjects += [("kernel", k, Change(kernel=f"^{re.escape(k)}$", speedup=speedup)) for k in kernels]
     subjects += [("fusion", f, Change(fusion=f)) for f in fusions]
     for kind, subject, change in subjects:
-        chains = fusion_chains(con, run_id, subject).get(rank) if kind == "fusion" else None
+        chains = fusion_chains(con, run_id, subject) if kind == "fusion" else {}
         durations, merged = _plan(graph, change, chains)
-        if not durations:
+        if not any(r == rank and graph.ranks[r].nodes[k].step == step for r, k in durations):
             continue
-        [row] = _replay_steps(graph, durations, merged, step)
+        [row] = [x for x in _replay_steps(graph, durations, merged, step) if x["rank"] == rank]
         out.append(
             {
                 "kind": kind,

@@ -1,6 +1,6 @@
-"""Replay of a rank's dependency graph with changed GPU durations (the what-if model, docs/interpretation.md).
+"""Replay of a run's dependency graph with changed GPU durations (the what-if model, docs/interpretation.md).
 
-Input: the rows of the view `dependency_edges` for one (run, rank): one row per (node, candidate dependency),
+Input: the rows of the view `dependency_edges` of each (run, rank): one row per (node, candidate dependency),
 a node with no dependency once with pred_id NULL. Nodes are GPU activities (node_type `gpu`) and host CUDA
 calls (`cpu`; `cpu_issue` for the issuing part of a blocking copy). Each edge has the time it was satisfied
 (ready_ns) and, by the trace, a latency: the time from ready_ns to the node's observed start (for a host
@@ -21,7 +21,10 @@ The model:
   duration when it waited on no GPU work, else the shortest duration of the calls of its name on the
   rank that did not wait (never more than its own), or without one the part of the call after the awaited
   work ended;
-- nodes with no dependency keep their observed times.
+- nodes with no dependency keep their observed times;
+- a collective instance matched across the ranks of the run (replay_units) ends, on each rank, its own
+  transfer time (observed end - the last observed arrival, scaled as its duration is) after the last new
+  arrival.
 With every factor 1 each node lands where it was observed (every latency is at most its slack and the
 binding one equals it), so the replay reproduces the trace exactly; every edge goes back in issue order
 (the graph has no cycle), and nodes are replayed in a topological order.
@@ -32,7 +35,6 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from graphlib import TopologicalSorter
 
 #: row fields the replay reads, in this order (the view's columns)
 EDGE_FIELDS = (
@@ -46,6 +48,7 @@ EDGE_FIELDS = (
     "pred_type",
     "pred_id",
     "ready_ns",
+    "choice_ns",
     "edge",
     "edge_kind",
     "edge_name",
@@ -60,6 +63,7 @@ class Edge:
     edge: str
     kind: str
     from_start: bool  # the dependency is ready when its start moves (a launch call), else its end
+    choice: int  # the time it competes with for "satisfied last" (dependency_edges.choice_ns)
     slack: int = 0
     lat: int = 0
 
@@ -80,13 +84,14 @@ class Node:
     new_end: int = 0
     own: int = 0  # a host call's own time (new end >= new start + own)
     binding: Edge | None = None
+    rank: int = 0
 
 
 def build(rows: Iterable[tuple]) -> dict[tuple[str, int], Node]:
     """The nodes of the rank, with their edges, from `dependency_edges` rows (fields EDGE_FIELDS)."""
     nodes: dict[tuple[str, int], Node] = {}
     for r in rows:
-        ntype, nid, step, name, stream, start, end, ptype, pid, ready, edge, kind, ename, cat = r
+        ntype, nid, step, name, stream, start, end, ptype, pid, ready, choice, edge, kind, ename, cat = r
         key = (ntype, nid)
         node = nodes.get(key)
         if node is None:
@@ -94,7 +99,7 @@ def build(rows: Iterable[tuple]) -> dict[tuple[str, int], Node]:
         if pid is None or ready is None:
             continue
         gpu = ntype == "gpu"
-        e = Edge((ptype, pid), ready, edge, kind, gpu and ptype != "gpu")
+        e = Edge((ptype, pid), ready, edge, kind, gpu and ptype != "gpu", ready if choice is None else choice)
         if not gpu and ptype == "gpu":
             e.slack = end - ready
             node.ends.append(e)
@@ -116,7 +121,7 @@ def stated_latencies(nodes: Mapping[tuple[str, int], Node]) -> dict[tuple[str, s
     for node in nodes.values():
         for edges in (node.starts, node.ends):
             if edges:
-                last = max(edges, key=lambda e: e.ready)
+                last = max(edges, key=lambda e: e.choice)
                 seen.setdefault(_class(node, last), []).append(last.slack)
     return {c: int(statistics.median(v)) for c, v in seen.items()}
 
@@ -154,30 +159,113 @@ def prepare(nodes: Mapping[tuple[str, int], Node]) -> None:
 
 
 def order(nodes: Mapping[tuple[str, int], Node]) -> list[Node]:
-    """The nodes in a topological order of their dependencies (those that are nodes of the rank)."""
-    graph = {k: [e.pred for e in n.starts + n.ends if e.pred in nodes] for k, n in nodes.items()}
-    return [nodes[k] for k in TopologicalSorter(graph).static_order()]
+    """The nodes in a topological order of their dependencies (those that are nodes of the rank): Kahn's
+    algorithm; a cycle (which the view's issue order rules out) raises ValueError."""
+    waiting: dict[tuple[str, int], int] = {}
+    after: dict[tuple[str, int], list[Node]] = {}
+    for node in nodes.values():
+        preds = {e.pred for e in node.starts} | {e.pred for e in node.ends}
+        preds = [p for p in preds if p in nodes]
+        waiting[node.key] = len(preds)
+        for p in preds:
+            after.setdefault(p, []).append(node)
+    out = [n for n in nodes.values() if not waiting[n.key]]
+    for node in out:  # grows while it is walked
+        for child in after.get(node.key, ()):
+            waiting[child.key] -= 1
+            if not waiting[child.key]:
+                out.append(child)
+    if len(out) != len(nodes):
+        raise ValueError("the dependency graph has a cycle")
+    return out
 
 
 def replay(ordered: list[Node], nodes: Mapping, duration: Callable[[Node], int], merged=frozenset()) -> None:
+    """One rank's replay (replay_units with every node its own unit)."""
+    replay_units([[(0, n)] for n in ordered], {0: nodes}, duration, merged)
+
+
+def order_units(graphs: Mapping[int, Mapping], groups: Iterable[list[tuple[int, tuple]]] = ()) -> list[list]:
+    """Units of replay in a topological order (Kahn's algorithm): a collective instance matched across ranks
+    (groups: its (rank, node key) on each rank) is one unit, every other node its own; a unit waits for
+    the units of its members' dependencies on their ranks. A cycle (which the view's issue order rules out)
+    raises ValueError."""
+    units: list[list[tuple[int, Node]]] = []
+    unit_of: dict[tuple[int, tuple], int] = {}
+    for group in groups:
+        members = [(r, graphs[r][k]) for r, k in group if r in graphs and k in graphs[r]]
+        if len(members) > 1:
+            for r, n in members:
+                unit_of[(r, n.key)] = len(units)
+            units.append(members)
+    for r, nodes in graphs.items():
+        for k, n in nodes.items():
+            if (r, k) not in unit_of:
+                unit_of[(r, k)] = len(units)
+                units.append([(r, n)])
+    waiting = [0] * len(units)
+    after: list[list[int]] = [[] for _ in units]
+    for i, unit in enumerate(units):
+        preds = set()
+        for r, n in unit:
+            preds.update(unit_of[(r, e.pred)] for e in (*n.starts, *n.ends) if e.pred in graphs[r])
+        preds.discard(i)
+        waiting[i] = len(preds)
+        for p in preds:
+            after[p].append(i)
+    out = [i for i in range(len(units)) if not waiting[i]]
+    for i in out:  # grows while it is walked
+        for child in after[i]:
+            waiting[child] -= 1
+            if not waiting[child]:
+                out.append(child)
+    if len(out) != len(units):
+        raise ValueError("the dependency graph has a cycle")
+    return [units[i] for i in out]
+
+
+def replay_units(
+    units: list[list], graphs: Mapping, duration: Callable[[Node], int], merged=frozenset()
+) -> None:
     """Set new_start / new_end of every node, GPU activities lasting duration(node). A node in `merged` (a
     fused chain's later member) starts when the activity before it on its stream ends (its stream-order
-    edge, no latency; its other dependencies are the fused kernel's, its first member's)."""
-    for node in ordered:
-        start = node.start
-        if node.key in merged:
-            prev = [e for e in node.starts if e.edge == "stream_order"]
-            start = max((_ready(e, nodes) for e in prev), default=start)
-        elif node.starts:
-            start = max(_ready(e, nodes) + e.lat for e in node.starts)
-        node.new_start = start
-        if node.key[0] == "gpu":
-            node.new_end = start + duration(node)
+    edge, no latency; its other dependencies are the fused kernel's, its first member's). A collective
+    matched across ranks ends, on each rank, its own transfer time (its observed end - the last
+    arrival, scaled as duration scales it) after the last rank's new arrival."""
+    for unit in units:
+        for r, node in unit:
+            _start(node, graphs[r], merged)
+        if len(unit) == 1:
+            r, node = unit[0]
+            _end(node, graphs[r], duration)
             continue
-        end = start + node.own
-        if node.ends:
-            end = max(end, max(_ready(e, nodes) + e.lat for e in node.ends))
-        node.new_end = end
+        last = max(n.start for _, n in unit)
+        new_last = max(n.new_start for _, n in unit)
+        for _, n in unit:
+            dur = n.end - n.start
+            transfer = n.end - max(n.start, last)
+            scale = duration(n) / dur if dur else 1.0
+            n.new_end = max(n.new_start, new_last) + round(transfer * scale)
+
+
+def _start(node: Node, nodes: Mapping, merged) -> None:
+    start = node.start
+    if node.key in merged:
+        prev = [e for e in node.starts if e.edge == "stream_order"]
+        start = max((_ready(e, nodes) for e in prev), default=start)
+    elif node.starts:
+        start = max(_ready(e, nodes) + e.lat for e in node.starts)
+    node.new_start = start
+
+
+def _end(node: Node, nodes: Mapping, duration: Callable[[Node], int]) -> None:
+    if node.key[0] == "gpu":
+        node.new_end = node.new_start + duration(node)
+        return
+    end = node.new_start + node.own
+    if node.ends:
+        end = max(end, max(_ready(e, nodes) + e.lat for e in node.ends))
+    node.new_end = end
 
 
 def _ready(e: Edge, nodes: Mapping) -> int:

@@ -39,6 +39,11 @@ def command(ctx, run, kernel, category, fusion, speedup, step_text, fmt):
       tracehouse whatif latest --category moe --speedup 2
       tracehouse whatif latest --kernel 'nvjet|cutlass' --speedup 1.5 --step report
       tracehouse whatif latest --fusion sglang_fused_add_rmsnorm --format json
+
+    On a synthesized run the simulator gives the truth: `tracehouse synth serving-decode -o /tmp/a` and
+    `tracehouse synth serving-decode --slow-kernel 'GroupProblemShape:0.5' -o /tmp/b` (same seed, the MoE
+    GEMMs 2x faster); the span_ns of /tmp/b's ground_truth.json steps is what `whatif --kernel
+    GroupProblemShape` predicts from /tmp/a.
     """
     from tracehouse.warehouse.runs import resolve_run
     from tracehouse.warehouse.whatif import Change, whatif
