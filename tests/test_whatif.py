@@ -309,3 +309,50 @@ def test_report_carries_the_whatif_of_its_step(synth_runs):
             assert o.gain == gains[("kernel", o.name)].text
     fused = [f for f in report.fusion if f.gain]
     assert fused and all(f.gain == gains[("fusion", f.pattern_id)].text for f in fused)
+
+
+# ---------------------------------------------------------------------------------------------------
+# real traces
+# ---------------------------------------------------------------------------------------------------
+
+
+def _real_sources() -> list[str]:
+    from conftest import REAL_FOLDERS, real_trace_files
+
+    files = real_trace_files()
+    return [*files, *REAL_FOLDERS] if files else ["<no shared traces>"]
+
+
+@pytest.mark.parametrize("rel", _real_sources())
+def test_speedup_one_reproduces_every_real_step(real_runs, rel):
+    """Nothing changed, the replay lands every step of every real trace on its observed GPU span (the steps
+    view's gpu_span_ns), whatever edges the trace has; with every activity 2x faster no node starts or
+    ends later than observed (the replay is monotone)."""
+    from conftest import require_shared
+    from tracehouse.warehouse.catalog import connect
+    from tracehouse.warehouse.whatif import Change, load_graphs, whatif
+
+    from tracehouse.errors import InvalidArgument
+
+    require_shared()
+    wh, run_of = real_runs
+    run_id = run_of[rel]
+    con = connect(wh, runs=[run_id])
+    spans = {
+        (r, s): v
+        for r, s, v in con.execute(
+            "SELECT rank, step, gpu_span_ns FROM steps WHERE run_id = ? AND gpu_span_ns IS NOT NULL", [run_id]
+        ).fetchall()
+    }
+    if not con.execute("SELECT count(*) FROM kernels WHERE run_id = ?", [run_id]).fetchone()[0]:
+        with pytest.raises(InvalidArgument, match="no GPU activity"):
+            whatif(con, run_id, Change(kernel=".", speedup=1.0))
+        return
+    graph = load_graphs(con, run_id)
+    same = whatif(con, run_id, Change(kernel=".", speedup=1.0), graph=graph)
+    assert {(r["rank"], r["step"]) for r in same} == set(spans)
+    for r in same:
+        assert r["predicted_ns"] == r["observed_ns"] == spans[(r["rank"], r["step"])], r
+    graph.run({(r, n.key): (n.end - n.start) // 2 for r, g in graph.ranks.items() for n in g.gpu})
+    for g in graph.ranks.values():
+        assert all(n.new_start <= n.start and n.new_end <= n.end for n in g.nodes.values())

@@ -76,9 +76,12 @@ class RankGraph:
         self.nodes = wr.build(rows)
         wr.prepare(self.nodes)
         self.gpu = [n for n in self.nodes.values() if n.key[0] == "gpu"]
+        self.by_step: dict[int, list[wr.Node]] = {}
+        for n in self.gpu:
+            self.by_step.setdefault(n.step, []).append(n)
 
     def last_of(self, step: int, new: bool) -> wr.Node:
-        acts = [n for n in self.gpu if n.step == step]
+        acts = self.by_step[step]
         if new:
             return max(acts, key=lambda n: (n.new_end, n.new_start, n.key[1]))
         return max(acts, key=lambda n: (n.end, n.start, n.key[1]))

@@ -245,7 +245,8 @@ def replay_units(
             dur = n.end - n.start
             transfer = n.end - max(n.start, last)
             scale = duration(n) / dur if dur else 1.0
-            n.new_end = max(n.new_start, new_last) + round(transfer * scale)
+            # a negative transfer (the peers' clocks run ahead of this rank's) is a clock offset: kept as is
+            n.new_end = max(n.new_start, new_last) + (round(transfer * scale) if transfer > 0 else transfer)
 
 
 def _start(node: Node, nodes: Mapping, merged) -> None:
