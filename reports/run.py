@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from tracehouse.reports.gains import add_gains
 from tracehouse.reports.render import render
 from tracehouse.reports.run_header import parallelism, versions
 from tracehouse.reports.run_model import (
@@ -164,6 +165,7 @@ def _build_run_report(con: Connection, run_id: str, phase: str | None, mapping_r
         rank_skew=_skew(con, run_id) if (run.get("n_ranks") or 1) > 1 else [],
     )
     report.step, report.quality = _step(con, run_id, phase)
+    add_gains(con, report)
     report.trace_start_ns = run.get("trace_start_ns")
     report.versions = versions(run)
     report.serving = serving_section(con, run_id, phase) if is_serving(run, shown) else None
@@ -309,7 +311,7 @@ def _fusion(con, run_id: str, phase_clause: str, params: list) -> list[FusionRow
         for r in _rows(
             con,
             f"""
-        SELECT phase, pattern_name, pattern_framework AS framework, status, share, occurrences,
+        SELECT phase, pattern_name, pattern_id, pattern_framework AS framework, status, share, occurrences,
                coalesce(evidence_sequence, evidence) AS evidence,
                fused_kernel, source_path, python_site
         FROM fusion_match WHERE run_id = ? AND coalesce(framework_match, true) {phase_clause}

@@ -50,6 +50,8 @@ class OverlapRow:
     dependency_risk: str
     recommendation: str
     python_site: str | None
+    # the report's step with this kernel 2x faster (WhatIfGain.text); None: not replayed
+    gain: str | None = None
 
 
 @dataclass
@@ -64,6 +66,31 @@ class FusionRow:
     fused_kernel: str | None
     source_path: str | None
     python_site: str | None
+    pattern_id: str | None = None
+    # the report's step with the row's chains fused (WhatIfGain.text); None: not replayed
+    gain: str | None = None
+
+
+@dataclass
+class WhatIfGain:
+    """The report's step replayed with a category `speedup` times faster or a fusion row fused
+    (warehouse.whatif.whatif_gains): its GPU span observed and predicted."""
+
+    kind: str  # category | kernel | fusion
+    subject: str  # the category, the kernel name, or the fusion row's pattern_id
+    speedup: float | None  # None for a fusion
+    observed_ns: int
+    predicted_ns: int
+    change_ns: int
+    change_pct: float | None
+    path_changes: str
+
+    @property
+    def text(self) -> str:
+        """'−1.234 ms of 25.000 ms, −4.9 %' (the change of the step time, of the observed step time)."""
+        sign = "\u2212" if self.change_ns < 0 else ("+" if self.change_ns > 0 else "\u00b1")
+        pct = f", {sign}{abs(self.change_pct):.1f} %" if self.change_pct is not None else ""
+        return f"{sign}{abs(self.change_ns) / 1e6:.3f} ms of {self.observed_ns / 1e6:.3f} ms{pct}"
 
 
 @dataclass
@@ -299,6 +326,7 @@ class RunReport:
     serving: dict | None = None  # reports/serving.py: step time by batch size, roofline, collectives
     trace_file: str | None = None  # `report --with-trace`: the exported Perfetto file beside the report
     versions: str | None = None  # the framework's, runtime's and NCCL's versions the trace names (run_header)
+    whatif: list[WhatIfGain] = field(default_factory=list)  # predicted gains on the report's step
 
     @property
     def mode_note(self) -> str:

@@ -291,6 +291,11 @@ def host_setup_rule(r, windows) -> _Draft | None:
     )
 
 
+def category_gain(r, category: str):
+    """The report's what-if gain (reports/gains.py) for this category on its step, else None."""
+    return next((g for g in r.whatif if g.kind == "category" and g.subject == category), None)
+
+
 def dominant_category_rule(r, windows, phase) -> _Draft | None:
     """In a phase of at least PHASE_BAR of the run's GPU time (a sliver, such as a kernel outside the steps,
     is no phase to draw a lesson from), a category of >= DOMINANT_CATEGORY_BAR of its GPU time."""
@@ -305,6 +310,11 @@ def dominant_category_rule(r, windows, phase) -> _Draft | None:
         if kernel
         else ""
     )
+    gain = category_gain(r, top.category) if r.step is not None and r.step.phase == phase.phase else None
+    if gain is not None:
+        detail += (
+            f"; {top.category} {gain.speedup:g}\u00d7 faster: {gain.text} of step {r.step.step} (what-if)"
+        )
     return _Draft(
         "category_summary",
         f"{r.phase_label(phase.phase)}: {top.category} is {100 * top.share:.0f} % of GPU time{detail}.",
@@ -325,10 +335,16 @@ def fusion_rule(r, windows) -> _Draft | None:
     if not confirmed:
         return None
     share = sum(f.share or 0 for f in confirmed)
+    gained = next((f for f in confirmed if f.gain), None)
+    gain = (
+        f" Fusing {gained.pattern_name}: {gained.gain} of step {r.step.step} (what-if)."
+        if gained and r.step
+        else ""
+    )
     return _Draft(
         "fusion_match",
         f"{len(confirmed)} known fusion(s) apply directly (split kernels adjacent on one stream), "
-        f"covering {100 * share:.1f} % of GPU time: {', '.join(f.pattern_name for f in confirmed[:3])}.",
+        f"covering {100 * share:.1f} % of GPU time: {', '.join(f.pattern_name for f in confirmed[:3])}.{gain}",
         share,
         ", ".join(f.pattern_name for f in confirmed[:3]),
         windows.trace(),

@@ -158,6 +158,7 @@ SLOW_NEEDS = {
             "test_capture_attribution::test_synth_serving_decode_sites_equal_ground_truth",
             "test_capture_attribution::test_recorded_h200_replay_from_its_capture",
             "test_engine::test_a_report_connection_reads_stored_analyses_and_the_same_report",
+            "test_whatif::test_report_carries_the_whatif_of_its_step",
             "test_diff_store::test_cli_diff_reads_the_store",
             "test_mcp::test_a_session_answers_as_the_cli",
             "test_hardening::test_broken_run_derives_cleanly",

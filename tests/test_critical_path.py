@@ -30,7 +30,13 @@ from conftest import RunFocused
 from tracehouse.warehouse.catalog import view_files
 
 SQL = view_files()  # {view: its sql/<domain>/<view>.sql}
-CP_VIEWS = ["_critical_path_pred", "critical_path", "critical_stream", "critical_path_summary"]
+CP_VIEWS = [
+    "dependency_edges",
+    "_critical_path_pred",
+    "critical_path",
+    "critical_stream",
+    "critical_path_summary",
+]
 RECORDED = ROOT / "tests" / "data" / "recorded"
 
 
@@ -492,7 +498,7 @@ def test_synthetic_paths_cover_the_dependencies(synth_runs):
 
 @pytest.mark.parametrize("seed", range(4))
 def test_a_calls_step_is_the_latest_step_holding_its_start(seed):
-    """_critical_path_pred's call_step (bucketed, linear) against its definition (every call against every
+    """dependency_edges's call_step (bucketed, linear) against its definition (every call against every
     step span of its rank), on random step spans that overlap, touch, nest, are empty or cover the whole
     rank, and calls before, between, on the edges of and after them, on two ranks."""
     import random
@@ -522,7 +528,7 @@ def test_a_calls_step_is_the_latest_step_holding_its_start(seed):
                     "dur_ns": 5,
                 }
             )
-    text = _graph()[1]["_critical_path_pred"]
+    text = _graph()[1]["dependency_edges"]
     ctes = text[text.index("calls AS (") : text.index("blocking_copy AS (")].rstrip().rstrip(",")
     definition = """
         SELECT c.run_id, c.rank, c.op_id, MAX(s.step) AS step

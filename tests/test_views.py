@@ -41,6 +41,7 @@ SPARK_MATERIALIZE = {
     "critical_path/cross_stream_launch_bound",
     "critical_path/graph_launch_in_earlier_step",
     "_critical_path_pred/ties_graph_copy_handoff_inferred",
+    "dependency_edges/every_candidate",
 }
 
 

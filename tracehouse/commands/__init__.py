@@ -19,4 +19,5 @@ COMMANDS = (
     "sql",
     "synth",
     "trend",
+    "whatif",
 )
