@@ -15,7 +15,7 @@ from warehouses import scenario
 
 DECODE = {"ranks": 2, "steps": 3, "layers": 2, "seed": 7}  # conftest's REPORT_SCENARIOS serving-decode
 ROOT = Path(__file__).resolve().parents[1]
-TOOLS = {"runs", "report", "schema", "sql", "diff", "trend", "export"}
+TOOLS = {"runs", "report", "schema", "sql", "diff", "trend", "whatif", "export"}
 
 
 @pytest.fixture(scope="module")
@@ -100,12 +100,25 @@ def cli_error(cli_runner, root: str, *args: str) -> str:
 
 def test_a_session_answers_as_the_cli(pair, cli_runner, tmp_path):
     """Lists runs, reads a report (whole, one section of its JSON, the triage tables), asks the schema, runs a query,
-    diffs the two runs, reads the trend and exports a finding's window: each answer the CLI's own."""
+    diffs the two runs, reads the trend, asks a what-if and exports a finding's window: each answer the CLI's own."""
     root, base, target = pair
     query = "SELECT run_id, name, count(*) AS launches FROM kernels GROUP BY ALL ORDER BY ALL LIMIT 20"
     (
         names,
-        (runs_md, runs_json, report_md, step, triage, schema, answer, diff_md, diff_json, trend, export),
+        (
+            runs_md,
+            runs_json,
+            report_md,
+            step,
+            triage,
+            schema,
+            answer,
+            diff_md,
+            diff_json,
+            trend,
+            whatif,
+            export,
+        ),
     ) = ask(
         root,
         [
@@ -119,6 +132,7 @@ def test_a_session_answers_as_the_cli(pair, cli_runner, tmp_path):
             ("diff", {"base": base, "target": "latest"}),
             ("diff", {"base": base, "target": target, "format": "json"}),
             ("trend", {}),
+            ("whatif", {"run": target, "category": "moe", "speedup": 2, "step": "report"}),
             ("export", {"run": target, "rank": 0, "step": 1, "output": str(tmp_path / "mcp.pftrace")}),
         ],
     )
@@ -137,6 +151,12 @@ def test_a_session_answers_as_the_cli(pair, cli_runner, tmp_path):
     verdict = json.loads(text(diff_json))["verdict"]
     assert verdict["status"] == "comparable" and verdict["basis"] == "per_step"
     assert text(trend) == cli(cli_runner, root, "trend")
+    said = cli(
+        cli_runner, root, "whatif", target, "--category", "moe", "--step", "report", "--format", "json"
+    )
+    assert (
+        text(whatif) == said and 0 < json.loads(said)[0]["predicted_ms"] <= json.loads(said)[0]["observed_ms"]
+    )
     # the export: the file the CLI writes for the same window, the same slices
     said = cli(
         cli_runner, root, "export", target, "--rank", "0", "--step", "1", "-o", str(tmp_path / "cli.pftrace")
@@ -221,7 +241,10 @@ def test_every_tool_teaches_its_place_in_the_order_of_work():
     from tracehouse.mcp_server import INSTRUCTIONS, VERBS
 
     assert {fn.__name__ for fn in VERBS} == TOOLS
-    order = [INSTRUCTIONS.index(f"`{name}`") for name in ("runs", "report", "schema", "sql", "diff", "trend")]
+    order = [
+        INSTRUCTIONS.index(f"`{name}`")
+        for name in ("runs", "report", "schema", "sql", "diff", "trend", "whatif")
+    ]
     assert order == sorted(order)
     for fn in VERBS:
         assert f"`tracehouse {fn.__name__}" in " ".join(fn.__doc__.split()), fn.__name__

@@ -34,7 +34,9 @@ ingested run's kernels, host ops, steps and analyses. Work in this order:
    breakdown). Read it before querying: it says what matters and which figures to trust.
 3. `schema` then `sql`: the detail behind a finding, in read-only DuckDB SQL over the views.
 4. `diff` (two runs, a comparability verdict first) and `trend` (a series of runs, regressions flagged).
-5. `export`: write a finding's window to a Perfetto file for a person to open.
+5. `whatif`: what a step would gain if a kernel, category or fusion row were faster (a replay of its
+   dependency graph), before anyone writes the faster kernel.
+6. `export`: write a finding's window to a Perfetto file for a person to open.
 """
 
 DEFAULT_ROW_LIMIT = 1000
@@ -187,6 +189,37 @@ def diff(reader: Reader, base: str, target: str, format: ReportFormat = "md") ->
     from tracehouse.commands.diff import diff_text
 
     return diff_text(reader.con, base, target, format)
+
+
+@verb
+def whatif(
+    reader: Reader,
+    run: str,
+    kernel: str | None = None,
+    category: str | None = None,
+    fusion: str | None = None,
+    speedup: float = 2.0,
+    step: str | None = None,
+    format: Literal["table", "csv", "json", "ndjson"] = "json",
+) -> str:
+    """The predicted step time if some GPU work were `speedup` times faster (as `tracehouse whatif RUN`):
+    each step's dependency graph (launches, stream order, event waits, host syncs, collectives across
+    ranks) replayed with the matched activities' durations / speedup; per rank and step the observed and
+    predicted step time (ms), the change (ms, %), how many activities matched and which critical-path
+    segments changed. With no change the replay reproduces the trace exactly.
+
+    Give exactly one of: kernel (a regex searched in kernel names), category (an activity category such
+    as moe, gemm, attention, communication: see the report's categories) or fusion (a fusion row's
+    pattern_id from the report's fusion table: its chains fused into one kernel as long as their longest
+    member; speedup does not apply).
+    step: one step number, or "report" for the step the report breaks down; default every step.
+    Ask it after the report names a kernel, category or fusion worth speeding up: it says what the step
+    would gain, not only what the kernel costs.
+    """
+    from tracehouse.commands.whatif import whatif_text
+    from tracehouse.warehouse.whatif import Change
+
+    return whatif_text(reader.con, run, Change(kernel, category, fusion, speedup), step, format)
 
 
 @verb

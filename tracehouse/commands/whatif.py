@@ -6,7 +6,8 @@ import click
 
 from tracehouse.commands.common import CONTEXT_SETTINGS, connect, format_option
 from tracehouse.errors import InvalidArgument
-from tracehouse.output import print_rows
+from tracehouse.output import rows_text
+from tracehouse.warehouse.whatif import Change
 
 SHOWN = ("rank", "step", "observed_ms", "predicted_ms", "change_ms", "change_pct", "matched", "path_changes")
 
@@ -45,16 +46,19 @@ def command(ctx, run, kernel, category, fusion, speedup, step_text, fmt):
     GEMMs 2x faster); the span_ns of /tmp/b's ground_truth.json steps is what `whatif --kernel
     GroupProblemShape` predicts from /tmp/a.
     """
-    from tracehouse.warehouse.runs import resolve_run
-    from tracehouse.warehouse.whatif import Change, whatif
+    click.echo(
+        whatif_text(connect(ctx), run, Change(kernel, category, fusion, speedup), step_text, fmt), nl=False
+    )
 
-    con = connect(ctx)
-    change = Change(kernel=kernel, category=category, fusion=fusion, speedup=speedup)
+
+def whatif_text(con, run: str, change: Change, step_text: str | None, fmt: str) -> str:
+    """What `tracehouse whatif` prints (and the `whatif` tool of `tracehouse mcp` answers)."""
+    from tracehouse.warehouse.runs import resolve_run
+    from tracehouse.warehouse.whatif import whatif
+
     run_id = resolve_run(con, run)
     step = _step(con, run_id, step_text)
     rows = whatif(con, run_id, change, step=step)
-    if fmt == "table":
-        click.echo(f"run {run_id}: {change.describe()}")
     out = [
         (
             r["rank"],
@@ -68,10 +72,10 @@ def command(ctx, run, kernel, category, fusion, speedup, step_text, fmt):
         )
         for r in rows
     ]
-    if fmt == "table":
-        print_rows(list(SHOWN), [_rounded(r) for r in out], fmt, max_width=None)
-    else:
-        print_rows(list(SHOWN), out, fmt)
+    if fmt != "table":
+        return rows_text(list(SHOWN), out, fmt)
+    head = f"run {run_id}: {change.describe()}\n"
+    return head + rows_text(list(SHOWN), [_rounded(r) for r in out], fmt, max_width=None)
 
 
 def _step(con, run_id: str, text: str | None) -> int | None:
