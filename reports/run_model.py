@@ -50,6 +50,7 @@ class OverlapRow:
     dependency_risk: str
     recommendation: str
     python_site: str | None
+    fusion_pattern: str | None = None  # the fusion_match row behind "try fusion" (its pattern name)
 
 
 @dataclass
