@@ -404,7 +404,9 @@ def test_real_run_vendor(real):
 
 def test_real_dense_training_and_bert_have_no_rows(real):
     """HTA's sampled 2-rank training: before, 'MoE finalize' Likely twice (an index + a sum somewhere in a
-    dense model). BERT: nothing fuses by a known pattern."""
+    dense model). The temperature + softmax pattern must not take its `aten::div [[2048,1],[2048,1]]` followed
+    by a softmax of a [2,1] tensor for a logits temperature (shape rule same_input_2d). BERT: nothing fuses by
+    a known pattern."""
     con, ids = real
     assert _fusion(con, ids["multirank/sampled_2ranks"]) == {}
     assert _fusion(con, ids["nvidia/h100_bert-small.json.gz"]) == {}

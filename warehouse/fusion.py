@@ -41,7 +41,7 @@ VERSION_FILE = RULES_DIR / "fusion_patterns.version.json"
 FRAMEWORKS: tuple[str, ...] = ("sglang", "vllm", "tensorrt-llm")
 MAX_SPLITS = 3
 #: Shape rules a pattern may name (column shape_rule; see sql/fusion/fusion_match.sql for what each checks).
-SHAPE_RULES: tuple[str, ...] = ("same_input", "gate_product", "logits_2d")
+SHAPE_RULES: tuple[str, ...] = ("same_input", "gate_product", "logits_2d", "same_input_2d")
 #: Vendors a pattern may name (column vendor): the fused kernel exists on that vendor's GPUs only; `any`: on
 #: both. A pattern of one vendor gives no row on a run of the other (fusion_match, the run's vendor).
 VENDORS: tuple[str, ...] = ("nvidia", "amd", "any")

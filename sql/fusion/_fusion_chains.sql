@@ -17,6 +17,8 @@
 --   gate_product  step 2's op has exactly two inputs, both of step 1's first input shape: the gate product
 --                 act(gate) * up; a scaling by a scalar or a broadcast (attention scaling, RoPE) is not
 --   logits_2d     step 1's first input is 2-D [tokens, vocab] (sampling logits, not attention scores)
+--   same_input_2d same_input, and that input is 2-D [tokens, vocab] (a temperature divide of the logits
+--                 followed by their softmax; not a divide of a [N, 1] column followed by another softmax)
 --   A chain whose rule fails is no evidence. A chain whose shapes are unknown (no launching op, no
 --   Input Dims) is judged by names alone: evidence_basis says which.
 -- Requires. A pattern with requires_category (MoE routing / finalize: `moe`) has evidence only in a phase
@@ -156,6 +158,11 @@ raw_chains AS (
                    CASE WHEN q.first_1 IS NULL OR q.first_2 IS NULL OR (q.n_splits = 3 AND q.first_3 IS NULL)
                         THEN NULL
                         ELSE q.first_2 = q.first_1 AND (q.n_splits = 2 OR q.first_3 = q.first_1) END
+               WHEN 'same_input_2d' THEN
+                   CASE WHEN q.first_1 IS NULL OR q.first_2 IS NULL OR (q.n_splits = 3 AND q.first_3 IS NULL)
+                        THEN NULL
+                        ELSE q.first_2 = q.first_1 AND (q.n_splits = 2 OR q.first_3 = q.first_1)
+                             AND length(q.first_1) - length(replace(q.first_1, ',', '')) = 1 END
                WHEN 'gate_product' THEN
                    CASE WHEN q.first_1 IS NULL OR q.dims_2 IS NULL THEN NULL
                         ELSE q.dims_2 = '[' || q.first_1 || ',' || q.first_1 || ']' END

@@ -4,7 +4,8 @@
 -- Chains (sql/fusion/_fusion_chains.sql): activities matching the pattern's split steps IN ORDER on one stream,
 --   inside one step and one graph replay (never across a graph boundary), at most 2 other activities
 --   between two steps, each step's kernel name + category and, where the step names one, its launching
---   host op; the pattern's shape rule on the ops' Input Dims (same_input, gate_product, logits_2d) and
+--   host op; the pattern's shape rule on the ops' Input Dims (same_input, gate_product, logits_2d,
+--   same_input_2d) and
 --   its requires_category hold. Adjacent: nothing between. The rules are that file's header.
 -- Status (first that holds):
 --   Confirmed  at least one adjacent chain
