@@ -297,7 +297,7 @@ def _overlap(con, run_id: str, phase_clause: str, params: list) -> list[OverlapR
             con,
             f"""
         SELECT phase, name, category, share, exclusive_ratio, hidden_ratio, verdict, priority, dependency_risk,
-               recommendation, python_site
+               recommendation, python_site, fusion_pattern
         FROM overlap_opportunity WHERE run_id = ? AND reportable {phase_clause}
         ORDER BY phase, share DESC, name""",
             [run_id] + params,

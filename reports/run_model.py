@@ -52,6 +52,7 @@ class OverlapRow:
     python_site: str | None
     # the report's step with this kernel 2x faster (WhatIfGain.text); None: not replayed
     gain: str | None = None
+    fusion_pattern: str | None = None  # the fusion_match row behind "try fusion" (its pattern name)
 
 
 @dataclass

@@ -343,8 +343,8 @@ def fusion_rule(r, windows) -> _Draft | None:
     )
     return _Draft(
         "fusion_match",
-        f"{len(confirmed)} known fusion(s) apply directly (split kernels adjacent on one stream), "
-        f"covering {100 * share:.1f} % of GPU time: {', '.join(f.pattern_name for f in confirmed[:3])}.{gain}",
+        f"{len(confirmed)} known fusion(s) apply directly (split kernels adjacent on one stream) and "
+        f"would remove up to {100 * share:.1f} % of GPU time: {', '.join(f.pattern_name for f in confirmed[:3])}.{gain}",
         share,
         ", ".join(f.pattern_name for f in confirmed[:3]),
         windows.trace(),

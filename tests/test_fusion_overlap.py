@@ -86,6 +86,12 @@ def test_views_transpile_to_spark():
 # ---- handmade rows ------------------------------------------------------------------------------
 
 
+def _run_row(run: str, framework: str) -> dict:
+    """A runs row: `framework` may carry the device name after a slash ('sglang/AMD Instinct MI300X')."""
+    fw, _, hardware = framework.partition("/")
+    return {"run_id": run, "framework": fw, "hardware": hardware or None}
+
+
 def _handmade(rows: list[tuple], runs: dict[str, str]) -> duckdb.DuckDBPyConnection:
     """A connection whose _kernel_facts holds `rows` (run, stream, name, category, start, dur[, site]) and
     the real views on top of it."""
@@ -114,8 +120,16 @@ def _handmade(rows: list[tuple], runs: dict[str, str]) -> duckdb.DuckDBPyConnect
     # fusion_match reads each launch's op and correlation (none here: activities are judged by name and
     # order): kernels and cpu_ops stay empty
     return connect_views(
-        ["kernel_overlap", "kernel_summary", "overlap_opportunity", "_fusion_chains", "fusion_match"],
-        {"_kernel_facts": facts, "runs": [{"run_id": r, "framework": f} for r, f in runs.items()]},
+        [
+            "kernel_overlap",
+            "kernel_summary",
+            "_run_vendor",
+            "_fusion_chains",
+            "fusion_match",
+            "fusion_removable",
+            "overlap_opportunity",
+        ],
+        {"_kernel_facts": facts, "runs": [_run_row(r, f) for r, f in runs.items()]},
     )
 
 
@@ -213,7 +227,13 @@ def test_fusion_match_statuses_on_handmade_rows():
     share = con.execute(
         "SELECT share FROM fusion_match WHERE run_id = 'r1' AND pattern_id = 'sgl_add_rmsnorm'"
     ).fetchone()
-    assert share[0] == pytest.approx(300 / 1250)  # the phase: 3 adds, 3 norms, 2 GEMMs
+    # the phase: 3 adds, 3 norms, 2 GEMMs (1250 ns). The fused add + RMSNorm does the norm's work: it removes
+    # the two adjacent chains' adds (100 ns each; no idle time between add and norm), not the norms
+    assert share[0] == pytest.approx(200 / 1250)
+    related = con.execute(
+        "SELECT related_share, removable_gpu_time_ns FROM fusion_match WHERE run_id = 'r1' AND pattern_id = 'sgl_add_rmsnorm'"
+    ).fetchone()
+    assert related == (pytest.approx(300 / 1250), 200)
     moe_evidence = con.execute(
         "SELECT count(*) FROM fusion_match WHERE run_id = 'r4' AND evidence LIKE '%GroupProblemShape%'"
     ).fetchone()
@@ -237,12 +257,93 @@ def test_overlap_opportunity_on_handmade_rows():
     ).fetchall()
     assert got == [
         ("act_b", 2_000, 0, 2_000, 0.0, "low-roi-hidden", "P2", "high", "skip overlap", True),
-        ("gemm_a", 10_000, 5_000, 5_000, 50.0, "headroom", "P1", "high", "try fusion", True),
-        ("gemm_c", 8_000, 5_000, 3_000, 62.5, "headroom", "P1", "high", "try fusion", True),
+        # its neighbour consumes its output, but no fusion row holds it: not "try fusion"
+        ("gemm_a", 10_000, 5_000, 5_000, 50.0, "headroom", "P1", "high", "keep in order", True),
+        ("gemm_c", 8_000, 5_000, 3_000, 62.5, "headroom", "P1", "high", "keep in order", True),
         ("moe_d", 10_000, 0, 10_000, 0.0, "low-roi-hidden", "P1", "unclear", "skip overlap", True),
         ("norm_e", 6_000, 6_000, 0, 100.0, "headroom", "P1", "low", "try overlap", True),
         ("other_f", 3_000, 3_000, 0, 100.0, "neutral", "P2", "unclear", "manual check", True),
         ("other_g", 200, 200, 0, 100.0, "neutral", "P5", "unclear", "observe later", False),
+    ]
+
+
+AR = "void cross_device_reduce_1stage<__nv_bfloat16, 8>(RankData*, RankSignals, Signal*, __nv_bfloat16*, int, int)"
+FUSED_ADD_RMS = "void flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat16>"
+
+
+def test_vendor_gate_and_what_the_fusion_removes_on_handmade_rows():
+    """An all-reduce, 200 ns of idle stream, then fused_add_rmsnorm: the all-reduce + RMSNorm fusion keeps the
+    all-reduce (the fused kernel still reduces) and removes the norm kernel and the gap: 500 + 200 ns, not
+    the 10,500 ns of the chain's kernels. On an NVIDIA device the FlashInfer fusion is the row, on an AMD one the AITER
+    fusion, never both; a run without a device name is judged by its launch calls (cudaLaunchKernel)."""
+    rows = []
+    for run in ("n1", "a1", "u1"):
+        rows += [
+            (run, 7, AR, "communication", 0, 10_000),
+            (run, 7, FUSED_ADD_RMS, "norm", 10_200, 500),
+            (run, 7, GEMM, "gemm", 10_700, 4_000),
+            (run, 8, GEMM, "gemm", 50_000, 1_000),  # a second stream, after the rest: overlap has a peer
+        ]
+    con = _handmade(
+        rows, {"n1": "sglang/NVIDIA H100 80GB HBM3", "a1": "sglang/AMD Instinct MI300X", "u1": "sglang"}
+    )
+    assert con.execute("SELECT run_id, vendor, vendor_basis FROM _run_vendor ORDER BY run_id").fetchall() == [
+        ("a1", "amd", "device name"),
+        ("n1", "nvidia", "device name"),
+        ("u1", "nvidia", "launch calls"),
+    ]
+    got = con.execute(
+        "SELECT run_id, pattern_id, status, related_gpu_time_ns, removable_gpu_time_ns, removable_gap_ns, share, "
+        "pattern_vendor FROM fusion_match WHERE pattern_key = 'allreduce_add_rmsnorm' ORDER BY run_id"
+    ).fetchall()
+    total = 10_000 + 500 + 4_000 + 1_000
+    assert got == [
+        (
+            "a1",
+            "sgl_aiter_allreduce_rmsnorm",
+            "Confirmed",
+            10_500,
+            700,
+            200,
+            pytest.approx(700 / total),
+            "amd",
+        ),
+        (
+            "n1",
+            "sgl_allreduce_add_rmsnorm",
+            "Confirmed",
+            10_500,
+            700,
+            200,
+            pytest.approx(700 / total),
+            "nvidia",
+        ),
+        (
+            "u1",
+            "sgl_allreduce_add_rmsnorm",
+            "Confirmed",
+            10_500,
+            700,
+            200,
+            pytest.approx(700 / total),
+            "nvidia",
+        ),
+    ]
+    # the items behind the figure: the norm kernel (id 2 of run n1) and the gap before it
+    items = con.execute(
+        "SELECT kind, kernel_id, step, removable_ns FROM fusion_removable WHERE run_id = 'n1' "
+        "AND pattern_id = 'sgl_allreduce_add_rmsnorm' ORDER BY kind"
+    ).fetchall()
+    assert items == [("gap", 2, 2, 200), ("kernel", 2, 2, 500)]
+    # the all-reduce feeds the norm (high risk) and runs alone: the overlap row points to the fusion row
+    rec = con.execute(
+        "SELECT run_id, recommendation, fusion_pattern_id FROM overlap_opportunity WHERE name = ? ORDER BY run_id",
+        [AR],
+    ).fetchall()
+    assert rec == [
+        ("a1", "try fusion", "sgl_aiter_allreduce_rmsnorm"),
+        ("n1", "try fusion", "sgl_allreduce_add_rmsnorm"),
+        ("u1", "try fusion", "sgl_allreduce_add_rmsnorm"),
     ]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from itertools import pairwise
 
 import pytest
 
@@ -185,7 +186,7 @@ def _shape_inputs() -> dict[str, list[dict]]:
     return {"_kernel_facts": facts, "kernels": kernels, "cpu_ops": ops, "runs": runs}
 
 
-SHAPE_VIEWS = ["kernel_summary", "_fusion_chains", "fusion_match"]
+SHAPE_VIEWS = ["kernel_summary", "_run_vendor", "_fusion_chains", "fusion_match"]
 
 
 def _shape_connection():
@@ -343,13 +344,21 @@ def test_real_b200_vllm_gqa_has_no_mla_or_other_framework_rows(real):
 def test_real_serving_graph_runs(real):
     con, ids = real
     sgl = _fusion(con, ids["inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz"])
+    # an MI300X: the RoPE + KV-store fusion SGLang has on ROCm is AITER's Triton kernel; FlashInfer's
+    # (CUDA only, sgl_rope_set_kv_buffer) was suggested here before the vendor gate
     assert {p: (r["status"], r["occurrences"]) for p, r in sgl.items()} == {
         "sgl_act_and_mul": ("Fused", 36),
         "sgl_add_rmsnorm": ("Fused", 145),
-        "sgl_rope_set_kv_buffer": ("Confirmed", 36),
+        "sgl_rope_reshape_cache_hip": ("Confirmed", 36),
     }
+    rope = sgl["sgl_rope_reshape_cache_hip"]
     # RoPE -> store_kvcache inside the decode graph replay: judged by kernel names (no host ops in a replay)
-    assert sgl["sgl_rope_set_kv_buffer"]["evidence_basis"] == "kernel names"
+    assert rope["evidence_basis"] == "kernel names" and rope["run_vendor"] == "amd"
+    # what it removes: the 36 store_kvcache kernels and the idle time between each RoPE and its store, read
+    # from the JSON (173,545 ns of stores, 36 ns of gaps), not the RoPE kernels the fused kernel still runs
+    stores, gaps = _rope_store_oracle(TRACES / "inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz")
+    assert abs(rope["removable_gpu_time_ns"] - (stores + gaps)) <= 36 * 2
+    assert rope["removable_gpu_time_ns"] < rope["related_gpu_time_ns"]
     vllm = _fusion(con, ids["inference/vllm_decode_full/graph_execution.json.gz"])
     # before: vllm_mla_rope_cache 'Confirmed' from RoPE -> reshape_and_cache of a GQA model, and two foreign rows
     assert {p: (r["status"], r["occurrences"]) for p, r in vllm.items()} == {
@@ -357,9 +366,47 @@ def test_real_serving_graph_runs(real):
     }
 
 
+def _rope_store_oracle(path):
+    """From the raw JSON: rotary_embedding kernels followed directly on their stream by store_kvcache: the
+    stores' GPU ns and the idle ns between each pair."""
+    with gzip.open(path) as f:
+        ev = json.load(f)["traceEvents"]
+    by_stream = {}
+    for e in ev:
+        if e.get("ph") == "X" and e.get("cat") == "kernel":
+            by_stream.setdefault((e["pid"], e["tid"]), []).append(e)
+    stores, gaps = 0, 0
+    for acts in by_stream.values():
+        acts.sort(key=lambda k: k["ts"])
+        for a, b in pairwise(acts):
+            if "rotary_embedding_kernel" in a["name"] and "store_kvcache" in b["name"]:
+                stores += round(b["dur"] * 1000)
+                gaps += max(0, round(b["ts"] * 1000) - round(a["ts"] * 1000) - round(a["dur"] * 1000))
+    return stores, gaps
+
+
+def test_real_run_vendor(real):
+    """The vendor each real run is judged by: the device name where the trace has one, else the launch
+    calls (the vLLM decode replay names no device; its graphs are launched by hipGraphLaunch)."""
+    con, ids = real
+    want = {
+        "inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz": ("amd", "device name"),
+        "inference/vllm_decode_full/graph_execution.json.gz": ("amd", "launch calls"),
+        "nvidia/b200_eager_rank0.json.gz": ("nvidia", "device name"),
+        "multirank/sampled_2ranks": ("nvidia", "launch calls"),
+    }
+    for rel, vendor in want.items():
+        got = con.execute(
+            "SELECT vendor, vendor_basis FROM _run_vendor WHERE run_id = ?", [ids[rel]]
+        ).fetchone()
+        assert got == vendor, rel
+
+
 def test_real_dense_training_and_bert_have_no_rows(real):
     """HTA's sampled 2-rank training: before, 'MoE finalize' Likely twice (an index + a sum somewhere in a
-    dense model). BERT: nothing fuses by a known pattern."""
+    dense model). The temperature + softmax pattern must not take its `aten::div [[2048,1],[2048,1]]` followed
+    by a softmax of a [2,1] tensor for a logits temperature (shape rule same_input_2d). BERT: nothing fuses by
+    a known pattern."""
     con, ids = real
     assert _fusion(con, ids["multirank/sampled_2ranks"]) == {}
     assert _fusion(con, ids["nvidia/h100_bert-small.json.gz"]) == {}

@@ -4,7 +4,9 @@ The catalogue lives in ``sql/rules/fusion_patterns.csv`` (format in ``sql/rules/
 one row per pattern, with the split kernels as an ordered list of steps (``split_1`` .. ``split_3``, each
 a name regex plus the categories a kernel must have to count for that step), the fused kernel (regex and
 categories), the framework, the source path of the fused implementation in that framework's tree, a
-one-line rationale and a reference. ``sql/fusion/fusion_match.sql`` matches it against a run.
+one-line rationale and a reference, the vendor whose GPUs run the fused kernel (``nvidia``, ``amd`` or
+``any``) and the steps whose time the fused kernel removes. ``sql/fusion/fusion_match.sql`` matches it
+against a run.
 
 The version is in ``sql/rules/fusion_patterns.version.json`` (``{"catalog_version": ..., "sha256": ...}``);
 ``sha256`` is the hash of the CSV so a test can tell when the catalogue changed without a version bump.
@@ -12,9 +14,10 @@ The version is in ``sql/rules/fusion_patterns.version.json`` (``{"catalog_versio
 ``register_fusion_patterns(con)`` loads and validates the file and registers two tables:
 - ``fusion_patterns``: pattern_id, framework, name, n_splits, fused_pattern, fused_categories,
   source_path, rationale, reference, catalog_version, pattern_key, requires_category, shape_rule,
-  catalog_order (the line order of the file, 1-based)
+  catalog_order (the line order of the file, 1-based), vendor (nvidia, amd or any)
 - ``fusion_pattern_steps``: pattern_id, step (1-based), pattern, categories (``;``-separated), ops (regex of
-  the launching host op, NULL: any)
+  the launching host op, NULL: any), removed (the fused kernel removes this step's time; the other steps'
+  work stays, done inside the fused kernel)
 Regexes follow the rules of the category table (RE2 and Java regex alike; see warehouse/rules.py).
 """
 
@@ -38,7 +41,10 @@ VERSION_FILE = RULES_DIR / "fusion_patterns.version.json"
 FRAMEWORKS: tuple[str, ...] = ("sglang", "vllm", "tensorrt-llm")
 MAX_SPLITS = 3
 #: Shape rules a pattern may name (column shape_rule; see sql/fusion/fusion_match.sql for what each checks).
-SHAPE_RULES: tuple[str, ...] = ("same_input", "gate_product", "logits_2d")
+SHAPE_RULES: tuple[str, ...] = ("same_input", "gate_product", "logits_2d", "same_input_2d")
+#: Vendors a pattern may name (column vendor): the fused kernel exists on that vendor's GPUs only; `any`: on
+#: both. A pattern of one vendor gives no row on a run of the other (fusion_match, the run's vendor).
+VENDORS: tuple[str, ...] = ("nvidia", "amd", "any")
 #: Optional columns (a user file may leave them out): the pattern's key (patterns of different frameworks
 #: that fuse the same op sequence share it), the category the phase must show, the shape rule, and per
 #: step a regex of the launching host op.
@@ -49,6 +55,8 @@ OPTIONAL_COLUMNS: tuple[str, ...] = (
     "split_1_ops",
     "split_2_ops",
     "split_3_ops",
+    "vendor",
+    "removes",
 )
 REQUIRED_COLUMNS: tuple[str, ...] = (
     "pattern_id",
@@ -129,6 +137,28 @@ def _split_steps(row: dict, where: str, con) -> list[tuple[str, str, str | None]
     return steps
 
 
+def _removed_steps(text: str, n_steps: int, where: str) -> set[int]:
+    """The steps whose time the fused kernel removes (column removes, `;`-separated step numbers); empty:
+    every step but the last. At least one step is removed and at least one stays."""
+    if not text.strip():
+        return set(range(1, n_steps))
+    try:
+        steps = {int(x) for x in text.split(";") if x.strip()}
+    except ValueError:
+        raise FusionCatalogError(
+            f"{where}: removes {text!r} is not a list of step numbers like 1;2"
+        ) from None
+    if not steps or not steps <= set(range(1, n_steps + 1)):
+        raise FusionCatalogError(
+            f"{where}: removes {text!r} names a step the pattern does not have (1..{n_steps})"
+        )
+    if len(steps) == n_steps:
+        raise FusionCatalogError(
+            f"{where}: removes {text!r} names every step; the fused kernel does one's work"
+        )
+    return steps
+
+
 def _pattern(row: dict, pid: str, where: str, con, order: int) -> dict[str, object]:
     """One checked pattern of the catalogue (the catalog_order-th)."""
     if row.get("framework") not in FRAMEWORKS:
@@ -146,6 +176,9 @@ def _pattern(row: dict, pid: str, where: str, con, order: int) -> dict[str, obje
     shape_rule = row.get("shape_rule", "") or None
     if shape_rule is not None and shape_rule not in SHAPE_RULES:
         raise FusionCatalogError(f"{where}: shape_rule {shape_rule!r} is not one of {', '.join(SHAPE_RULES)}")
+    vendor = row.get("vendor", "") or "any"
+    if vendor not in VENDORS:
+        raise FusionCatalogError(f"{where}: vendor {vendor!r} is not one of {', '.join(VENDORS)}")
     required = row.get("requires_category", "") or None
     if required is not None and required not in CATEGORIES:
         raise FusionCatalogError(f"{where}: requires_category {required!r} is not a category")
@@ -153,6 +186,8 @@ def _pattern(row: dict, pid: str, where: str, con, order: int) -> dict[str, obje
         "pattern_key": row.get("pattern_key", "") or pid,
         "requires_category": required,
         "shape_rule": shape_rule,
+        "vendor": vendor,
+        "removes": _removed_steps(row.get("removes", "") or "", len(steps), where),
         "catalog_order": order,
         "pattern_id": pid,
         "framework": row["framework"],
@@ -214,10 +249,11 @@ def load_fusion_catalog(path: str | Path | None = None) -> tuple[pa.Table, pa.Ta
             "requires_category": pa.array([p["requires_category"] for p in patterns], pa.string()),
             "shape_rule": pa.array([p["shape_rule"] for p in patterns], pa.string()),
             "catalog_order": pa.array([p["catalog_order"] for p in patterns], pa.int32()),
+            "vendor": pa.array([p["vendor"] for p in patterns], pa.string()),
         }
     )
     rows = [
-        (p["pattern_id"], i + 1, regex, cats, ops)
+        (p["pattern_id"], i + 1, regex, cats, ops, i + 1 in p["removes"])  # type: ignore[operator]
         for p in patterns
         for i, (regex, cats, ops) in enumerate(p["steps"])
     ]  # type: ignore[arg-type]
@@ -228,6 +264,7 @@ def load_fusion_catalog(path: str | Path | None = None) -> tuple[pa.Table, pa.Ta
             "pattern": pa.array([r[2] for r in rows], pa.string()),
             "categories": pa.array([r[3] for r in rows], pa.string()),
             "ops": pa.array([r[4] for r in rows], pa.string()),
+            "removed": pa.array([r[5] for r in rows], pa.bool_()),
         }
     )
     return head, steps

@@ -17,6 +17,8 @@
 --   gate_product  step 2's op has exactly two inputs, both of step 1's first input shape: the gate product
 --                 act(gate) * up; a scaling by a scalar or a broadcast (attention scaling, RoPE) is not
 --   logits_2d     step 1's first input is 2-D [tokens, vocab] (sampling logits, not attention scores)
+--   same_input_2d same_input, and that input is 2-D [tokens, vocab] (a temperature divide of the logits
+--                 followed by their softmax; not a divide of a [N, 1] column followed by another softmax)
 --   A chain whose rule fails is no evidence. A chain whose shapes are unknown (no launching op, no
 --   Input Dims) is judged by names alone: evidence_basis says which.
 -- Requires. A pattern with requires_category (MoE routing / finalize: `moe`) has evidence only in a phase
@@ -29,6 +31,9 @@
 --   kernel_id_2, name_2, dur_ns_2   BIGINT, VARCHAR, BIGINT  step 2's activity
 --   kernel_id_3, name_3, dur_ns_3   BIGINT, VARCHAR, BIGINT  step 3's activity (NULL when the pattern has 2
 --                            steps)
+--   gap_ns_1, gap_ns_2       BIGINT  the stream's time between step 1's end and step 2's start, and between
+--                            step 2's end and step 3's start (never below 0; NULL: no step 3); on an
+--                            adjacent chain it is idle time (nothing ran between)
 --   op_1, dims_1, op_2, dims_2, op_3, dims_3   VARCHAR  each step's launching op and that op's Input Dims
 --                            (NULL: none known, or no such step)
 --   ops_known                BOOLEAN  every step's launching op is known
@@ -104,9 +109,11 @@ pairs AS (
     -- steps 1 and 2 of a chain: the same stream, step and graph replay, step 2 at most 3 positions later
     SELECT a.run_id, a.rank, a.device, a.stream, a.step_key, a.replay_key, a.phase, a.pattern_id,
            p.n_splits, p.shape_rule, p.requires_category,
-           a.kernel_id AS kernel_id_1, a.name AS name_1, a.dur_ns AS dur_ns_1, a.op_name AS op_1,
+           a.kernel_id AS kernel_id_1, a.name AS name_1, a.dur_ns AS dur_ns_1, a.start_ns AS start_ns_1,
+           a.op_name AS op_1,
            a.op_dims AS dims_1, a.first_dims AS first_1, a.pos AS pos_1,
-           b.kernel_id AS kernel_id_2, b.name AS name_2, b.dur_ns AS dur_ns_2, b.op_name AS op_2,
+           b.kernel_id AS kernel_id_2, b.name AS name_2, b.dur_ns AS dur_ns_2, b.start_ns AS start_ns_2,
+           b.op_name AS op_2,
            b.op_dims AS dims_2, b.first_dims AS first_2, b.pos AS pos_2
     FROM candidates AS a
     JOIN fusion_patterns AS p ON p.pattern_id = a.pattern_id
@@ -121,12 +128,13 @@ pairs AS (
 sequences AS (
     -- complete sequences: the pairs of two-step patterns, and the pairs followed by their step 3
     SELECT x.*, CAST(NULL AS BIGINT) AS kernel_id_3, CAST(NULL AS VARCHAR) AS name_3,
-           CAST(NULL AS BIGINT) AS dur_ns_3, CAST(NULL AS VARCHAR) AS op_3, CAST(NULL AS VARCHAR) AS dims_3,
+           CAST(NULL AS BIGINT) AS dur_ns_3, CAST(NULL AS BIGINT) AS start_ns_3,
+           CAST(NULL AS VARCHAR) AS op_3, CAST(NULL AS VARCHAR) AS dims_3,
            CAST(NULL AS VARCHAR) AS first_3, CAST(NULL AS BIGINT) AS pos_3
     FROM pairs AS x
     WHERE x.n_splits = 2
     UNION ALL
-    SELECT x.*, c.kernel_id, c.name, c.dur_ns, c.op_name, c.op_dims, c.first_dims, c.pos
+    SELECT x.*, c.kernel_id, c.name, c.dur_ns, c.start_ns, c.op_name, c.op_dims, c.first_dims, c.pos
     FROM pairs AS x
     CROSS JOIN gaps AS g
     JOIN candidates AS c
@@ -140,6 +148,8 @@ raw_chains AS (
     SELECT q.run_id, q.rank, q.phase, q.pattern_id, q.n_splits, q.shape_rule,
            q.kernel_id_1, q.name_1, q.dur_ns_1, q.kernel_id_2, q.name_2, q.dur_ns_2,
            q.kernel_id_3, q.name_3, q.dur_ns_3,
+           greatest(q.start_ns_2 - (q.start_ns_1 + q.dur_ns_1), 0) AS gap_ns_1,
+           greatest(q.start_ns_3 - (q.start_ns_2 + q.dur_ns_2), 0) AS gap_ns_2,
            q.op_1, q.dims_1, q.op_2, q.dims_2, q.op_3, q.dims_3,
            q.op_1 IS NOT NULL AND q.op_2 IS NOT NULL AND (q.n_splits = 2 OR q.op_3 IS NOT NULL) AS ops_known,
            q.pos_2 = q.pos_1 + 1 AND (q.n_splits = 2 OR q.pos_3 = q.pos_2 + 1) AS adjacent,
@@ -148,6 +158,11 @@ raw_chains AS (
                    CASE WHEN q.first_1 IS NULL OR q.first_2 IS NULL OR (q.n_splits = 3 AND q.first_3 IS NULL)
                         THEN NULL
                         ELSE q.first_2 = q.first_1 AND (q.n_splits = 2 OR q.first_3 = q.first_1) END
+               WHEN 'same_input_2d' THEN
+                   CASE WHEN q.first_1 IS NULL OR q.first_2 IS NULL OR (q.n_splits = 3 AND q.first_3 IS NULL)
+                        THEN NULL
+                        ELSE q.first_2 = q.first_1 AND (q.n_splits = 2 OR q.first_3 = q.first_1)
+                             AND length(q.first_1) - length(replace(q.first_1, ',', '')) = 1 END
                WHEN 'gate_product' THEN
                    CASE WHEN q.first_1 IS NULL OR q.dims_2 IS NULL THEN NULL
                         ELSE q.dims_2 = '[' || q.first_1 || ',' || q.first_1 || ']' END
@@ -175,6 +190,7 @@ chains AS (
 )
 SELECT run_id, rank, phase, pattern_id, n_splits,
        kernel_id_1, name_1, dur_ns_1, kernel_id_2, name_2, dur_ns_2, kernel_id_3, name_3, dur_ns_3,
+       gap_ns_1, gap_ns_2,
        op_1, dims_1, op_2, dims_2, op_3, dims_3, ops_known, adjacent
 FROM chains
 WHERE rn = 1

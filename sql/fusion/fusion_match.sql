@@ -4,12 +4,25 @@
 -- Chains (sql/fusion/_fusion_chains.sql): activities matching the pattern's split steps IN ORDER on one stream,
 --   inside one step and one graph replay (never across a graph boundary), at most 2 other activities
 --   between two steps, each step's kernel name + category and, where the step names one, its launching
---   host op; the pattern's shape rule on the ops' Input Dims (same_input, gate_product, logits_2d) and
+--   host op; the pattern's shape rule on the ops' Input Dims (same_input, gate_product, logits_2d,
+--   same_input_2d) and
 --   its requires_category hold. Adjacent: nothing between. The rules are that file's header.
 -- Status (first that holds):
 --   Confirmed  at least one adjacent chain
 --   Fused      the fused kernel (name regex AND fused_categories) runs in this run and phase
 --   Likely     at least one chain, none adjacent (up to 2 activities between its steps)
+-- Vendor. A pattern names the vendor whose GPUs run its fused kernel (fusion_patterns.vendor: nvidia, amd,
+--   any); on a run of the other vendor (_run_vendor: by device name, else by launch calls) it gives no row,
+--   so a CUDA-only kernel is never suggested on AMD, nor an AITER (ROCm) kernel on NVIDIA. A run whose
+--   vendor is unknown keeps every pattern.
+-- What the fusion removes (the share). The fused kernel still does the work of some steps (the all-reduce
+--   of an all-reduce + RMSNorm fusion, the RoPE of RoPE + KV store); it removes the others
+--   (fusion_pattern_steps.removed, column `removes` of the catalogue). Model: the removable time of a row
+--   is the GPU time of the removed steps' activities of its evidence chains (each activity once) plus, on
+--   adjacent chains, the idle time on the stream between the chain's steps (gap_ns_1, gap_ns_2 of
+--   _fusion_chains: one kernel has no launch gap inside). The kept steps' time is assumed unchanged (the
+--   fused kernel costs what its kept steps cost). Fused rows remove nothing (0). fusion_removable lists
+--   the activities and gaps behind each row's figure (the input of a what-if replay).
 -- Framework. On a run whose framework (runs.framework, see ingest detect_framework) is sglang, vllm or
 --   tensorrt-llm, only that framework's patterns have rows (row_scope 'framework'). On any other run
 --   (pytorch, ...) patterns sharing a pattern_key give ONE row (row_scope 'generic', pattern_framework
@@ -31,7 +44,12 @@
 --   related_gpu_time_ns    HUGEINT  GPU time of the evidence: Confirmed: the activities of the adjacent
 --                          chains; Likely: the activities of the chains (each once); Fused: the fused
 --                          kernel's
---   share                  DOUBLE  related_gpu_time_ns / the phase's total GPU time (as kernel_summary.share)
+--   removable_gpu_time_ns  HUGEINT  what the fusion would remove (above): the removed steps' GPU time plus
+--                          the launch gaps inside adjacent chains; 0 on Fused rows
+--   removable_gap_ns       HUGEINT  the launch-gap part of removable_gpu_time_ns
+--   share                  DOUBLE  removable_gpu_time_ns / the phase's total GPU time (as kernel_summary.share):
+--                          the share of the phase the fusion could save, not the evidence's whole time
+--   related_share          DOUBLE  related_gpu_time_ns / the phase's total GPU time
 --   evidence_1, evidence_2, evidence_3   VARCHAR  per step, the kernel name with the most GPU time among the
 --                          evidence (NULL for steps the pattern does not have, and for Fused rows)
 --   evidence               VARCHAR  the evidence kernel names joined with ' -> ' (Fused: the fused kernel's
@@ -53,11 +71,15 @@
 --   python_site_share      DOUBLE  that site's share of that kernel's GPU time
 --   source_path            VARCHAR  where the fused implementation lives (generic rows: 'framework: path;
 --                            ...')
---   rationale, reference, catalog_version   VARCHAR  from the catalogue
+--   rationale, reference   VARCHAR  from the catalogue
+--   pattern_vendor         VARCHAR  the pattern's vendor (nvidia, amd or any)
+--   run_vendor             VARCHAR  the run's vendor (_run_vendor: nvidia, amd, NULL unknown)
+--   catalog_version        VARCHAR  from the catalogue
 -- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`)
 CREATE OR REPLACE VIEW fusion_match AS
 -- each view it reads is read once (a CTE): DuckDB binds a view again at every reference
 WITH all_fusion_chains AS (SELECT * FROM _fusion_chains),
+run_vendor AS (SELECT * FROM _run_vendor),
 per_name AS (
     -- launches and GPU time per name (and category) in each run and phase
     SELECT run_id, phase_key AS phase, name, category, count(*) AS launches, sum(dur_ns) AS time_ns
@@ -119,8 +141,12 @@ decided AS (
            c.ops_known_adjacent, c.ops_known_all, c.some_ops_adjacent, c.some_ops_all,
            f.launches AS fused_launches, f.time_ns AS fused_time_ns, f.names_text AS fused_text
     FROM keys AS k
+    JOIN fusion_patterns AS p ON p.pattern_id = k.pattern_id
+    LEFT JOIN run_vendor AS v ON v.run_id = k.run_id
     LEFT JOIN chain_stats AS c ON c.run_id = k.run_id AND c.phase = k.phase AND c.pattern_id = k.pattern_id
     LEFT JOIN fused AS f ON f.run_id = k.run_id AND f.phase = k.phase AND f.pattern_id = k.pattern_id
+    -- the vendor gate: a pattern of one vendor gives no row on a run of the other
+    WHERE p.vendor = 'any' OR v.vendor IS NULL OR v.vendor = p.vendor
 ),
 evidence_chains AS (
     -- the chains that are the evidence of the decided status (Confirmed: the adjacent ones; Likely: all)
@@ -131,7 +157,8 @@ evidence_chains AS (
 ),
 evidence_acts AS (
     -- the activities of the evidence chains, per step (a kernel can end one chain and start the next)
-    SELECT DISTINCT run_id, phase, pattern_id, step, rank, kernel_id, name, dur_ns, op, dims
+    SELECT DISTINCT m.run_id, m.phase, m.pattern_id, m.step, m.rank, m.kernel_id, m.name, m.dur_ns, m.op, m.dims,
+           s.removed
     FROM (
         SELECT run_id, phase, pattern_id, 1 AS step, rank, kernel_id_1 AS kernel_id, name_1 AS name,
                dur_ns_1 AS dur_ns, op_1 AS op, dims_1 AS dims
@@ -141,7 +168,24 @@ evidence_acts AS (
         UNION ALL
         SELECT run_id, phase, pattern_id, 3, rank, kernel_id_3, name_3, dur_ns_3, op_3, dims_3
         FROM evidence_chains WHERE n_splits = 3
-    ) AS members
+    ) AS m
+    JOIN fusion_pattern_steps AS s ON s.pattern_id = m.pattern_id AND s.step = m.step
+),
+removable AS (
+    -- what the fusion would remove: the removed steps' activities (each once) and, on adjacent chains,
+    -- the idle time between the chain's steps (one kernel has no gaps inside)
+    SELECT run_id, phase, pattern_id, sum(ns) AS removable_ns, sum(ns) FILTER (WHERE kind = 'gap') AS gap_ns
+    FROM (
+        SELECT DISTINCT run_id, phase, pattern_id, 'kernel' AS kind, rank, kernel_id, dur_ns AS ns
+        FROM evidence_acts WHERE removed
+        UNION ALL
+        SELECT DISTINCT run_id, phase, pattern_id, 'gap', rank, kernel_id_2, gap_ns_1
+        FROM evidence_chains WHERE adjacent
+        UNION ALL
+        SELECT DISTINCT run_id, phase, pattern_id, 'gap', rank, kernel_id_3, gap_ns_2
+        FROM evidence_chains WHERE adjacent AND n_splits = 3
+    ) AS x
+    GROUP BY run_id, phase, pattern_id
 ),
 evidence_time AS (
     SELECT run_id, phase, pattern_id, sum(dur_ns) AS time_ns
@@ -206,6 +250,10 @@ rowed AS (
         d.chains_adjacent,
         d.chains_near,
         CASE WHEN d.status = 'Fused' THEN d.fused_time_ns ELSE et.time_ns END AS related_gpu_time_ns,
+        coalesce(rm.removable_ns, 0) AS removable_gpu_time_ns,
+        coalesce(rm.gap_ns, 0) AS removable_gap_ns,
+        p.vendor AS pattern_vendor,
+        v.vendor AS run_vendor,
         t.total_ns,
         e.evidence_1, e.evidence_2, e.evidence_3,
         CASE WHEN d.status = 'Fused' THEN ft.name ELSE concat_ws(' -> ', e.evidence_1, e.evidence_2, e.evidence_3) END
@@ -239,6 +287,8 @@ rowed AS (
     LEFT JOIN runs AS r ON r.run_id = d.run_id
     LEFT JOIN evidence AS e ON e.run_id = d.run_id AND e.phase = d.phase AND e.pattern_id = d.pattern_id
     LEFT JOIN evidence_time AS et ON et.run_id = d.run_id AND et.phase = d.phase AND et.pattern_id = d.pattern_id
+    LEFT JOIN removable AS rm ON rm.run_id = d.run_id AND rm.phase = d.phase AND rm.pattern_id = d.pattern_id
+    LEFT JOIN run_vendor AS v ON v.run_id = d.run_id
     LEFT JOIN fused_top AS ft ON ft.run_id = d.run_id AND ft.phase = d.phase AND ft.pattern_id = d.pattern_id AND ft.rn = 1
     LEFT JOIN kernel_summary AS ks
       ON ks.run_id = d.run_id AND ks.phase = d.phase
@@ -272,7 +322,10 @@ SELECT
     s.chains_adjacent,
     s.chains_near,
     s.related_gpu_time_ns,
-    CASE WHEN s.total_ns > 0 THEN s.related_gpu_time_ns / s.total_ns END AS share,
+    s.removable_gpu_time_ns,
+    s.removable_gap_ns,
+    CASE WHEN s.total_ns > 0 THEN s.removable_gpu_time_ns / s.total_ns END AS share,
+    CASE WHEN s.total_ns > 0 THEN s.related_gpu_time_ns / s.total_ns END AS related_share,
     s.evidence_1,
     s.evidence_2,
     s.evidence_3,
@@ -288,6 +341,8 @@ SELECT
     CASE WHEN s.row_scope = 'generic' THEN i.paths ELSE s.source_path END AS source_path,
     s.rationale,
     s.reference,
+    s.pattern_vendor,
+    s.run_vendor,
     s.catalog_version
 FROM scoped AS s
 JOIN implementations AS i ON i.pattern_key = s.pattern_key

@@ -34,11 +34,18 @@
 -- Recommendation (rule table, first match):
 --   verdict single-stream                  -> not applicable (no recommendation: a second stream needed)
 --   verdict headroom,       risk low      -> try overlap   (move it, or the work around it, to another stream)
---   verdict headroom,       risk high     -> try fusion    (its neighbour consumes its output: fuse rather than overlap)
+--   verdict headroom,       risk high, a fusion row -> try fusion (its neighbour consumes its output, and a
+--                                            fusion_match row names the fusion: fusion_pattern)
+--   verdict headroom,       risk high, none         -> keep in order (its neighbour consumes its output and no
+--                                            known fusion applies: neither overlap nor a catalogue fusion)
 --   verdict headroom,       risk unclear  -> check deps    (read the data dependencies before moving it)
 --   verdict low-roi-hidden, any risk      -> skip overlap  (already hidden)
 --   verdict neutral,        priority P1/P2 -> manual check (large, but the signal is mixed)
 --   verdict neutral,        otherwise     -> observe later
+-- Fusion row: fusion_pattern_id / fusion_pattern name the fusion_match row (status Confirmed or Likely, same
+--   run and phase) whose evidence chains (_fusion_chains) contain an activity of this kernel name; of several,
+--   the one with the largest share (what it would remove), then the first pattern_id. "try fusion" is said
+--   only with such a row.
 -- Python scopes: python_site comes from kernel_summary of the same run ("formal" mode). Mapping mode
 -- (`tracehouse report --mapping RUN`, a graph-off run of the same workload) is not a view: join this view to
 -- kernel_summary of the mapping run on (phase, name) and take its python_site; scope_source says which.
@@ -59,17 +66,37 @@
 --   dep_high_ratio, dep_low_ratio DOUBLE  share of its launches whose neighbours make the risk high / low
 --   prev_category, next_category  VARCHAR  the most common category just before / after it on its stream
 --   dependency_risk               VARCHAR  low, high or unclear
---   recommendation                VARCHAR  not applicable, try overlap, try fusion, check deps, skip overlap,
---                                 manual check, observe later
+--   recommendation                VARCHAR  not applicable, try overlap, try fusion, keep in order, check deps,
+--                                 skip overlap, manual check, observe later
 --   reportable                    BOOLEAN  share >= report_params.report_bar (the 1 % reporting bar) and not
 --                                 single-stream
 --   python_site, python_site_share  VARCHAR, DOUBLE  top launch site and its share of the kernel's time
 --                            (kernel_summary)
 --   scope_source                  VARCHAR  'formal' (sites from this run)
+--   fusion_pattern_id, fusion_pattern   VARCHAR  the fusion_match row whose chains hold this kernel (above),
+--                                 its pattern_id and name; NULL: none
 -- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`)
 CREATE OR REPLACE VIEW overlap_opportunity AS
 -- each view it reads is read once (a CTE): DuckDB binds a view again at every reference
 WITH all_kernel_facts AS (SELECT * FROM _kernel_facts),
+fusion_rows AS (
+    SELECT run_id, phase, pattern_id, pattern_name, share
+    FROM fusion_match WHERE status IN ('Confirmed', 'Likely')
+),
+fusion_kernels AS (
+    -- per (run, phase, kernel name) the fusion row whose evidence chains hold it: the largest share first
+    SELECT run_id, phase, name, pattern_id, pattern_name,
+           row_number() OVER (PARTITION BY run_id, phase, name ORDER BY share DESC NULLS LAST, pattern_id) AS rn
+    FROM (
+        SELECT DISTINCT r.run_id, r.phase, m.name, r.pattern_id, r.pattern_name, r.share
+        FROM fusion_rows AS r
+        JOIN (
+            SELECT run_id, phase, pattern_id, name_1 AS name FROM _fusion_chains
+            UNION ALL SELECT run_id, phase, pattern_id, name_2 FROM _fusion_chains
+            UNION ALL SELECT run_id, phase, pattern_id, name_3 FROM _fusion_chains WHERE name_3 IS NOT NULL
+        ) AS m ON m.run_id = r.run_id AND m.phase = r.phase AND m.pattern_id = r.pattern_id
+    ) AS x
+),
 dep_pairs AS (
     SELECT * FROM (VALUES
         ('gemm', 'activation'), ('moe', 'activation'), ('activation', 'gemm'), ('activation', 'moe'),
@@ -180,7 +207,8 @@ SELECT
     CASE
         WHEN c.verdict = 'single-stream' THEN 'not applicable'
         WHEN c.verdict = 'headroom' AND c.dependency_risk = 'low' THEN 'try overlap'
-        WHEN c.verdict = 'headroom' AND c.dependency_risk = 'high' THEN 'try fusion'
+        WHEN c.verdict = 'headroom' AND c.dependency_risk = 'high' AND fk.pattern_id IS NOT NULL THEN 'try fusion'
+        WHEN c.verdict = 'headroom' AND c.dependency_risk = 'high' THEN 'keep in order'
         WHEN c.verdict = 'headroom' THEN 'check deps'
         WHEN c.verdict = 'low-roi-hidden' THEN 'skip overlap'
         WHEN c.priority IN ('P1', 'P2') THEN 'manual check'
@@ -189,7 +217,10 @@ SELECT
     coalesce(c.share >= (SELECT report_bar FROM report_params), FALSE) AND c.verdict <> 'single-stream' AS reportable,
     c.python_site,
     c.python_site_share,
-    'formal' AS scope_source
+    'formal' AS scope_source,
+    fk.pattern_id AS fusion_pattern_id,
+    fk.pattern_name AS fusion_pattern
 FROM classified AS c
 LEFT JOIN prev_ranked AS pr ON pr.run_id = c.run_id AND pr.phase = c.phase AND pr.name = c.name AND pr.rn = 1
 LEFT JOIN next_ranked AS nr ON nr.run_id = c.run_id AND nr.phase = c.phase AND nr.name = c.name AND nr.rn = 1
+LEFT JOIN fusion_kernels AS fk ON fk.run_id = c.run_id AND fk.phase = c.phase AND fk.name = c.name AND fk.rn = 1
