@@ -32,6 +32,9 @@ class Act:
     # critical-path ground truth: activities on other streams this one waits for through a traced
     # cudaEventRecord -> cudaStreamWaitEvent (the first activity launched on the stream after the wait)
     event_deps: list | None = None
+    # ... and the activities it waits for through an event wait the trace does not record (inside a graph
+    # replay, or on ROCm, which writes no cuda_sync record): dependencies only timing can reveal
+    hidden_deps: list | None = None
 
     @property
     def end(self) -> int:
