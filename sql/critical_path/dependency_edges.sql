@@ -29,7 +29,8 @@
 --                   its start; a stream's pace is the median slack of its activities, and its resume
 --                   window twice that, at least 1 us. An activity is held when its slack is 4 resume
 --                   windows or more (scale-free: far longer than its stream usually waits for a satisfied
---                   dependency), or 1 ms or more (then the window is at least 20 us): every activity on
+--                   dependency; a window of at least 20 us when the slack is also 1 ms or more), or else
+--                   1 ms or more (then the window is 20 us, as a stream's own slack sets no scale): every activity on
 --                   another stream of the same device that ended within the window before its start and
 --                   after that latest choice_ns, and was issued before it (issue order; activities of
 --                   one graph replay share their launch call: then by start) is a candidate. Waits that
@@ -322,8 +323,9 @@ stream_pace AS (
 held AS (
     -- activities held far longer than their stream's pace (4 resume windows or more), or 1 ms or more
     -- after their latest recorded dependency: something the trace does not record held them
-    SELECT s.*, CASE WHEN s.slack_ns >= 1000000 THEN GREATEST(p.resume_ns, 20000) ELSE p.resume_ns END
-                    AS window_ns
+    SELECT s.*, CASE WHEN s.slack_ns < 4 * p.resume_ns THEN 20000
+                     WHEN s.slack_ns >= 1000000 THEN GREATEST(p.resume_ns, 20000)
+                     ELSE p.resume_ns END AS window_ns
     FROM slack s
     JOIN stream_pace p ON p.run_id = s.run_id AND p.rank = s.rank AND p.device = s.device AND p.stream = s.stream
     WHERE s.slack_ns >= 1000000 OR s.slack_ns >= 4 * p.resume_ns
