@@ -62,6 +62,7 @@ class RankSim:
         self.used_streams: set[int] = set()
         # critical-path ground truth (truth.critical_path_truth): dependencies the trace records
         self.pending_waits: dict[int, list[Act]] = {}  # stream -> event sources for its next activity
+        self.pending_hidden: dict[int, list[Act]] = {}  # ... of event waits the trace does not record
         self.host_syncs: list[tuple] = []  # (correlation, [streams] | None = all streams)
         self.carry_last: dict[int, Act] = {}  # last activity per stream before this step
 
@@ -223,6 +224,7 @@ class RankSim:
         )
         act.event_deps = self.pending_waits.pop(stream, None)
         act.fqn = self.fqn
+        act.hidden_deps = self.pending_hidden.pop(stream, None)
         if k.collective:
             self.ncoll += 1
             act.coll = f"{self.step}:{self.ncoll}"
@@ -299,6 +301,7 @@ class RankSim:
             copy_kind=kind,
         )
         act.event_deps = self.pending_waits.pop(stream, None)
+        act.hidden_deps = self.pending_hidden.pop(stream, None)
         self.gpu.append(act)
         self.ready[stream] = act.end
         self.last[stream] = act
@@ -328,6 +331,7 @@ class RankSim:
             copy_kind="memset",
         )
         act.event_deps = self.pending_waits.pop(stream, None)
+        act.hidden_deps = self.pending_hidden.pop(stream, None)
         self.gpu.append(act)
         self.ready[stream] = act.end
         self.last[stream] = act
@@ -354,6 +358,9 @@ class RankSim:
     def wait(self, stream: int, ev: tuple[int, int], src_stream: int) -> None:
         """cudaStreamWaitEvent: later work on `stream` starts after the event."""
         t, rec_corr, src = ev
+        if src is not None and not self.capture and (self.replay is not None or self.vendor != "nvidia"):
+            # a wait the trace does not record (inside a replay; ROCm writes no cuda_sync record)
+            self.pending_hidden.setdefault(stream, []).append(src)
         if self.replay is None:
             flow = "s" if (self.vendor == "nvidia" and not self.capture) else None
             corr, rt = self.runtime(self.api["wait"], self.jit(1_500, 4_000), flow=flow)

@@ -34,6 +34,9 @@ class Act:
     event_deps: list | None = None
     graph_node: int | None = None  # its place in the graph launch's body (replayed activities only)
     fqn: str | None = None  # the module it was launched from, as a dotted FQN (workloads set sim.fqn)
+    # ... and the activities it waits for through an event wait the trace does not record (inside a graph
+    # replay, or on ROCm, which writes no cuda_sync record): dependencies only timing can reveal
+    hidden_deps: list | None = None
 
     @property
     def end(self) -> int:

@@ -44,8 +44,9 @@ Layout (keys of the top-level object):
   dependencies the simulator created *and the trace records*: stream order; each activity's launch call
   (cudaGraphLaunch for a replayed kernel); a traced cudaEventRecord -> cudaStreamWaitEvent (NVIDIA, eager:
   the first activity launched on the waiting stream after the wait depends on the last activity launched
-  on the recorded stream before the record; inside a graph replay the event waits are not traced, so they
-  are not edges); cudaStreamSynchronize (the host call waits for the last activity launched on the stream
+  on the recorded stream before the record); an event wait the trace does not record (inside a graph
+  replay; on AMD, which writes no cuda_sync record): the same dependency, edge `inferred_wait` (only its
+  timing shows it: ties go to every other candidate); cudaStreamSynchronize (the host call waits for the last activity launched on the stream
   before it: the synced stream on NVIDIA, whose "Stream Sync" record names it, every stream on AMD, where
   nothing names it); host program order of the CUDA calls. The rule is the product's: start at the
   activity that ends last; at each node take the dependency satisfied last (ready times: an activity's
@@ -61,7 +62,7 @@ Layout (keys of the top-level object):
   edge], ...] in time order}. Segment names: gpu -> activity name; a host call -> its name; launch_delay
   -> the launch call; sync_wait -> the sync call or "cudaStreamWaitEvent"; kernel gaps and host gaps ->
   null. `edge` is null for a node, else stream_order / event_wait / launch / host_sync / program_order /
-  step_start. Zero-length segments are left out, except activities and sync_wait edges.
+  inferred_wait / step_start. Zero-length segments are left out, except activities and sync_wait edges.
 - `collectives`: list, one per collective instance: {key "step:n", step, name, category, start_ns
   [per rank], end_ns [per rank], start_skew_ns [per rank: start − min start], end_skew_ns [per rank],
   last_rank (arrived last), max_start_skew_ns}.
@@ -251,6 +252,9 @@ class _PathWalk:
             cands.append(
                 (min(src.end, a.start), 2, ("g", src), "event_wait", "sync_wait", "cudaStreamWaitEvent")
             )
+        for src in a.hidden_deps or ():
+            # a wait the trace does not record: the analysis can only infer it (ties go to the others)
+            cands.append((min(src.end, a.start), 4, ("g", src), "inferred_wait", "sync_wait", None))
         if a.corr in self.by_corr:
             i = self.by_corr[a.corr]
             ls, le, lname, _ = self.hc[i]

@@ -475,7 +475,8 @@ def test_synthetic_path_equals_truth(synth_runs, case):
 
 
 def test_synthetic_paths_cover_the_dependencies(synth_runs):
-    """The cases exercise what they are meant to: event waits (training), graph replays (decode)."""
+    """The cases exercise what they are meant to: event waits (training), graph replays and the unrecorded
+    waits inside them (decode)."""
     con, runs = synth_runs
     edges = {
         case: {
@@ -487,6 +488,28 @@ def test_synthetic_paths_cover_the_dependencies(synth_runs):
         for case, (run_id, _) in runs.items()
     }
     assert "event_wait" in edges["training-2ranks"]
+    # inside the decode graph replays the waits between the main and the side (routed-expert) stream are
+    # not recorded: the path crosses them as inferred waits, both ways in every layer, as the simulation did
+    run_id, truth = runs["serving-decode"]
+    layers = SYNTH_CASES["serving-decode"]["layers"]
+    for st in truth["steps"]:
+        want = [s for s in st["critical_path"]["segments"] if s[4] == "inferred_wait"]
+        assert len(want) == 2 * layers
+    got = con.execute(
+        "SELECT step, count(*) FROM critical_path WHERE run_id = ? AND edge = 'inferred_wait' GROUP BY step",
+        [run_id],
+    ).fetchall()
+    assert sorted(n for _, n in got) == [2 * layers] * len(truth["steps"])
+    moe = con.execute(
+        "SELECT step, sum(dur_ns) FROM critical_path WHERE run_id = ? AND category = 'moe' GROUP BY step "
+        "ORDER BY step",
+        [run_id],
+    ).fetchall()
+    truth_moe = [
+        st["critical_path"]["gpu_category_ns"]["moe"]
+        for st in sorted(truth["steps"], key=lambda s: s["step"])
+    ]
+    assert [ns for _, ns in moe] == truth_moe
     replayed = con.execute(
         "SELECT count(*) FROM critical_path p JOIN kernels k ON k.run_id = p.run_id AND "
         "k.rank = p.rank AND k.kernel_id = p.kernel_id WHERE p.run_id = ? AND "

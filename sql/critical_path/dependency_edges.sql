@@ -25,12 +25,18 @@
 --                   before the profiled window, an unrecorded cross-stream wait) or by a host/GPU clock
 --                   offset, never by the host;
 --                 - unrecorded cross-stream waits (edge `inferred_wait`, kind sync_wait, ready at its end):
---                   when the latest choice_ns of the candidates above is 1 ms or more before the activity's
---                   start, every activity on another stream of the same device, issued before it, that
---                   ended within 20 us before its start and after that latest choice_ns (traces without
---                   cuda_sync records, older Kineto, ROCm, hide cudaStreamWaitEvent's stream pair, and a
---                   kernel that starts microseconds after an NCCL kernel ends on another stream was waiting
---                   for it).
+--                   an activity's slack is the time from the latest choice_ns of the candidates above to
+--                   its start; a stream's pace is the median slack of its activities, and its resume
+--                   window twice that, at least 1 us. An activity is held when its slack is 4 resume
+--                   windows or more (scale-free: far longer than its stream usually waits for a satisfied
+--                   dependency; a window of at least 20 us when the slack is also 1 ms or more), or else
+--                   1 ms or more (then the window is 20 us, as a stream's own slack sets no scale): every activity on
+--                   another stream of the same device that ended within the window before its start and
+--                   after that latest choice_ns, and was issued before it (issue order; activities of
+--                   one graph replay share their launch call: then by start) is a candidate. Waits that
+--                   the trace does not record (cudaStreamWaitEvent inside a graph replay; older Kineto and
+--                   ROCm write no cuda_sync record) show only this way: a stream idle far longer than its
+--                   pace resumes within its pace of another stream's activity ending.
 --   host call     - a blocking sync (cudaStreamSynchronize: the stream from its "Stream Sync" record,
 --   (`cpu`)         cudaDeviceSynchronize: every stream, cudaEventSynchronize: the recorded stream up to
 --                   the cudaEventRecord) or blocking copy (a synchronous call: cudaMemcpy, hipMemcpy,
@@ -296,27 +302,49 @@ gpu_recorded AS (
     LEFT JOIN blocking_copy b ON b.run_id = p.run_id AND b.rank = p.rank AND b.op_id = p.launch_op_id
     WHERE p.launch_op_id IS NOT NULL
 ),
-unexplained AS (
-    -- activities that started 1 ms or more after their latest recorded dependency was satisfied
-    SELECT p.run_id, p.rank, p.device, p.stream, p.kernel_id, p.start_ns, p.issue_ns, r.best_ns
+slack AS (
+    -- how long after its latest recorded dependency (the largest choice_ns) each activity started
+    SELECT p.run_id, p.rank, p.device, p.stream, p.kernel_id, p.start_ns, p.issue_ns, r.best_ns,
+           p.start_ns - r.best_ns AS slack_ns
     FROM stream_prev p
     JOIN (SELECT run_id, rank, kernel_id, MAX(choice_ns) AS best_ns FROM gpu_recorded
           GROUP BY run_id, rank, kernel_id) r
       ON r.run_id = p.run_id AND r.rank = p.rank AND r.kernel_id = p.kernel_id
-    WHERE p.start_ns - r.best_ns >= 1000000
+),
+stream_pace AS (
+    -- a stream's own pace: the median slack of its activities, and the window within which a stream
+    -- that resumes after another stream's activity ended was waiting for it: twice that pace, at least
+    -- 1 us (host and GPU timestamps, and back-to-back kernels, sit within a microsecond)
+    SELECT run_id, rank, device, stream,
+           GREATEST(2 * CAST(quantile_cont(slack_ns, 0.5) AS BIGINT), 1000) AS resume_ns
+    FROM slack
+    GROUP BY run_id, rank, device, stream
+),
+held AS (
+    -- activities held far longer than their stream's pace (4 resume windows or more), or 1 ms or more
+    -- after their latest recorded dependency: something the trace does not record held them
+    SELECT s.*, CASE WHEN s.slack_ns < 4 * p.resume_ns THEN 20000
+                     WHEN s.slack_ns >= 1000000 THEN GREATEST(p.resume_ns, 20000)
+                     ELSE p.resume_ns END AS window_ns
+    FROM slack s
+    JOIN stream_pace p ON p.run_id = s.run_id AND p.rank = s.rank AND p.device = s.device AND p.stream = s.stream
+    WHERE s.slack_ns >= 1000000 OR s.slack_ns >= 4 * p.resume_ns
 ),
 gpu_edges AS (
     SELECT * FROM gpu_recorded
     UNION ALL
-    -- ... that started within 20 us of the end of an activity on another stream of the device, issued
-    -- before them: an unrecorded cross-stream wait (a trace without cuda_sync records)
+    -- ... that started within the window after an activity on another stream of the device ended, one
+    -- issued before them (a graph replay's activities share their launch: then started before them): an
+    -- unrecorded cross-stream wait (inside a graph replay; a trace without cuda_sync records)
     SELECT u.run_id, u.rank, u.kernel_id, 'gpu', y.kernel_id, y.end_ns, y.end_ns, 'inferred_wait', 'sync_wait',
            CAST(NULL AS VARCHAR), CAST(NULL AS BIGINT)
-    FROM unexplained u
+    FROM held u
     JOIN act y
       ON y.run_id = u.run_id AND y.rank = u.rank AND y.device = u.device AND y.stream <> u.stream
-     AND y.end_ns <= u.start_ns AND y.end_ns >= u.start_ns - 20000 AND y.end_ns > u.best_ns
-     AND y.issue_ns < u.issue_ns
+     AND y.end_ns <= u.start_ns AND y.end_ns >= u.start_ns - u.window_ns AND y.end_ns > u.best_ns
+     AND (y.issue_ns < u.issue_ns
+          OR (y.issue_ns = u.issue_ns AND (y.start_ns < u.start_ns
+                                           OR (y.start_ns = u.start_ns AND y.kernel_id < u.kernel_id))))
 ),
 call_prev0 AS (
     SELECT c.run_id, c.rank, c.op_id, c.name, c.tid, c.start_ns, c.end_ns, c.parent_op_id,

@@ -13,7 +13,12 @@
 --                Stream / Event Sync) mirror a host call and are not counted twice: `Event Sync` also
 --                comes from the non-blocking cudaEventQuery. Waits of another thread do not count (the
 --                launching thread did something else meanwhile). When the next activity is not linked
---                to a launch call, the blocking calls of every thread of the rank count.
+--                to a launch call, the blocking calls of every thread of the rank count. A host wait
+--                counts only for a gap that began before the next activity's launch call returned:
+--                once the work is issued, the host waiting is its consequence, not why the GPU idles
+--                (1-2 us gaps between the kernels of one graph replay while the host sits in
+--                cudaStreamSynchronize are the replay's own pace: queued_ns, class other); GPU-side
+--                waits count in every gap.
 --   host_ns      the host had not yet issued the next activity: the part of the gap before its launch
 --                call began that no wait covers, plus the part during the launch call itself (a slow
 --                launch, a graph launch, a blocking copy's own call staging its data)
@@ -47,8 +52,8 @@
 --                             `host_wait` (the next launch started after the previous activity ended),
 --                             else `kernel_wait` (gap < 30 µs), else `other`
 --   offset_in_step_ns         BIGINT  gap_start_ns - the step's first GPU start
--- Method (no range join): the waits of each lane (a launching thread; lane `*` for unlinked activities)
--- are merged into disjoint islands, and C(t), the wait time before t, comes from the last island starting
+-- Method (no range join): the waits of each lane (a launching thread; lane `*` for unlinked activities;
+-- lane `#gpu` for the GPU-side waits alone) are merged into disjoint islands, and C(t), the wait time before t, comes from the last island starting
 -- at or before t (an ordered pass over the islands' starts and the points); the wait time in [x, y) is
 -- C(y) - C(x).
 -- Each part is partitioned by rank (and scope), so that a query for one rank or scope computes only that.
@@ -68,7 +73,7 @@ WITH raw_gaps AS (
 gaps AS (
     -- the launching thread (lane), and the launch call clamped into the gap: [launch_from, launch_to)
     SELECT g.*, l.pid AS launch_pid, l.tid AS launch_tid,
-           CASE WHEN g.linked AND l.op_id IS NOT NULL THEN l.pid || ':' || l.tid ELSE '*' END AS lane,
+           CASE WHEN g.linked AND l.op_id IS NOT NULL THEN l.pid || ':' || l.tid ELSE '*' END AS thread_lane,
            CASE WHEN g.linked AND g.launch_start_ns IS NOT NULL
                 THEN least(greatest(g.launch_start_ns, g.gap_start_ns), g.gap_end_ns)
                 ELSE g.gap_start_ns END AS launch_from,
@@ -77,6 +82,14 @@ gaps AS (
                 ELSE g.gap_start_ns END AS launch_to
     FROM raw_gaps AS g
     LEFT JOIN cpu_ops AS l ON l.run_id = g.run_id AND l.rank = g.rank AND l.op_id = g.launch_op_id
+),
+laned AS (
+    -- the lane whose waits count: the launching thread's, or `#gpu` (GPU-side waits alone) when the next
+    -- activity's launch call had returned by the time the gap began
+    SELECT g.*,
+           CASE WHEN g.thread_lane <> '*' AND g.launch_start_ns + coalesce(g.launch_dur_ns, 0) <= g.gap_start_ns
+                THEN '#gpu' ELSE g.thread_lane END AS lane
+    FROM gaps AS g
 ),
 host_waits AS (
     SELECT run_id, rank, pid, tid, start_ns, start_ns + dur_ns AS end_ns
@@ -88,12 +101,12 @@ host_waits AS (
 -- what the lookups below need of a gap: a device gap and the stream gap ended by the same activity over
 -- the same span (one stream busy before it) are looked up once
 gap_spans AS (
-    SELECT DISTINCT run_id, rank, next_kernel_id, gap_start_ns, gap_end_ns, lane, launch_pid, launch_tid,
-           launch_from, launch_to
-    FROM gaps
+    SELECT DISTINCT run_id, rank, next_kernel_id, gap_start_ns, gap_end_ns, lane, thread_lane, launch_pid,
+           launch_tid, launch_from, launch_to
+    FROM laned
 ),
 lanes AS (
-    SELECT DISTINCT run_id, rank, lane FROM gap_spans
+    SELECT DISTINCT run_id, rank, lane FROM gap_spans WHERE lane <> '#gpu'
 ),
 waits AS (
     -- per lane: the launching thread's own blocking calls; lane `*`: every thread's; GPU-side event waits
@@ -105,6 +118,10 @@ waits AS (
     SELECT l.run_id, l.rank, l.lane, o.start_ns, o.start_ns + o.dur_ns
     FROM cpu_ops AS o JOIN lanes AS l ON l.run_id = o.run_id AND l.rank = o.rank
     WHERE o.cat = 'cuda_sync' AND o.name = 'Stream Wait Event' AND o.dur_ns > 0
+    UNION ALL
+    SELECT run_id, rank, '#gpu', start_ns, start_ns + dur_ns
+    FROM cpu_ops
+    WHERE cat = 'cuda_sync' AND name = 'Stream Wait Event' AND dur_ns > 0
 ),
 wait_islands AS (
     SELECT run_id, rank, lane, start_ns, end_ns,
@@ -164,7 +181,7 @@ parts AS (
            (c.c1 - c.c0) + (c.c3 - c.c2) AS wait_ns,
            (g.launch_from - g.gap_start_ns) - (c.c1 - c.c0) + (g.launch_to - g.launch_from) AS host_ns,
            (g.gap_end_ns - g.launch_to) - (c.c3 - c.c2) AS queued_ns
-    FROM gaps AS g
+    FROM laned AS g
     JOIN covered AS c ON c.run_id = g.run_id AND c.rank = g.rank AND c.next_kernel_id = g.next_kernel_id
                      AND c.gap_start_ns = g.gap_start_ns AND c.gap_end_ns = g.gap_end_ns
 ),
@@ -178,7 +195,7 @@ probes AS (
            g.gap_start_ns + CAST(((g.gap_end_ns - g.gap_start_ns) - (g.gap_end_ns - g.gap_start_ns) % 2) / 2 AS BIGINT) AS mid_ns
     FROM gap_spans AS g
     JOIN thread_depths AS d ON d.run_id = g.run_id AND d.rank = g.rank AND d.pid = g.launch_pid AND d.tid = g.launch_tid
-    WHERE g.gap_end_ns - g.gap_start_ns >= 1000 AND g.lane <> '*'
+    WHERE g.gap_end_ns - g.gap_start_ns >= 1000 AND g.thread_lane <> '*'
 ),
 host_ranges AS (
     SELECT run_id, rank, pid, tid, CAST(depth AS INTEGER) AS depth, start_ns, start_ns + dur_ns AS end_ns, name, op_id
