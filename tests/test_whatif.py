@@ -133,13 +133,6 @@ CASES = {
     "serving-decode": ("serving-decode", {"ranks": 2, "steps": 3, "layers": 4, "seed": 11}),
     "serving-prefill": ("serving-prefill", {"ranks": 2, "steps": 2, "layers": 2, "seed": 5}),
 }
-# the MoE grouped GEMMs run on the decode's side stream inside the graph replay, and the main stream waits
-# for them: those waits are recorded only in the capture trace, and dependency_edges does not map them onto
-# the replay yet, so the replay cannot see the main stream wait less (issue 37 item 1)
-REPLAY_WAITS = pytest.mark.xfail(
-    strict=True,
-    reason="the decode's main-stream waits for the side stream inside a graph replay are no edge yet",
-)
 # (case, kernel regex, K, exact): exact where the graph holds every dependency the simulator used (eager
 # launches, stream order, recorded event waits, host syncs, collectives across the ranks): then the
 # prediction is the re-simulated step to the ns (one ns of rounding per matched activity)
@@ -150,7 +143,9 @@ CHANGES = [
     ("serving-prefill", "GroupProblemShape", 2.0, True),
     ("serving-decode", "nvjet", 2.0, False),
     ("serving-decode", "Norm", 4.0, False),
-    pytest.param("serving-decode", "GroupProblemShape", 2.0, False, marks=REPLAY_WAITS),
+    # the MoE grouped GEMMs on the side stream inside the graph replay, which the main stream waits for
+    # (inferred waits: the trace records those event waits only in the capture trace)
+    ("serving-decode", "GroupProblemShape", 2.0, False),
 ]
 
 
