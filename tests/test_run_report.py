@@ -13,10 +13,10 @@ from conftest import REPORT_SCENARIOS, ROOT, real_trace_files
 from tracebuilder import launch_pair, simple_events, write_trace
 from tracehouse.ingest.load import ingest_paths
 from tracehouse.reports.run import build_run_report, render_run_report, report_json
-from tracehouse.synth import write_scenario
 from tracehouse.warehouse.catalog import connect
 from tracehouse.warehouse.engine import open as open_connection
 from tracehouse.warehouse.store import Warehouse
+from warehouses import replay_only_and_mapping
 
 GOLDEN = ROOT / "tests" / "golden"
 SCHEMA = json.loads((ROOT / "reports" / "run_report.schema.json").read_text())
@@ -197,22 +197,15 @@ def test_html_report_in_headless_chromium(hostile_html, synth_warehouse, tmp_pat
 def test_mapping_mode_takes_sites_from_a_graph_off_run(tmp_path):
     """A graph replay without capture traces only knows the replay call; the mapping run (eager) knows the
     model's lines, matched by (kernel name, ordinal within the step)."""
-    full = write_scenario("serving-decode", tmp_path / "decode", ranks=1, steps=2, layers=2, seed=3)
-    replay_only = tmp_path / "replay_only"
-    replay_only.mkdir()
-    for f in full.glob("*.trace.json.gz"):
-        shutil.copy(f, replay_only / f.name)
-    wh = Warehouse(tmp_path / "wh")
-    [target] = ingest_paths(wh, [replay_only])
-    [mapping] = ingest_paths(wh, [full])  # the same workload with its capture traces: sites are known
+    wh, target_id, mapping_id = replay_only_and_mapping(tmp_path)
     con = connect(wh)
-    plain = build_run_report(con, target.run_id)
-    mapped = build_run_report(con, target.run_id, mapping_run=mapping.run_id)
+    plain = build_run_report(con, target_id)
+    mapped = build_run_report(con, target_id, mapping_run=mapping_id)
     assert plain.mode == "single-trace" and mapped.mode == "mapping/formal"
     graph_kernels = [k for k in plain.phases[0].kernels if k.launch_call == "cudaGraphLaunch"]
     assert graph_kernels and all("replay" in (k.python_site or "") for k in graph_kernels)
     by_name = {k.name: k for k in mapped.phases[0].kernels}
-    truth = {k.name: k.python_site for k in build_run_report(con, mapping.run_id).phases[0].kernels}
+    truth = {k.name: k.python_site for k in build_run_report(con, mapping_id).phases[0].kernels}
     for k in graph_kernels:
         assert by_name[k.name].python_site == truth[k.name]
     assert "Python locations from run" in render_run_report(mapped, "md")

@@ -6,16 +6,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import shutil
 from collections import defaultdict
 
 import pytest
 from conftest import REPORT_SCENARIOS, TRACES, require_shared
-from tracehouse.ingest.load import ingest_paths
-from tracehouse.synth import write_scenario
 from tracehouse.warehouse.catalog import connect
-from tracehouse.warehouse.store import Warehouse
-from warehouses import real, scenario
+from warehouses import real, replay_only_and_mapping, scenario
 
 from tracehouse.cli import main
 
@@ -285,23 +281,16 @@ def test_phase_not_in_the_run_is_one_line(decode, cli_runner):
 def test_mapping_mode_takes_graph_replay_sites_from_a_graph_off_run(tmp_path, cli_runner):
     """Without capture traces a graph replay's site is the replay call; with --mapping the kernel table and
     the overlap table show the mapping run's site (same name, same ordinal in the step)."""
-    full = write_scenario("serving-decode", tmp_path / "decode", ranks=1, steps=2, layers=2, seed=3)
-    replay_only = tmp_path / "replay_only"
-    replay_only.mkdir()
-    for f in full.glob("*.trace.json.gz"):
-        shutil.copy(f, replay_only / f.name)
-    wh = Warehouse(tmp_path / "wh")
-    [target] = ingest_paths(wh, [replay_only])
-    [mapping] = ingest_paths(wh, [full])  # the same workload with its capture traces: sites are known
-    plain = parse(triage(cli_runner, wh, target.run_id))["Kernel Table"]["decode"]
-    text = triage(cli_runner, wh, target.run_id, "--mapping", mapping.run_id)
+    wh, target_id, mapping_id = replay_only_and_mapping(tmp_path)
+    plain = parse(triage(cli_runner, wh, target_id))["Kernel Table"]["decode"]
+    text = triage(cli_runner, wh, target_id, "--mapping", mapping_id)
     assert "Mode: mapping-formal" in text.splitlines()
     mapped = {c[0]: c for c in parse(text)["Kernel Table"]["decode"]}
-    con = connect(wh, runs=[mapping.run_id])
+    con = connect(wh, runs=[mapping_id])
     truth = dict(
         con.execute(
             "SELECT name, python_site FROM kernel_summary WHERE run_id = ? AND phase = 'decode'",
-            [mapping.run_id],
+            [mapping_id],
         ).fetchall()
     )
     replays = [c for c in plain if "replay" in c[5]]
@@ -314,11 +303,11 @@ def test_mapping_mode_takes_graph_replay_sites_from_a_graph_off_run(tmp_path, cl
             "--warehouse",
             str(wh.root),
             "report",
-            target.run_id,
+            target_id,
             "--format",
             "triage",
             "--mapping",
-            target.run_id,
+            target_id,
         ],
     )
     assert result.exit_code != 0 and "--mapping names the run itself" in result.output

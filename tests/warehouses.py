@@ -264,3 +264,22 @@ def copy_warehouse(wh, folder: Path):
 
     shutil.copytree(wh.root, folder)
     return Warehouse(folder)
+
+
+def replay_only_and_mapping(folder: Path) -> tuple:
+    """A serving-decode run ingested twice into one warehouse under `folder`: its traces alone (graph replays
+    without capture traces: a replayed kernel's site is the replay call) and whole, with its capture traces
+    (the mapping run: the model's lines are known). Returns (warehouse, replay-only run id, mapping run id)."""
+    from tracehouse.ingest.load import ingest_paths
+    from tracehouse.synth import write_scenario
+    from tracehouse.warehouse.store import Warehouse
+
+    full = write_scenario("serving-decode", folder / "decode", ranks=1, steps=2, layers=2, seed=3)
+    replay_only = folder / "replay_only"
+    replay_only.mkdir()
+    for f in full.glob("*.trace.json.gz"):
+        shutil.copy(f, replay_only / f.name)
+    wh = Warehouse(folder / "wh")
+    [target] = ingest_paths(wh, [replay_only])
+    [mapping] = ingest_paths(wh, [full])
+    return wh, target.run_id, mapping.run_id

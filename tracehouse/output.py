@@ -32,16 +32,10 @@ def terminal_width() -> int:
     return 120
 
 
-def print_rows(
-    columns: list[str],
-    rows: list[tuple],
-    fmt: str,
-    max_width: int | None = 60,
-    fit: int | None = None,
-    flexible: tuple[str, ...] = (),
-) -> None:
-    """One output path for every tabular command: `rows_text` printed."""
-    click.echo(rows_text(columns, rows, fmt, max_width, fit, flexible), nl=False)
+def print_rows(columns: list[str], rows: list[tuple], fmt: str, **options) -> None:
+    """One output path for every tabular command: `rows_text` printed (options: its max_width, fit,
+    flexible)."""
+    click.echo(rows_text(columns, rows, fmt, **options), nl=False)
 
 
 def rows_text(

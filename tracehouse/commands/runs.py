@@ -56,7 +56,7 @@ def command(ctx, where, wide, fmt):
     whole = wide or fmt in ("csv", "json", "ndjson")
     columns, rows = listing(open_warehouse(ctx), connect(ctx), filters, whole, progress_enabled())
     if whole:
-        print_rows(columns, rows, fmt, None)
+        print_rows(columns, rows, fmt, max_width=None)
     elif fmt == "md":
         print_rows(columns, rows, fmt)
     else:
