@@ -16,7 +16,7 @@ from tracebuilder import BASE_US, launch_pair, simple_events, write_trace
 from tests.conftest import TRACES, query_rows, require_shared
 from tracehouse.cli import main
 
-FORMATS = {"table", "csv", "json", "ndjson", "md", "html", "perfetto"}
+FORMATS = {"table", "csv", "json", "ndjson", "md", "html", "perfetto", "triage"}
 
 
 def _run(args: list[str], env: dict | None = None):

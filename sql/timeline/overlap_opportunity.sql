@@ -79,6 +79,7 @@
 CREATE OR REPLACE VIEW overlap_opportunity AS
 -- each view it reads is read once (a CTE): DuckDB binds a view again at every reference
 WITH all_kernel_facts AS (SELECT * FROM _kernel_facts),
+all_fusion_chains AS (SELECT * FROM _fusion_chains),
 fusion_rows AS (
     SELECT run_id, phase, pattern_id, pattern_name, share
     FROM fusion_match WHERE status IN ('Confirmed', 'Likely')
@@ -91,9 +92,9 @@ fusion_kernels AS (
         SELECT DISTINCT r.run_id, r.phase, m.name, r.pattern_id, r.pattern_name, r.share
         FROM fusion_rows AS r
         JOIN (
-            SELECT run_id, phase, pattern_id, name_1 AS name FROM _fusion_chains
-            UNION ALL SELECT run_id, phase, pattern_id, name_2 FROM _fusion_chains
-            UNION ALL SELECT run_id, phase, pattern_id, name_3 FROM _fusion_chains WHERE name_3 IS NOT NULL
+            SELECT run_id, phase, pattern_id, name_1 AS name FROM all_fusion_chains
+            UNION ALL SELECT run_id, phase, pattern_id, name_2 FROM all_fusion_chains
+            UNION ALL SELECT run_id, phase, pattern_id, name_3 FROM all_fusion_chains WHERE name_3 IS NOT NULL
         ) AS m ON m.run_id = r.run_id AND m.phase = r.phase AND m.pattern_id = r.pattern_id
     ) AS x
 ),
