@@ -48,6 +48,7 @@ SPARK_MATERIALIZE = {
     "critical_path/graph_launch_in_earlier_step",
     "_critical_path_pred/ties_graph_copy_handoff_inferred",
     "dependency_edges/every_candidate",
+    "overlap_opportunity/verdicts_and_risk",  # reads fusion_match too: inlined, its plan fills Spark's heap
 }
 
 
