@@ -274,7 +274,7 @@ def build_diff(
     (warehouse.diff_facts.run_facts) on `con` focused on the two runs, read from their kept rows where the
     runs are derived (warehouse.derived), computed otherwise."""
     base_id, target_id = resolve_run(con, base), resolve_run(con, target)
-    with focused(con, [base_id, target_id]) as on:
+    with focused(con, [base_id, target_id], compute_once=True) as on:
         bf, tf = run_facts(on, base_id), run_facts(on, target_id)
     binfo, bk = _run_info(con, bf, base)
     tinfo, tk = _run_info(con, tf, target)

@@ -67,7 +67,7 @@ def build_run_report(
     """The report's figures, from a connection of warehouse.engine.open (a report's: runs=...).
     The views are computed for this run (and the mapping run) only, whatever runs the connection sees
     (warehouse.engine.focused), and its focus is given back after."""
-    with focused(con, [run_id] + ([mapping_run] if mapping_run else [])) as on:
+    with focused(con, [run_id] + ([mapping_run] if mapping_run else []), compute_once=True) as on:
         return _build_run_report(on, run_id, phase, mapping_run)
 
 

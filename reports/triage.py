@@ -325,7 +325,7 @@ def build(con: Connection, params: TriageParams) -> TriageView:
             hint="give a graph-off (eager) run of the same workload",
         )
     runs = [params.run_id] + ([params.mapping_run] if params.mapping_run else [])
-    with focused(con, runs) as on:
+    with focused(con, runs, compute_once=True) as on:
         return _build(on, params)
 
 

@@ -42,12 +42,14 @@ from tracehouse.warehouse.catalog import (
     connect,
     derived_root,
     kept_file,
+    kept_views,
     listing,
-    ordered_views,
+    materialize,
     per_run_views,
     published_runs,
     store_dir,
     typed_read,
+    view_order,
 )
 from tracehouse.warehouse.quoting import sql_string
 from tracehouse.warehouse.store import Warehouse, process_alive
@@ -204,10 +206,32 @@ def remove_abandoned(warehouse: Warehouse, store: Path) -> None:
             )
 
 
+def compute_once(con, runs: list[str]) -> list[str]:
+    """On a reader's connection focused on `runs` (engine.focused): every per-run view that does not read
+    all of these runs kept, and the HELPERS under them, computed once as temp tables (catalog.materialize)
+    in the derive's order, so the queries after read rows rather than recompute the views' trees. In
+    memory and for this connection only: nothing is written to the store (the one writer is `derive`).
+    The views computed, for drop_computed."""
+    kept = {v: set(r) for v, r in kept_views(con).items()}
+    views = [
+        v for v in _compute_order(per_run_views()) if v in HELPERS or not set(runs) <= kept.get(v, set())
+    ]
+    if all(v in HELPERS for v in views):
+        return []  # every per-run view read kept: nothing to compute
+    materialize(con, views)
+    return views
+
+
+def drop_computed(con, views: list[str]) -> None:
+    """Drop what compute_once made; the connection's views read the catalogue (and kept rows) again."""
+    for view in views:
+        con.execute(f"DROP TABLE IF EXISTS temp.{view}")
+
+
 def _compute_order(kept: list[str]) -> list[str]:
     """The kept views and HELPERS, each after the views it reads (the catalogue's order)."""
     wanted = set(kept) | set(HELPERS)
-    return [name for name, _ in ordered_views() if name in wanted]
+    return [name for name in view_order() if name in wanted]
 
 
 @contextmanager

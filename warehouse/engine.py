@@ -179,18 +179,28 @@ def _open_spark(
 
 
 @contextmanager
-def focused(con: Connection, runs: list[str]) -> Iterator[Connection]:
+def focused(con: Connection, runs: list[str], compute_once: bool = False) -> Iterator[Connection]:
     """`con`, or a connection of the same engine, seeing only these runs while the block reads it.
 
     DuckDB: the connection's focus (catalog.focus: a variable the base views filter on, so every per-run
-    view computes these runs only), given back after. Spark: a catalogue is focused when it is made
-    (SparkConnection.focused)."""
+    view computes these runs only), given back after. With compute_once (a report, a diff: many questions
+    of the same runs), the per-run views of runs not derived are computed once for the block, in the
+    derive's order (warehouse.derived.compute_once), rather than by each query that reads them (a whole
+    live report of a small run: 16 s -> 3 s). Spark: a catalogue is focused and materialized when it is
+    made (SparkConnection.focused)."""
     if isinstance(con, duckdb.DuckDBPyConnection):
+        from tracehouse.warehouse.derived import compute_once as computed_for_block
+        from tracehouse.warehouse.derived import drop_computed
+
         before = con.execute(f"SELECT getvariable('{FOCUS}')").fetchone()[0]
         focus(con, list(runs))
+        made: list[str] = []
         try:
+            if compute_once:
+                made = computed_for_block(con, list(runs))
             yield con
         finally:
+            drop_computed(con, made)
             focus(con, before)
         return
     with con.focused(list(runs)) as inner:

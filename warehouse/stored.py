@@ -46,7 +46,11 @@ def scope_step_views(con, key: list) -> list[str]:
     for unscope.
     On a DuckDB connection (warehouse.engine.step_scope asks where the engine needs it)."""
     run_id, rank, _ = key
-    views = [v for v in COMPUTED_STEP_VIEWS if not is_kept(con, v, run_id)]  # kept: read, filtered, as is
+    computed = {
+        r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()
+    }
+    # kept, or computed for the whole report already (engine.focused's compute_once): read, filtered, as is
+    views = [v for v in COMPUTED_STEP_VIEWS if not is_kept(con, v, run_id) and v not in computed]
     if not views:
         return []
     (attached,) = con.execute(
