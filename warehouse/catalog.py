@@ -176,9 +176,7 @@ def base_view_sql(table: str) -> str:
         f"SELECT regexp_extract(listed.file, 'run_id=([^/]+)/', 1) AS published_run "
         f"FROM glob(getvariable('{ROOT}') || '/tables/runs/run_id=[!_]*/*.parquet') AS listed"
     )
-    return (
-        f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM {source} WHERE {focused} AND run_id IN ({published})"
-    )
+    return f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM {source} WHERE {focused} AND run_id IN ({published})"
 
 
 def register_rules(
