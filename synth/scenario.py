@@ -10,6 +10,7 @@ from typing import Any
 from tracehouse.errors import InvalidArgument
 
 from .catalog import device_properties
+from .graph_nodes import node_id
 from .kineto import TraceWriter
 from .sim import Cfg, RankSim, run_lockstep
 from .truth import Truth
@@ -220,6 +221,7 @@ def write_scenario(
     naming: str = "default",
     graph_nodes: bool = False,
     capture_layout: str = "default",
+    slow_node: tuple[int, float] | None = None,
 ) -> Path:
     """Write the trace files of one synthetic run (plus ground_truth.json) into out_dir; return out_dir.
 
@@ -231,7 +233,9 @@ def write_scenario(
     host clocks start there, and SGLang's names carry it); naming: the file names' style (_file_name).
     graph_nodes: replayed kernels carry Kineto's graph node ids and their nodes' mark_kernels annotations
     (synth/graph_nodes.py), and each step's truth lists them (`graph_nodes`). capture_layout: where the
-    capture traces of a serving-decode run go (CAPTURE_LAYOUTS).
+    capture traces of a serving-decode run go (CAPTURE_LAYOUTS). slow_node (index, factor): the index-th node of
+    the replayed decode graph's body (its graph node id: graph_nodes.node_id(index)) runs `factor` times
+    longer; the truth's anomalies name it by its node id.
     """
     _check(scenario, vendor, ranks, layers, steps, target_size, straggler)
     if capture_layout not in CAPTURE_LAYOUTS:
@@ -241,6 +245,7 @@ def write_scenario(
     start = Cfg.t0_ns if start_ns is None else start_ns  # the hosts' clocks at the session's start
     cfg = Cfg(scenario, vendor, ranks, layers, batch_size, seed, straggler, host_stall_us, slow_kernel, start)
     cfg.graph_nodes = graph_nodes
+    cfg.slow_node = slow_node
     streams = STREAMS[vendor]
     sims = [RankSim(cfg, r, streams) for r in range(ranks)]
     names = [_file_name(cfg, r, naming, start_ns) for r in range(ranks)]
@@ -259,6 +264,7 @@ def write_scenario(
             "straggler": list(straggler) if straggler else None,
             "host_stall_us": host_stall_us,
             "slow_kernel": list(slow_kernel) if slow_kernel else None,
+            "slow_node": [node_id(slow_node[0]), slow_node[1]] if slow_node else None,
         },
         "time_unit": "ns",
         "files": {str(r): names[r] for r in range(ranks)},
