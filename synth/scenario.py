@@ -334,10 +334,34 @@ def _layer_shape(sim: RankSim, layers: int) -> tuple[dict[int, int], list[str]]:
 # default: ours; sglang: what `--enable-profile-cuda-graph` with SGLANG_GRAPH_BATCH_CAPTURE writes beside
 # the profile, <SGLANG_TORCH_PROFILER_DIR>/graph_capture_profile/{runner_name}_bs_{bs}_rank{rank}.json.gz,
 # without a details file (the batch size is in the capture annotation).
+# vllm: what `--profiler-config.capture_torch_profiler` writes (vllm/profiler/graph_capture.py,
+# vllm/config/profiler.py): one trace of local rank 0 for the whole capture, every shape in turn inside a
+# `capture_{num_tokens}_{mode}` annotation, through torch's tensorboard_trace_handler into
+# <torch_profiler_dir>/capture_traces/ as graph_capture_rank_0.<ms>.pt.trace.json.gz (VLLM_CAPTURE_FILE).
 CAPTURE_LAYOUTS = {
     "default": ("capture_traces", "bs_{bs}_rank{rank}.json.gz", True),
     "sglang": ("graph_capture_profile", "DecodeCudaGraphRunner_bs_{bs}_rank{rank}.json.gz", False),
+    "vllm": ("capture_traces", "graph_capture_rank_0.1765428500000.pt.trace.json.gz", False),
 }
+VLLM_CAPTURE_FILE = CAPTURE_LAYOUTS["vllm"][1]
+
+
+def _write_vllm_capture(cfg: Cfg, cap: Path, layers: int, sizes: list[int]) -> list[str]:
+    """vLLM's capture trace: rank 0 only, one file, each batch size's capture in turn (mode FULL)."""
+    sim = RankSim(
+        Cfg(cfg.scenario, cfg.vendor, cfg.ranks, layers, sizes[0], cfg.seed), 0, STREAMS[cfg.vendor]
+    )
+    sim.capture = True
+    sim.h -= 3_600_000_000_000  # captured an hour before the profiled replay
+    t0 = sim.h
+    w = TraceWriter(cap / VLLM_CAPTURE_FILE, _head(sim.cfg, 0))
+    for bs in sizes:
+        sim.cfg = Cfg(cfg.scenario, cfg.vendor, cfg.ranks, layers, bs, cfg.seed)
+        for _ in capture_program(sim, layers, mode="FULL"):
+            pass
+    sim.flush(w)
+    _close(w, sim, t0, sim.h, "VllmWorker")
+    return [f"{cap.name}/{VLLM_CAPTURE_FILE}"]
 
 
 def _write_captures(cfg: Cfg, out: Path, layers: int, layout: str = "default") -> list[str]:
@@ -345,6 +369,8 @@ def _write_captures(cfg: Cfg, out: Path, layers: int, layout: str = "default") -
     folder, pattern, with_details = CAPTURE_LAYOUTS[layout]
     cap = out / folder
     cap.mkdir(exist_ok=True)
+    if layout == "vllm":
+        return _write_vllm_capture(cfg, cap, layers, sorted({max(1, cfg.batch_size // 2), cfg.batch_size}))
     details = []
     files = []
     for bs in sorted({max(1, cfg.batch_size // 2), cfg.batch_size}):
