@@ -57,9 +57,10 @@ def is_sidecar_json(path: Path, limit: int = 1 << 20) -> bool:
     return b"traceEvents" not in head
 
 
-# Folders of capture traces that profilers write beside a profile, found without --capture: ours, and
-# SGLang's (`--enable-profile-cuda-graph` writes <SGLANG_TORCH_PROFILER_DIR>/graph_capture_profile/, the
-# folder its profiles go to).
+# Folders of capture traces that profilers write beside a profile, found without --capture: ours (and vLLM's:
+# `--profiler-config.capture_torch_profiler` writes <torch_profiler_dir>/capture_traces/), and SGLang's
+# (`--enable-profile-cuda-graph` writes <SGLANG_TORCH_PROFILER_DIR>/graph_capture_profile/, the folder its
+# profiles go to).
 CAPTURE_FOLDERS = ("capture_traces", "graph_capture_profile")
 
 

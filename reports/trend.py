@@ -50,6 +50,7 @@ class MetricLine:
     last_change_pct: float | None
     sparkline: str
     flagged_last: bool
+    about: str | None = None  # what the line is, where its name does not say (a graph node's kernel)
 
 
 @dataclass
@@ -67,6 +68,7 @@ class Regression:
     in_last_run: bool
     band: float | None = None
     flagged_runs: int = 1  # runs flagged in this shift (listed once, at the commit where it starts)
+    about: str | None = None  # as MetricLine.about
 
 
 @dataclass
@@ -237,13 +239,22 @@ def build_trend(
     since: str | None = None,
     last: int | None = None,
     warehouse=None,
+    graph_nodes: tuple[str, ...] | None = None,
 ) -> TrendReport:
     """The trend report. With `warehouse`, run metrics come from the per-run store
-    (warehouse.metrics: computed once per run); else from the run_metrics view of `con`."""
+    (warehouse.metrics: computed once per run); else from the run_metrics view of `con`.
+    graph_nodes: the lines are CUDA-graph nodes instead (reports.graph_node_trend; () every node, else the
+    node ids to follow), with each run's step_time_median_ns beside them."""
     metrics = list(metrics or [])
     runs, rows = trend_inputs(con, where, warehouse)
     if runs.num_rows == 0:
         raise _no_runs(con, where)
+    about: dict[str, str] = {}
+    if graph_nodes is not None and rows is not None:
+        from tracehouse.reports.graph_node_trend import node_rows, with_reference
+
+        found, about = node_rows(con, runs.column("run_id").to_pylist(), tuple(graph_nodes))
+        rows = with_reference(found, rows, rows.schema)
     if rows is not None and metrics:
         names = sorted(set(rows.column("metric").to_pylist()))
         chosen = _metric_filter(metrics, names)
@@ -254,7 +265,10 @@ def build_trend(
                 hint="metrics: " + ", ".join(families),
             )
         rows = rows.filter(pa.compute.is_in(rows.column("metric"), pa.array(sorted(chosen) or [""])))
-    return build_trend_from_tables(runs, rows, where=where, metrics=metrics, since=since, last=last)
+    report = build_trend_from_tables(runs, rows, where=where, metrics=metrics, since=since, last=last)
+    for item in [m for s in report.series for m in s.metrics] + report.regressions + report.failing:
+        item.about = about.get(item.metric)
+    return report
 
 
 def _no_runs(con: Connection, where: dict[str, str] | None) -> TracehouseError:
@@ -413,12 +427,19 @@ class TrendParams:
     since: str | None = None
     last: int | None = None
     store: Any = None  # warehouse.store.Warehouse
+    graph_nodes: tuple[str, ...] | None = None  # None: run metrics; (): every CUDA-graph node; else these
 
 
 def build(con, params: TrendParams) -> TrendReport:
     """The trend's context (reports.render: every report is build(connection, params) -> context)."""
     return build_trend(
-        con, dict(params.where), list(params.metrics), params.since, params.last, warehouse=params.store
+        con,
+        dict(params.where),
+        list(params.metrics),
+        params.since,
+        params.last,
+        warehouse=params.store,
+        graph_nodes=params.graph_nodes,
     )
 
 

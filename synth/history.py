@@ -61,11 +61,14 @@ def write_history(
     seed: int = 0,
     drift: tuple[int, str, float] | None = None,
     captures: bool = True,
+    slow_node: tuple[int, float] | None = None,
 ) -> list[HistoryRun]:
     """Write `commits` runs for every series under out_dir/<series>/<nn>-<sha>/; returns them in order.
 
     captures=False drops the capture traces of serving-decode runs (a third of a small run's ingest
-    time; the trend's metrics do not depend on them)."""
+    time; the trend's metrics do not depend on them). slow_node (index, factor): the regression is one
+    CUDA-graph node instead (write_scenario's slow_node, from regression_at on; pass slow_kernel=None for it
+    alone); the runs then carry graph node ids (graph_nodes=True), so a trend can follow the node."""
     out = Path(out_dir)
     runs = []
     for name, ranks in series:
@@ -87,6 +90,8 @@ def write_history(
                 seed=seed * 1000 + i,
                 slow_kernel=slow,
                 run_label=f"{name}@{sha}",
+                graph_nodes=slow_node is not None,
+                slow_node=slow_node if regressed else None,
             )
             if not captures:
                 shutil.rmtree(run_dir / "capture_traces", ignore_errors=True)

@@ -10,6 +10,7 @@ from typing import Any
 from tracehouse.errors import InvalidArgument
 
 from .catalog import device_properties
+from .graph_nodes import node_id
 from .kineto import TraceWriter
 from .sim import Cfg, RankSim, run_lockstep
 from .truth import Truth
@@ -220,6 +221,7 @@ def write_scenario(
     naming: str = "default",
     graph_nodes: bool = False,
     capture_layout: str = "default",
+    slow_node: tuple[int, float] | None = None,
 ) -> Path:
     """Write the trace files of one synthetic run (plus ground_truth.json) into out_dir; return out_dir.
 
@@ -231,7 +233,9 @@ def write_scenario(
     host clocks start there, and SGLang's names carry it); naming: the file names' style (_file_name).
     graph_nodes: replayed kernels carry Kineto's graph node ids and their nodes' mark_kernels annotations
     (synth/graph_nodes.py), and each step's truth lists them (`graph_nodes`). capture_layout: where the
-    capture traces of a serving-decode run go (CAPTURE_LAYOUTS).
+    capture traces of a serving-decode run go (CAPTURE_LAYOUTS). slow_node (index, factor): the index-th node of
+    the replayed decode graph's body (its graph node id: graph_nodes.node_id(index)) runs `factor` times
+    longer; the truth's anomalies name it by its node id.
     """
     _check(scenario, vendor, ranks, layers, steps, target_size, straggler)
     if capture_layout not in CAPTURE_LAYOUTS:
@@ -241,6 +245,7 @@ def write_scenario(
     start = Cfg.t0_ns if start_ns is None else start_ns  # the hosts' clocks at the session's start
     cfg = Cfg(scenario, vendor, ranks, layers, batch_size, seed, straggler, host_stall_us, slow_kernel, start)
     cfg.graph_nodes = graph_nodes
+    cfg.slow_node = slow_node
     streams = STREAMS[vendor]
     sims = [RankSim(cfg, r, streams) for r in range(ranks)]
     names = [_file_name(cfg, r, naming, start_ns) for r in range(ranks)]
@@ -259,6 +264,7 @@ def write_scenario(
             "straggler": list(straggler) if straggler else None,
             "host_stall_us": host_stall_us,
             "slow_kernel": list(slow_kernel) if slow_kernel else None,
+            "slow_node": [node_id(slow_node[0]), slow_node[1]] if slow_node else None,
         },
         "time_unit": "ns",
         "files": {str(r): names[r] for r in range(ranks)},
@@ -328,10 +334,34 @@ def _layer_shape(sim: RankSim, layers: int) -> tuple[dict[int, int], list[str]]:
 # default: ours; sglang: what `--enable-profile-cuda-graph` with SGLANG_GRAPH_BATCH_CAPTURE writes beside
 # the profile, <SGLANG_TORCH_PROFILER_DIR>/graph_capture_profile/{runner_name}_bs_{bs}_rank{rank}.json.gz,
 # without a details file (the batch size is in the capture annotation).
+# vllm: what `--profiler-config.capture_torch_profiler` writes (vllm/profiler/graph_capture.py,
+# vllm/config/profiler.py): one trace of local rank 0 for the whole capture, every shape in turn inside a
+# `capture_{num_tokens}_{mode}` annotation, through torch's tensorboard_trace_handler into
+# <torch_profiler_dir>/capture_traces/ as graph_capture_rank_0.<ms>.pt.trace.json.gz (VLLM_CAPTURE_FILE).
 CAPTURE_LAYOUTS = {
     "default": ("capture_traces", "bs_{bs}_rank{rank}.json.gz", True),
     "sglang": ("graph_capture_profile", "DecodeCudaGraphRunner_bs_{bs}_rank{rank}.json.gz", False),
+    "vllm": ("capture_traces", "graph_capture_rank_0.1765428500000.pt.trace.json.gz", False),
 }
+VLLM_CAPTURE_FILE = CAPTURE_LAYOUTS["vllm"][1]
+
+
+def _write_vllm_capture(cfg: Cfg, cap: Path, layers: int, sizes: list[int]) -> list[str]:
+    """vLLM's capture trace: rank 0 only, one file, each batch size's capture in turn (mode FULL)."""
+    sim = RankSim(
+        Cfg(cfg.scenario, cfg.vendor, cfg.ranks, layers, sizes[0], cfg.seed), 0, STREAMS[cfg.vendor]
+    )
+    sim.capture = True
+    sim.h -= 3_600_000_000_000  # captured an hour before the profiled replay
+    t0 = sim.h
+    w = TraceWriter(cap / VLLM_CAPTURE_FILE, _head(sim.cfg, 0))
+    for bs in sizes:
+        sim.cfg = Cfg(cfg.scenario, cfg.vendor, cfg.ranks, layers, bs, cfg.seed)
+        for _ in capture_program(sim, layers, mode="FULL"):
+            pass
+    sim.flush(w)
+    _close(w, sim, t0, sim.h, "VllmWorker")
+    return [f"{cap.name}/{VLLM_CAPTURE_FILE}"]
 
 
 def _write_captures(cfg: Cfg, out: Path, layers: int, layout: str = "default") -> list[str]:
@@ -339,6 +369,8 @@ def _write_captures(cfg: Cfg, out: Path, layers: int, layout: str = "default") -
     folder, pattern, with_details = CAPTURE_LAYOUTS[layout]
     cap = out / folder
     cap.mkdir(exist_ok=True)
+    if layout == "vllm":
+        return _write_vllm_capture(cfg, cap, layers, sorted({max(1, cfg.batch_size // 2), cfg.batch_size}))
     details = []
     files = []
     for bs in sorted({max(1, cfg.batch_size // 2), cfg.batch_size}):

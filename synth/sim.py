@@ -139,13 +139,16 @@ class RankSim:
         return corr, start
 
     # ---- GPU work --------------------------------------------------------------------------
-    def kdur(self, k: Kernel, base: int | None = None) -> int:
+    def kdur(self, k: Kernel, base: int | None = None, node: int | None = None) -> int:
+        """Its duration; node: its index in the replayed graph's body (Cfg.slow_node slows one node)."""
         ns = k.base_ns if base is None else base
         if k.scales:
             ns = ns * self.scale
         ns = ns * (1.0 + self.rng.gauss(0.0, 0.025))
         if self.cfg.slow_re is not None and self.cfg.slow_re.search(k.name):
             ns *= self.cfg.slow_kernel[1]
+        if node is not None and self.cfg.slow_node is not None and self.cfg.slow_node[0] == node:
+            ns *= self.cfg.slow_node[1]
         return max(200, int(ns))
 
     scale: float = 1.0
@@ -161,7 +164,7 @@ class RankSim:
     def _launch(self, k: Kernel, stream: int, deps: Iterable[int]) -> Act | None:
         if self.replay is not None:
             corr, t0 = self.replay
-            act = self._gpu(k, stream, max(t0, *(deps or [0])), corr, None, replay=True)
+            act = self._gpu(k, stream, max(t0, *(deps or [0])), corr, None, node=self.replay_nodes)
             act.graph_node, self.replay_nodes = self.replay_nodes, self.replay_nodes + 1
             return act
         self.py(k.file, k.line, k.func)
@@ -203,8 +206,10 @@ class RankSim:
         return act
 
     def _gpu(
-        self, k: Kernel, stream: int, earliest: int, corr: int, ext: int | None, replay: bool = False
+        self, k: Kernel, stream: int, earliest: int, corr: int, ext: int | None, node: int | None = None
     ) -> Act:
+        """node: the activity's index in the body of the graph replayed (None: not replayed)."""
+        replay = node is not None
         gap = self.jit(450, 1_400) if replay else self.jit(900, 2_100)
         start = max(earliest, self.ready[stream] + gap if self.ready[stream] else earliest)
         self.seq += 1
@@ -214,7 +219,7 @@ class RankSim:
             k.category,
             stream,
             start,
-            self.kdur(k),
+            self.kdur(k, node=node),
             corr,
             ext,
             (k.file, k.line, k.func),

@@ -57,6 +57,7 @@ class Cfg:
     t0_ns: int = 1_765_432_100_000_000_000
     slow_re: Any = None
     graph_nodes: bool = False  # write Kineto's `graph id` / `graph node id` and mark_kernels annotations
+    slow_node: tuple[int, float] | None = None  # (graph body index, factor): that replayed node runs slower
 
     def __post_init__(self) -> None:
         if self.slow_kernel:

@@ -120,11 +120,12 @@ def serving_step(sim: RankSim, step: int, layers: int, prefill: bool, stall_ns: 
     sim.exit()
 
 
-def capture_program(sim: RankSim, layers: int) -> Generator:
-    """The capture of the decode graph: the same launches, issued eagerly between Begin/EndCapture."""
+def capture_program(sim: RankSim, layers: int, mode: str = "DECODE") -> Generator:
+    """The capture of the decode graph: the same launches, issued eagerly between Begin/EndCapture, inside
+    the capture annotation `capture_{batch size}_{mode}`."""
     sim.py(CGR, 421, "capture")
     sim.py(CGR, 566, "capture_one_batch_size")
-    sim.enter("user_annotation", f"capture_{sim.cfg.batch_size}_DECODE")
+    sim.enter("user_annotation", f"capture_{sim.cfg.batch_size}_{mode}")
     sim.runtime(sim.api["begin"], sim.jit(2_000, 4_000))
     sim.py(CGR, 540, "run_once")
     sim.py(RUNNER, 1642, "forward")

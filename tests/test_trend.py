@@ -304,3 +304,108 @@ def test_the_chart_does_not_turn_a_small_change_into_a_cliff():
     steep = str(line_chart([{"value": 1000.0, "x_label": "a"}, {"value": 1500.0, "x_label": "b"}]))
     ys = [float(y) for y in re.findall(r'<circle cx="[\d.]+" cy="([\d.]+)"', steep)]
     assert abs(ys[0] - ys[1]) > 0.7 * plot_height  # a real +50 % still fills the chart
+
+
+# ---------------------------------------------------------------- the trend of one CUDA-graph node (issue 38)
+# A history of 12 runs of serving-decode with Kineto's graph node ids (synth/graph_nodes.py): from commit 8
+# on, one node of the replayed decode graph (the body's 25th activity: layer 1's MLA attention; layer 0's
+# runs the same kernel as another node) runs 1.5x longer (synth Cfg.slow_node). The truth names the node by
+# its id (ground_truth.json anomalies.slow_node). `trend --graph-nodes` must list that node, at commit 8,
+# and no other node.
+
+NODE_RUNS, NODE_SHIFT, NODE_INDEX = 12, 8, 25
+
+
+@pytest.fixture(scope="module")
+def node_history(tmp_path_factory):
+    import tracehouse.ingest.run  # noqa: F401
+    from tracehouse.ingest.load import ingest_paths
+    from tracehouse.synth import write_scenario
+    from tracehouse.synth.truth import load_truth
+    from tracehouse.warehouse.store import Warehouse
+
+    from tracehouse import ingest
+
+    root = tmp_path_factory.mktemp("node_trend")
+    wh = Warehouse(root / "wh")
+    runs = write_history(
+        root / "traces",
+        commits=NODE_RUNS,
+        series=(("decode-nodes", 2),),
+        regression_at=NODE_SHIFT,
+        slow_kernel=None,
+        slow_node=(NODE_INDEX, 1.5),
+        steps=3,
+        layers=2,
+        seed=7,
+        captures=False,
+    )
+    plain = write_scenario("serving-decode", root / "plain", ranks=1, steps=2, layers=1)  # no node ids
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ingest.run.os, "cpu_count", lambda: 1)
+        for run in runs:
+            out = ingest_paths(wh, [run.path], labels=run.labels, analyse=False)
+            assert out[0].run_id and not out[0].problems, out[0].problems
+        out = ingest_paths(wh, [plain], labels={"series": "plain"}, analyse=False)
+        assert out[0].run_id
+    slow_node, factor = load_truth(runs[-1].path)["anomalies"]["slow_node"]
+    assert factor == 1.5 and load_truth(runs[0].path)["anomalies"]["slow_node"] is None
+    return wh, runs, slow_node
+
+
+def test_graph_node_trend_names_the_node_at_the_commit_where_it_slowed(node_history, cli_runner):
+    from tracehouse.reports.graph_node_trend import metric_name
+
+    from tracehouse.cli import main
+    from tracehouse.mcp_server import Reader, trend
+
+    wh, runs, slow_node = node_history
+    base = ["--warehouse", str(wh.root), "trend", "--where", "series=decode-nodes"]
+    res = cli_runner.invoke(main, base + ["--graph-nodes", "--format", "json", "--fail-on-regression"])
+    assert res.exit_code in (0, 3), res.output
+    doc = json.loads(res.stdout)
+    slow = metric_name(1, slow_node)
+    [shift] = doc["regressions"]  # that node and nothing else (no other node, nor the step time)
+    assert shift["metric"] == slow and shift["first_commit"] == commit_sha(NODE_SHIFT)
+    assert shift["commit"] == commit_sha(NODE_SHIFT) and shift["change_pct"] > 30
+    assert "BatchMLAPagedAttention" in shift["about"] and "(model.layers.1)" in shift["about"]
+    [series] = doc["series"]
+    lines = {m["metric"]: m for m in series["metrics"]}
+    assert "step_time_median_ns" in lines  # the materiality reference, shown beside the nodes
+    nodes = {m for m in lines if m.startswith("graph_node.1.")}
+    assert len(nodes) > 40 and slow in nodes  # every node of the decode graph (2 layers)
+    flagged = {(m, p["commit"]) for m, line in lines.items() for p in line["points"] if p["flagged"]}
+    assert {m for m, _ in flagged} == {slow}
+    assert min(runs[[r.commit for r in runs].index(c)].index for _, c in flagged) == NODE_SHIFT
+    # layer 0's node of the same kernel did not move: its own line, not flagged
+    twin = [m for m in nodes if lines[m]["about"] == shift["about"].replace("layers.1", "layers.0")]
+    assert len(twin) == 1 and not any(p["flagged"] for p in lines[twin[0]]["points"])
+    assert res.exit_code == (3 if lines[slow]["points"][-1]["flagged"] else 0)
+
+    # the MCP tool follows one node: the same line, its only node
+    one = json.loads(
+        trend(Reader(wh), {"series": "decode-nodes"}, graph_nodes=[str(slow_node)], format="json")
+    )
+    [s1] = one["series"]
+    assert {m["metric"] for m in s1["metrics"]} == {slow, "step_time_median_ns"}
+    [followed] = [m for m in s1["metrics"] if m["metric"] == slow]
+    assert [p["value"] for p in followed["points"]] == [p["value"] for p in lines[slow]["points"]]
+    assert [g["metric"] for g in one["regressions"]] == [slow]
+
+
+def test_graph_node_trend_says_what_it_cannot_do(node_history, cli_runner):
+    """One run: 'need at least 6' and the gate cannot pass; a node id no run has, and runs without graph
+    node ids: one line each, exit 1."""
+    from tracehouse.cli import main
+
+    wh, runs, _ = node_history
+    base = ["--warehouse", str(wh.root), "trend"]
+    res = cli_runner.invoke(
+        main, base + ["--where", f"commit={runs[0].commit}", "--graph-nodes", "--fail-on-regression"]
+    )
+    assert res.exit_code == 1 and "1 run: need at least 6 to flag a regression" in res.stderr
+    res = cli_runner.invoke(main, base + ["--where", f"commit={runs[0].commit}", "--graph-node", "12345"])
+    assert res.exit_code == 1 and "--graph-node 12345 matches no graph node of these runs" in res.stderr
+    assert "Traceback" not in res.output
+    res = cli_runner.invoke(main, base + ["--where", "series=plain", "--graph-nodes"])
+    assert res.exit_code == 1 and "these runs have no CUDA-graph node ids" in res.stderr

@@ -13,13 +13,7 @@ CASES = all_cases()
 
 # Views without a case yet, each with why: this list only shrinks (the test below fails on a view
 # missing from it and on a listed view that has a case).
-UNCOVERED: dict[str, str] = {
-    # session 20 debt: hand-worked cases still to write; each is covered end to end meanwhile by the tests named
-    "_run_vendor": "tests/test_fusion_catalogue_situations.py (each pattern fires on its vendor, not the other)",
-    "_whatif_collectives": "tests/test_whatif.py (training NCCL 2x against the re-simulated run, exact)",
-    "_whatif_edges": "tests/test_whatif.py (K=1 reproduces every synthesized and real step exactly)",
-    "fusion_removable": "tests/test_fusion_catalogue_situations.py (removable time against the situations' kernels)",
-}
+UNCOVERED: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

@@ -229,6 +229,7 @@ def trend(
     metrics: list[str] | None = None,
     since: str | None = None,
     last: int | None = None,
+    graph_nodes: list[str] | None = None,
     format: ReportFormat = "md",
 ) -> str:
     """Metrics across the runs of each series, ordered by commit, with regressions flagged (as
@@ -238,12 +239,17 @@ def trend(
     metrics: only these metrics; glob patterns allowed, e.g. ["category.*", "step_time_ms"].
     since: show points from this commit time on (ISO date); last: the last N runs of each series
     (baselines and noise always use the whole history).
+    graph_nodes: the lines are CUDA-graph nodes (each node's GPU time per step) instead of the run
+    metrics: [] lists every node (the regressions name the nodes that got slower), or node ids to follow
+    (as `tracehouse trend --graph-nodes` / `--graph-node ID`).
     Then `diff` the last good run and the first flagged one to see what changed.
     """
     from tracehouse.commands.trend import trend_report
     from tracehouse.reports.trend import render_trend
 
-    return render_trend(trend_report(reader.con, where or {}, tuple(metrics or ()), since, last), format)
+    nodes = None if graph_nodes is None else tuple(graph_nodes)
+    report = trend_report(reader.con, where or {}, tuple(metrics or ()), since, last, nodes)
+    return render_trend(report, format)
 
 
 @verb

@@ -29,6 +29,20 @@ from tracehouse.commands.common import (
 )
 @click.option("--since", metavar="DATE", help="Show points from this commit time on (ISO date).")
 @click.option("--last", type=click.IntRange(min=1), metavar="N", help="Show the last N runs of each series.")
+@click.option(
+    "--graph-nodes",
+    "all_nodes",
+    is_flag=True,
+    help="Trend every CUDA-graph node (its GPU time per step, kernels.graph_node_id) instead of the run "
+    "metrics: the regressions name the nodes that got slower.",
+)
+@click.option(
+    "--graph-node",
+    "nodes",
+    multiple=True,
+    metavar="ID",
+    help="Follow this CUDA-graph node (its node id, or GRAPH.NODE); implies --graph-nodes (repeatable).",
+)
 @report_format_option()
 @output_option
 @click.option(
@@ -40,7 +54,21 @@ from tracehouse.commands.common import (
 @template_dir_option
 @engine_options
 @click.pass_context
-def command(ctx, where, metrics, since, last, fmt, output, fail_on_regression, template_dir, engine, master):
+def command(
+    ctx,
+    where,
+    metrics,
+    since,
+    last,
+    all_nodes,
+    nodes,
+    fmt,
+    output,
+    fail_on_regression,
+    template_dir,
+    engine,
+    master,
+):
     """Metrics across the runs of each series, ordered by commit, with regressions flagged.
 
     Baselines and noise always use the whole history; --since and --last only bound what is shown.
@@ -49,10 +77,13 @@ def command(ctx, where, metrics, since, last, fmt, output, fail_on_regression, t
     Example:
       tracehouse trend --where series=decode-bench --metric 'category.*' --last 20 --fail-on-regression
       tracehouse trend --where series=decode-bench --engine spark --master yarn
+      tracehouse trend --where series=decode-bench --graph-nodes --fail-on-regression
     """
     from tracehouse.reports.trend import gate, render_trend
 
-    report = trend_report(connect(ctx, engine, master), parse_labels(where), tuple(metrics), since, last)
+    graph_nodes = tuple(nodes) if nodes or all_nodes else None
+    con = connect(ctx, engine, master)
+    report = trend_report(con, parse_labels(where), tuple(metrics), since, last, graph_nodes)
     write_report(render_trend(report, fmt, template_dir), output)
     if fail_on_regression:
         code, lines = gate(report)  # 3: a regression in a last run; 1: too few runs to judge
@@ -61,11 +92,19 @@ def command(ctx, where, metrics, since, last, fmt, output, fail_on_regression, t
         ctx.exit(code)
 
 
-def trend_report(con, where: dict[str, str], metrics: tuple[str, ...], since: str | None, last: int | None):
+def trend_report(
+    con,
+    where: dict[str, str],
+    metrics: tuple[str, ...],
+    since: str | None,
+    last: int | None,
+    graph_nodes: tuple[str, ...] | None = None,
+):
     """The trend of the runs with these labels (`tracehouse trend`, and `tracehouse mcp`'s trend): every
     series' metrics by commit, its regressions flagged (reports.trend.build); run_metrics from the per-run
-    store where the engine's are kept there (DuckDB's), else computed on con."""
+    store where the engine's are kept there (DuckDB's), else computed on con. graph_nodes: the lines are
+    CUDA-graph nodes instead (() every node, else these node ids)."""
     from tracehouse.reports.trend import TrendParams, build
     from tracehouse.warehouse.engine import store_of
 
-    return build(con, TrendParams(where, metrics, since, last, store=store_of(con)))
+    return build(con, TrendParams(where, metrics, since, last, store=store_of(con), graph_nodes=graph_nodes))
