@@ -27,7 +27,9 @@ WITH on_path AS (
 ),
 matched AS (
     SELECT p.*, s.ranks AS peer_ranks, s.last_rank, s.last_start_ns,
-           greatest(least(p.start_ns + p.dur_ns, s.last_start_ns) - p.start_ns, 0) AS wait_ns
+           -- greatest() skips NULLs: an unmatched activity's wait is NULL, not 0
+           CASE WHEN s.last_start_ns IS NOT NULL
+                THEN greatest(least(p.start_ns + p.dur_ns, s.last_start_ns) - p.start_ns, 0) END AS wait_ns
     FROM on_path p
     LEFT JOIN _whatif_collectives w ON w.run_id = p.run_id AND w.rank = p.rank AND w.kernel_id = p.kernel_id
     LEFT JOIN rank_skew s
