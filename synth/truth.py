@@ -65,7 +65,8 @@ Layout (keys of the top-level object):
   inferred_wait / step_start. Zero-length segments are left out, except activities and sync_wait edges.
 - `collectives`: list, one per collective instance: {key "step:n", step, name, category, start_ns
   [per rank], end_ns [per rank], start_skew_ns [per rank: start − min start], end_skew_ns [per rank],
-  last_rank (arrived last), max_start_skew_ns}.
+  last_rank (arrived last), max_start_skew_ns, wait_ns [per rank: held until the last arrival],
+  transfer_ns [per rank: from the last arrival to its end]}.
 """
 
 from __future__ import annotations
@@ -391,6 +392,9 @@ class Truth:
             "start_skew_ns": [s - lo for s in starts],
             "end_skew_ns": [e - elo for e in ends],
             "last_rank": starts.index(last_start),
+            # what each rank's kernel did: held until the last arrival, then the transfer
+            "wait_ns": [last_start - a.start for a in acts],
+            "transfer_ns": [a.end - last_start for a in acts],
             "max_start_skew_ns": last_start - lo,
         }
         self._colls.write((b",\n" if self._ncolls else b"") + orjson.dumps(row))
