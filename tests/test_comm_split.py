@@ -17,6 +17,8 @@ from collections import defaultdict
 
 import pytest
 from conftest import TRACES, query_rows
+from tracehouse.reports.run_model import SkewRow
+from tracehouse.reports.takeaways import _is_straggler
 from tracehouse.warehouse.catalog import connect
 from warehouses import real, scenario, situation
 
@@ -122,5 +124,19 @@ def test_real_two_gpu_split_by_an_independent_read(warehouses, rel):
         assert r["wait_ns"] == max(min(end, last) - r["start_ns"], 0)
         assert r["transfer_ns"] == r["dur_ns"] - r["wait_ns"]
         assert r["waited_for_rank"] == (max(peers, key=peers.get) if r["wait_ns"] else None)
-    # GPU 0 waits for GPU 1 on its path (rank 1 imposes most of the run's collective wait)
-    assert sum(r["wait_ns"] for r in rows if r["rank"] == 0 and r["waited_for_rank"] == 1) > 0
+    # the rank the other waits for is the straggler the report names, with its share of all wait
+    imposed: dict = defaultdict(int)
+    for peers in starts.values():
+        last = max(peers, key=peers.get)
+        imposed[last] += sum(peers[last] - t for t in peers.values())
+    straggler = max(imposed, key=imposed.get)
+    summary = {
+        r["rank"]: r for r in query_rows(con, "SELECT * FROM rank_skew_summary WHERE run_id = ?", [runs[rel]])
+    }
+    share = imposed[straggler] / sum(imposed.values())
+    assert summary[straggler]["imposed_wait_share"] == pytest.approx(share, rel=1e-12) and share > 0.5
+    rows_of = {
+        rank: SkewRow(**{k: row[k] for k in SkewRow.__dataclass_fields__}) for rank, row in summary.items()
+    }
+    assert _is_straggler(rows_of[straggler]) and not _is_straggler(rows_of[1 - straggler])
+    assert sum(r["wait_ns"] for r in rows if r["waited_for_rank"] == straggler) > 0
