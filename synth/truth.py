@@ -60,8 +60,8 @@ Layout (keys of the top-level object):
   ties: lower id), kind_ns {gpu, launch_delay, kernel_gap, cpu, sync_wait: ns} (kinds absent: 0),
   gpu_category_ns {category: ns}, stream_gpu_ns {stream: ns}, segments [[kind, name, start_ns, dur_ns,
   edge], ...] in time order}. Segment names: gpu -> activity name; a host call -> its name; launch_delay
-  -> the launch call; sync_wait -> the sync call or "cudaStreamWaitEvent"; kernel gaps and host gaps ->
-  null. `edge` is null for a node, else stream_order / event_wait / launch / host_sync / program_order /
+  -> the launch call; sync_wait -> the sync call or "cudaStreamWaitEvent", an inferred wait -> the
+  awaited activity "<name> (stream <id>)"; kernel gaps and host gaps -> null. `edge` is null for a node, else stream_order / event_wait / launch / host_sync / program_order /
   inferred_wait / step_start. Zero-length segments are left out, except activities and sync_wait edges.
 - `collectives`: list, one per collective instance: {key "step:n", step, name, category, start_ns
   [per rank], end_ns [per rank], start_skew_ns [per rank: start − min start], end_skew_ns [per rank],
@@ -255,7 +255,16 @@ class _PathWalk:
             )
         for src in a.hidden_deps or ():
             # a wait the trace does not record: the analysis can only infer it (ties go to the others)
-            cands.append((min(src.end, a.start), 4, ("g", src), "inferred_wait", "sync_wait", None))
+            cands.append(
+                (
+                    min(src.end, a.start),
+                    4,
+                    ("g", src),
+                    "inferred_wait",
+                    "sync_wait",
+                    f"{src.name} (stream {src.stream})",
+                )
+            )
         if a.corr in self.by_corr:
             i = self.by_corr[a.corr]
             ls, le, lname, _ = self.hc[i]
