@@ -140,3 +140,45 @@ def test_real_two_gpu_split_by_an_independent_read(warehouses, rel):
     }
     assert _is_straggler(rows_of[straggler]) and not _is_straggler(rows_of[1 - straggler])
     assert sum(r["wait_ns"] for r in rows if r["waited_for_rank"] == straggler) > 0
+
+
+@pytest.mark.parametrize("rel", ["multirank/sampled_2ranks"])
+def test_real_kineto_ranks_straggler_share_by_an_independent_read(warehouses, rel):
+    """Two ranks (of 128) of one Kineto job: no collective on either path (it is host-bound), but the rank the
+    other waits for is named with its share of all wait, as an independent read of the JSON gives it."""
+    import gzip
+    import json
+
+    wh, runs, _ = warehouses.named({rel: real(rel)})
+    con = connect(wh, runs=[runs[rel]])
+    starts: dict = defaultdict(dict)  # (name, n) -> {rank: start µs}
+    for path in sorted((TRACES / rel).glob("rank-*.json.gz")):
+        trace = json.loads(gzip.decompress(path.read_bytes()))
+        rank = trace["distributedInfo"]["rank"]
+        seen: dict = defaultdict(int)
+        for e in sorted(
+            (
+                e
+                for e in trace["traceEvents"]
+                if e.get("cat") == "kernel" and "nccl" in e.get("name", "").lower()
+            ),
+            key=lambda e: e["ts"],
+        ):
+            seen[e["name"]] += 1
+            starts[e["name"], seen[e["name"]]][rank] = e["ts"]
+    imposed: dict = defaultdict(float)
+    for peers in starts.values():
+        last = max(peers, key=peers.get)
+        imposed[last] += sum(peers[last] - t for t in peers.values())
+    straggler = max(imposed, key=imposed.get)
+    summary = {
+        r["rank"]: r for r in query_rows(con, "SELECT * FROM rank_skew_summary WHERE run_id = ?", [runs[rel]])
+    }
+    share = imposed[straggler] / sum(imposed.values())
+    assert summary[straggler]["imposed_wait_share"] == pytest.approx(share, rel=1e-9) and share > 0.5
+    assert summary[straggler]["imposed_wait_ns"] == pytest.approx(1000 * imposed[straggler], rel=1e-9)
+    rows_of = {
+        rank: SkewRow(**{k: row[k] for k in SkewRow.__dataclass_fields__}) for rank, row in summary.items()
+    }
+    assert [r for r in rows_of if _is_straggler(rows_of[r])] == [straggler]
+    assert _split_rows(con, runs[rel]) == []  # no communication on the paths: nothing to split
