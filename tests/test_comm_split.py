@@ -182,3 +182,33 @@ def test_real_kineto_ranks_straggler_share_by_an_independent_read(warehouses, re
     }
     assert [r for r in rows_of if _is_straggler(rows_of[r])] == [straggler]
     assert _split_rows(con, runs[rel]) == []  # no communication on the paths: nothing to split
+
+
+def test_sentence_for_several_ranks_the_last_arrival_and_missing_peers():
+    """The step section's sentence (reports.step_path.describe_path_comm) in the cases the runs above do not
+    reach: several ranks waited for, the shown rank arriving last, and part of the path with no peer."""
+    from types import SimpleNamespace
+
+    from tracehouse.reports.run_model import PathComm
+    from tracehouse.reports.step_path import describe_path_comm
+
+    def said(pc, world=None, files=()):
+        r = SimpleNamespace(step=SimpleNamespace(rank=0, path_comm=pc), world_size=world, files=list(files))
+        describe_path_comm(r)
+        return pc.text
+
+    two = PathComm(
+        3_100_000, 2_400_000, 700_000, 0, [{"rank": 3, "wait_ns": 2_000_000}, {"rank": 1, "wait_ns": 400_000}]
+    )
+    assert said(two) == (
+        "Communication on the path 3.1 ms: 2.4 ms waiting for peers (rank 3 2 ms, rank 1 400 µs), 700 µs transfer."
+    )
+    assert said(PathComm(500_000, 0, 500_000, 0, [])) == (
+        "Communication on the path 500 µs: no waiting for peers (this rank arrived last), 500 µs transfer."
+    )
+    files = [{"rank": 0}, {"rank": 1}]
+    mixed = PathComm(1_000_000, 200_000, 300_000, 500_000, [{"rank": 1, "wait_ns": 200_000}])
+    assert said(mixed, world=4, files=files) == (
+        "Communication on the path 1 ms: 200 µs waiting for rank 1, 300 µs transfer; 500 µs with 2 of 4 ranks "
+        "in the run: it may be waiting for a peer, not transfer (ingest ranks 2, 3 with it to tell)."
+    )
