@@ -31,6 +31,7 @@ from tracehouse.reports.run_model import (
     TimelineLane,
 )
 from tracehouse.reports.serving import serving_section
+from tracehouse.reports.step_path import describe_path_comm
 from tracehouse.reports.step_path import fill as fill_step_path
 from tracehouse.reports.takeaways import FindingWindow, Takeaway, export_command, takeaways
 from tracehouse.warehouse.engine import Connection, focused, step_scope
@@ -165,6 +166,7 @@ def _build_run_report(con: Connection, run_id: str, phase: str | None, mapping_r
         rank_skew=_skew(con, run_id) if (run.get("n_ranks") or 1) > 1 else [],
     )
     report.step, report.quality = _step(con, run_id, phase)
+    describe_path_comm(report)
     add_gains(con, report)
     report.trace_start_ns = run.get("trace_start_ns")
     report.versions = versions(run)

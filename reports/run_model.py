@@ -137,6 +137,19 @@ class ComponentPath:
 
 
 @dataclass
+class PathComm:
+    """The communication on the step's critical path split into waiting for peers and transfer
+    (sql/path_comm_split), and the sentence the step section shows."""
+
+    time_ns: int  # communication activities' time on the path
+    wait_ns: int  # waiting for a later rank to arrive (instances matched on peer ranks of the run)
+    transfer_ns: int  # after every rank had arrived
+    unknown_ns: int  # instances no other rank of the run ran: waiting or transfer cannot be told
+    waited_for: list[dict]  # {rank, wait_ns}: the ranks waited for, the longest wait first
+    text: str = ""
+
+
+@dataclass
 class FamilyRow:
     """One kernel family on one stream in the step (sql/stream_families)."""
 
@@ -271,6 +284,7 @@ class StepSection:
     stream_families: list[StreamFamilies] = field(default_factory=list)
     layer_streams: list[LayerStream] = field(default_factory=list)
     parts: list[StepPart] = field(default_factory=list)
+    path_comm: PathComm | None = None  # communication on the path: waiting for peers and transfer
     # drawing data of the HTML timeline (not figures: left out of the JSON, like timeline)
     gap_spans: list[dict] = field(default_factory=list)  # device gaps >= 1 µs: class, start_ns, end_ns
     path_segments: list[dict] = field(

@@ -6,14 +6,17 @@ step the report shows; this module only orders and groups the rows."""
 
 from __future__ import annotations
 
+from tracehouse.reports.charts import fmt_ns
 from tracehouse.reports.run_model import (
     ComponentPath,
     FamilyRow,
     LayerStream,
     LayerTime,
+    PathComm,
     StepPart,
     StreamFamilies,
 )
+from tracehouse.reports.takeaways import missing_ranks
 
 FAMILIES_SHOWN = 8  # per stream, the largest first; the rest are counted
 
@@ -104,6 +107,62 @@ def step_parts(con, key: list) -> list[StepPart]:
     ]
 
 
+def path_comm(con, key: list) -> PathComm | None:
+    """The step's communication on the path, split (path_comm_split); None when the path has none."""
+    rows = _rows(
+        con,
+        """
+        SELECT waited_for_rank AS rank, wait_ns IS NULL AS unknown, sum(dur_ns) AS time_ns,
+               sum(wait_ns) AS wait_ns, sum(transfer_ns) AS transfer_ns
+        FROM path_comm_split WHERE run_id = ? AND rank = ? AND step = ?
+        GROUP BY waited_for_rank, wait_ns IS NULL
+        ORDER BY wait_ns DESC NULLS LAST, rank""",
+        key,
+    )
+    if not rows:
+        return None
+    known = [r for r in rows if not r["unknown"]]
+    return PathComm(
+        time_ns=int(sum(r["time_ns"] for r in rows)),
+        wait_ns=int(sum(r["wait_ns"] for r in known)),
+        transfer_ns=int(sum(r["transfer_ns"] for r in known)),
+        unknown_ns=int(sum(r["time_ns"] for r in rows if r["unknown"])),
+        waited_for=[
+            {"rank": r["rank"], "wait_ns": int(r["wait_ns"])} for r in known if r["rank"] is not None
+        ],
+    )
+
+
+def describe_path_comm(r) -> None:
+    """The step section's sentence: "communication on the path 3.1 ms: 2.4 ms waiting for rank 3, 0.7 ms
+    transfer", and what cannot be split with the peers missing from the run."""
+    s = r.step
+    pc = s.path_comm if s is not None else None
+    if pc is None:
+        return
+    parts = []
+    if pc.time_ns > pc.unknown_ns:
+        ranks = [f"rank {w['rank']}" for w in pc.waited_for]
+        if not pc.wait_ns:
+            waiting = "no waiting for peers (this rank arrived last)"
+        elif len(ranks) > 1:
+            shares = ", ".join(f"{x} {fmt_ns(w['wait_ns'])}" for x, w in zip(ranks, pc.waited_for))
+            waiting = f"{fmt_ns(pc.wait_ns)} waiting for peers ({shares})"
+        else:
+            waiting = f"{fmt_ns(pc.wait_ns)} waiting for {ranks[0] if ranks else 'peers'}"
+        parts.append(f"{waiting}, {fmt_ns(pc.transfer_ns)} transfer")
+    if pc.unknown_ns:
+        present, missing = missing_ranks(r, s.rank)
+        alone = (
+            f"with {present} of {r.world_size} ranks in the run"
+            if missing
+            else "with no peer rank in the run"
+        )
+        tell = f" (ingest ranks {', '.join(missing)} with it to tell)" if missing else ""
+        parts.append(f"{fmt_ns(pc.unknown_ns)} {alone}: it may be waiting for a peer, not transfer{tell}")
+    pc.text = f"Communication on the path {fmt_ns(pc.time_ns)}: {'; '.join(parts)}."
+
+
 def fill(con, key: list, section) -> None:
     """Give the step section (reports.run_model.StepSection) these tables."""
     names = {st.stream: st.name for st in section.streams}
@@ -112,3 +171,4 @@ def fill(con, key: list, section) -> None:
     roles = {s.stream: s.role for s in section.stream_families}
     section.layer_streams = layer_streams(con, key, names, roles)
     section.parts = step_parts(con, key)
+    section.path_comm = path_comm(con, key)

@@ -192,6 +192,16 @@ def host_bound_idle(r) -> float | None:
     return None
 
 
+def missing_ranks(r, rank: int) -> tuple[int, list[str]]:
+    """With one rank (or some) of a larger world in the run: the ranks present and the ranks (up to 8, then
+    "...") whose traces would tell waiting for a peer from transfer."""
+    present = {f["rank"] for f in r.files if f.get("rank") is not None} or {rank}
+    if not r.world_size or r.world_size <= len(present):
+        return len(present), []
+    missing = [str(x) for x in range(r.world_size) if x not in present]
+    return len(present), missing[:8] + (["..."] if len(missing) > 8 else [])
+
+
 def _peer_wait(r, rank: int) -> str:
     """How much of the rank's collective time is waiting for a peer (rank_skew_summary), or, with one rank
     of a larger world in the run, that it may be and which ranks would tell."""
@@ -203,13 +213,11 @@ def _peer_wait(r, rank: int) -> str:
             f"; {100 * row.wait_share:.0f} % of rank {rank}'s collective time over the run is waiting for "
             f"peers to arrive{by}, the rest transfer"
         )
-    present = {f["rank"] for f in r.files if f.get("rank") is not None}
-    if r.world_size and r.world_size > len(present or {rank}):
-        missing = [str(x) for x in range(r.world_size) if x not in present][:8]
-        more = ", ..." if r.world_size - len(present) > 8 else ""
+    present, missing = missing_ranks(r, rank)
+    if missing:
         return (
-            f"; with {len(present) or 1} of {r.world_size} ranks in the run it may be waiting for a peer, "
-            f"not transfer: ingest ranks {', '.join(missing)}{more} with it to tell"
+            f"; with {present} of {r.world_size} ranks in the run it may be waiting for a peer, "
+            f"not transfer: ingest ranks {', '.join(missing)} with it to tell"
         )
     return ""
 

@@ -61,12 +61,13 @@ Layout (keys of the top-level object):
   ties: lower id), kind_ns {gpu, launch_delay, kernel_gap, cpu, sync_wait: ns} (kinds absent: 0),
   gpu_category_ns {category: ns}, stream_gpu_ns {stream: ns}, segments [[kind, name, start_ns, dur_ns,
   edge], ...] in time order}. Segment names: gpu -> activity name; a host call -> its name; launch_delay
-  -> the launch call; sync_wait -> the sync call or "cudaStreamWaitEvent"; kernel gaps and host gaps ->
-  null. `edge` is null for a node, else stream_order / event_wait / launch / host_sync / program_order /
+  -> the launch call; sync_wait -> the sync call or "cudaStreamWaitEvent", an inferred wait -> the
+  awaited activity "<name> (stream <id>)"; kernel gaps and host gaps -> null. `edge` is null for a node, else stream_order / event_wait / launch / host_sync / program_order /
   inferred_wait / step_start. Zero-length segments are left out, except activities and sync_wait edges.
 - `collectives`: list, one per collective instance: {key "step:n", step, name, category, start_ns
   [per rank], end_ns [per rank], start_skew_ns [per rank: start − min start], end_skew_ns [per rank],
-  last_rank (arrived last), max_start_skew_ns}.
+  last_rank (arrived last), max_start_skew_ns, wait_ns [per rank: held until the last arrival],
+  transfer_ns [per rank: from the last arrival to its end]}.
 """
 
 from __future__ import annotations
@@ -255,7 +256,16 @@ class _PathWalk:
             )
         for src in a.hidden_deps or ():
             # a wait the trace does not record: the analysis can only infer it (ties go to the others)
-            cands.append((min(src.end, a.start), 4, ("g", src), "inferred_wait", "sync_wait", None))
+            cands.append(
+                (
+                    min(src.end, a.start),
+                    4,
+                    ("g", src),
+                    "inferred_wait",
+                    "sync_wait",
+                    f"{src.name} (stream {src.stream})",
+                )
+            )
         if a.corr in self.by_corr:
             i = self.by_corr[a.corr]
             ls, le, lname, _ = self.hc[i]
@@ -392,6 +402,9 @@ class Truth:
             "start_skew_ns": [s - lo for s in starts],
             "end_skew_ns": [e - elo for e in ends],
             "last_rank": starts.index(last_start),
+            # what each rank's kernel did: held until the last arrival, then the transfer
+            "wait_ns": [last_start - a.start for a in acts],
+            "transfer_ns": [a.end - last_start for a in acts],
             "max_start_skew_ns": last_start - lo,
         }
         self._colls.write((b",\n" if self._ncolls else b"") + orjson.dumps(row))

@@ -70,3 +70,29 @@ def test_side_stream_waits_are_inferred_both_ways_in_every_layer(decode):
     for _, waiting, awaited, n in pairs:
         assert {waiting, awaited} == {main, side}
         assert n == DECODE["layers"]
+
+
+def test_every_wait_on_the_path_names_what_it_waited_for(decode):
+    """Each sync_wait segment of the path is named: an inferred wait by the activity the simulation made it
+    wait for, with that activity's stream (truth: the step's path segments, named by the simulator's
+    awaited activity)."""
+    con, run_id, truth = decode
+    got = con.execute(
+        "SELECT step, start_ns, dur_ns, name FROM critical_path WHERE run_id = ? AND edge = 'inferred_wait' "
+        "ORDER BY step, seq",
+        [run_id],
+    ).fetchall()
+    want = [
+        (s[2], s[3], s[1])
+        for st in sorted(truth["steps"], key=lambda st: st["step"])
+        for s in st["critical_path"]["segments"]
+        if s[4] == "inferred_wait"
+    ]
+    assert [(start, dur, name) for _, start, dur, name in got] == want and want
+    side = truth["streams"]["side"]
+    assert any(name.endswith(f"(stream {side})") for *_, name in got)
+    unnamed = con.execute(
+        "SELECT count(*) FROM critical_path WHERE run_id = ? AND kind = 'sync_wait' AND name IS NULL",
+        [run_id],
+    ).fetchone()[0]
+    assert unnamed == 0

@@ -12,7 +12,8 @@ from __future__ import annotations
 import pytest
 from conftest import query_rows
 from tracehouse.ingest.load import ingest_paths
-from tracehouse.reports.run import build_run_report
+from tracehouse.reports.charts import fmt_ns
+from tracehouse.reports.run import build_run_report, render_run_report
 from tracehouse.synth.situations import write_situation
 from tracehouse.warehouse.catalog import connect
 from tracehouse.warehouse.store import Warehouse
@@ -49,6 +50,14 @@ def test_report_names_the_rank_others_wait_for_first(situation_warehouse):
     comm = next(t for t in report.takeaways if t.text.startswith("Communication is"))
     assert "waiting for peers" in comm.text and f"mostly for rank {truth['straggler_rank']}" in comm.text
     assert report.takeaways.index(comm) > 0
+    # the step section splits the path's communication: the shown rank waited for the straggler
+    pc = report.step.path_comm
+    assert pc.wait_ns > 0 and pc.wait_ns + pc.transfer_ns == pc.time_ns and pc.unknown_ns == 0
+    assert pc.text == (
+        f"Communication on the path {fmt_ns(pc.time_ns)}: {fmt_ns(pc.wait_ns)} waiting for rank "
+        f"{truth['straggler_rank']}, {fmt_ns(pc.transfer_ns)} transfer."
+    )
+    assert pc.text in render_run_report(report, "md")
 
 
 def test_one_rank_of_many_says_it_may_be_waiting(tmp_path):
@@ -59,4 +68,11 @@ def test_one_rank_of_many_says_it_may_be_waiting(tmp_path):
     comm = next(t for t in report.takeaways if t.text.startswith("Communication is"))
     assert "with 1 of 4 ranks in the run it may be waiting for a peer" in comm.text
     assert "ingest ranks 1, 2, 3" in comm.text
+    # on the path, the split is unknown: said so, with the ranks to add
+    pc = report.step.path_comm
+    assert pc.time_ns == pc.unknown_ns > 0 and pc.wait_ns == pc.transfer_ns == 0
+    assert pc.text == (
+        f"Communication on the path {fmt_ns(pc.time_ns)}: {fmt_ns(pc.time_ns)} with 1 of 4 ranks in the run: "
+        "it may be waiting for a peer, not transfer (ingest ranks 1, 2, 3 with it to tell)."
+    )
     assert not any(t.text.startswith("Rank ") for t in report.takeaways)

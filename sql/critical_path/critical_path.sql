@@ -42,7 +42,8 @@
 --                             host sync call / copy
 --   category    VARCHAR  activity_category of the activity (gpu rows only)
 --   name        VARCHAR  activity name (gpu), host call name (cpu node), the op around a host gap (cpu edge),
---               the launch call (launch_delay), the sync call or cudaStreamWaitEvent (sync_wait);
+--               the launch call (launch_delay), the sync call or cudaStreamWaitEvent (sync_wait), for an
+--               inferred wait (sync_wait) the awaited activity and its stream ('<name> (stream <id>)');
 --               NULL for kernel gaps
 --   start_ns, dur_ns  BIGINT  the segment
 --   kernel_id   BIGINT  the activity (gpu rows); NULL otherwise

@@ -86,8 +86,9 @@
 --   edge_kind       VARCHAR  the path segment kind of the edge: kernel_gap / sync_wait / launch_delay /
 --                   gpu_queued / cpu
 --   edge_name       VARCHAR  what the edge segment is named on the path: the launch call, the sync call or
---                   cudaStreamWaitEvent, the host op around a program-order gap; NULL for kernel gaps and
---                   inferred waits
+--                   cudaStreamWaitEvent, the host op around a program-order gap, for an inferred wait what it
+--                   waited for: the awaited activity and its stream ('<name> (stream <id>)'); NULL for
+--                   kernel gaps (the previous activity on the same stream)
 --   edge_op_id      BIGINT  the cpu_ops op_id behind that name (NULL for kernel gaps and inferred waits)
 CREATE OR REPLACE VIEW dependency_edges AS
 WITH act AS (
@@ -337,7 +338,7 @@ gpu_edges AS (
     -- issued before them (a graph replay's activities share their launch: then started before them): an
     -- unrecorded cross-stream wait (inside a graph replay; a trace without cuda_sync records)
     SELECT u.run_id, u.rank, u.kernel_id, 'gpu', y.kernel_id, y.end_ns, y.end_ns, 'inferred_wait', 'sync_wait',
-           CAST(NULL AS VARCHAR), CAST(NULL AS BIGINT)
+           concat(y.name, ' (stream ', CAST(y.stream AS VARCHAR), ')'), CAST(NULL AS BIGINT)
     FROM held u
     JOIN act y
       ON y.run_id = u.run_id AND y.rank = u.rank AND y.device = u.device AND y.stream <> u.stream

@@ -9,7 +9,7 @@ collective wait waiting for it.
 
 The ground truth is what the simulation did: per collective instance, each rank's arrival and the wait of
 each rank (last arrival minus its own), the wait imposed by the last rank (the others' waits), and per rank
-the share of all imposed wait.
+the share of all imposed wait; per instance, each rank's wait and transfer (`collectives`).
 """
 
 from __future__ import annotations
@@ -90,7 +90,22 @@ def peer_wait_straggler(out: Path) -> dict:
             if r != last:
                 imposed[last] += last_at - t
     total = sum(imposed.values())
+    # per instance, as simulated: its step, its number in the step (1..), each rank's arrival, the common
+    # end, the last rank, and each rank's wait (its kernel held until the last arrival) and transfer
+    simulated = []
+    for i, inst in enumerate(instances):
+        last_at = max(inst["arrive"].values())
+        simulated.append(
+            {
+                "step": inst["step"],
+                "n": i % PER_STEP + 1,
+                "last_rank": min(r for r, t in inst["arrive"].items() if t == last_at),
+                "wait_ns": {str(r): last_at - t for r, t in inst["arrive"].items()},
+                "transfer_ns": {str(r): inst["end"] - last_at for r in inst["arrive"]},
+            }
+        )
     return {
+        "collectives": simulated,
         "straggler_rank": SLOW_RANK,
         "instances": len(instances),
         "times_last": {str(r): n for r, n in times_last.items()},
