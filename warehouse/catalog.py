@@ -8,7 +8,6 @@ so building it twice gives the same catalogue. Views in sql/ are ordered by the 
 from __future__ import annotations
 
 import fcntl
-import functools
 import graphlib
 import hashlib
 import json
@@ -74,33 +73,6 @@ def ordered_views() -> list[tuple[str, Path]]:
     # sorted: the same order in every process (a set's order follows the string hash seed)
     graph = {name: sorted(view_dependencies(files[name].read_text()) & set(files)) for name in sorted(files)}
     return [(name, files[name]) for name in graphlib.TopologicalSorter(graph).static_order()]
-
-
-def view_order() -> list[str]:
-    """Every view's name, each after the views it reads (ordered_views' order), without parsing sql/ where
-    it was parsed before: kept beside the catalogue file, per catalogue fingerprint (parsing every view
-    with sqlglot costs seconds per process; the derive and a live report need the order)."""
-    return list(_view_order(catalog_fingerprint()))
-
-
-@functools.lru_cache(maxsize=2)
-def _view_order(fingerprint: str) -> tuple[str, ...]:
-    path = cache_dir() / f"catalog-{fingerprint}.order.json"
-    try:
-        names = json.loads(path.read_text())
-        if isinstance(names, list) and set(names) == set(view_files()):
-            return tuple(names)
-    except (OSError, ValueError):
-        pass
-    names = [name for name, _ in ordered_views()]
-    try:  # written aside, renamed: a reader finds the whole list or none
-        path.parent.mkdir(parents=True, exist_ok=True)
-        aside = path.with_suffix(f".{os.getpid()}.tmp")
-        aside.write_text(json.dumps(names))
-        os.replace(aside, path)
-    except OSError:
-        pass  # a cache folder this user cannot write: parsed again next time
-    return tuple(names)
 
 
 def ensure_schema_files(warehouse: Warehouse) -> None:
@@ -560,7 +532,6 @@ def read_kept(con: duckdb.DuckDBPyConnection, warehouse: Warehouse) -> dict:
     none of the seen runs kept is left to the catalogue. Decided from the store's listing now; called again
     when the focus changes (`focus`), as the computed part cannot be pruned by a filter on run_id.
     {view: the runs read kept}."""
-    import json
 
     con.execute(f"SET VARIABLE {KEPT} = true")
     [(store, focused_runs, made)] = con.execute(
@@ -598,16 +569,6 @@ def read_kept(con: duckdb.DuckDBPyConnection, warehouse: Warehouse) -> dict:
     con.execute(
         f"SET VARIABLE {KEPT_VIEWS} = ?::VARCHAR[]", [sorted(f"{v}/{r}" for v in out for r in out[v])]
     )
-    return out
-
-
-def kept_views(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
-    """{view: the runs `con` reads kept} (read_kept's, for the runs it sees now)."""
-    [(made,)] = con.execute(f"SELECT getvariable('{KEPT_VIEWS}')").fetchall()
-    out: dict[str, list[str]] = {}
-    for entry in made or []:
-        view, run_id = entry.split("/", 1)
-        out.setdefault(view, []).append(run_id)
     return out
 
 

@@ -26,6 +26,7 @@ second finds the rows kept and stops.
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import os
 import shutil
@@ -37,19 +38,21 @@ import duckdb
 from tracehouse.warehouse import memory
 from tracehouse.warehouse.catalog import (
     KEPT_FILE,
+    KEPT_VIEWS,
     TYPES_FILE,
+    cache_dir,
     catalog_fingerprint,
     connect,
     derived_root,
     kept_file,
-    kept_views,
     listing,
     materialize,
+    ordered_views,
     per_run_views,
     published_runs,
     store_dir,
     typed_read,
-    view_order,
+    view_files,
 )
 from tracehouse.warehouse.quoting import sql_string
 from tracehouse.warehouse.store import Warehouse, process_alive
@@ -226,6 +229,43 @@ def drop_computed(con, views: list[str]) -> None:
     """Drop what compute_once made; the connection's views read the catalogue (and kept rows) again."""
     for view in views:
         con.execute(f"DROP TABLE IF EXISTS temp.{view}")
+
+
+def view_order() -> list[str]:
+    """Every view's name, each after the views it reads (ordered_views' order), without parsing sql/ where
+    it was parsed before: kept beside the catalogue file, per catalogue fingerprint (parsing every view
+    with sqlglot costs seconds per process; the derive and a live report need the order)."""
+    return list(_view_order(catalog_fingerprint()))
+
+
+@functools.lru_cache(maxsize=2)
+def _view_order(fingerprint: str) -> tuple[str, ...]:
+    path = cache_dir() / f"catalog-{fingerprint}.order.json"
+    try:
+        names = json.loads(path.read_text())
+        if isinstance(names, list) and set(names) == set(view_files()):
+            return tuple(names)
+    except (OSError, ValueError):
+        pass
+    names = [name for name, _ in ordered_views()]
+    try:  # written aside, renamed: a reader finds the whole list or none
+        path.parent.mkdir(parents=True, exist_ok=True)
+        aside = path.with_suffix(f".{os.getpid()}.tmp")
+        aside.write_text(json.dumps(names))
+        os.replace(aside, path)
+    except OSError:
+        pass  # a cache folder this user cannot write: parsed again next time
+    return tuple(names)
+
+
+def kept_views(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
+    """{view: the runs `con` reads kept} (read_kept's, for the runs it sees now)."""
+    [(made,)] = con.execute(f"SELECT getvariable('{KEPT_VIEWS}')").fetchall()
+    out: dict[str, list[str]] = {}
+    for entry in made or []:
+        view, run_id = entry.split("/", 1)
+        out.setdefault(view, []).append(run_id)
+    return out
 
 
 def _compute_order(kept: list[str]) -> list[str]:
