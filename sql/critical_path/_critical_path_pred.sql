@@ -35,7 +35,7 @@
 CREATE OR REPLACE VIEW _critical_path_pred AS
 SELECT run_id, rank, node_type, node_id, step, name, kind, stream, node_start_ns, node_end_ns, node_lo_ns,
        pred_type, pred_id,
-       CASE WHEN edge IS NULL THEN NULL WHEN edge = 'host_sync' THEN LEAST(ready_ns, node_end_ns)
+       CASE WHEN edge IS NULL THEN NULL WHEN edge IN ('host_sync', 'held_call') THEN LEAST(ready_ns, node_end_ns)
             ELSE LEAST(ready_ns, node_start_ns) END AS ready_ns,
        edge, edge_kind, edge_name, edge_op_id
 FROM (
@@ -44,7 +44,8 @@ FROM (
                PARTITION BY e.run_id, e.rank, e.node_type, e.node_id
                ORDER BY e.choice_ns DESC NULLS LAST,
                         CASE e.edge WHEN 'inferred_wait' THEN 0 WHEN 'stream_order' THEN 1 WHEN 'event_wait' THEN 2
-                                    WHEN 'launch' THEN 3 WHEN 'host_sync' THEN 1 WHEN 'thread_handoff' THEN 2
+                                    WHEN 'launch' THEN 3 WHEN 'held_launch' THEN 3 WHEN 'host_sync' THEN 1
+                                    WHEN 'held_call' THEN 1 WHEN 'host_wait' THEN 1 WHEN 'thread_handoff' THEN 2
                                     ELSE 3 END,
                         e.ready_ns DESC, e.pred_id DESC, e.edge_op_id DESC) AS rn
     FROM dependency_edges e
