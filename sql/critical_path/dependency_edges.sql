@@ -30,7 +30,9 @@
 --                   window twice that, at least 1 us. An activity is held when its slack is 4 resume
 --                   windows or more (scale-free: far longer than its stream usually waits for a satisfied
 --                   dependency; a window of at least 20 us when the slack is also 1 ms or more), or else
---                   1 ms or more (then the window is 20 us, as a stream's own slack sets no scale): every activity on
+--                   1 ms or more (then the window is 20 us, as a stream's own slack sets no scale), or, for the
+--                   copy of a blocking copy call (the host is held from its issue), more than one resume
+--                   window (then the window is that): every activity on
 --                   another stream of the same device that ended within the window before its start and
 --                   after that latest choice_ns, and was issued before it (issue order; activities of
 --                   one graph replay share their launch call: then by start) is a candidate. Waits that
@@ -47,6 +49,16 @@
 --                   ready at its end). An activity ending up to 20 us after the call returned is still
 --                   awaited (host and GPU clocks drift apart by microseconds; Nsight's mfu_2gpu_before
 --                   showed 2-5 us); it competes from the call's end;
+--                 - host waits no sync call names (kind sync_wait, ready at the awaited work's end): a thread's
+--                   resume window is twice the median time between its CUDA calls, at least 1 us; when the
+--                   stream the thread launches on next (its next launch call's first activity's stream) had
+--                   work running while the thread sat 4 resume windows or more in a gap before this call
+--                   (edge `host_wait`, named by the op around the gap: a spin-wait inside a library call) or
+--                   in this launch call itself (edge `held_call`, left at the call's end: a launch that
+--                   blocks until its stream's previous work, e.g. a pipeline receive, is done), and that
+--                   work (the last issued before on the stream) ended within one window before the thread
+--                   resumed, the thread waited for it; the activities a held call launched get the same
+--                   candidate (edge `held_launch`, named by the call);
 --                 - the previous host CUDA call on the same thread (edge `program_order`, kind cpu, ready at
 --                   its end);
 --                 - when the thread issued no CUDA call for at least 100 us (or this is its first call) and
@@ -72,8 +84,8 @@
 --   node_start_ns   BIGINT  the node's start
 --   node_end_ns     BIGINT  the node's end
 --   node_lo_ns      BIGINT  where a walk leaves the node when this candidate is its dependency: its start,
---                   except through a host_sync edge, left at the call's end (the time inside the call is
---                   the wait)
+--                   except through a host_sync or held_call edge, left at the call's end (the time inside
+--                   the call is the wait)
 --   pred_type, pred_id  VARCHAR, BIGINT  the candidate dependency: `gpu` + kernel_id, `cpu` / `cpu_issue`
 --                   + op_id
 --   ready_ns        BIGINT  when that dependency was satisfied, before any clamping (it can lie after the
@@ -81,8 +93,8 @@
 --   choice_ns       BIGINT  the time the candidate competes with: ready_ns clamped to the node's start
 --                   (host_sync: to the call's end); a launch call that ended after its activity started
 --                   (and any graph launch): the call's start
---   edge            VARCHAR  stream_order / event_wait / inferred_wait / launch / host_sync / program_order /
---                   thread_handoff
+--   edge            VARCHAR  stream_order / event_wait / inferred_wait / launch / held_launch / host_sync /
+--                   host_wait / held_call / program_order / thread_handoff
 --   edge_kind       VARCHAR  the path segment kind of the edge: kernel_gap / sync_wait / launch_delay /
 --                   gpu_queued / cpu
 --   edge_name       VARCHAR  what the edge segment is named on the path: the launch call, the sync call or
