@@ -10,6 +10,9 @@ blocked launch return when the GPU work they wait on ends. Every start and every
 (the one constraint that was satisfied last), so the ground truth (`expect`) is what the simulation did:
 the GPU activities on each step's critical path, and each wait with the activity it waited for.
 
+The copy's stream here is GPU-bound (its pace is about a microsecond), so the inferred-wait rule found this
+0.87 ms wait before the blocking-copy rule too; that rule matters on streams whose own pace is long.
+
 expect keys read by tests/test_host_waits.py:
   steps                 number of steps
   path_gpu[step]        names of the GPU activities on the step's critical path (walked back from its
