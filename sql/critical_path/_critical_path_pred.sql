@@ -2,8 +2,8 @@
 -- (dependency_edges), with the one dependency that was satisfied last (its predecessor on a critical path
 -- through it). Among a node's candidates the latest choice_ns wins (the ready time clamped to the node's
 -- start; see dependency_edges); ties go to, for a GPU activity, stream_order, then event_wait, then launch
--- (an inferred_wait is a candidate only when it is later than all of them), for a host call, host_sync,
--- then thread_handoff, then program_order (a host_sync candidate always lies after the call's start, a
+-- (an inferred_wait is a candidate only when it is later than all of them; held_launch ranks with launch),
+-- for a host call, host_sync (and host_wait / held_call), then thread_handoff, then program_order (a host_sync candidate always lies after the call's start, a
 -- hand-off after the previous call); then to the later unclamped ready time, then the higher pred_id.
 -- A host call blocked on the GPU (a sync, a blocking copy) is waiting for the GPU: the GPU work it waits on
 -- is the path.
@@ -24,8 +24,8 @@
 --   pred_type, pred_id  VARCHAR, BIGINT  the chosen predecessor (NULL when the node has none)
 --   ready_ns        BIGINT  when that dependency was satisfied, clamped to the node's start (host_sync: to
 --                   the call's end); NULL when the node has none
---   edge            VARCHAR  stream_order / event_wait / inferred_wait / launch / host_sync / program_order /
---                   thread_handoff
+--   edge            VARCHAR  stream_order / event_wait / inferred_wait / launch / held_launch / host_sync /
+--                   host_wait / held_call / program_order / thread_handoff
 --   edge_kind       VARCHAR  the path segment kind of the edge: kernel_gap / sync_wait / launch_delay /
 --                   gpu_queued / cpu
 --   edge_name       VARCHAR  what the edge segment is named on the path: the launch call, the sync call or
@@ -35,7 +35,7 @@
 CREATE OR REPLACE VIEW _critical_path_pred AS
 SELECT run_id, rank, node_type, node_id, step, name, kind, stream, node_start_ns, node_end_ns, node_lo_ns,
        pred_type, pred_id,
-       CASE WHEN edge IS NULL THEN NULL WHEN edge = 'host_sync' THEN LEAST(ready_ns, node_end_ns)
+       CASE WHEN edge IS NULL THEN NULL WHEN edge IN ('host_sync', 'held_call') THEN LEAST(ready_ns, node_end_ns)
             ELSE LEAST(ready_ns, node_start_ns) END AS ready_ns,
        edge, edge_kind, edge_name, edge_op_id
 FROM (
@@ -44,7 +44,8 @@ FROM (
                PARTITION BY e.run_id, e.rank, e.node_type, e.node_id
                ORDER BY e.choice_ns DESC NULLS LAST,
                         CASE e.edge WHEN 'inferred_wait' THEN 0 WHEN 'stream_order' THEN 1 WHEN 'event_wait' THEN 2
-                                    WHEN 'launch' THEN 3 WHEN 'host_sync' THEN 1 WHEN 'thread_handoff' THEN 2
+                                    WHEN 'launch' THEN 3 WHEN 'held_launch' THEN 3 WHEN 'host_sync' THEN 1
+                                    WHEN 'held_call' THEN 1 WHEN 'host_wait' THEN 1 WHEN 'thread_handoff' THEN 2
                                     ELSE 3 END,
                         e.ready_ns DESC, e.pred_id DESC, e.edge_op_id DESC) AS rn
     FROM dependency_edges e

@@ -39,7 +39,8 @@
 --                             or between another thread's launch and this thread's next call (hand-off)
 --               sync_wait     a wait on other GPU work: from the end of the awaited activity to the start
 --                             of the activity that waited on the event, or to the end of the blocking
---                             host sync call / copy
+--                             host sync call / copy or of a launch call held by its stream's work, or to
+--                             the call a host thread resumed with after spinning on that work
 --   category    VARCHAR  activity_category of the activity (gpu rows only)
 --   name        VARCHAR  activity name (gpu), host call name (cpu node), the op around a host gap (cpu edge),
 --               the launch call (launch_delay), the sync call or cudaStreamWaitEvent (sync_wait), for an
@@ -50,7 +51,8 @@
 --   op_id       BIGINT  cpu_ops op_id of the host call or op named (cpu, launch_delay, sync_wait rows)
 --   stream      BIGINT  the activity's stream (gpu rows)
 --   edge        VARCHAR  NULL for a node (gpu activity or host call); for the time between nodes the
---               dependency: stream_order, event_wait, launch, host_sync, program_order, thread_handoff,
+--               dependency: stream_order, event_wait, inferred_wait, launch, held_launch, host_sync,
+--               host_wait, held_call, program_order, thread_handoff,
 -- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`): the report's step path, read for one step; critical_path_summary
 --               step_start
 CREATE OR REPLACE VIEW critical_path AS

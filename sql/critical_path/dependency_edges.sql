@@ -30,7 +30,9 @@
 --                   window twice that, at least 1 us. An activity is held when its slack is 4 resume
 --                   windows or more (scale-free: far longer than its stream usually waits for a satisfied
 --                   dependency; a window of at least 20 us when the slack is also 1 ms or more), or else
---                   1 ms or more (then the window is 20 us, as a stream's own slack sets no scale): every activity on
+--                   1 ms or more (then the window is 20 us, as a stream's own slack sets no scale), or, for the
+--                   copy of a blocking copy call (the host is held from its issue), more than one resume
+--                   window (then the window is that): every activity on
 --                   another stream of the same device that ended within the window before its start and
 --                   after that latest choice_ns, and was issued before it (issue order; activities of
 --                   one graph replay share their launch call: then by start) is a candidate. Waits that
@@ -47,6 +49,16 @@
 --                   ready at its end). An activity ending up to 20 us after the call returned is still
 --                   awaited (host and GPU clocks drift apart by microseconds; Nsight's mfu_2gpu_before
 --                   showed 2-5 us); it competes from the call's end;
+--                 - host waits no sync call names (kind sync_wait, ready at the awaited work's end): a thread's
+--                   resume window is twice the median time between its CUDA calls, at least 1 us; when the
+--                   stream the thread launches on next (its next launch call's first activity's stream) had
+--                   work running while the thread sat 4 resume windows or more in a gap before this call
+--                   (edge `host_wait`, named by the op around the gap: a spin-wait inside a library call) or
+--                   in this launch call itself (edge `held_call`, left at the call's end: a launch that
+--                   blocks until its stream's previous work, e.g. a pipeline receive, is done), and that
+--                   work (the last issued before on the stream) ended within one window before the thread
+--                   resumed, the thread waited for it; the activities a held call launched get the same
+--                   candidate (edge `held_launch`, named by the call);
 --                 - the previous host CUDA call on the same thread (edge `program_order`, kind cpu, ready at
 --                   its end);
 --                 - when the thread issued no CUDA call for at least 100 us (or this is its first call) and
@@ -72,8 +84,8 @@
 --   node_start_ns   BIGINT  the node's start
 --   node_end_ns     BIGINT  the node's end
 --   node_lo_ns      BIGINT  where a walk leaves the node when this candidate is its dependency: its start,
---                   except through a host_sync edge, left at the call's end (the time inside the call is
---                   the wait)
+--                   except through a host_sync or held_call edge, left at the call's end (the time inside
+--                   the call is the wait)
 --   pred_type, pred_id  VARCHAR, BIGINT  the candidate dependency: `gpu` + kernel_id, `cpu` / `cpu_issue`
 --                   + op_id
 --   ready_ns        BIGINT  when that dependency was satisfied, before any clamping (it can lie after the
@@ -81,8 +93,8 @@
 --   choice_ns       BIGINT  the time the candidate competes with: ready_ns clamped to the node's start
 --                   (host_sync: to the call's end); a launch call that ended after its activity started
 --                   (and any graph launch): the call's start
---   edge            VARCHAR  stream_order / event_wait / inferred_wait / launch / host_sync / program_order /
---                   thread_handoff
+--   edge            VARCHAR  stream_order / event_wait / inferred_wait / launch / held_launch / host_sync /
+--                   host_wait / held_call / program_order / thread_handoff
 --   edge_kind       VARCHAR  the path segment kind of the edge: kernel_gap / sync_wait / launch_delay /
 --                   gpu_queued / cpu
 --   edge_name       VARCHAR  what the edge segment is named on the path: the launch call, the sync call or
@@ -305,7 +317,7 @@ gpu_recorded AS (
 ),
 slack AS (
     -- how long after its latest recorded dependency (the largest choice_ns) each activity started
-    SELECT p.run_id, p.rank, p.device, p.stream, p.kernel_id, p.start_ns, p.issue_ns, r.best_ns,
+    SELECT p.run_id, p.rank, p.device, p.stream, p.kernel_id, p.start_ns, p.issue_ns, p.launch_op_id, r.best_ns,
            p.start_ns - r.best_ns AS slack_ns
     FROM stream_prev p
     JOIN (SELECT run_id, rank, kernel_id, MAX(choice_ns) AS best_ns FROM gpu_recorded
@@ -324,12 +336,17 @@ stream_pace AS (
 held AS (
     -- activities held far longer than their stream's pace (4 resume windows or more), or 1 ms or more
     -- after their latest recorded dependency: something the trace does not record held them
-    SELECT s.*, CASE WHEN s.slack_ns < 4 * p.resume_ns THEN 20000
+    SELECT s.*, CASE WHEN b.op_id IS NOT NULL AND s.slack_ns < 4 * p.resume_ns THEN p.resume_ns
+                     WHEN s.slack_ns < 4 * p.resume_ns THEN 20000
                      WHEN s.slack_ns >= 1000000 THEN GREATEST(p.resume_ns, 20000)
                      ELSE p.resume_ns END AS window_ns
     FROM slack s
     JOIN stream_pace p ON p.run_id = s.run_id AND p.rank = s.rank AND p.device = s.device AND p.stream = s.stream
+    LEFT JOIN blocking_copy b ON b.run_id = s.run_id AND b.rank = s.rank AND b.op_id = s.launch_op_id
     WHERE s.slack_ns >= 1000000 OR s.slack_ns >= 4 * p.resume_ns
+       -- a blocking copy's call held the host from its issue: a copy that starts later than its stream's
+       -- resume window after its latest recorded dependency was held by other GPU work
+       OR (b.op_id IS NOT NULL AND s.slack_ns > p.resume_ns)
 ),
 gpu_edges AS (
     SELECT * FROM gpu_recorded
@@ -404,12 +421,67 @@ call_prev AS (
       ON o.run_id = h.run_id AND o.rank = h.rank AND o.op_id = h.ho_id AND o.start_ns < c.start_ns
      AND o.end_ns > coalesce(c.prev_end, o.end_ns - 1)
 ),
+thread_pace AS (
+    -- a host thread's own pace: twice the median time between the end of one of its CUDA calls and the start
+    -- of the next, at least 1 us (its resume window)
+    SELECT c.run_id, c.rank, c.pid, c.tid,
+           GREATEST(2 * CAST(quantile_cont(c.start_ns - p.prev_end, 0.5) AS BIGINT), 1000) AS resume_ns
+    FROM calls c
+    JOIN call_prev0 p ON p.run_id = c.run_id AND p.rank = c.rank AND p.op_id = c.op_id
+    WHERE p.prev_end IS NOT NULL
+    GROUP BY c.run_id, c.rank, c.pid, c.tid
+),
+first_launched AS (
+    -- each launch call's first activity, and the work before it on its stream (the last one issued before)
+    SELECT run_id, rank, launch_op_id AS op_id, stream, prev_id, prev_end
+    FROM (
+        SELECT p.*, ROW_NUMBER() OVER (PARTITION BY p.run_id, p.rank, p.launch_op_id
+                                       ORDER BY p.start_ns, p.kernel_id) AS rn
+        FROM stream_prev p
+        WHERE p.launch_op_id IS NOT NULL AND p.prev_issue <= p.issue_ns
+    ) t
+    WHERE rn = 1
+),
+next_launch AS (
+    -- for each host call, the thread's next launch call from it on (itself when it launched work)
+    SELECT c.run_id, c.rank, c.op_id,
+           FIRST_VALUE(f.op_id IGNORE NULLS) OVER (
+               PARTITION BY c.run_id, c.rank, c.pid, c.tid ORDER BY c.start_ns, c.op_id
+               ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS launch_id
+    FROM calls c
+    LEFT JOIN first_launched f ON f.run_id = c.run_id AND f.rank = c.rank AND f.op_id = c.op_id
+),
+host_held AS (
+    -- a host thread held by the GPU work its next launch queues behind: the stream's previous work ran
+    -- while the thread sat in a gap between calls (`host_wait`) or in a call (`held_call`: a launch that
+    -- blocks) 4 resume windows or more of its own pace, and ended within one window before the thread
+    -- resumed: the thread waited for it (a spin-wait inside a library call, a launch held by its
+    -- stream's unfinished work), whatever the call or library is named
+    SELECT c.run_id, c.rank, c.op_id, f.prev_id AS kernel_id, f.prev_end AS end_ns,
+           CASE WHEN c.start_ns - c.prev_end >= 4 * tp.resume_ns AND f.prev_end > c.prev_end
+                     AND f.prev_end <= c.start_ns AND c.start_ns - f.prev_end <= tp.resume_ns THEN 'host_wait'
+                ELSE 'held_call' END AS edge
+    FROM call_prev0 c
+    JOIN calls cc ON cc.run_id = c.run_id AND cc.rank = c.rank AND cc.op_id = c.op_id
+    JOIN thread_pace tp ON tp.run_id = c.run_id AND tp.rank = c.rank AND tp.pid = cc.pid AND tp.tid = c.tid
+    JOIN next_launch n ON n.run_id = c.run_id AND n.rank = c.rank AND n.op_id = c.op_id
+    JOIN first_launched f ON f.run_id = n.run_id AND f.rank = n.rank AND f.op_id = n.launch_id
+    WHERE f.prev_id IS NOT NULL
+      AND ((c.prev_end IS NOT NULL AND c.start_ns - c.prev_end >= 4 * tp.resume_ns AND f.prev_end > c.prev_end
+            AND f.prev_end <= c.start_ns AND c.start_ns - f.prev_end <= tp.resume_ns)
+           OR (n.launch_id = c.op_id AND c.end_ns - c.start_ns >= 4 * tp.resume_ns AND f.prev_end > c.start_ns
+               AND f.prev_end <= c.end_ns AND c.end_ns - f.prev_end <= tp.resume_ns))
+),
 host_edges AS (
     -- the candidates of each host call: the GPU work a blocking call waited for, else a hand-off from
     -- another thread, else program order
     SELECT h.run_id, h.rank, 'cpu' AS node_type, h.op_id, 'gpu' AS pred_type, h.kernel_id AS pred_id,
            h.end_ns AS ready_ns, h.choice_ns, 'host_sync' AS edge, 'sync_wait' AS edge_kind
     FROM sync_hits h
+    UNION ALL
+    SELECT h.run_id, h.rank, n.node_type, h.op_id, 'gpu', h.kernel_id, h.end_ns, h.end_ns, h.edge, 'sync_wait'
+    FROM host_held h
+    JOIN (SELECT 'cpu' AS node_type UNION ALL SELECT 'cpu_issue') n ON n.node_type = 'cpu' OR h.edge = 'host_wait'
     UNION ALL
     SELECT c.run_id, c.rank, n.node_type, c.op_id, 'cpu', c.ho_id, c.ho_end, LEAST(c.ho_end, c.start_ns),
            'thread_handoff', 'cpu'
@@ -422,6 +494,17 @@ host_edges AS (
     FROM call_prev c
     JOIN (SELECT 'cpu' AS node_type UNION ALL SELECT 'cpu_issue') n ON TRUE
     WHERE c.prev_id IS NOT NULL
+),
+gpu_all AS (
+    SELECT * FROM gpu_edges
+    UNION ALL
+    -- the activities a held launch call launched wait, through it, for the work that held it
+    SELECT a.run_id, a.rank, a.kernel_id, 'gpu', h.kernel_id, h.end_ns, LEAST(h.end_ns, a.start_ns), 'held_launch',
+           'sync_wait', c.name, c.op_id
+    FROM host_held h
+    JOIN act a ON a.run_id = h.run_id AND a.rank = h.rank AND a.launch_op_id = h.op_id
+    JOIN calls c ON c.run_id = h.run_id AND c.rank = h.rank AND c.op_id = h.op_id
+    WHERE h.edge = 'held_call' AND a.kernel_id <> h.kernel_id
 ),
 host_nodes AS (
     SELECT c.run_id, c.rank, 'cpu' AS node_type, c.op_id, c.name, c.start_ns, c.end_ns, c.parent_op_id
@@ -436,13 +519,14 @@ SELECT a.run_id, a.rank, a.step, 'gpu' AS node_type, a.kernel_id AS node_id, a.n
        a.start_ns AS node_start_ns, a.end_ns AS node_end_ns, a.start_ns AS node_lo_ns, e.pred_type, e.pred_id,
        e.ready_ns, e.choice_ns, e.edge, e.edge_kind, e.edge_name, e.edge_op_id
 FROM act a
-LEFT JOIN gpu_edges e ON e.run_id = a.run_id AND e.rank = a.rank AND e.kernel_id = a.kernel_id
+LEFT JOIN gpu_all e ON e.run_id = a.run_id AND e.rank = a.rank AND e.kernel_id = a.kernel_id
 UNION ALL
 SELECT n.run_id, n.rank, cs.step, n.node_type, n.op_id, n.name, CAST(NULL AS VARCHAR), CAST(NULL AS BIGINT),
-       n.start_ns, n.end_ns, CASE WHEN e.edge = 'host_sync' THEN n.end_ns ELSE n.start_ns END, e.pred_type,
+       n.start_ns, n.end_ns, CASE WHEN e.edge IN ('host_sync', 'held_call') THEN n.end_ns ELSE n.start_ns END,
+       e.pred_type,
        e.pred_id, e.ready_ns, e.choice_ns, e.edge, e.edge_kind,
-       CASE WHEN e.edge = 'host_sync' THEN n.name WHEN e.edge IS NOT NULL THEN par.name END,
-       CASE WHEN e.edge = 'host_sync' THEN n.op_id WHEN e.edge IS NOT NULL THEN n.parent_op_id END
+       CASE WHEN e.edge IN ('host_sync', 'held_call') THEN n.name WHEN e.edge IS NOT NULL THEN par.name END,
+       CASE WHEN e.edge IN ('host_sync', 'held_call') THEN n.op_id WHEN e.edge IS NOT NULL THEN n.parent_op_id END
 FROM host_nodes n
 LEFT JOIN host_edges e
   ON e.run_id = n.run_id AND e.rank = n.rank AND e.node_type = n.node_type AND e.op_id = n.op_id
