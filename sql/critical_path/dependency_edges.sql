@@ -365,7 +365,7 @@ gpu_edges AS (
                                            OR (y.start_ns = u.start_ns AND y.kernel_id < u.kernel_id))))
 ),
 call_prev0 AS (
-    SELECT c.run_id, c.rank, c.op_id, c.name, c.tid, c.start_ns, c.end_ns, c.parent_op_id,
+    SELECT c.run_id, c.rank, c.op_id, c.name, c.pid, c.tid, c.start_ns, c.end_ns, c.parent_op_id,
            LAG(c.op_id) OVER w AS prev_id, LAG(c.end_ns) OVER w AS prev_end
     FROM calls c
     WINDOW w AS (PARTITION BY run_id, rank, pid, tid ORDER BY start_ns, op_id)
@@ -424,12 +424,11 @@ call_prev AS (
 thread_pace AS (
     -- a host thread's own pace: twice the median time between the end of one of its CUDA calls and the start
     -- of the next, at least 1 us (its resume window)
-    SELECT c.run_id, c.rank, c.pid, c.tid,
-           GREATEST(2 * CAST(quantile_cont(c.start_ns - p.prev_end, 0.5) AS BIGINT), 1000) AS resume_ns
-    FROM calls c
-    JOIN call_prev0 p ON p.run_id = c.run_id AND p.rank = c.rank AND p.op_id = c.op_id
-    WHERE p.prev_end IS NOT NULL
-    GROUP BY c.run_id, c.rank, c.pid, c.tid
+    SELECT run_id, rank, pid, tid,
+           GREATEST(2 * CAST(quantile_cont(start_ns - prev_end, 0.5) AS BIGINT), 1000) AS resume_ns
+    FROM call_prev0
+    WHERE prev_end IS NOT NULL
+    GROUP BY run_id, rank, pid, tid
 ),
 first_launched AS (
     -- each launch call's first activity, and the work before it on its stream (the last one issued before)
@@ -443,13 +442,24 @@ first_launched AS (
     WHERE rn = 1
 ),
 next_launch AS (
-    -- for each host call, the thread's next launch call from it on (itself when it launched work)
-    SELECT c.run_id, c.rank, c.op_id,
-           FIRST_VALUE(f.op_id IGNORE NULLS) OVER (
-               PARTITION BY c.run_id, c.rank, c.pid, c.tid ORDER BY c.start_ns, c.op_id
-               ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS launch_id
-    FROM calls c
-    LEFT JOIN first_launched f ON f.run_id = c.run_id AND f.rank = c.rank AND f.op_id = c.op_id
+    -- for each host call, the thread's next launch call from it on (itself when it launched work): counting
+    -- the thread's launch calls from its last call backwards, a call and the launch call at or after it
+    -- share the count (a running count is linear; FIRST_VALUE IGNORE NULLS over the frame to the thread's
+    -- end was quadratic in its calls: 19 s on a 2021 ResNet trace)
+    -- with that launch's first activity's previous work on its stream (one launch per share of the count;
+    -- carried here rather than joined after: planned as a join on (run, rank), it crossed every call of a
+    -- thread with every launch, 108 M rows on a 2021 ResNet trace)
+    SELECT run_id, rank, op_id,
+           MAX(launched) OVER g AS launch_id, MAX(prev_id) OVER g AS prev_id, MAX(prev_end) OVER g AS prev_end
+    FROM (
+        SELECT c.run_id, c.rank, c.pid, c.tid, c.op_id, f.op_id AS launched, f.prev_id, f.prev_end,
+               COUNT(f.op_id) OVER (PARTITION BY c.run_id, c.rank, c.pid, c.tid
+                                    ORDER BY c.start_ns DESC, c.op_id DESC
+                                    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS launches_after
+        FROM calls c
+        LEFT JOIN first_launched f ON f.run_id = c.run_id AND f.rank = c.rank AND f.op_id = c.op_id
+    ) t
+    WINDOW g AS (PARTITION BY run_id, rank, pid, tid, launches_after)
 ),
 host_held AS (
     -- a host thread held by the GPU work its next launch queues behind: the stream's previous work ran
@@ -462,14 +472,12 @@ host_held AS (
                      AND f.prev_end <= c.start_ns AND c.start_ns - f.prev_end <= tp.resume_ns THEN 'host_wait'
                 ELSE 'held_call' END AS edge
     FROM call_prev0 c
-    JOIN calls cc ON cc.run_id = c.run_id AND cc.rank = c.rank AND cc.op_id = c.op_id
-    JOIN thread_pace tp ON tp.run_id = c.run_id AND tp.rank = c.rank AND tp.pid = cc.pid AND tp.tid = c.tid
-    JOIN next_launch n ON n.run_id = c.run_id AND n.rank = c.rank AND n.op_id = c.op_id
-    JOIN first_launched f ON f.run_id = n.run_id AND f.rank = n.rank AND f.op_id = n.launch_id
+    JOIN thread_pace tp ON tp.run_id = c.run_id AND tp.rank = c.rank AND tp.pid = c.pid AND tp.tid = c.tid
+    JOIN next_launch f ON f.run_id = c.run_id AND f.rank = c.rank AND f.op_id = c.op_id
     WHERE f.prev_id IS NOT NULL
       AND ((c.prev_end IS NOT NULL AND c.start_ns - c.prev_end >= 4 * tp.resume_ns AND f.prev_end > c.prev_end
             AND f.prev_end <= c.start_ns AND c.start_ns - f.prev_end <= tp.resume_ns)
-           OR (n.launch_id = c.op_id AND c.end_ns - c.start_ns >= 4 * tp.resume_ns AND f.prev_end > c.start_ns
+           OR (f.launch_id = c.op_id AND c.end_ns - c.start_ns >= 4 * tp.resume_ns AND f.prev_end > c.start_ns
                AND f.prev_end <= c.end_ns AND c.end_ns - f.prev_end <= tp.resume_ns))
 ),
 host_edges AS (
