@@ -144,8 +144,9 @@ def test_real_two_gpu_split_by_an_independent_read(warehouses, rel):
 
 @pytest.mark.parametrize("rel", ["multirank/sampled_2ranks"])
 def test_real_kineto_ranks_straggler_share_by_an_independent_read(warehouses, rel):
-    """Two ranks (of 128) of one Kineto job: no collective on either path (it is host-bound), but the rank the
-    other waits for is named with its share of all wait, as an independent read of the JSON gives it."""
+    """Two ranks (of 128) of one Kineto job (host-bound): the rank the other waits for is named with its share of
+    all wait, and the few collectives on the paths (those the host waited for) split into wait and transfer,
+    as an independent read of the JSON gives them."""
     import gzip
     import json
 
@@ -181,7 +182,24 @@ def test_real_kineto_ranks_straggler_share_by_an_independent_read(warehouses, re
         rank: SkewRow(**{k: row[k] for k in SkewRow.__dataclass_fields__}) for rank, row in summary.items()
     }
     assert [r for r in rows_of if _is_straggler(rows_of[r])] == [straggler]
-    assert _split_rows(con, runs[rel]) == []  # no communication on the paths: nothing to split
+    # The host waits for collectives now and then (a host_wait / held_call: the path goes through the
+    # awaited collective): each such path segment is split as the JSON's arrivals give it, the instance
+    # being the kernel's occurrence of its name on its rank.
+    split = _split_rows(con, runs[rel])
+    for row in split:
+        same = [
+            k
+            for (k,) in con.execute(
+                "SELECT kernel_id FROM kernels WHERE run_id = ? AND rank = ? AND name = ? ORDER BY start_ns, kernel_id",
+                [runs[rel], row["rank"], row["name"]],
+            ).fetchall()
+        ]
+        peers = starts[row["name"], same.index(row["kernel_id"]) + 1]
+        wait = 1000 * (max(peers.values()) - peers[row["rank"]])
+        into = row["start_ns"] - row["kernel_start_ns"]  # the segment may begin inside the kernel
+        assert row["wait_ns"] == pytest.approx(max(0, min(row["dur_ns"], wait - into)), abs=2), row
+        assert row["wait_ns"] + row["transfer_ns"] == row["dur_ns"]
+        assert row["waited_for_rank"] == (max(peers, key=peers.get) if row["wait_ns"] > 0 else None)
 
 
 def test_sentence_for_several_ranks_the_last_arrival_and_missing_peers():
