@@ -213,6 +213,7 @@ class RankPool:
         from multiprocessing import get_context
 
         if self._pool is None:
+            _quiet_resource_tracker()
             # each worker's DuckDB gets its share of the cores instead of all of them
             share = max(1, (os.cpu_count() or 1) // self.workers)
             self._pool = ProcessPoolExecutor(
@@ -255,6 +256,26 @@ class RankPool:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _quiet_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker (the process that frees the pool's semaphores once this
+    process is gone) with its "leaked semaphore objects" warning off: after an interrupt, `abandon` kills the
+    workers mid-job and the executor's queue semaphores die with them, which the tracker then reports on
+    stderr below the command's one-line answer (nothing of the user's leaks: the tracker frees them).
+    The tracker inherits the environment when it starts, once per process."""
+    from multiprocessing import resource_tracker
+
+    before = os.environ.get("PYTHONWARNINGS")
+    quiet = "ignore::UserWarning:multiprocessing.resource_tracker"
+    os.environ["PYTHONWARNINGS"] = f"{before},{quiet}" if before else quiet
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        if before is None:
+            del os.environ["PYTHONWARNINGS"]
+        else:
+            os.environ["PYTHONWARNINGS"] = before
 
 
 def _set_threads(threads: int, workers: int = 1) -> None:
