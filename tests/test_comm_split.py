@@ -44,6 +44,26 @@ def peer_wait(warehouses):
     return connect(wh, runs=[runs[NAME]]), runs[NAME], truths[NAME]["expect"]
 
 
+def _straggler_by_hand(con, run_id: str, starts: dict, ns_per_unit: int) -> tuple[int, dict]:
+    """From each collective instance's arrivals read by hand ({instance: {rank: start}}, in units of
+    ns_per_unit): the rank that imposes most of the wait (each instance's last arrival imposes last − start
+    on every peer), checked against rank_skew_summary's share and time; (that rank, {rank: SkewRow})."""
+    imposed: dict = defaultdict(float)
+    for peers in starts.values():
+        last = max(peers, key=peers.get)
+        imposed[last] += sum(peers[last] - t for t in peers.values())
+    straggler = max(imposed, key=imposed.get)
+    summary = {
+        r["rank"]: r for r in query_rows(con, "SELECT * FROM rank_skew_summary WHERE run_id = ?", [run_id])
+    }
+    share = imposed[straggler] / sum(imposed.values())
+    assert summary[straggler]["imposed_wait_share"] == pytest.approx(share, rel=1e-9) and share > 0.5
+    assert summary[straggler]["imposed_wait_ns"] == pytest.approx(ns_per_unit * imposed[straggler], rel=1e-9)
+    return straggler, {
+        rank: SkewRow(**{k: row[k] for k in SkewRow.__dataclass_fields__}) for rank, row in summary.items()
+    }
+
+
 def test_situation_split_is_the_simulated_wait_and_transfer(peer_wait):
     con, run_id, truth = peer_wait
     # each all-reduce's instance, by an independent count: its number among its rank's all-reduces in the step
@@ -125,19 +145,7 @@ def test_real_two_gpu_split_by_an_independent_read(warehouses, rel):
         assert r["transfer_ns"] == r["dur_ns"] - r["wait_ns"]
         assert r["waited_for_rank"] == (max(peers, key=peers.get) if r["wait_ns"] else None)
     # the rank the other waits for is the straggler the report names, with its share of all wait
-    imposed: dict = defaultdict(int)
-    for peers in starts.values():
-        last = max(peers, key=peers.get)
-        imposed[last] += sum(peers[last] - t for t in peers.values())
-    straggler = max(imposed, key=imposed.get)
-    summary = {
-        r["rank"]: r for r in query_rows(con, "SELECT * FROM rank_skew_summary WHERE run_id = ?", [runs[rel]])
-    }
-    share = imposed[straggler] / sum(imposed.values())
-    assert summary[straggler]["imposed_wait_share"] == pytest.approx(share, rel=1e-12) and share > 0.5
-    rows_of = {
-        rank: SkewRow(**{k: row[k] for k in SkewRow.__dataclass_fields__}) for rank, row in summary.items()
-    }
+    straggler, rows_of = _straggler_by_hand(con, runs[rel], starts, ns_per_unit=1)
     assert _is_straggler(rows_of[straggler]) and not _is_straggler(rows_of[1 - straggler])
     assert sum(r["wait_ns"] for r in rows if r["waited_for_rank"] == straggler) > 0
 
@@ -167,20 +175,7 @@ def test_real_kineto_ranks_straggler_share_by_an_independent_read(warehouses, re
         ):
             seen[e["name"]] += 1
             starts[e["name"], seen[e["name"]]][rank] = e["ts"]
-    imposed: dict = defaultdict(float)
-    for peers in starts.values():
-        last = max(peers, key=peers.get)
-        imposed[last] += sum(peers[last] - t for t in peers.values())
-    straggler = max(imposed, key=imposed.get)
-    summary = {
-        r["rank"]: r for r in query_rows(con, "SELECT * FROM rank_skew_summary WHERE run_id = ?", [runs[rel]])
-    }
-    share = imposed[straggler] / sum(imposed.values())
-    assert summary[straggler]["imposed_wait_share"] == pytest.approx(share, rel=1e-9) and share > 0.5
-    assert summary[straggler]["imposed_wait_ns"] == pytest.approx(1000 * imposed[straggler], rel=1e-9)
-    rows_of = {
-        rank: SkewRow(**{k: row[k] for k in SkewRow.__dataclass_fields__}) for rank, row in summary.items()
-    }
+    straggler, rows_of = _straggler_by_hand(con, runs[rel], starts, ns_per_unit=1000)  # the JSON's µs
     assert [r for r in rows_of if _is_straggler(rows_of[r])] == [straggler]
     # The host waits for collectives now and then (a host_wait / held_call: the path goes through the
     # awaited collective): each such path segment is split as the JSON's arrivals give it, the instance
