@@ -10,10 +10,10 @@ correlation (ingest.capture_windows.CaptureEvent).
 `captured_waits` maps them onto one alignment of a replay with its capture window: for each wait, the first
 launch after it on the waiting stream waits for the last launch on the recorded stream before the matching
 cudaEventRecord (found by the record's correlation; without it the wait call itself bounds the record).
-A launch's stream is that of the replayed activity aligned with it; the capture trace's stream ids are the
-replay's where they are among the replay's streams (a graph replays on the streams it was captured on),
-else, where the capture names the stream of some launches, the replay stream those launches were
-aligned with. A wait whose streams cannot be told (no "Stream Wait Event" record: ROCm, or a record
+A launch's stream is that of the replayed activity aligned with it. A capture-trace stream id is read as
+the replay stream that the launches the capture puts on it were aligned with (where the capture names its
+launches' streams: ROCm's and some Kineto versions' launch records do), else as the same replay stream id
+(a graph replays on the streams it was captured on, as in the synthesizer's traces). A wait whose streams cannot be told (no "Stream Wait Event" record: ROCm, or a record
 without the recorded stream) gives no dependency: the inferred-wait rule of dependency_edges remains.
 """
 

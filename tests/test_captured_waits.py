@@ -167,3 +167,50 @@ def test_real_capture_traces_record_no_event_wait(warehouses, folder):
         "SELECT count(*) FROM dependency_edges WHERE run_id = ? AND edge_name = ?", [runs["r"], CAPTURED]
     ).fetchone()[0]
     assert edges == 0
+
+
+def _window(launch_streams, events):
+    from tracehouse.ingest.capture_windows import CaptureLaunch, CaptureWindow
+
+    w = CaptureWindow("cap.json", 0, 0, 8, None, 0, 1)
+    for i, s in enumerate(launch_streams):
+        w.launches.append(
+            CaptureLaunch(i, "cudaLaunchKernel", "kernel", None, s, None, None, None, None, None)
+        )
+    w.events = events
+    return w
+
+
+def test_a_wait_maps_onto_the_replay_by_the_launches_streams_and_the_record():
+    """captured_waits by hand: launches 0-5 replayed on streams 7 7 24 24 24 7. A record (correlation 50)
+    after launch 1 (position 2) that stream 24 waits for at position 2: launch 2, the first on 24 from
+    there, waits for launch 1, the last on 7 before the record. A record (corr 60) after launch 3
+    (position 4), then launch 4 on 24, then stream 7 waits on corr 60 at position 5: launch 5 waits for
+    launch 3, the last on 24 before that record (not 4, launched after it). Without the record's
+    correlation the wait bounds the record: launch 4. A wait without its recorded stream (ROCm, CUDA 13's
+    -1) gives nothing."""
+    from tracehouse.ingest.capture_waits import captured_waits
+    from tracehouse.ingest.capture_windows import CaptureEvent
+
+    replay = {0: 7, 1: 7, 2: 24, 3: 24, 4: 24, 5: 7}
+    events = [
+        CaptureEvent(2, "record", 50, None),
+        CaptureEvent(2, "wait", 51, 24, 7, 50),
+        CaptureEvent(4, "record", 60, None),
+        CaptureEvent(5, "wait", 62, 7, 24, 60),
+        CaptureEvent(5, "wait", 63, 24, None, None),
+    ]
+    unnamed = [None] * 6
+    assert captured_waits(_window(unnamed, events), replay) == {2: [1], 5: [3]}
+    # the capture's own stream ids (100, 101) are not the replay's: read through the launches it names
+    ids = {7: 100, 24: 101}
+    renamed = [
+        CaptureEvent(
+            e.position, e.call, e.correlation, ids.get(e.stream), ids.get(e.wait_on_stream), e.wait_on_corr
+        )
+        for e in events
+    ]
+    assert captured_waits(_window([ids[replay[c]] for c in range(6)], renamed), replay) == {2: [1], 5: [3]}
+    assert captured_waits(_window(unnamed, [CaptureEvent(5, "wait", 62, 7, 24, None)]), replay) == {5: [4]}
+    # one stream only: no cross-stream wait
+    assert captured_waits(_window(unnamed, events), dict.fromkeys(range(6), 7)) == {}
