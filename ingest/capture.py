@@ -28,7 +28,9 @@ from its Python line and inside its cpu_op. This module
            the fork, as in `side.wait_stream(main); with stream(side): ...; <main work>`),
    `greedy` what is left between aligned pairs, walked in order, skipping capture launches that do
            not fit (another kind, another name);
-4. writes the per-rank table `kernel_sites` (one row per attributed replayed activity).
+4. maps the event waits the capture recorded onto the alignment (ingest.capture_waits): each replayed
+   activity lists the capture launches it waits for through a captured cudaStreamWaitEvent;
+5. writes the per-rank table `kernel_sites` (one row per attributed replayed activity).
 
 The view `kernel_launch_site` (sql/kernels/kernel_launch_site.sql) merges these rows with the launch sites
 the trace itself gives, and the runs row stores the coverage (ingest/run.py build_runs_row).
@@ -40,6 +42,7 @@ from pathlib import Path
 
 import duckdb
 from tracehouse.ingest.capture_align import Replayed, align
+from tracehouse.ingest.capture_waits import captured_waits
 from tracehouse.ingest.capture_windows import (
     CaptureWindow,
     batch_size_of,
@@ -50,7 +53,7 @@ from tracehouse.ingest.capture_windows import (
 from tracehouse.ingest.files import files_size
 from tracehouse.warehouse import local_db
 from tracehouse.warehouse.quoting import sql_string
-from tracehouse.warehouse.schema import COLUMNS, I32, I64, STR, cast_select, rows_select, write_rows
+from tracehouse.warehouse.schema import COLUMNS, I32, I64, STR, cast_select, list_of, rows_select, write_rows
 
 from tracehouse.errors import TracehouseError
 
@@ -132,7 +135,12 @@ def attribute_rank(
             if pairs is None:
                 pairs = align(window.launches, acts)
                 cache[signature] = pairs
-            key = (window_number[id(window)], tuple(pairs))
+            waits = captured_waits(window, {c: acts[r].stream for r, c, _ in pairs})
+            key = (
+                window_number[id(window)],
+                tuple(pairs),
+                tuple(sorted((c, tuple(w)) for c, w in waits.items())),
+            )
             replays.append(
                 {"graph_correlation": corr, "alignment": alignments.setdefault(key, len(alignments))}
             )
@@ -169,7 +177,7 @@ WITH replayed AS (  -- GRAPH_KERNELS_SQL's activities, numbered in its order wit
     FROM read_parquet($kernels)
     WHERE linked AND regexp_matches(launch_call, '(?i)graphlaunch')
 )
-SELECT r.kernel_id, p.window, p.launch, p.match, g.graph_correlation
+SELECT r.kernel_id, p.window, p.launch, p.match, g.graph_correlation, p.waits
 FROM replayed AS r
 JOIN capture_replays AS g ON g.graph_correlation = r.correlation
 JOIN capture_pairs AS p ON p.alignment = g.alignment AND p.position = r.position
@@ -178,7 +186,7 @@ ORDER BY r.kernel_id
 SITES_SQL = """
 SELECT $rank AS rank, s.kernel_id, l.file, l.line, l.function, l.cpu_op_name, l.cpu_op_input_dims,
        'capture' AS source, l.capture_file, l.capture_window, l.capture_seq, l.capture_kernel_name,
-       s.match, s.graph_correlation, l.stack
+       s.match, s.graph_correlation, l.stack, s.waits AS capture_waits
 FROM capture_sites AS s
 JOIN capture_launches AS l ON l.window = s.window AND l.launch = s.launch
 """
@@ -190,7 +198,8 @@ def _write_sites(con, rank, kernels_file, windows, alignments, replays, out_dir)
         write_kernel_sites([], out_dir, rank)
         return
     pairs, used = [], set()
-    for (window, aligned), alignment in alignments.items():
+    for (window, aligned, waits), alignment in alignments.items():
+        awaited = dict(waits)
         for position, launch, match in aligned:
             pairs.append(
                 {
@@ -199,6 +208,7 @@ def _write_sites(con, rank, kernels_file, windows, alignments, replays, out_dir)
                     "window": window,
                     "launch": launch,
                     "match": match,
+                    "waits": list(awaited[launch]) if launch in awaited else None,
                 }
             )
             used.add((window, launch))
@@ -226,7 +236,14 @@ def _write_sites(con, rank, kernels_file, windows, alignments, replays, out_dir)
     load(
         con,
         "capture_pairs",
-        [("alignment", I32), ("position", I32), ("window", I32), ("launch", I32), ("match", STR)],
+        [
+            ("alignment", I32),
+            ("position", I32),
+            ("window", I32),
+            ("launch", I32),
+            ("match", STR),
+            ("waits", list_of(I32)),
+        ],
         pairs,
     )
     site_columns = [

@@ -39,6 +39,24 @@ class CaptureLaunch:
 
 
 @dataclass
+class CaptureEvent:
+    """A cudaEventRecord / cudaStreamWaitEvent call inside a capture window (hipEventRecord ...). stream:
+    the waiting stream of a wait (its `cuda_sync` "Stream Wait Event" record's `stream`, else the call's
+    own `stream` argument), a record's stream where the trace gives one; ids as the capture trace writes
+    them. wait_on_stream, wait_on_corr: the wait's record names the recorded stream and the correlation of
+    the cudaEventRecord (NULL where the trace gives none)."""
+
+    position: (
+        int  # launches of the window before the call: it lies between launches[position - 1] and [position]
+    )
+    call: str  # record | wait
+    correlation: int | None
+    stream: int | None
+    wait_on_stream: int | None = None
+    wait_on_corr: int | None = None
+
+
+@dataclass
 class CaptureWindow:
     file: str  # the capture trace's name (relative to the capture folder)
     index: int  # window number inside that file
@@ -48,6 +66,7 @@ class CaptureWindow:
     start_ns: int
     end_ns: int
     launches: list[CaptureLaunch] = field(default_factory=list)
+    events: list[CaptureEvent] = field(default_factory=list)  # in call order (ingest.capture_waits)
 
     @property
     def named(self) -> bool:
@@ -177,6 +196,35 @@ ORDER BY c.window_id, c.start_ns, c.ev_id
 """
 
 
+EVENTS_SQL = """
+WITH event_calls AS (
+    SELECT h.ev_id, h.start_ns, h.correlation, w.window_id,
+           CASE WHEN h.name ILIKE '%StreamWaitEvent%' THEN 'wait' ELSE 'record' END AS call
+    FROM host_api h
+    JOIN capture_windows w ON w.pid = h.pid AND w.tid = h.tid AND h.start_ns >= w.start_ns AND h.start_ns <= w.end_ns
+    WHERE h.name ILIKE '%StreamWaitEvent%' OR h.name ILIKE '%EventRecord%'
+),
+wait_records AS (  -- Kineto's "Stream Wait Event" records, by the wait call's correlation
+    SELECT correlation, max(stream) AS stream, max(wait_on_stream) AS wait_on_stream,
+           max(wait_on_event_corr) AS wait_on_corr
+    FROM events
+    WHERE cat_lc = 'cuda_sync' AND sync_kind = 'Stream Wait Event' AND correlation IS NOT NULL
+    GROUP BY correlation
+)
+SELECT c.window_id, c.call, c.correlation,
+       (SELECT count(*) FROM capture_launches l
+        WHERE l.window_id = c.window_id AND (l.start_ns < c.start_ns OR (l.start_ns = c.start_ns AND l.ev_id < c.ev_id)))
+           AS position,
+       CASE WHEN c.call = 'wait' THEN coalesce(nullif(r.stream, -1), e.stream) ELSE e.stream END AS stream,
+       CASE WHEN c.call = 'wait' THEN nullif(r.wait_on_stream, -1) END AS wait_on_stream,
+       CASE WHEN c.call = 'wait' AND r.wait_on_corr > 0 THEN r.wait_on_corr END AS wait_on_corr
+FROM event_calls c
+JOIN events e ON e.ev_id = c.ev_id
+LEFT JOIN wait_records r ON c.call = 'wait' AND r.correlation = c.correlation
+ORDER BY c.window_id, c.start_ns, c.ev_id
+"""
+
+
 def _rank_of(path: Path, metadata: dict) -> int | None:
     m = RANK_IN_NAME_RE.search(path.name)
     if m:
@@ -230,6 +278,7 @@ def read_capture_windows(
                 "SELECT window_id, call, kind, name, stream, file, line, function, cpu_op_name, cpu_op_input_dims, "
                 "stack FROM capture_launches ORDER BY window_id, start_ns, ev_id"
             ).fetchall()
+            events = con.execute(EVENTS_SQL).fetchall()
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
     source = file.source
@@ -264,4 +313,6 @@ def read_capture_windows(
                 list(row[10]) if row[10] is not None else None,
             )
         )
+    for window_id, call, corr, position, stream, on_stream, on_corr in events:
+        out[window_id].events.append(CaptureEvent(int(position), call, corr, stream, on_stream, on_corr))
     return [w for w in out if w.launches]

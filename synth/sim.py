@@ -367,9 +367,10 @@ class RankSim:
             # a wait the trace does not record (inside a replay; ROCm writes no cuda_sync record)
             self.pending_hidden.setdefault(stream, []).append(src)
         if self.replay is None:
-            flow = "s" if (self.vendor == "nvidia" and not self.capture) else None
+            # NVIDIA: CUPTI's record of the wait, during a capture too (its dependency is then the graph's)
+            flow = "s" if self.vendor == "nvidia" else None
             corr, rt = self.runtime(self.api["wait"], self.jit(1_500, 4_000), flow=flow)
-            if flow and src is not None:
+            if flow and src is not None and not self.capture:
                 # the trace shows this wait (a cuda_sync record naming the source stream and the record)
                 self.pending_waits.setdefault(stream, []).append(src)
             if flow:

@@ -64,6 +64,9 @@ Layout (keys of the top-level object):
   -> the launch call; sync_wait -> the sync call or "cudaStreamWaitEvent", an inferred wait -> the
   awaited activity "<name> (stream <id>)"; kernel gaps and host gaps -> null. `edge` is null for a node, else stream_order / event_wait / launch / host_sync / program_order /
   inferred_wait / step_start. Zero-length segments are left out, except activities and sync_wait edges.
+- `steps[i].critical_path_captured` (NVIDIA serving-decode steps with a graph replay): the same path when the
+  run is ingested with its capture traces: their "Stream Wait Event" records give the waits inside each
+  replay, which are then `event_wait` edges named "cudaStreamWaitEvent (captured)" (ties as an event wait).
 - `collectives`: list, one per collective instance: {key "step:n", step, name, category, start_ns
   [per rank], end_ns [per rank], start_skew_ns [per rank: start − min start], end_skew_ns [per rank],
   last_rank (arrived last), max_start_skew_ns, wait_ns [per rank: held until the last arrival],
@@ -190,6 +193,7 @@ def step_metrics(acts: list[Act]) -> dict[str, Any]:
 
 KINDS = ("gpu", "launch_delay", "kernel_gap", "cpu", "sync_wait")
 RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
+CAPTURED_WAIT = "cudaStreamWaitEvent (captured)"  # a wait of a graph replay, recorded in its capture trace
 
 
 class _PathWalk:
@@ -197,9 +201,10 @@ class _PathWalk:
     order (start order on the one host thread), each activity's same-stream predecessor (the previous activity
     by start on the stream, else the one before the step), and each host sync's awaited activity."""
 
-    def __init__(self, sim: RankSim, window: tuple[int, int]):
+    def __init__(self, sim: RankSim, window: tuple[int, int], captured: bool = False):
         acts = sim.gpu
         self.window = window
+        self.captured = captured  # the replays' waits are recorded, by the capture traces
         calls = sorted((e for e in sim.host if e[0] == "X" and e[1] in RUNTIME_CATS), key=lambda e: e[3])
         self.hc = [(e[3], e[3] + e[4], e[2], e[5]["correlation"]) for e in calls]
         self.by_corr = {c[3]: i for i, c in enumerate(self.hc)}
@@ -255,6 +260,9 @@ class _PathWalk:
                 (min(src.end, a.start), 2, ("g", src), "event_wait", "sync_wait", "cudaStreamWaitEvent")
             )
         for src in a.hidden_deps or ():
+            if self.captured and a.replay:  # the capture trace recorded this wait of the graph
+                cands.append((min(src.end, a.start), 2, ("g", src), "event_wait", "sync_wait", CAPTURED_WAIT))
+                continue
             # a wait the trace does not record: the analysis can only infer it (ties go to the others)
             cands.append(
                 (
@@ -342,12 +350,15 @@ def _tile(chain: list[dict[str, Any]]) -> tuple[list[list[Any]], int | None]:
     return segs, m
 
 
-def critical_path_truth(sim: RankSim, window: tuple[int, int]) -> dict[str, Any] | None:
-    """The step's critical path from the simulator's own records (see the module docstring)."""
+def critical_path_truth(
+    sim: RankSim, window: tuple[int, int], captured: bool = False
+) -> dict[str, Any] | None:
+    """The step's critical path from the simulator's own records (see the module docstring); captured: with
+    the event waits inside graph replays recorded (the run ingested with its capture traces)."""
     acts = sim.gpu
     if not acts:
         return None
-    chain = _PathWalk(sim, window).chain(max(acts, key=lambda a: (a.end, a.start, a.seq)))
+    chain = _PathWalk(sim, window, captured).chain(max(acts, key=lambda a: (a.end, a.start, a.seq)))
     segs, m = _tile(chain)
     end = chain[0]["b"]
     begin = m if m is not None else end
@@ -440,6 +451,9 @@ class Truth:
             "launch_sites": key,
             "critical_path": critical_path_truth(sim, host),
         }
+        if graph_launches and sim.cfg.scenario == "serving-decode" and sim.vendor == "nvidia":
+            # ingested with its capture traces, whose "Stream Wait Event" records give the replays' waits
+            row["critical_path_captured"] = critical_path_truth(sim, host, captured=True)
         if sim.cfg.graph_nodes:
             row["graph_nodes"] = node_truth(order)
         self._steps.write((b",\n" if self._nsteps else b"") + orjson.dumps(row))

@@ -163,6 +163,7 @@ def _window_connect(wh, run_id: str, start: int, end: int) -> duckdb.DuckDBPyCon
             con.execute(base_view_sql(table).replace(f"VIEW {table} AS", f"VIEW base_{table} AS"))
     con.execute(f"CREATE VIEW cpu_ops AS SELECT * FROM base_cpu_ops WHERE run_id = '{run_id}'")
     con.execute(f"CREATE VIEW python_frames AS SELECT * FROM base_python_frames WHERE run_id = '{run_id}'")
+    con.execute(f"CREATE VIEW kernel_sites AS SELECT * FROM base_kernel_sites WHERE run_id = '{run_id}'")
     con.execute(
         "CREATE VIEW kernels AS SELECT * REPLACE (CASE WHEN COALESCE(launch_start_ns, start_ns) "
         f"BETWEEN {start} AND {end} THEN 1 END AS step) FROM base_kernels WHERE run_id = '{run_id}'"

@@ -173,7 +173,9 @@ DIGESTS = {
     1: "7bbb0b95830cc2305cbd8160a4ed9ac11cdcfb67532b9b4287941dad1694590e",
     2: "e07dd6031b98bb67556b669ef3affa1b26999d04ed54a601d7e48712fcc219ce",
     3: "9fa671c3ccd80cf3d388b78882cd3dbcd28d7fe2a12e1bc97db5de57e3234b48",
-}  # 2: + step_requests; 3: + kernels.graph_id, graph_node_id, graph_annotation, module_fqn
+    4: "d818c00e31e14fc6f8203983a47debb085f0feac72eccbc7d76167ace5c4ffc4",
+}  # 2: + step_requests; 3: + kernels.graph_id, graph_node_id, graph_annotation, module_fqn;
+# 4: + kernel_sites.capture_waits
 
 
 def test_a_changed_column_bumps_the_schema_version(monkeypatch):

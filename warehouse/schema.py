@@ -27,7 +27,7 @@ from tracehouse.warehouse.store import SCHEMA_PARTITION  # noqa: F401 - re-expor
 
 # runs.schema_version of what ingest writes: bump it with any change to a column's name, type or order
 # (tests/test_schema.py holds the digest of each version's columns and fails until it is bumped)
-SCHEMA_VERSION = 3  # 2: table step_requests; 3: kernels' graph node columns
+SCHEMA_VERSION = 4  # 2: table step_requests; 3: kernels' graph node columns; 4: kernel_sites.capture_waits
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -257,6 +257,11 @@ COLUMNS: dict[str, list[tuple[str, Declared, str]]] = {
         ("match", STR, "how replay and capture were aligned (node, name, order, stream, greedy)"),
         ("graph_correlation", I64, "correlation of the graph launch that replayed it"),
         ("stack", list_of(STR), "the Python stack of the launch, innermost first"),
+        (
+            "capture_waits",
+            list_of(I32),
+            "capture_seq of the launches it waits for (capture trace's event waits)",
+        ),
     ],
     "step_requests": [  # the run's requests file given at ingest (ingest/requests.py); zero rows without one
         ("rank", I32, "the rank the row is about (NULL: every rank that has the step)"),

@@ -12,6 +12,12 @@
 --                   `event_wait`, kind sync_wait, ready at its end; one row per wait). Without the record's
 --                   correlation (older Kineto) the wait call itself bounds the record: the last activity on
 --                   A launched before the wait;
+--                 - event waits recorded in a capture trace, on each graph replay: a replayed activity whose
+--                   capture launch waits for another launch of the capture window through a captured
+--                   cudaEventRecord -> cudaStreamWaitEvent (kernel_sites.capture_waits, ingest/capture_waits.py)
+--                   depends on the activity of the same replay aligned with that launch, when it started
+--                   before it (edge `event_wait`, kind sync_wait, named 'cudaStreamWaitEvent (captured)',
+--                   ready at its end);
 --                 - its launch call (edge `launch`): ready at the call's end, or at its start for a graph
 --                   launch (cudaGraphLaunch / hipGraphLaunch), which precedes every activity it replays and
 --                   usually ends after the first of them started. Any other call that ended after its
@@ -98,10 +104,12 @@
 --   edge_kind       VARCHAR  the path segment kind of the edge: kernel_gap / sync_wait / launch_delay /
 --                   gpu_queued / cpu
 --   edge_name       VARCHAR  what the edge segment is named on the path: the launch call, the sync call or
---                   cudaStreamWaitEvent, the host op around a program-order gap, for an inferred wait what it
+--                   cudaStreamWaitEvent ('cudaStreamWaitEvent (captured)': a wait recorded in a capture
+--                   trace), the host op around a program-order gap, for an inferred wait what it
 --                   waited for: the awaited activity and its stream ('<name> (stream <id>)'); NULL for
 --                   kernel gaps (the previous activity on the same stream)
---   edge_op_id      BIGINT  the cpu_ops op_id behind that name (NULL for kernel gaps and inferred waits)
+--   edge_op_id      BIGINT  the cpu_ops op_id behind that name (NULL for kernel gaps, inferred waits and waits
+--                   recorded in a capture trace, whose call is not in the run)
 CREATE OR REPLACE VIEW dependency_edges AS
 WITH act AS (
     SELECT run_id, rank, device, stream, kernel_id, name, kind, step, start_ns, end_ns, launch_op_id,
@@ -274,6 +282,18 @@ event_dep AS (
     JOIN wait_probe w ON w.run_id = d.run_id AND w.rank = d.rank AND w.probe_id = d.probe_id
     WHERE d.probe_kind = 'wait_dst' AND d.kernel_id IS NOT NULL AND s.kernel_id IS NOT NULL
 ),
+captured_dep AS (
+    -- waits recorded in capture traces: within one graph replay, the activity aligned with the waiting
+    -- capture launch depends on the one aligned with the awaited launch
+    SELECT w.run_id, w.rank, w.kernel_id, a.kernel_id AS src_id
+    FROM (SELECT run_id, rank, kernel_id, graph_correlation, capture_file, capture_window,
+                 unnest(capture_waits) AS awaited_seq
+          FROM kernel_sites
+          WHERE capture_waits IS NOT NULL) w
+    JOIN kernel_sites a
+      ON a.run_id = w.run_id AND a.rank = w.rank AND a.graph_correlation = w.graph_correlation
+     AND a.capture_file = w.capture_file AND a.capture_window = w.capture_window AND a.capture_seq = w.awaited_seq
+),
 stream_prev AS (
     SELECT run_id, rank, device, kernel_id, step, name, kind, stream, start_ns, end_ns, issue_ns, launch_op_id,
            launch_call, launch_start_ns, launch_dur_ns,
@@ -295,6 +315,14 @@ gpu_recorded AS (
     JOIN act a ON a.run_id = e.run_id AND a.rank = e.rank AND a.kernel_id = e.kernel_id
     JOIN act s ON s.run_id = e.run_id AND s.rank = e.rank AND s.kernel_id = e.src_id
     WHERE s.issue_ns < a.issue_ns
+    UNION ALL
+    -- (one replay shares its launch call: back in start order)
+    SELECT e.run_id, e.rank, e.kernel_id, 'gpu', e.src_id, s.end_ns, LEAST(s.end_ns, a.start_ns), 'event_wait',
+           'sync_wait', 'cudaStreamWaitEvent (captured)', CAST(NULL AS BIGINT)
+    FROM captured_dep e
+    JOIN act a ON a.run_id = e.run_id AND a.rank = e.rank AND a.kernel_id = e.kernel_id
+    JOIN act s ON s.run_id = e.run_id AND s.rank = e.rank AND s.kernel_id = e.src_id
+    WHERE s.start_ns < a.start_ns OR (s.start_ns = a.start_ns AND s.kernel_id < a.kernel_id)
     UNION ALL
     SELECT p.run_id, p.rank, p.kernel_id, CASE WHEN b.op_id IS NOT NULL THEN 'cpu_issue' ELSE 'cpu' END,
            p.launch_op_id,
