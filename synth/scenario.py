@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -222,6 +223,7 @@ def write_scenario(
     graph_nodes: bool = False,
     capture_layout: str = "default",
     slow_node: tuple[int, float] | None = None,
+    fuse: tuple[str, ...] | None = None,
 ) -> Path:
     """Write the trace files of one synthetic run (plus ground_truth.json) into out_dir; return out_dir.
 
@@ -235,7 +237,9 @@ def write_scenario(
     (synth/graph_nodes.py), and each step's truth lists them (`graph_nodes`). capture_layout: where the
     capture traces of a serving-decode run go (CAPTURE_LAYOUTS). slow_node (index, factor): the index-th node of
     the replayed decode graph's body (its graph node id: graph_nodes.node_id(index)) runs `factor` times
-    longer; the truth's anomalies name it by its node id.
+    longer; the truth's anomalies name it by its node id. fuse (a fusion pattern's step regexes): its
+    chains run fused, as the what-if model states a fusion (synth/fused_chains.py); the same seed gives the
+    same run otherwise, so its steps are the truth of `tracehouse whatif --fusion`.
     """
     _check(scenario, vendor, ranks, layers, steps, target_size, straggler)
     if capture_layout not in CAPTURE_LAYOUTS:
@@ -246,6 +250,8 @@ def write_scenario(
     cfg = Cfg(scenario, vendor, ranks, layers, batch_size, seed, straggler, host_stall_us, slow_kernel, start)
     cfg.graph_nodes = graph_nodes
     cfg.slow_node = slow_node
+    cfg.fuse = tuple(fuse) if fuse else None
+    cfg.fuse_re = tuple(re.compile(x) for x in cfg.fuse or ())
     streams = STREAMS[vendor]
     sims = [RankSim(cfg, r, streams) for r in range(ranks)]
     names = [_file_name(cfg, r, naming, start_ns) for r in range(ranks)]
@@ -265,6 +271,7 @@ def write_scenario(
             "host_stall_us": host_stall_us,
             "slow_kernel": list(slow_kernel) if slow_kernel else None,
             "slow_node": [node_id(slow_node[0]), slow_node[1]] if slow_node else None,
+            "fuse": list(fuse) if fuse else None,
         },
         "time_unit": "ns",
         "files": {str(r): names[r] for r in range(ranks)},

@@ -18,6 +18,7 @@ import random
 from collections.abc import Callable, Generator, Iterable
 
 from .catalog import Kernel
+from .fused_chains import FusedChains
 from .graph_nodes import graph_node_args
 from .kineto import TraceWriter
 from .runtime_api import AMD, CBID, CID, NV
@@ -65,6 +66,7 @@ class RankSim:
         self.pending_hidden: dict[int, list[Act]] = {}  # ... of event waits the trace does not record
         self.host_syncs: list[tuple] = []  # (correlation, [streams] | None = all streams)
         self.carry_last: dict[int, Act] = {}  # last activity per stream before this step
+        self.fused = FusedChains(cfg.fuse_re)  # Cfg.fuse: chains run as one kernel (synth/fused_chains.py)
 
     # ---- ids and random draws -------------------------------------------------------------
     def _corr(self) -> int:
@@ -162,11 +164,16 @@ class RankSim:
         return act
 
     def _launch(self, k: Kernel, stream: int, deps: Iterable[int]) -> Act | None:
+        waits = stream in self.pending_waits or stream in self.pending_hidden
+        fuse = self.fused.launch(stream, k.name, not k.collective and not waits)
         if self.replay is not None:
             corr, t0 = self.replay
-            act = self._gpu(k, stream, max(t0, *(deps or [0])), corr, None, node=self.replay_nodes)
-            act.graph_node, self.replay_nodes = self.replay_nodes, self.replay_nodes + 1
+            act = self._gpu(k, stream, max(t0, *(deps or [0])), corr, None, self.replay_nodes, fuse)
+            if act is not None:
+                act.graph_node = self.replay_nodes
+            self.replay_nodes += 1
             return act
+        h0, n0 = self.h, len(self.host)
         self.py(k.file, k.line, k.func)
         eager_nccl = bool(k.collective) and k.cpu_op.startswith("nccl:")
         meta = None
@@ -199,20 +206,37 @@ class RankSim:
         if eager_nccl:
             self.exit()
         self.exit()
+        if fuse:  # the fused kernel is launched as its first member: this launch is not made (same draws)
+            self.h = h0
+            del self.host[n0:]
         if self.capture:
             return None
-        act = self._gpu(k, stream, max(rt + self.jit(2_400, 5_200), *(deps or [0])), corr, ext)
-        act.coll_meta = meta
+        act = self._gpu(k, stream, max(rt + self.jit(2_400, 5_200), *(deps or [0])), corr, ext, fuse=fuse)
+        if act is not None:
+            act.coll_meta = meta
         return act
 
     def _gpu(
-        self, k: Kernel, stream: int, earliest: int, corr: int, ext: int | None, node: int | None = None
-    ) -> Act:
-        """node: the activity's index in the body of the graph replayed (None: not replayed)."""
+        self,
+        k: Kernel,
+        stream: int,
+        earliest: int,
+        corr: int,
+        ext: int | None,
+        node: int | None = None,
+        fuse: bool = False,
+    ) -> Act | None:
+        """node: the activity's index in the body of the graph replayed (None: not replayed). fuse: a later
+        member of a fused chain: the stream's last activity lasts as long as the longer of the two (None)."""
         replay = node is not None
         gap = self.jit(450, 1_400) if replay else self.jit(900, 2_100)
         start = max(earliest, self.ready[stream] + gap if self.ready[stream] else earliest)
         self.seq += 1
+        if fuse:
+            first = self.last[stream]
+            first.dur = max(first.dur, self.kdur(k, node=node))
+            self.ready[stream] = first.end
+            return None
         act = Act(
             "kernel",
             k.name,
@@ -265,6 +289,7 @@ class RankSim:
             self.ready[stream] = max(self.ready[stream], a.end)
 
     def memcpy(self, kind: str, nbytes: int, stream: int, cpu_op: str = "aten::copy_") -> Act | None:
+        self.fused.interrupt(stream)
         self.enter(
             "cpu_op",
             cpu_op,
@@ -313,6 +338,7 @@ class RankSim:
         return act
 
     def memset(self, nbytes: int, stream: int) -> Act | None:
+        self.fused.interrupt(stream)
         self.enter("cpu_op", "aten::zero_", {"Input Dims": [[nbytes // 2]], "Input type": ["c10::BFloat16"]})
         corr, rt = self.runtime(self.api["memset"], self.jit(2_500, 5_000), None, flow="s")
         ext = self._ext_now()
@@ -353,6 +379,7 @@ class RankSim:
     def record(self, stream: int) -> tuple[int, int, Act | None]:
         """cudaEventRecord on `stream`; the event fires when the stream reaches this point (the end of
         the last activity launched on it, returned third for the critical-path truth)."""
+        self.fused.interrupt(stream)
         t = self.ready[stream]
         src = self.last.get(stream)
         if self.replay is not None:
@@ -363,6 +390,7 @@ class RankSim:
     def wait(self, stream: int, ev: tuple[int, int], src_stream: int) -> None:
         """cudaStreamWaitEvent: later work on `stream` starts after the event."""
         t, rec_corr, src = ev
+        self.fused.interrupt(stream)
         if src is not None and not self.capture and (self.replay is not None or self.vendor != "nvidia"):
             # a wait the trace does not record (inside a replay; ROCm writes no cuda_sync record)
             self.pending_hidden.setdefault(stream, []).append(src)
@@ -394,6 +422,7 @@ class RankSim:
 
     def stream_sync(self, stream: int) -> None:
         """cudaStreamSynchronize: the host blocks until `stream` drains (a `sync_wait` on the CPU)."""
+        self.fused.interrupt(stream)
         start = self.h
         done = max(start + self.jit(1_800, 3_000), self.ready[stream] + self.jit(1_200, 2_500))
         flow = "s" if self.vendor == "nvidia" else None
@@ -422,8 +451,10 @@ class RankSim:
         corr, rt = self.runtime(name, dur, flow="s" if self.vendor == "nvidia" else "f")
         self.replay = (corr, rt + self.jit(4_000, 7_000))
         self.replay_nodes = 0
+        self.fused.interrupt()  # a chain never spans a graph launch's boundary
         yield from body()
         self.replay = None
+        self.fused.interrupt()
 
     # ---- output ------------------------------------------------------------------------
     def flush(self, w: TraceWriter) -> None:
@@ -510,6 +541,7 @@ class RankSim:
 
     def new_step(self, step: int) -> None:
         self.step = step
+        self.fused.interrupt()
         self.carry_last = dict(self.last)
         self.host_syncs = []
         self.gpu = []

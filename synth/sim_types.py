@@ -58,7 +58,10 @@ class Cfg:
     slow_re: Any = None
     graph_nodes: bool = False  # write Kineto's `graph id` / `graph node id` and mark_kernels annotations
     slow_node: tuple[int, float] | None = None  # (graph body index, factor): that replayed node runs slower
+    fuse: tuple[str, ...] | None = None  # a fusion pattern's step regexes: its chains run fused
+    fuse_re: tuple = ()
 
     def __post_init__(self) -> None:
         if self.slow_kernel:
             self.slow_re = re.compile(self.slow_kernel[0])
+        self.fuse_re = tuple(re.compile(x) for x in self.fuse or ())

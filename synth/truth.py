@@ -12,7 +12,8 @@ Layout (keys of the top-level object):
 - `schema`: "tracehouse-synth-truth/1"; `scenario`, `vendor`, `seed`, `ranks`, `layers`, `batch_size`,
   `run_label`, `phase` (prefill | decode | unknown), `anomalies` {straggler: [rank, us] | null,
   host_stall_us, slow_kernel: [regex, factor] | null, slow_node: [graph node id, factor] | null (the
-  replayed node that runs slower; write_scenario's slow_node)}, `time_unit`: "ns".
+  replayed node that runs slower; write_scenario's slow_node), fuse: [step regex, ...] | null (the fusion
+  pattern whose chains ran fused; write_scenario's fuse)}, `time_unit`: "ns".
 - `files`: {rank (str): trace file name}; `capture_files`: [names under capture_traces/]; `parallel`:
   {tp, pp} of the 'megatron' naming (files `TP-<t>-PP-<p>`, Megatron's process groups), else null.
 - `streams`: {"main": id, "side": id, "comm": id} (Kineto stream ids = GPU tid), `device`: {rank: device}.

@@ -20,7 +20,12 @@ from conftest import RunFocused, real_trace_files, require_shared
 from tracehouse.warehouse.catalog import connect
 from warehouses import situation
 
-SITUATIONS = ["spin-wait-in-library", "blocking-copy-waits-on-collective", "graph-launch-held-by-recv"]
+SITUATIONS = [
+    "spin-wait-in-library",
+    "blocking-copy-waits-on-collective",
+    "blocking-copy-on-a-waiting-stream",
+    "graph-launch-held-by-recv",
+]
 
 
 @pytest.fixture(scope="module")

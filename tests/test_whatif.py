@@ -6,6 +6,8 @@
   the same seed: the same random draws, only the matched kernels' durations differ): the predicted step
   time is within 5 % of the re-simulated one, step by step, on a training and a serving-decode run;
   with K = 1 it is the observed step time exactly, which is the simulator's own;
+- a fusion row against the simulator run again with the row's chains fused (synth's fuse, same seed):
+  exact, step by step, on eager serving prefill and graph-replayed serving decode;
 - the CLI's errors are one line; the report's gains are the what-if of its step.
 """
 
@@ -206,6 +208,54 @@ def test_prediction_is_within_5_percent_of_the_resimulated_step(synth_runs, tmp_
         if exact:
             assert abs(row["predicted_ns"] - truth_ns) <= row["matched"], (row, truth_ns)
     assert changed, "the change does not move the re-simulated step: the test could not fail"
+
+
+# (case, fusion row): the row's chains fused in the simulator (synth/fused_chains.py: the chains one kernel
+# as long as its longest member, where the first started, the other launches not made), same seed. Eager
+# launches (serving prefill: each kernel its own host launch, the all-reduce an eager NCCL call across the
+# ranks; the training scenario has no fusion row: the catalogue has no plain-PyTorch row) and graph replays
+# (serving decode). Every dependency of these runs is in the graph: the prediction is exact.
+FUSIONS = [
+    ("serving-prefill", "sgl_add_rmsnorm"),
+    ("serving-prefill", "sgl_allreduce_add_rmsnorm"),
+    ("serving-decode", "sgl_allreduce_add_rmsnorm"),
+]
+
+
+def _pattern_steps(pattern_id: str) -> tuple[str, ...]:
+    import csv
+
+    with open(ROOT / "sql" / "rules" / "fusion_patterns.csv", newline="") as fh:
+        [row] = [r for r in csv.DictReader(fh) if r["pattern_id"] == pattern_id]
+    return tuple(row[f"split_{i}"] for i in (1, 2, 3) if row[f"split_{i}"])
+
+
+@pytest.mark.parametrize("case,pattern", FUSIONS)
+def test_fusion_prediction_is_the_resimulated_step(synth_runs, tmp_path, case, pattern):
+    from tracehouse.synth.scenario import write_scenario
+    from tracehouse.synth.truth import load_truth
+    from tracehouse.warehouse.whatif import Change, whatif
+
+    con, ids, truths = synth_runs
+    status = con.execute(
+        "SELECT any_value(status) FROM fusion_match WHERE run_id = ? AND pattern_id = ?", [ids[case], pattern]
+    ).fetchone()[0]
+    assert status == "Confirmed", "the row fires on adjacent chains, which the simulator fuses"
+    name, kw = CASES[case]
+    steps = _pattern_steps(pattern)
+    write_scenario(name, tmp_path / "fused", fuse=steps, **kw)
+    again = load_truth(tmp_path / "fused")
+    base = _by_rank_step(truths[case])
+    rows = whatif(con, ids[case], Change(fusion=pattern))
+    for row, st in _pairs(rows, again):
+        before = base[(st["rank"], st["step"])]
+        assert row["observed_ns"] == before["span_ns"]
+        # the simulator fused the chains the row holds: as many activities are gone as the what-if merged
+        assert row["matched"] > 0 and row["matched"] % len(steps) == 0
+        gone = before["n_activities"] - st["n_activities"]
+        assert gone == row["matched"] // len(steps) * (len(steps) - 1), (row, gone)
+        assert st["span_ns"] < before["span_ns"]
+        assert row["predicted_ns"] == st["span_ns"], (row, st["span_ns"])
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -173,6 +173,11 @@ def _plan(run: RunGraph, change: Change, chains: dict[int, list[list[int]]]) -> 
                 for m in members[1:]:
                     durations[(rank, m.key)] = 0
                     merged.setdefault(rank, set()).add(m.key)
+                    # its launch call is not made (a graph replay's launch launches the others too)
+                    if not m.replayed:
+                        merged[rank].update(
+                            e.pred for e in m.starts if e.edge == "launch" and e.pred[0] != "gpu"
+                        )
             continue
         for n in graph.gpu:
             if pattern.search(n.name) if pattern else n.category == change.category:

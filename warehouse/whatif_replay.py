@@ -182,7 +182,7 @@ def order(nodes: Mapping[tuple[str, int], Node]) -> list[Node]:
 
 def replay(ordered: list[Node], nodes: Mapping, duration: Callable[[Node], int], merged=frozenset()) -> None:
     """One rank's replay (replay_units with every node its own unit)."""
-    replay_units([[(0, n)] for n in ordered], {0: nodes}, duration, merged)
+    replay_units([[(0, n)] for n in ordered], {0: nodes}, duration, frozenset((0, k) for k in merged))
 
 
 def order_units(graphs: Mapping[int, Mapping], groups: Iterable[list[tuple[int, tuple]]] = ()) -> list[list]:
@@ -234,10 +234,10 @@ def replay_units(
     arrival, scaled as duration scales it) after the last rank's new arrival."""
     for unit in units:
         for r, node in unit:
-            _start(node, graphs[r], merged)
+            _start(node, graphs[r], (r, node.key) in merged)
         if len(unit) == 1:
             r, node = unit[0]
-            _end(node, graphs[r], duration)
+            _end(node, graphs[r], duration, (r, node.key) in merged)
             continue
         last = max(n.start for _, n in unit)
         new_last = max(n.new_start for _, n in unit)
@@ -249,21 +249,22 @@ def replay_units(
             n.new_end = max(n.new_start, new_last) + (round(transfer * scale) if transfer > 0 else transfer)
 
 
-def _start(node: Node, nodes: Mapping, merged) -> None:
+def _start(node: Node, nodes: Mapping, merged: bool) -> None:
     start = node.start
-    if node.key in merged:
-        prev = [e for e in node.starts if e.edge == "stream_order"]
+    if merged:  # a fused member: right after its stream's previous activity; its launch call
+        # (not made): right where the host's previous work ends
+        prev = [e for e in node.starts if e.edge == "stream_order" or node.key[0] != "gpu"]
         start = max((_ready(e, nodes) for e in prev), default=start)
     elif node.starts:
         start = max(_ready(e, nodes) + e.lat for e in node.starts)
     node.new_start = start
 
 
-def _end(node: Node, nodes: Mapping, duration: Callable[[Node], int]) -> None:
+def _end(node: Node, nodes: Mapping, duration: Callable[[Node], int], merged: bool = False) -> None:
     if node.key[0] == "gpu":
         node.new_end = node.new_start + duration(node)
         return
-    end = node.new_start + node.own
+    end = node.new_start + (0 if merged else node.own)
     if node.ends:
         end = max(end, max(_ready(e, nodes) + e.lat for e in node.ends))
     node.new_end = end

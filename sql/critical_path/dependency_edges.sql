@@ -38,7 +38,10 @@
 --                   dependency; a window of at least 20 us when the slack is also 1 ms or more), or else
 --                   1 ms or more (then the window is 20 us, as a stream's own slack sets no scale), or, for the
 --                   copy of a blocking copy call (the host is held from its issue), more than one resume
---                   window (then the window is that): every activity on
+--                   window (then the window is that), or else, under 1 ms, more than one of the device's resume windows
+--                   (the device's pace: the median slack of all its activities; then the window is that:
+--                   on a stream whose own activities usually wait, copies waiting for compute, the
+--                   stream's pace is that waiting and sets no scale for a wait): every activity on
 --                   another stream of the same device that ended within the window before its start and
 --                   after that latest choice_ns, and was issued before it (issue order; activities of
 --                   one graph replay share their launch call: then by start) is a candidate. Waits that
@@ -361,20 +364,35 @@ stream_pace AS (
     FROM slack
     GROUP BY run_id, rank, device, stream
 ),
+device_pace AS (
+    -- the device's pace: the median slack of every activity of the device, whatever its stream, and its
+    -- resume window (twice that, at least 1 us): how soon work on this device usually starts once what it
+    -- waits for is done. It judges a blocking copy on a stream whose own activities usually wait (copies
+    -- that wait for compute): there the stream's pace is the waiting itself, no scale for a wait
+    SELECT run_id, rank, device,
+           GREATEST(2 * CAST(quantile_cont(slack_ns, 0.5) AS BIGINT), 1000) AS resume_ns
+    FROM slack
+    GROUP BY run_id, rank, device
+),
 held AS (
     -- activities held far longer than their stream's pace (4 resume windows or more), or 1 ms or more
     -- after their latest recorded dependency: something the trace does not record held them
-    SELECT s.*, CASE WHEN b.op_id IS NOT NULL AND s.slack_ns < 4 * p.resume_ns THEN p.resume_ns
+    -- (a blocking copy held by the device's window alone, within its stream's and under 1 ms: that window)
+    SELECT s.*, CASE WHEN b.op_id IS NOT NULL AND s.slack_ns <= p.resume_ns AND s.slack_ns < 1000000
+                     THEN d.resume_ns
+                     WHEN b.op_id IS NOT NULL AND s.slack_ns < 4 * p.resume_ns THEN p.resume_ns
                      WHEN s.slack_ns < 4 * p.resume_ns THEN 20000
                      WHEN s.slack_ns >= 1000000 THEN GREATEST(p.resume_ns, 20000)
                      ELSE p.resume_ns END AS window_ns
     FROM slack s
     JOIN stream_pace p ON p.run_id = s.run_id AND p.rank = s.rank AND p.device = s.device AND p.stream = s.stream
+    JOIN device_pace d ON d.run_id = s.run_id AND d.rank = s.rank AND d.device = s.device
     LEFT JOIN blocking_copy b ON b.run_id = s.run_id AND b.rank = s.rank AND b.op_id = s.launch_op_id
     WHERE s.slack_ns >= 1000000 OR s.slack_ns >= 4 * p.resume_ns
        -- a blocking copy's call held the host from its issue: a copy that starts later than its stream's
-       -- resume window after its latest recorded dependency was held by other GPU work
-       OR (b.op_id IS NOT NULL AND s.slack_ns > p.resume_ns)
+       -- resume window, or the device's where that is shorter, after its latest recorded dependency was
+       -- held by other GPU work
+       OR (b.op_id IS NOT NULL AND s.slack_ns > LEAST(p.resume_ns, d.resume_ns))
 ),
 gpu_edges AS (
     SELECT * FROM gpu_recorded

@@ -10,8 +10,11 @@ blocked launch return when the GPU work they wait on ends. Every start and every
 (the one constraint that was satisfied last), so the ground truth (`expect`) is what the simulation did:
 the GPU activities on each step's critical path, and each wait with the activity it waited for.
 
-The copy's stream here is GPU-bound (its pace is about a microsecond), so the inferred-wait rule found this
-0.87 ms wait before the blocking-copy rule too; that rule matters on streams whose own pace is long.
+In `blocking-copy-waits-on-collective` the copy's stream is GPU-bound (its pace is about a microsecond), so
+the inferred-wait rule found this 0.87 ms wait before the blocking-copy rule too. In
+`blocking-copy-on-a-waiting-stream` the copy runs on a copy stream whose other copies (offloads, each
+waiting unrecorded for the compute stream) start long after their launch: that stream's own pace is long,
+longer than half the blocking copy's wait, so its resume window alone cannot tell this wait from its pace.
 
 expect keys read by tests/test_host_waits.py:
   steps                 number of steps
@@ -112,6 +115,24 @@ class _Sim:
         self.prev_call = g.call
         c.end = g.call.end + 1 * US
         self.h = c.end + 2 * US
+        return g
+
+    def async_copy(self, stream: int, waits_on) -> object:
+        """cudaMemcpyAsync device-to-host on `stream` that waits (unrecorded) for `waits_on` (an offload of
+        the activation it produced); the host does not wait."""
+        self.pending[stream] = waits_on
+        g = self.tl.launch(
+            "Memcpy DtoH (Device -> Pinned)",
+            self.h,
+            0,
+            40 * US,
+            stream=stream,
+            kind="memcpy",
+            call_dur=4 * US,
+        )
+        self._call_done(g.call)
+        self._run(g, stream, g.call.end + 2_000, ("call", g.call))
+        self.h = g.call.end + 3 * US
         return g
 
     def held_graph_launch(self, kernels: list[tuple[str, int, int]]) -> tuple[object, list]:
@@ -242,5 +263,33 @@ def graph_launch_held_by_recv(out: Path) -> dict:
         _gemms(sim, 1)
 
     tl, expect = _steps(step)
+    tl.write(out / "rank-0.pt.trace.json.gz")
+    return expect
+
+
+COPY_STREAM = 20
+
+
+@situation(
+    "blocking-copy-on-a-waiting-stream",
+    "a blocking device-to-host cudaMemcpy held 0.87 ms by an all-reduce, on a copy stream whose other "
+    "copies (activation offloads) each wait about 0.5 ms, unrecorded, for the compute stream: the copy "
+    "stream's own pace is longer than half this wait",
+)
+def blocking_copy_on_a_waiting_stream(out: Path) -> dict:
+    def step(sim: _Sim) -> None:
+        for _ in range(2):
+            _gemms(sim, 14)
+            sim.async_copy(COPY_STREAM, sim.last[7])  # offload the activation the last GEMM wrote
+        coll = sim.launch(NCCL, 13, 0)
+        _gemms(sim, 2)
+        # the copy starts 0.87 ms after the later of its issue and its stream's previous copy
+        free = max(sim.h + 1 * US + 2_000, sim.ready[COPY_STREAM] + 1_200)
+        coll.end = free + 870 * US - 1_500
+        sim.ready[13] = coll.end
+        sim.blocking_copy(COPY_STREAM, coll)
+        _gemms(sim, 2)
+
+    tl, expect = _steps(step, steps=3)
     tl.write(out / "rank-0.pt.trace.json.gz")
     return expect
