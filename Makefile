@@ -7,12 +7,13 @@ PY := $(VENV)/bin/python
 # finding or an unformatted file fails the tests, in CI too (`make format` rewrites the files).
 # Every test, both tiers (~2,515): 32 min with -n auto on 2 cores from a fresh clone (session 21, .ci/run;
 # 58 min in session 20 before a live report computed its views once): over the 15 min it should take.
-# Spark (tests/test_spark.py, the Spark view cases) is about a third of it.
+# Spark (tests/test_spark.py, the Spark view cases) is about a third of it. --dist loadgroup: a module
+# whose tests share one costly fixture (xdist_group) runs on one worker; every other test as -n auto.
 # Session 19: each source ingested once per session (tests/warehouses.py), setup 445 -> 353 CPU-s (bench/results.md)
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) -m pytest -q -n auto
+	$(PY) -m pytest -q -n auto --dist loadgroup
 
 # for development (~2.3 min on 2 cores): unit, view and synthesized-situation tests (~1,290), not those marked
 # slow by what it needs (the real traces of ../shared, Spark, the browser, killed processes, whole reports,

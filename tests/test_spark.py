@@ -22,6 +22,10 @@ from pathlib import Path
 
 import pytest
 
+# One worker runs the whole module (make test: pytest -n auto --dist loadgroup): its fixture computes every
+# view on Spark over five runs (~4 min); split over two workers, each computed them all again.
+pytestmark = pytest.mark.xdist_group("spark-views")
+
 pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed: pip install -e '.[spark]'")
 if shutil.which("java") is None:
     pytest.skip("Java is not on PATH: Spark needs Java 17+", allow_module_level=True)
