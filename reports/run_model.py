@@ -387,6 +387,16 @@ class RunReport:
             n["where"] = ", ".join(n["where"])
         return list(notes.values())
 
+    def step_words(self, step: int, rank: int | None = None) -> str:
+        """How a takeaway names a step: `step N`, or `the whole trace window` where the trace marks no step
+        (the no_step_markers flag on that step: its one step is the whole profiled window, so a share "of
+        step 0" would read as a per-iteration figure it is not)."""
+        whole = any(
+            q.flag == "no_step_markers" and q.step == step and (rank is None or q.rank in (None, rank))
+            for q in self.quality
+        )
+        return "the whole trace window (no step markers)" if whole else f"step {step}"
+
     def phase_label(self, phase: str) -> str:
         """`unknown` is no heading: the whole run when it is the only phase, else the work outside the steps
         whose phase was found."""

@@ -235,8 +235,8 @@ def exposed_comm_rule(r, windows) -> _Draft | None:
     where = " and sits on the critical stream" if critical and not r.flagged("critical_path") else ""
     return _Draft(
         "step_breakdown.exposed_comm",
-        f"Communication is {100 * comm:.0f} % of the step's wall in GPU time; {100 * exposed:.0f} % "
-        f"of the wall is exposed communication{where} (step {s.step}){_peer_wait(r, s.rank)}.",
+        f"Communication is {100 * comm:.0f} % of the wall of {r.step_words(s.step, s.rank)} in GPU time; "
+        f"{100 * exposed:.0f} % of that wall is exposed communication{where}{_peer_wait(r, s.rank)}.",
         exposed,
         s.name,
         _step_window(s, windows),
@@ -274,7 +274,7 @@ def idle_rule(r, windows) -> _Draft | None:
         window, window_of = (windows.rel(gap["start_ns"]), windows.rel(gap["end_ns"])), "gap"
     return _Draft(
         "idle_gaps",
-        f"The GPU idles {100 * idle:.0f} % of the step, mostly waiting for {_idle_cause(s)}{detail}.",
+        f"The GPU idles {100 * idle:.0f} % of {r.step_words(s.step, s.rank)}, mostly waiting for {_idle_cause(s)}{detail}.",
         idle,
         gap["next_name"] if gap else None,
         window,
@@ -291,7 +291,7 @@ def host_setup_rule(r, windows) -> _Draft | None:
     return _Draft(
         "step_breakdown.host_setup",
         f"Host setup before the first GPU activity takes {100 * s.host_setup_ns / s.wall_ns:.0f} % "
-        f"of step {s.step}{doing}: {remedy}.",
+        f"of {r.step_words(s.step, s.rank)}{doing}: {remedy}.",
         s.host_setup_ns / s.wall_ns,
         s.name,
         (windows.rel(s.wall_start_ns), windows.rel(s.wall_start_ns + s.host_setup_ns)),
@@ -320,9 +320,7 @@ def dominant_category_rule(r, windows, phase) -> _Draft | None:
     )
     gain = category_gain(r, top.category) if r.step is not None and r.step.phase == phase.phase else None
     if gain is not None:
-        detail += (
-            f"; {top.category} {gain.speedup:g}\u00d7 faster: {gain.text} of step {r.step.step} (what-if)"
-        )
+        detail += f"; {top.category} {gain.speedup:g}\u00d7 faster: {gain.text} of {r.step_words(r.step.step, r.step.rank)} (what-if)"
     return _Draft(
         "category_summary",
         f"{r.phase_label(phase.phase)}: {top.category} is {100 * top.share:.0f} % of GPU time{detail}.",
@@ -345,7 +343,7 @@ def fusion_rule(r, windows) -> _Draft | None:
     share = sum(f.share or 0 for f in confirmed)
     gained = next((f for f in confirmed if f.gain), None)
     gain = (
-        f" Fusing {gained.pattern_name}: {gained.gain} of step {r.step.step} (what-if)."
+        f" Fusing {gained.pattern_name}: {gained.gain} of {r.step_words(r.step.step, r.step.rank)} (what-if)."
         if gained and r.step
         else ""
     )

@@ -234,3 +234,28 @@ def test_real_nsys_pair_is_compared_per_launch_and_sendrecv_leads(real_pair):
     assert {"no_step_markers", "few_steps"} <= flags
     md = _md(report)
     assert "GPU time per step changed by" not in md and "Per step: withheld" in md
+
+
+@pytest.mark.parametrize("kind", list(PAIRS))
+def test_run_takeaways_name_the_whole_window_where_no_step_is_marked(warehouses, kind):
+    """A trace without step markers has one step, the whole profiled window: a takeaway's share "of step 0"
+    would read as a per-iteration figure. The run report's takeaways name the window instead (and a marked
+    run's name its step): the idle share and the what-if gain both fire on these runs (host-bound gaps,
+    GEMM 60 % of GPU time)."""
+    from tracehouse.reports.run import build_run_report
+    from tracehouse.warehouse.engine import open as open_connection
+
+    before = PAIRS[kind][0]
+    wh, runs, _ = warehouses.named({before: situation(before)})
+    report = build_run_report(open_connection(wh, runs=[runs[before]]), runs[before])
+    texts = [t.text for t in report.takeaways]
+    idle = next(t for t in texts if t.startswith("The GPU idles"))
+    gain = next(t for t in texts if "(what-if)" in t)
+    if kind == "unmarked":
+        assert "no_step_markers" in {q.flag for q in report.quality}
+        assert all("of step" not in t and "of the step" not in t for t in texts), texts
+        assert "of the whole trace window (no step markers)" in idle
+        assert "of the whole trace window (no step markers) (what-if)" in gain
+    else:
+        assert f"% of step {report.step.step}, mostly" in idle
+        assert f"of step {report.step.step} (what-if)" in gain
