@@ -93,48 +93,27 @@ points AS (
     -- the islands and both ends of every window in one time order (an island before a window's end at the
     -- same time): the busy time before a point t is that of the islands before the last island starting
     -- at or before t, plus that island up to t. The islands are disjoint and sorted, so the running max of
-    -- their lo, hi and busy_before is that last island's. Each point in its slice (its time / 10^8 rounded
-    -- down, ~100 ms; any slicing in time order gives the same rows): the running max is taken per slice,
-    -- and a point with no island before it in its slice takes the last island of the slices before
-    -- (slice_last). One ordered pass per slice, not one over the whole rank: that one window over every
-    -- island of a rank slowed faster than the run grew once it spilled (bench/results.md)
-    SELECT run_id, rank, CAST(floor(lo / 100000000) AS BIGINT) AS slice, lo AS t, 0 AS kind,
-           CAST(NULL AS BIGINT) AS step, lo AS i_lo, hi AS i_hi, busy_before AS i_before,
-           CAST(NULL AS BOOLEAN) AS at_hi
+    -- their lo, hi and busy_before is that last island's.
+    SELECT run_id, rank, lo AS t, 0 AS kind, CAST(NULL AS BIGINT) AS step, lo AS i_lo, hi AS i_hi,
+           busy_before AS i_before, CAST(NULL AS BOOLEAN) AS at_hi
     FROM rank_islands
     UNION ALL
-    SELECT run_id, rank, CAST(floor(lo / 100000000) AS BIGINT), lo, 1, step, NULL, NULL, NULL, FALSE FROM win
+    SELECT run_id, rank, lo, 1, step, NULL, NULL, NULL, FALSE FROM win
     UNION ALL
-    SELECT run_id, rank, CAST(floor(hi / 100000000) AS BIGINT), hi, 1, step, NULL, NULL, NULL, TRUE FROM win
-),
-slice_last AS (
-    -- per slice: the last island of the slices before it
-    SELECT run_id, rank, slice,
-           MAX(MAX(i_lo)) OVER (PARTITION BY run_id, rank ORDER BY slice
-                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS lo_before,
-           MAX(MAX(i_hi)) OVER (PARTITION BY run_id, rank ORDER BY slice
-                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS hi_before,
-           MAX(MAX(i_before)) OVER (PARTITION BY run_id, rank ORDER BY slice
-                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS busy_before_slice
-    FROM points
-    GROUP BY run_id, rank, slice
+    SELECT run_id, rank, hi, 1, step, NULL, NULL, NULL, TRUE FROM win
 ),
 busy_before_point AS (
-    SELECT t.run_id, t.rank, t.step, t.at_hi,
-           coalesce(coalesce(t.last_before, s.busy_before_slice) + least(t.t, coalesce(t.last_hi, s.hi_before))
-                    - coalesce(t.last_lo, s.lo_before), 0) AS busy_to_t
+    SELECT run_id, rank, step, at_hi,
+           coalesce(last_before + least(t, last_hi) - last_lo, 0) AS busy_to_t
     FROM (
         SELECT *,
-               MAX(i_lo) OVER (PARTITION BY run_id, rank, slice ORDER BY t, kind ROWS UNBOUNDED PRECEDING)
-                   AS last_lo,
-               MAX(i_hi) OVER (PARTITION BY run_id, rank, slice ORDER BY t, kind ROWS UNBOUNDED PRECEDING)
-                   AS last_hi,
-               MAX(i_before) OVER (PARTITION BY run_id, rank, slice ORDER BY t, kind ROWS UNBOUNDED PRECEDING)
+               MAX(i_lo) OVER (PARTITION BY run_id, rank ORDER BY t, kind ROWS UNBOUNDED PRECEDING) AS last_lo,
+               MAX(i_hi) OVER (PARTITION BY run_id, rank ORDER BY t, kind ROWS UNBOUNDED PRECEDING) AS last_hi,
+               MAX(i_before) OVER (PARTITION BY run_id, rank ORDER BY t, kind ROWS UNBOUNDED PRECEDING)
                    AS last_before
         FROM points
     ) t
-    JOIN slice_last AS s ON s.run_id = t.run_id AND s.rank = t.rank AND s.slice = t.slice
-    WHERE t.kind = 1
+    WHERE kind = 1
 ),
 busy AS (
     -- the rank's busy time inside the window [lo, hi): busy before hi minus busy before lo
