@@ -173,22 +173,17 @@ def main() -> None:
 
 def derive_child(warehouse: Path) -> None:
     """The derive of every run of the warehouse, from nothing; a line per view on stderr as it is done."""
+    from tracehouse.warehouse.catalog import published_runs
     from tracehouse.warehouse.derived import derive, forget_derived
     from tracehouse.warehouse.store import Warehouse
 
     store = Warehouse(warehouse)
-    for run_id in derive_runs(store):
+    for run_id in published_runs(store):
         forget_derived(store, run_id)
     failed = derive(store, progress=lambda line: print(f"view {line}", file=sys.stderr, flush=True))
     for run_id, why in failed.items():
         print(f"run {run_id}: {why or 'derived'}", file=sys.stderr, flush=True)
     sys.exit(1 if any(failed.values()) else 0)
-
-
-def derive_runs(store) -> list[str]:
-    from tracehouse.warehouse.catalog import published_runs
-
-    return published_runs(store)
 
 
 def derive_only(warehouse: Path, settings: list[str], out: Path) -> None:
@@ -240,17 +235,22 @@ class RssSampler(threading.Thread):
         self.pid, self.largest, self.done = pid, 0, False
 
     def run(self) -> None:
-        while not self.done:
-            try:
-                text = Path(f"/proc/{self.pid}/status").read_text()
-            except OSError:
-                return
-            for row in text.splitlines():
-                if row.startswith("VmRSS:"):
-                    self.largest = max(self.largest, int(row.split()[1]) * 1024)
+        while not self.done and self.sample():
             time.sleep(0.2)
 
+    def sample(self) -> bool:
+        try:
+            text = Path(f"/proc/{self.pid}/status").read_text()
+        except OSError:
+            return False
+        for row in text.splitlines():
+            if row.startswith("VmRSS:"):
+                self.largest = max(self.largest, int(row.split()[1]) * 1024)
+        return True
+
     def take(self) -> int:
+        """The largest RSS since the last take (a view shorter than a sample: the RSS now)."""
+        self.sample()
         largest, self.largest = self.largest, 0
         return largest
 
