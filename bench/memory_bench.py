@@ -1,6 +1,7 @@
 """Peak RSS and time of ingest and derive under the memory policy (warehouse.memory), per trace size and setting.
 
     python bench/memory_bench.py [--sizes 1GB,4GB] [--settings default,640MB] [--tmp DIR] [--out FILE]
+    python bench/memory_bench.py --derive-only WAREHOUSE [--settings 640MB] [--out FILE]
 
 For each size, a synthesized serving-decode trace of one rank (`tracehouse synth serving-decode --ranks 1
 --target-size SIZE`, kept in --tmp between runs: a 4 GB one takes minutes to write); for each setting
@@ -10,6 +11,11 @@ of the process or any process it waited for (wait4's ru_maxrss, what `/usr/bin/t
 wall clock. A step that fails is a row with its one-line error. Writes a markdown table to --out
 (default bench/results-memory.md) and prints it. The target (issue 36): peak RSS < 1 GB at the
 low-memory setting (640MB), ingest and derive, at 1 GB and 4 GB, never failing.
+
+--derive-only WAREHOUSE: no synthesis nor ingest; for each setting, the derive of every run of that warehouse
+(ingested with --no-derive: its kept rows are removed first), one process, with each view's wall time and the
+largest RSS sampled while it ran (/proc, every 0.2 s), a line per view as it is done (a derive that does not
+finish still says how far it got), then the process's peak RSS (wait4).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -132,7 +139,13 @@ def main() -> None:
     parser.add_argument("--settings", default=f"default,{LOW}")
     parser.add_argument("--tmp", default="/tmp/tracehouse-memory-bench")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results-memory.md"))
+    parser.add_argument("--derive-only", metavar="WAREHOUSE", help="derive this warehouse's runs, per view")
+    parser.add_argument("--child", metavar="WAREHOUSE", help=argparse.SUPPRESS)  # the derive process itself
     opts = parser.parse_args()
+    if opts.child:
+        return derive_child(Path(opts.child))
+    if opts.derive_only:
+        return derive_only(Path(opts.derive_only), opts.settings.split(","), Path(opts.out))
     tmp = Path(opts.tmp)
     tmp.mkdir(parents=True, exist_ok=True)
     began = time.time()
@@ -156,6 +169,90 @@ def main() -> None:
         "warehouse; peak RSS is wait4's ru_maxrss (as `/usr/bin/time -v`). The machine was shared: times "
         "move with its load, the memory figures do not.\n\n" + text + "\n"
     )
+
+
+def derive_child(warehouse: Path) -> None:
+    """The derive of every run of the warehouse, from nothing; a line per view on stderr as it is done."""
+    from tracehouse.warehouse.catalog import published_runs
+    from tracehouse.warehouse.derived import derive, forget_derived
+    from tracehouse.warehouse.store import Warehouse
+
+    store = Warehouse(warehouse)
+    for run_id in published_runs(store):
+        forget_derived(store, run_id)
+    failed = derive(store, progress=lambda line: print(f"view {line}", file=sys.stderr, flush=True))
+    for run_id, why in failed.items():
+        print(f"run {run_id}: {why or 'derived'}", file=sys.stderr, flush=True)
+    sys.exit(1 if any(failed.values()) else 0)
+
+
+def derive_only(warehouse: Path, settings: list[str], out: Path) -> None:
+    """Per setting: the derive process's views, each with its wall time and largest sampled RSS."""
+    lines = [
+        "| setting | view | wall (s) | largest RSS while it ran (MB) |",
+        "|---|---|---:|---:|",
+    ]
+    for setting in settings:
+        env = {
+            k: v for k, v in os.environ.items() if k not in ("TRACEHOUSE_MEMORY_LIMIT", "TRACEHOUSE_DERIVE")
+        }
+        if setting != "default":
+            env["TRACEHOUSE_MEMORY_LIMIT"] = setting
+        cmd = [sys.executable, __file__, "--child", str(warehouse)]
+        began = time.perf_counter()
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        sampler = RssSampler(proc.pid)
+        sampler.start()
+        last = ""
+        for line in proc.stderr:
+            line = line.rstrip()
+            if line.startswith("view "):  # "view NAME (i/n): S s"
+                name, _, secs = line[5:].rpartition(": ")
+                lines.append(
+                    f"| {setting} | {name} | {secs.removesuffix(' s')} | {sampler.take() / 1e6:.0f} |"
+                )
+                print(lines[-1], flush=True)
+                out.write_text("\n".join(lines) + "\n")
+            elif line.strip():
+                last = line
+        _, status, usage = os.wait4(proc.pid, 0)
+        sampler.done = True
+        wall = time.perf_counter() - began
+        code = os.waitstatus_to_exitcode(status)
+        lines.append(
+            f"| {setting} | **the derive**{'' if code == 0 else ' FAILED (' + shortened(last) + ')'} | "
+            f"{wall:.0f} | {usage.ru_maxrss * 1024 / 1e6:.0f} (peak, wait4) |"
+        )
+        print(lines[-1], flush=True)
+        out.write_text("\n".join(lines) + "\n")
+
+
+class RssSampler(threading.Thread):
+    """The largest resident set of a process since the last take(), sampled from /proc every 0.2 s."""
+
+    def __init__(self, pid: int):
+        super().__init__(daemon=True)
+        self.pid, self.largest, self.done = pid, 0, False
+
+    def run(self) -> None:
+        while not self.done and self.sample():
+            time.sleep(0.2)
+
+    def sample(self) -> bool:
+        try:
+            text = Path(f"/proc/{self.pid}/status").read_text()
+        except OSError:
+            return False
+        for row in text.splitlines():
+            if row.startswith("VmRSS:"):
+                self.largest = max(self.largest, int(row.split()[1]) * 1024)
+        return True
+
+    def take(self) -> int:
+        """The largest RSS since the last take (a view shorter than a sample: the RSS now)."""
+        self.sample()
+        largest, self.largest = self.largest, 0
+        return largest
 
 
 if __name__ == "__main__":

@@ -176,6 +176,36 @@ def test_ingest_out_of_memory_is_one_line_and_stores_nothing(tmp_path, monkeypat
     assert published_runs(wh) == []
 
 
+def test_a_reader_out_of_memory_is_one_line_naming_the_setting(tmp_path):
+    """A report computing an underived run's views, and an ad-hoc query, that run out of DuckDB's memory: one
+    line naming the setting to raise (twice the limit), exit 1, no traceback."""
+    from click.testing import CliRunner
+    from tracehouse.ingest.load import ingest_paths
+    from tracehouse.synth import write_scenario
+    from tracehouse.warehouse.store import Warehouse
+
+    from tracehouse.cli import main
+
+    trace = tmp_path / "run"
+    write_scenario("serving-decode", trace, ranks=1, seed=3)
+    (outcome,) = ingest_paths(Warehouse(tmp_path / "wh"), [trace], derive="none")
+    assert outcome.stored
+    runs = {
+        "report": (["report", "latest", "-o", str(tmp_path / "r.html")], "8MB", "=16MB"),
+        "sql": (["sql", "SELECT length(list(i)) FROM range(20000000) t(i)"], "20MB", "=40MB"),
+    }
+    for command, (args, limit, raised) in runs.items():
+        env = {"TRACEHOUSE_MEMORY_LIMIT": limit, "TRACEHOUSE_DERIVE": "none"}
+        result = CliRunner().invoke(main, ["--warehouse", str(tmp_path / "wh"), *args], env=env)
+        assert result.exit_code == 1, (command, result.output, result.exception)
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and "Traceback" not in result.output, (command, result.output)
+        assert (
+            f"out of memory at the memory limit {limit}; raise it, e.g. TRACEHOUSE_MEMORY_LIMIT{raised}"
+            in (errors[0])
+        ), errors[0]
+
+
 @pytest.mark.parametrize("text", ["640MB", "2GB"])
 def test_duckdb_accepts_the_policys_settings(text):
     con = duckdb.connect()

@@ -67,12 +67,24 @@ class TracehouseGroup(click.Group):
             if is_interrupt(exc) and not debug:
                 click.echo(interrupted_line(exc), err=True)
                 ctx.exit(INTERRUPTED_EXIT)
+            if not debug and not isinstance(exc, TracehouseError):
+                exc = out_of_memory_error(exc, ctx.invoked_subcommand) or exc
             if not isinstance(exc, TracehouseError) or debug:
                 raise
             from tracehouse.output import error_line
 
             click.echo(error_line(exc), err=True)
             ctx.exit(1)
+
+
+def out_of_memory_error(exc: BaseException, command: str | None) -> TracehouseError | None:
+    """A command that ran out of DuckDB's (or Python's) memory: one line naming the setting to raise
+    (warehouse.memory), not a traceback; None for any other error."""
+    from tracehouse.warehouse import memory
+
+    if not memory.is_out_of_memory(exc):
+        return None
+    return TracehouseError(memory.out_of_memory_line(f"tracehouse {command or ''}".strip()))
 
 
 def interrupted_line(exc: BaseException | None = None) -> str:

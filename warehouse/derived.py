@@ -62,9 +62,11 @@ from tracehouse.interrupts import watching
 
 # Views read by several kept views, computed once per derive (a work file, dropped after) rather than once
 # by each view that reads them; with the columns their readers use, where that is fewer than all
-# (_kernel_facts: 19 of its 40).
+# (_kernel_facts: 19 of its 40). _busy_islands: five kept views read it (idle_gaps, step_queueing, steps,
+# step_breakdown, stream_summary), each computing its lanes' ordered passes over every activity again.
 HELPERS = {
     "kernel_category": None,
+    "_busy_islands": None,
     "_kernel_facts": [
         "run_id",
         "rank",

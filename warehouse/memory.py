@@ -16,8 +16,9 @@ connections, the derive, the export, the readers), so that one setting bounds th
 
 LOW_MEMORY (`TRACEHOUSE_MEMORY_LIMIT=640MB`) is the low-memory setting: the ingest and the derive of a 1 GB
 trace each stay under 1 GB of peak RSS (800 and 823 MB; bench/memory_bench.py, bench/results.md), slower,
-spilling. Not measured: a 4 GB trace's derive. An out-of-memory is said in one line naming the setting to
-raise (out_of_memory_line).
+spilling. A 4 GB trace's derive stays under 1 GB but has not been seen to finish (bench/results.md). An
+out-of-memory is said in one line naming the setting to raise (out_of_memory_line), by ingest, the derive
+and the readers (tracehouse.cli, warehouse.query).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 import duckdb
-from tracehouse.warehouse import local_db
+from tracehouse.warehouse import local_db, memory
 
 from tracehouse.errors import QueryError, QueryRefused
 
@@ -164,6 +164,8 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str, limit: int | None = None
     except duckdb.PermissionException as exc:
         raise QueryRefused(duckdb_message(exc)) from None
     except duckdb.Error as exc:
+        if memory.is_out_of_memory(exc):  # the setting to raise, not the schema, is the way out
+            raise QueryError(memory.out_of_memory_line("the query"), hint="or ask for fewer rows") from None
         raise QueryError(duckdb_message(exc)) from None
     columns = [d[0] for d in cursor.description] if cursor.description else []
     return columns, (cursor.fetchall() if limit is None else cursor.fetchmany(limit + 1))
