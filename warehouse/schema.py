@@ -421,19 +421,26 @@ def rows_select(columns: list[tuple[str, Declared]], rows: list[dict]) -> tuple[
     )
 
 
-_WRITER: tuple[int, object] | None = None  # (pid, the in-memory DuckDB database write_rows writes with)
+# (pid, the memory settings it has, the in-memory DuckDB database write_rows writes with)
+_WRITER: tuple[int, dict, object] | None = None
 
 
 def _writer():
     """A cursor on this process's one in-memory DuckDB database for write_rows: opening a database costs
     10-40 ms, and an ingest writes a dozen small files (the zero-row files of a new warehouse, the runs
-    row). One per process (a child made by fork gets its own)."""
-    from tracehouse.warehouse import local_db
+    row). One per process (a child made by fork gets its own), with the memory policy's settings of now:
+    set again when they changed (a database opened under a tiny TRACEHOUSE_MEMORY_LIMIT kept it for every
+    later ingest of the process)."""
+    from tracehouse.warehouse import local_db, memory
 
     global _WRITER
+    now = memory.settings()
     if _WRITER is None or _WRITER[0] != os.getpid():
-        _WRITER = (os.getpid(), local_db.connect())
-    return _WRITER[1].cursor()
+        _WRITER = (os.getpid(), now, local_db.connect())
+    elif _WRITER[1] != now:
+        memory.apply(_WRITER[2], now)
+        _WRITER = (_WRITER[0], now, _WRITER[2])
+    return _WRITER[2].cursor()
 
 
 def _complete(value, kind: Declared):
