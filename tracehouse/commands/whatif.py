@@ -39,7 +39,7 @@ def command(ctx, run, kernel, category, fusion, speedup, step_text, fmt):
     Example:
       tracehouse whatif latest --category moe --speedup 2
       tracehouse whatif latest --kernel 'nvjet|cutlass' --speedup 1.5 --step report
-      tracehouse whatif latest --fusion sglang_fused_add_rmsnorm --format json
+      tracehouse whatif latest --fusion sgl_allreduce_add_rmsnorm --format json
 
     On a synthesized run the simulator gives the truth: `tracehouse synth serving-decode -o /tmp/a` and
     `tracehouse synth serving-decode --slow-kernel 'GroupProblemShape:0.5' -o /tmp/b` (same seed, the MoE
