@@ -423,20 +423,34 @@ def rows_select(columns: list[tuple[str, Declared]], rows: list[dict]) -> tuple[
 
 # (pid, the memory settings it has, the in-memory DuckDB database write_rows writes with)
 _WRITER: tuple[int, dict, object] | None = None
+# write_rows writes a thousand rows at most (a zero-row schema file, a runs row): its database gets the
+# policy's limit but never less than this, so the bookkeeping of an ingest under a tiny limit does not fail
+# before the ingest itself can say, in its one line, which setting to raise
+WRITER_FLOOR = 64 * 10**6
+
+
+def _writer_settings() -> dict[str, str]:
+    from tracehouse.warehouse import memory
+
+    now = memory.settings()
+    if (memory.parse_size(now["memory_limit"]) or WRITER_FLOOR) < WRITER_FLOOR:
+        now["memory_limit"] = f"{WRITER_FLOOR // 10**6}MB"
+    return now
 
 
 def _writer():
     """A cursor on this process's one in-memory DuckDB database for write_rows: opening a database costs
     10-40 ms, and an ingest writes a dozen small files (the zero-row files of a new warehouse, the runs
-    row). One per process (a child made by fork gets its own), with the memory policy's settings of now:
-    set again when they changed (a database opened under a tiny TRACEHOUSE_MEMORY_LIMIT kept it for every
-    later ingest of the process)."""
+    row). One per process (a child made by fork gets its own), with the memory policy's settings of now
+    (at least WRITER_FLOOR): set again when they changed (before, the database kept the limit it was opened
+    under for every later write of the process, whatever TRACEHOUSE_MEMORY_LIMIT said then)."""
     from tracehouse.warehouse import local_db, memory
 
     global _WRITER
-    now = memory.settings()
+    now = _writer_settings()
     if _WRITER is None or _WRITER[0] != os.getpid():
         _WRITER = (os.getpid(), now, local_db.connect())
+        memory.apply(_WRITER[2], now)
     elif _WRITER[1] != now:
         memory.apply(_WRITER[2], now)
         _WRITER = (_WRITER[0], now, _WRITER[2])
