@@ -5,8 +5,8 @@ PY := $(VENV)/bin/python
 .PHONY: test test-fast demo bench lint format clean fuzz screenshots
 # the lint and the format first (the pinned ruff's default rules and its formatter, pyproject.toml): a
 # finding or an unformatted file fails the tests, in CI too (`make format` rewrites the files).
-# Every test, both tiers (~2,515): 32 min with -n auto on 2 cores from a fresh clone (session 21, .ci/run;
-# 58 min in session 20 before a live report computed its views once): over the 15 min it should take.
+# Every test, both tiers (~2,530): 27 min with -n auto on 2 cores from a fresh clone (session 22, .ci/run;
+# 32 min in session 21, 58 min in session 20): over the 15 min it should take.
 # Spark (tests/test_spark.py, the Spark view cases) is about a third of it. --dist loadgroup: a module
 # whose tests share one costly fixture (xdist_group) runs on one worker; every other test as -n auto.
 # Session 19: each source ingested once per session (tests/warehouses.py), setup 445 -> 353 CPU-s (bench/results.md)
