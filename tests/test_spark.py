@@ -22,8 +22,10 @@ from pathlib import Path
 
 import pytest
 
-# One worker runs the whole module (make test: pytest -n auto --dist loadgroup): its fixture computes every
-# view on Spark over five runs (~4 min); split over two workers, each computed them all again.
+# One worker should run the whole module (make test: pytest -n auto --dist loadgroup): its fixture computes
+# every view on Spark over five runs (~4 min); split over two workers, each computes them all again. Not in
+# effect with pytest 9.2 and pytest-xdist 3.8 (xdist suffixes item._nodeid, which pytest 9.2 no longer
+# reads for the id): the group is ignored until xdist follows (or pytest < 9.2).
 pytestmark = pytest.mark.xdist_group("spark-views")
 
 pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed: pip install -e '.[spark]'")
