@@ -7,10 +7,9 @@ PY := $(VENV)/bin/python
 # finding or an unformatted file fails the tests, in CI too (`make format` rewrites the files).
 # Every test, both tiers (~2,530): 27 min with -n auto on 2 cores from a fresh clone (session 22, .ci/run;
 # 32 min in session 21, 58 min in session 20): over the 15 min it should take.
-# Spark (tests/test_spark.py, the Spark view cases) is about a third of it. --dist loadgroup: a module
-# whose tests share one costly fixture (xdist_group) should run on one worker; but pytest 9.2 keeps a test's
-# id where pytest-xdist 3.8 can no longer suffix it with the group, so the group is ignored today (measured:
-# test_spark's fixture still built on both workers in CI, session 22) until xdist follows.
+# Spark (tests/test_spark.py, the Spark view cases) is about a third of it. --dist loadgroup: every test that
+# needs Spark is in one xdist group (tests/conftest.py), so one worker runs them all in one JVM (pytest < 9.2,
+# pyproject.toml: with 9.2 the group is ignored).
 # Session 19: each source ingested once per session (tests/warehouses.py), setup 445 -> 353 CPU-s (bench/results.md)
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

@@ -105,6 +105,7 @@ os.environ.setdefault("TRACEHOUSE_DERIVE", "none")
 # What makes a test slow, by what it needs, in this one place (the tests carry no slow marks of their own):
 # a module needing it whole, a fixture it asks for, or the test itself. pytest_collection_modifyitems marks
 # every such test `slow`; `make test-fast` leaves them out, `make test` (CI) runs them.
+SPARK = "Spark (a JVM)"
 SLOW_NEEDS = {
     "the real traces of ../shared": {
         "modules": {"test_ingest_real", "test_timeline_oracles", "test_nsys", "test_diff"},
@@ -116,7 +117,7 @@ SLOW_NEEDS = {
             "test_step_path_truth::test_real_multistream_step_streams_families_and_components",
         },
     },
-    "Spark (a JVM)": {
+    SPARK: {
         "modules": {"test_spark", "test_spark_lists"},
         "fixtures": {"spark", "engines"},
         "tests": {
@@ -210,9 +211,34 @@ def slow_need(item) -> str | None:
 
 
 def pytest_collection_modifyitems(config, items):
+    xdist = config.pluginmanager.hasplugin("xdist")
     for item in items:
-        if slow_need(item):
+        need = slow_need(item)
+        if need:
             item.add_marker(pytest.mark.slow)
+        if need == SPARK and xdist:  # one worker runs every Spark test (`--dist loadgroup`), in one JVM: `spark` below
+            item.add_marker(pytest.mark.xdist_group("spark"))
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The test session's one Spark session (local[2]), never stopped before the worker ends: a JVM takes
+    ~15 s to start, and a session stopped by one module would be handed stopped to the next (getOrCreate)."""
+    import shutil
+    import subprocess
+
+    pytest.importorskip("pyspark", reason="pyspark is not installed: pip install -e '.[spark]'")
+    if shutil.which("java") is None:
+        pytest.skip("no java on PATH: Spark needs Java 17+")
+    try:
+        java = subprocess.run(["java", "-version"], check=False, capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        java = None
+    if java is None or java.returncode != 0:
+        pytest.skip("`java -version` fails: Spark needs a working Java 17+")
+    from tracehouse.warehouse.spark import spark_session
+
+    return spark_session("local[2]", app_name="tracehouse-tests")
 
 
 def require_shared() -> Path:

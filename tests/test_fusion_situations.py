@@ -208,29 +208,23 @@ def test_shape_rules_are_checked_on_handmade_chains():
     assert got == SHAPE_EXPECTED
 
 
-def test_fusion_match_same_rows_on_spark():
+def test_fusion_match_same_rows_on_spark(spark):
     """The view transpiled to Spark gives the same rows on the handmade chains as DuckDB, and the
     hand-worked SHAPE_EXPECTED. The inputs reach Spark as data frames (tests/viewtest.py spark_frame), and
     each view is computed once as it is made (materialize): built as one tree, kernel_summary's (launch
     sites, frames, categories) under fusion_match's runs Spark's analyzer out of its 2 GB heap."""
-    pytest.importorskip("pyspark", reason="pyspark is not installed")
-    import shutil
-
-    if shutil.which("java") is None:
-        pytest.skip("Java is not on PATH")
-    from tracehouse.warehouse.spark import spark_session
     from viewtest import spark_views
 
     con = _shape_connection()
-    session = spark_views(spark_session("local[1]"), SHAPE_VIEWS, _shape_inputs(), materialize=True)
+    session = spark_views(spark, SHAPE_VIEWS, _shape_inputs(), materialize=True)
     cols = (
         "run_id, pattern_id, status, occurrences, related_gpu_time_ns, evidence_ops, evidence_sequence, "
         "evidence_basis, source_path"
     )
     duck = sorted(con.execute(f"SELECT {cols} FROM fusion_match").fetchall())
-    spark = sorted(tuple(r) for r in session.sql(f"SELECT {cols} FROM fusion_match").collect())
-    assert spark == duck
-    assert {(r[0], r[1]): (r[2], r[7]) for r in spark} == SHAPE_EXPECTED
+    theirs = sorted(tuple(r) for r in session.sql(f"SELECT {cols} FROM fusion_match").collect())
+    assert theirs == duck
+    assert {(r[0], r[1]): (r[2], r[7]) for r in theirs} == SHAPE_EXPECTED
 
 
 # ---- real traces, checked by hand ------------------------------------------------------------------

@@ -16,17 +16,10 @@ from __future__ import annotations
 import datetime as dt
 import math
 import shutil
-import subprocess
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
-
-# One worker should run the whole module (make test: pytest -n auto --dist loadgroup): its fixture computes
-# every view on Spark over five runs (~4 min); split over two workers, each computes them all again. Not in
-# effect with pytest 9.2 and pytest-xdist 3.8 (xdist suffixes item._nodeid, which pytest 9.2 no longer
-# reads for the id): the group is ignored until xdist follows (or pytest < 9.2).
-pytestmark = pytest.mark.xdist_group("spark-views")
 
 pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed: pip install -e '.[spark]'")
 if shutil.which("java") is None:
@@ -60,21 +53,10 @@ if tuple(int(x) for x in pyspark.__version__.split(".")[:2]) < (4, 1):
     )
 
 
-def _java_ok() -> bool:
-    try:
-        return (
-            subprocess.run(["java", "-version"], check=False, capture_output=True, timeout=60).returncode == 0
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory):
     """The ingested runs: {"decode", "decode2", "training", "requests"(, "real")} -> run id, and the Warehouse.
     "requests" (a situation whose steps name their requests) gives request_step_cost rows to compare."""
-    if not _java_ok():
-        pytest.skip("`java -version` fails: Spark needs a working Java 17+")
     from tracehouse.ingest.load import ingest_paths
     from tracehouse.synth import write_scenario
     from tracehouse.synth.situations import write_situation
@@ -123,15 +105,13 @@ def warehouse(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def engines(warehouse):
+def engines(warehouse, spark):
     from tracehouse.warehouse.catalog import connect
-    from tracehouse.warehouse.spark import connect_spark, spark_session
+    from tracehouse.warehouse.spark import connect_spark, new_session
 
     wh, ids = warehouse
-    session = spark_session("local[2]")
-    catalog = connect_spark(wh, spark=session, materialize=True)
-    yield connect(wh), catalog, len(ids)
-    session.stop()
+    catalog = connect_spark(wh, spark=new_session(spark), materialize=True)  # its own catalogue
+    return connect(wh), catalog, len(ids)
 
 
 def _value(v):

@@ -23,15 +23,6 @@ from tracehouse.warehouse.spark import to_spark_sql
 LISTS = ["CAST(NULL AS INTEGER[])", "CAST([] AS INTEGER[])", "[7]", "[1, 2, 3]", "[4, NULL, 6, 8]"]
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from tracehouse.warehouse.spark import spark_session
-
-    session = spark_session("local[1]")
-    yield session
-    session.stop()
-
-
 def _table(rows: list[tuple], columns: str) -> str:
     """The rows as an inline table, numbered by a first column k (the order to compare in)."""
     values = ", ".join("(" + ", ".join(str(v) for v in (k, *row)) + ")" for k, row in enumerate(rows, 1))

@@ -3,8 +3,6 @@ the same cases on Spark where pyspark and Java are there (slow), and every view 
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 from tracehouse.warehouse.catalog import SQL_DIR, sql_path, view_files
 from viewtest import CASES_DIR, all_cases, compare, run_duckdb, run_spark, view_names
@@ -19,18 +17,6 @@ UNCOVERED: dict[str, str] = {}
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_view_case_duckdb(case):
     compare(case, *run_duckdb(case))
-
-
-@pytest.fixture(scope="session")
-def spark():
-    pytest.importorskip(
-        "pyspark", reason="pyspark is not installed: the Spark run of the view cases needs it"
-    )
-    if shutil.which("java") is None:
-        pytest.skip("no java on PATH: Spark cannot start")
-    from tracehouse.warehouse.spark import spark_session
-
-    return spark_session("local[1]", app_name="tracehouse-view-cases")
 
 
 # Cases whose views are computed once as they are made on Spark (viewtest.spark_views(materialize=True), as
