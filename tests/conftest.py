@@ -216,7 +216,9 @@ def pytest_collection_modifyitems(config, items):
         need = slow_need(item)
         if need:
             item.add_marker(pytest.mark.slow)
-        if need == SPARK and xdist:  # one worker runs every Spark test (`--dist loadgroup`), in one JVM: `spark` below
+        if (
+            need == SPARK and xdist
+        ):  # one worker runs every Spark test (`--dist loadgroup`), in one JVM: `spark` below
             item.add_marker(pytest.mark.xdist_group("spark"))
 
 
