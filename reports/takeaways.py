@@ -67,7 +67,7 @@ class Takeaway:
     subject: str | None  # the kernel, call, pattern or rank it names
     window_start_ns: int | None  # relative to the trace's start (runs.trace_start_ns)
     window_end_ns: int | None
-    window_of: str  # what the window is: trace | step | kernel | gap | call
+    window_of: str  # what the window is: trace | step | setup (the step's host setup) | kernel | gap | call
     rank: int | None = None  # the rank the window is on (None: every rank)
     step: int | None = None  # the step it is about (None: not one step)
     where: FindingWindow | None = None  # the window in the trace's time base, and its export command
@@ -156,7 +156,7 @@ class _Draft:
     def takeaway(self, r) -> Takeaway:
         # the step's windows (step, its gap, its host setup) are on the step's rank; kernel and trace windows
         # span every rank
-        on_step = self.window_of in ("step", "gap") and r.step is not None
+        on_step = self.window_of in ("step", "setup", "gap") and r.step is not None
         return Takeaway(
             self.text,
             self.figure,
@@ -295,8 +295,14 @@ def host_setup_rule(r, windows) -> _Draft | None:
         s.host_setup_ns / s.wall_ns,
         s.name,
         (windows.rel(s.wall_start_ns), windows.rel(s.wall_start_ns + s.host_setup_ns)),
-        "step",
+        "setup",
     )
+
+
+def _of_gpu_span(r) -> str:
+    """What a what-if gain is a share of: the GPU span of the report's step (first to last GPU activity),
+    which a host-bound step's wall exceeds, so the two never read as the same "step"."""
+    return f"of the GPU span of {r.step_words(r.step.step, r.step.rank)}"
 
 
 def category_gain(r, category: str):
@@ -320,7 +326,7 @@ def dominant_category_rule(r, windows, phase) -> _Draft | None:
     )
     gain = category_gain(r, top.category) if r.step is not None and r.step.phase == phase.phase else None
     if gain is not None:
-        detail += f"; {top.category} {gain.speedup:g}\u00d7 faster: {gain.text} of {r.step_words(r.step.step, r.step.rank)} (what-if)"
+        detail += f"; {top.category} {gain.speedup:g}\u00d7 faster: {gain.text} {_of_gpu_span(r)} (what-if)"
     return _Draft(
         "category_summary",
         f"{r.phase_label(phase.phase)}: {top.category} is {100 * top.share:.0f} % of GPU time{detail}.",
@@ -343,7 +349,7 @@ def fusion_rule(r, windows) -> _Draft | None:
     share = sum(f.share or 0 for f in confirmed)
     gained = next((f for f in confirmed if f.gain), None)
     gain = (
-        f" Fusing {gained.pattern_name}: {gained.gain} of {r.step_words(r.step.step, r.step.rank)} (what-if)."
+        f" Fusing {gained.pattern_name}: {gained.gain} {_of_gpu_span(r)} (what-if)."
         if gained and r.step
         else ""
     )

@@ -210,6 +210,7 @@ def slow_need(item) -> str | None:
     return None
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which turns the group into the test's id
 def pytest_collection_modifyitems(config, items):
     xdist = config.pluginmanager.hasplugin("xdist")
     for item in items:

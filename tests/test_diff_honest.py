@@ -255,7 +255,7 @@ def test_run_takeaways_name_the_whole_window_where_no_step_is_marked(warehouses,
         assert "no_step_markers" in {q.flag for q in report.quality}
         assert all("of step" not in t and "of the step" not in t for t in texts), texts
         assert "of the whole trace window (no step markers)" in idle
-        assert "of the whole trace window (no step markers) (what-if)" in gain
+        assert "of the GPU span of the whole trace window (no step markers) (what-if)" in gain
     else:
         assert f"% of step {report.step.step}, mostly" in idle
-        assert f"of step {report.step.step} (what-if)" in gain
+        assert f"of the GPU span of step {report.step.step} (what-if)" in gain

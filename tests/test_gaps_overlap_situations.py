@@ -333,7 +333,10 @@ def test_host_setup_takeaway_names_the_dataloader_and_its_remedy(situation_wareh
     doing, remedy = host_setup_cause(step)
     assert doing == f", the host in {gap['host_op']} for {gap['host_op_ns'] / 1e6:.3f} ms"
     assert "num_workers > 0" in remedy
-    [text] = [t.text for t in report.takeaways if t.figure == "step_breakdown.host_setup"]
-    assert "enumerate(DataLoader)" in text and "num_workers > 0" in text
+    [setup] = [t for t in report.takeaways if t.figure == "step_breakdown.host_setup"]
+    assert "enumerate(DataLoader)" in setup.text and "num_workers > 0" in setup.text
+    # its window is the setup (step start to first GPU activity), said as such, not called the step
+    assert setup.window_of == "setup"
+    assert setup.window_end_ns - setup.window_start_ns == step.host_setup_ns < step.wall_ns
     queued = replace(step, largest_gap={**step.largest_gap, "class": "other"})
     assert host_setup_cause(queued) == ("", SETUP_REMEDY)

@@ -208,7 +208,14 @@ def spark_frame(session, name: str, rows: Rows):
     """`rows` of `name` as a Spark DataFrame: typed and written by DuckDB (table_select, HUGEINT as
     DECIMAL(38, 0)) to a Parquet file that Spark reads, as it reads the warehouse's stored tables. The
     rows reach Spark as data, not as SQL text: a UNION ALL of one SELECT per row cost Spark's analyzer
-    its 2 GB heap on a few dozen rows."""
+    its 2 GB heap on a few dozen rows. Spark is given the file's schema (read once per table name: a
+    table's columns are the catalogue's whatever its rows), so it does not run a job to infer it; an empty
+    table is one file per name, written once."""
+    path = _empty_file(name) if not rows else _write_rows(name, rows)
+    return session.read.schema(_spark_schema(session, name)).parquet(str(path))
+
+
+def _write_rows(name: str, rows: Rows) -> Path:
     folder = _spark_inputs_folder()
     path = folder / f"{len(list(folder.iterdir()))}-{name}.parquet"
     con = duckdb.connect()
@@ -216,7 +223,30 @@ def spark_frame(session, name: str, rows: Rows):
         con.execute(f"COPY ({table_select(name, rows, spark=True)}) TO '{path}' (FORMAT parquet)")
     finally:
         con.close()
-    return session.read.parquet(str(path))
+    return path
+
+
+@functools.cache
+def _empty_file(name: str) -> Path:
+    return _write_rows(name, [])
+
+
+_SPARK_SCHEMAS: dict[str, Any] = {}
+
+
+def _spark_schema(session, name: str):
+    """The Spark schema of `name`'s Parquet files (inferred once, from its empty file)."""
+    if name not in _SPARK_SCHEMAS:
+        _SPARK_SCHEMAS[name] = session.read.parquet(str(_empty_file(name))).schema
+    return _SPARK_SCHEMAS[name]
+
+
+@functools.cache
+def _spark_text(name: str) -> str:
+    """The view's CREATE statement as Spark runs it (sqlglot transpiles each view once per process)."""
+    from tracehouse.warehouse.spark import to_spark_sql
+
+    return to_spark_sql(_graph()[1][name])
 
 
 def spark_views(spark, views: list[str], inputs: dict[str, Rows], materialize: bool = False):
@@ -225,7 +255,7 @@ def spark_views(spark, views: list[str], inputs: dict[str, Rows], materialize: b
     session. materialize: each view computed once as it is made (a local checkpoint, as
     warehouse.spark.connect_spark(materialize=True) does), so the views above it read its rows and
     Spark's analyzer never holds the whole tree (fusion_match over kernel_summary outgrows a 2 GB heap)."""
-    from tracehouse.warehouse.spark import new_session, register_rule_tables, to_spark_sql
+    from tracehouse.warehouse.spark import new_session, register_rule_tables
 
     build, read = plan(views, set(inputs))
     session = new_session(spark)
@@ -235,9 +265,8 @@ def spark_views(spark, views: list[str], inputs: dict[str, Rows], materialize: b
     for name, rows in inputs.items():
         # replaces a shipped rule table that the case gives
         spark_frame(session, name, rows).createOrReplaceTempView(name)
-    texts = _graph()[1]
     for name in build:
-        session.sql(to_spark_sql(texts[name]))
+        session.sql(_spark_text(name))
         if materialize:
             session.table(name).localCheckpoint(eager=True).createOrReplaceTempView(name)
     return session
