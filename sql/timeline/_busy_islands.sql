@@ -36,11 +36,12 @@ CREATE OR REPLACE VIEW _busy_islands AS
 -- scope `rank`: a lane is every activity of the rank
 SELECT run_id, rank, 'rank' AS scope, CAST(NULL AS INTEGER) AS device, CAST(NULL AS BIGINT) AS stream,
        CAST(NULL AS BIGINT) AS step, start_ns AS island_start_ns, island_end_ns,
-       island_end_ns - start_ns AS island_ns, activities, kernel_id AS first_kernel_id,
-       prev_end AS prev_island_end_ns, busy_before_ns
+       island_end_ns - start_ns AS island_ns,
+       CAST(CASE WHEN closes THEN 1 ELSE next_rn - rn + 1 END AS BIGINT) AS activities,
+       kernel_id AS first_kernel_id, prev_end AS prev_island_end_ns, busy_before_ns
 FROM (
     SELECT *, CASE WHEN closes THEN reach_ns ELSE lead(reach_ns) OVER lane END AS island_end_ns,
-           CAST(CASE WHEN closes THEN 1 ELSE lead(rn) OVER lane - rn + 1 END AS BIGINT) AS activities,
+           lead(rn) OVER lane AS next_rn,
            coalesce(sum(CASE WHEN closes THEN reach_ns ELSE 0 END - CASE WHEN opens THEN start_ns ELSE 0 END)
                     OVER before, 0) AS busy_before_ns
     FROM (
@@ -63,11 +64,11 @@ FROM (
 WHERE opens
 UNION ALL
 -- scope `device`: a lane is one device
-SELECT run_id, rank, 'device', device, NULL, NULL, start_ns, island_end_ns, island_end_ns - start_ns, activities,
-       kernel_id, prev_end, busy_before_ns
+SELECT run_id, rank, 'device', device, NULL, NULL, start_ns, island_end_ns, island_end_ns - start_ns,
+       CAST(CASE WHEN closes THEN 1 ELSE next_rn - rn + 1 END AS BIGINT), kernel_id, prev_end, busy_before_ns
 FROM (
     SELECT *, CASE WHEN closes THEN reach_ns ELSE lead(reach_ns) OVER lane END AS island_end_ns,
-           CAST(CASE WHEN closes THEN 1 ELSE lead(rn) OVER lane - rn + 1 END AS BIGINT) AS activities,
+           lead(rn) OVER lane AS next_rn,
            coalesce(sum(CASE WHEN closes THEN reach_ns ELSE 0 END - CASE WHEN opens THEN start_ns ELSE 0 END)
                     OVER before, 0) AS busy_before_ns
     FROM (
@@ -90,11 +91,11 @@ FROM (
 WHERE opens
 UNION ALL
 -- scope `stream`: a lane is one stream of a device
-SELECT run_id, rank, 'stream', device, stream, NULL, start_ns, island_end_ns, island_end_ns - start_ns, activities,
-       kernel_id, prev_end, busy_before_ns
+SELECT run_id, rank, 'stream', device, stream, NULL, start_ns, island_end_ns, island_end_ns - start_ns,
+       CAST(CASE WHEN closes THEN 1 ELSE next_rn - rn + 1 END AS BIGINT), kernel_id, prev_end, busy_before_ns
 FROM (
     SELECT *, CASE WHEN closes THEN reach_ns ELSE lead(reach_ns) OVER lane END AS island_end_ns,
-           CAST(CASE WHEN closes THEN 1 ELSE lead(rn) OVER lane - rn + 1 END AS BIGINT) AS activities,
+           lead(rn) OVER lane AS next_rn,
            coalesce(sum(CASE WHEN closes THEN reach_ns ELSE 0 END - CASE WHEN opens THEN start_ns ELSE 0 END)
                     OVER before, 0) AS busy_before_ns
     FROM (
@@ -117,11 +118,11 @@ FROM (
 WHERE opens
 UNION ALL
 -- scope `device_step`: a lane is one device's activities of one step
-SELECT run_id, rank, 'device_step', device, NULL, step, start_ns, island_end_ns, island_end_ns - start_ns, activities,
-       kernel_id, prev_end, busy_before_ns
+SELECT run_id, rank, 'device_step', device, NULL, step, start_ns, island_end_ns, island_end_ns - start_ns,
+       CAST(CASE WHEN closes THEN 1 ELSE next_rn - rn + 1 END AS BIGINT), kernel_id, prev_end, busy_before_ns
 FROM (
     SELECT *, CASE WHEN closes THEN reach_ns ELSE lead(reach_ns) OVER lane END AS island_end_ns,
-           CAST(CASE WHEN closes THEN 1 ELSE lead(rn) OVER lane - rn + 1 END AS BIGINT) AS activities,
+           lead(rn) OVER lane AS next_rn,
            coalesce(sum(CASE WHEN closes THEN reach_ns ELSE 0 END - CASE WHEN opens THEN start_ns ELSE 0 END)
                     OVER before, 0) AS busy_before_ns
     FROM (
@@ -146,10 +147,10 @@ WHERE opens
 UNION ALL
 -- scope `stream_step`: a lane is one stream's activities of one step
 SELECT run_id, rank, 'stream_step', device, stream, step, start_ns, island_end_ns, island_end_ns - start_ns,
-       activities, kernel_id, prev_end, busy_before_ns
+       CAST(CASE WHEN closes THEN 1 ELSE next_rn - rn + 1 END AS BIGINT), kernel_id, prev_end, busy_before_ns
 FROM (
     SELECT *, CASE WHEN closes THEN reach_ns ELSE lead(reach_ns) OVER lane END AS island_end_ns,
-           CAST(CASE WHEN closes THEN 1 ELSE lead(rn) OVER lane - rn + 1 END AS BIGINT) AS activities,
+           lead(rn) OVER lane AS next_rn,
            coalesce(sum(CASE WHEN closes THEN reach_ns ELSE 0 END - CASE WHEN opens THEN start_ns ELSE 0 END)
                     OVER before, 0) AS busy_before_ns
     FROM (
