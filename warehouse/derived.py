@@ -64,6 +64,9 @@ from tracehouse.interrupts import watching
 # by each view that reads them; with the columns their readers use, where that is fewer than all
 # (_kernel_facts: 19 of its 40). _busy_islands: five kept views read it (idle_gaps, step_queueing, steps,
 # step_breakdown, stream_summary), each computing its lanes' ordered passes over every activity again.
+# _critical_path_pred: critical_path alone reads it, but computed inside critical_path's query the hash
+# tables of dependency_edges stay held under the recursive walk (a 1 GB trace's critical_path ran out of
+# 640MB; written first, it needs 22 s).
 HELPERS = {
     "kernel_category": None,
     "_busy_islands": None,
@@ -91,6 +94,7 @@ HELPERS = {
     "kernel_overlap": None,
     "_op_work": None,
     "_kernel_work": None,
+    "_critical_path_pred": None,
 }
 SPECIAL = (".locks", ".logs")  # the folders of derived/ that are no store
 
