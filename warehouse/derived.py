@@ -66,7 +66,8 @@ from tracehouse.interrupts import watching
 # step_breakdown, stream_summary), each computing its lanes' ordered passes over every activity again.
 # _critical_path_pred: critical_path alone reads it, but computed inside critical_path's query the hash
 # tables of dependency_edges stay held under the recursive walk (a 1 GB trace's critical_path ran out of
-# 640MB; written first, it needs 22 s).
+# 640MB; written first, it needs 22 s). _fusion_chains: fusion_match and overlap_opportunity read it (the
+# latter ran out of 640MB in a 1 GB trace's derive computing it again).
 HELPERS = {
     "kernel_category": None,
     "_busy_islands": None,
@@ -95,6 +96,7 @@ HELPERS = {
     "_op_work": None,
     "_kernel_work": None,
     "_critical_path_pred": None,
+    "_fusion_chains": None,
 }
 SPECIAL = (".locks", ".logs")  # the folders of derived/ that are no store
 
