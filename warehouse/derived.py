@@ -13,8 +13,8 @@ What is kept per run is a view whose SQL header says so: the report's views (gpu
 ...), the step a report shows (report_steps: the rule in SQL) and that step's critical path, the diff's
 facts (run_step_time, step_kernel_time, step_latency, critical_path_summary, request_cost), run_metrics.
 Per run, each view is computed once on a connection focused on that run, in dependency order, and the views
-after it read its kept rows; HELPERS (views several kept views read) are computed once into a work folder
-for the derive and dropped after.
+after it read its kept rows; HELPERS (views several kept views read, or one whose reader computing it would
+run out of memory) are computed once into a work folder for the derive and dropped after.
 
 Nothing half-written is ever read: a view's rows of a run are written into a folder beside the final one
 (`.run_id=<id>.<pid>.tmp`) and renamed into place whole; the work folder is `.work-<id>.<pid>.tmp`. Each
