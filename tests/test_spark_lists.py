@@ -152,3 +152,15 @@ def test_quantile_disc(spark):
     assert _same(spark, "SELECT quantile_disc(x, 0.5) FROM (VALUES (CAST(NULL AS BIGINT))) AS v(x)") == [
         (None,)
     ]
+
+
+def test_cte_materialization_hints(spark):
+    """`AS [NOT] MATERIALIZED` (dependency_edges' act and calls): a DuckDB planner hint Spark's grammar lacks,
+    dropped; the rows are the same."""
+    sql = (
+        "WITH a AS NOT MATERIALIZED (SELECT k, x FROM " + _table([(1,), (2,), (3,)], "x") + "), "
+        "b AS MATERIALIZED (SELECT k, 10 * x AS y FROM a) "
+        "SELECT a.k, a.x, b.y FROM a JOIN b ON b.k = a.k JOIN a AS c ON c.k = a.k ORDER BY a.k"
+    )
+    assert "MATERIALIZED" not in to_spark_sql(sql)
+    assert _same(spark, sql) == [(1, 1, 10), (2, 2, 20), (3, 3, 30)]

@@ -13,8 +13,8 @@ What is kept per run is a view whose SQL header says so: the report's views (gpu
 ...), the step a report shows (report_steps: the rule in SQL) and that step's critical path, the diff's
 facts (run_step_time, step_kernel_time, step_latency, critical_path_summary, request_cost), run_metrics.
 Per run, each view is computed once on a connection focused on that run, in dependency order, and the views
-after it read its kept rows; HELPERS (views several kept views read) are computed once into a work folder
-for the derive and dropped after.
+after it read its kept rows; HELPERS (views several kept views read, or one whose reader computing it would
+run out of memory) are computed once into a work folder for the derive and dropped after.
 
 Nothing half-written is ever read: a view's rows of a run are written into a folder beside the final one
 (`.run_id=<id>.<pid>.tmp`) and renamed into place whole; the work folder is `.work-<id>.<pid>.tmp`. Each
@@ -64,6 +64,10 @@ from tracehouse.interrupts import watching
 # by each view that reads them; with the columns their readers use, where that is fewer than all
 # (_kernel_facts: 19 of its 40). _busy_islands: five kept views read it (idle_gaps, step_queueing, steps,
 # step_breakdown, stream_summary), each computing its lanes' ordered passes over every activity again.
+# _critical_path_pred: critical_path alone reads it, but computed inside critical_path's query the hash
+# tables of dependency_edges stay held under the recursive walk (a 1 GB trace's critical_path ran out of
+# 640MB; written first, it needs 22 s). _fusion_chains: fusion_match and overlap_opportunity read it (the
+# latter ran out of 640MB in a 1 GB trace's derive computing it again).
 HELPERS = {
     "kernel_category": None,
     "_busy_islands": None,
@@ -91,6 +95,8 @@ HELPERS = {
     "kernel_overlap": None,
     "_op_work": None,
     "_kernel_work": None,
+    "_critical_path_pred": None,
+    "_fusion_chains": None,
 }
 SPECIAL = (".locks", ".logs")  # the folders of derived/ that are no store
 

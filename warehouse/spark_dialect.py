@@ -238,6 +238,8 @@ def _spark_transforms(node: exp.Expression) -> exp.Expression:
       from_json the whole list: converted element by element.
     - `HUGEINT` (the 128-bit integer of exact products such as request_step_cost's T·w): Spark has none;
       DECIMAL(38, 0) holds the same integers, and `a // b` (Spark's DIV) and `a % b` on it stay exact.
+    - `name AS [NOT] MATERIALIZED (...)`, a hint to DuckDB's planner on a CTE: Spark's grammar has none;
+      dropped (the rows do not depend on it).
     Not translatable without types: `len(xs)` of a list is Spark's `size`, of a text `length`; sqlglot
     writes LENGTH: the views write `array_length(xs)` for a list (the same function in DuckDB).
     """
@@ -247,11 +249,21 @@ def _spark_transforms(node: exp.Expression) -> exp.Expression:
         _window_rewrite,
         _numeric_rewrite,
         _quantile_rewrite,
+        _cte_hint_rewrite,
     ):
         new = rewrite(node)
         if new is not None:
             return new
     return node
+
+
+def _cte_hint_rewrite(node: exp.Expression) -> exp.Expression | None:
+    """A CTE without its MATERIALIZED / NOT MATERIALIZED hint (see _spark_transforms); None: not one."""
+    if not isinstance(node, exp.CTE) or node.args.get("materialized") is None:
+        return None
+    bare = node.copy()
+    bare.set("materialized", None)
+    return bare
 
 
 def _list_rewrite(node: exp.Expression) -> exp.Expression | None:

@@ -114,13 +114,15 @@
 --   edge_op_id      BIGINT  the cpu_ops op_id behind that name (NULL for kernel gaps, inferred waits and waits
 --                   recorded in a capture trace, whose call is not in the run)
 CREATE OR REPLACE VIEW dependency_edges AS
-WITH act AS (
+-- act and calls are plain reads of a table, read a dozen times each: NOT MATERIALIZED, so that each read
+-- is a scan (DuckDB keeps a CTE read twice in memory, spilling: a 1 GB trace's edges ran out of 640MB)
+WITH act AS NOT MATERIALIZED (
     SELECT run_id, rank, device, stream, kernel_id, name, kind, step, start_ns, end_ns, launch_op_id,
            launch_call, launch_start_ns, launch_dur_ns,
            COALESCE(launch_start_ns, start_ns) AS issue_ns
     FROM kernels
 ),
-calls AS (
+calls AS NOT MATERIALIZED (
     SELECT run_id, rank, pid, tid, op_id, name, start_ns, start_ns + dur_ns AS end_ns, correlation,
            parent_op_id
     FROM cpu_ops
