@@ -552,7 +552,11 @@ def test_a_calls_step_is_the_latest_step_holding_its_start(seed):
                 }
             )
     text = _graph()[1]["dependency_edges"]
-    ctes = text[text.index("calls AS (") : text.index("blocking_copy AS (")].rstrip().rstrip(",")
+    ctes = (
+        text[text.index("calls AS NOT MATERIALIZED (") : text.index("blocking_copy AS (")]
+        .rstrip()
+        .rstrip(",")
+    )
     definition = """
         SELECT c.run_id, c.rank, c.op_id, MAX(s.step) AS step
         FROM (SELECT * FROM cpu_ops WHERE cat IN ('cuda_runtime', 'cuda_driver')) AS c
