@@ -104,7 +104,8 @@ entries AS (
     -- the nodes a move can enter (a step's last activity, the dependency of a chain's first node), integers
     -- only: its step, its chain's first node, the move through the chain (jump_k: the first node's
     -- dependency) and the move from the node alone (own_k: its own dependency, the node before it when it
-    -- continues a chain)
+    -- continues a chain: that one is never entered, as it has the node's step, and a node is entered alone
+    -- only from another step)
     SELECT n.run_id, n.rank, n.k, n.step, n.head_k, h.pred_k AS jump_k, h.via_launch AS jump_via_launch,
            CASE WHEN n.k = n.head_k THEN h.pred_k ELSE n.k - 1 END AS own_k,
            COALESCE(n.edge = 'launch', FALSE) AS own_via_launch
