@@ -21,7 +21,11 @@
 -- step, and the walk jumps from where it enters a chain to the chain's first node, listing every node in
 -- between; it takes single moves only across other edges (launch, event wait, host sync) and where it
 -- enters a host call of another step through a launch. So a step of thousands of activities on one
--- stream is walked in a handful of moves.
+-- stream is walked in a handful of moves. The nodes are numbered per rank (k), one stream after another,
+-- so a chain is a range of numbers, and the walk's joins read integers only: the nodes a move can enter
+-- (a step's last activity, the dependency of a chain's first node) with their step, chain and the
+-- numbers of the moves out of them; the nodes' other columns are joined once, to the ranges passed
+-- (with the nodes' full rows under each move, a 4 GB trace's walk ran out of 640MB).
 -- Zero-length segments are left out, except GPU activities (every activity on the chain is listed) and
 -- sync_wait edges (every synchronization the path crosses is listed).
 -- Columns:
@@ -57,34 +61,35 @@
 --               step_start
 CREATE OR REPLACE VIEW critical_path AS
 WITH RECURSIVE ordered AS (
+    -- the rank's nodes numbered (k) along their stream (host calls: in start order), one stream after
+    -- another: a stream's nodes have consecutive numbers
     SELECT p.*,
-           ROW_NUMBER() OVER seq AS idx,
-           LAG(p.node_id) OVER seq AS prev_id,
-           LAG(p.step) OVER seq AS prev_step
+           ROW_NUMBER() OVER seq AS k,
+           COALESCE(p.edge IN ('stream_order', 'program_order') AND p.pred_type = p.node_type
+                    AND LAG(p.node_type) OVER seq = p.node_type
+                    AND LAG(p.stream) OVER seq IS NOT DISTINCT FROM p.stream
+                    AND p.pred_id = LAG(p.node_id) OVER seq AND p.step = LAG(p.step) OVER seq, FALSE) AS continues
     FROM _critical_path_pred p
-    WINDOW seq AS (PARTITION BY p.run_id, p.rank, p.node_type, p.stream ORDER BY p.node_start_ns, p.node_id)
+    WINDOW seq AS (PARTITION BY p.run_id, p.rank ORDER BY p.node_type, p.stream, p.node_start_ns, p.node_id)
 ),
 nodes AS (
-    -- a node continues its chain when its chosen dependency is the node just before it, in the same step
+    -- a node continues its chain when its chosen dependency is the node just before it on its stream, in
+    -- the same step; a chain is the numbers head_k .. k of its last node
     SELECT o.*,
-           MAX(CASE WHEN o.continues THEN NULL ELSE o.idx END) OVER (
-               PARTITION BY o.run_id, o.rank, o.node_type, o.stream ORDER BY o.idx
-               ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS head_idx
-    FROM (
-        SELECT ordered.*,
-               COALESCE(edge IN ('stream_order', 'program_order') AND pred_type = node_type AND pred_id = prev_id
-                        AND step = prev_step, FALSE) AS continues
-        FROM ordered
-    ) o
+           MAX(CASE WHEN o.continues THEN NULL ELSE o.k END) OVER (
+               PARTITION BY o.run_id, o.rank ORDER BY o.k ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS head_k
+    FROM ordered o
 ),
 heads AS (
-    -- the first node of each chain, and the dependency the walk follows from it
-    SELECT run_id, rank, node_type, stream, idx, pred_type, pred_id, COALESCE(edge = 'launch', FALSE) AS via_launch
-    FROM nodes
-    WHERE idx = head_idx
+    -- the first node of each chain, and the number of the dependency the walk follows from it
+    SELECT h.run_id, h.rank, h.k, d.k AS pred_k, COALESCE(h.edge = 'launch', FALSE) AS via_launch
+    FROM nodes h
+    LEFT JOIN nodes d
+      ON d.run_id = h.run_id AND d.rank = h.rank AND d.node_type = h.pred_type AND d.node_id = h.pred_id
+    WHERE h.k = h.head_k
 ),
 starts AS (
-    SELECT run_id, rank, step, kernel_id
+    SELECT t.run_id, t.rank, t.step, n.k
     FROM (
         SELECT run_id, rank, step, kernel_id,
                ROW_NUMBER() OVER (PARTITION BY run_id, rank, step
@@ -92,45 +97,49 @@ starts AS (
         FROM kernels
         WHERE step IS NOT NULL
     ) t
-    WHERE rn = 1
+    JOIN nodes n ON n.run_id = t.run_id AND n.rank = t.rank AND n.node_type = 'gpu' AND n.node_id = t.kernel_id
+    WHERE t.rn = 1
+),
+entries AS (
+    -- the nodes a move can enter (a step's last activity, the dependency of a chain's first node), integers
+    -- only: its step, its chain's first node, the move through the chain (jump_k: the first node's
+    -- dependency) and the move from the node alone (own_k: its own dependency, the node before it when it
+    -- continues a chain: that one is never entered, as it has the node's step, and a node is entered alone
+    -- only from another step)
+    SELECT n.run_id, n.rank, n.k, n.step, n.head_k, h.pred_k AS jump_k, h.via_launch AS jump_via_launch,
+           CASE WHEN n.k = n.head_k THEN h.pred_k ELSE n.k - 1 END AS own_k,
+           COALESCE(n.edge = 'launch', FALSE) AS own_via_launch
+    FROM (SELECT run_id, rank, k FROM starts UNION SELECT run_id, rank, pred_k FROM heads) x
+    JOIN nodes n ON n.run_id = x.run_id AND n.rank = x.rank AND n.k = x.k
+    JOIN heads h ON h.run_id = n.run_id AND h.rank = n.rank AND h.k = n.head_k
 ),
 walk AS (
-    -- one row per move: the node it enters (entry_idx, at entry_pos) in the chain chain_head, and the
-    -- first node it passes (first_idx, at head_pos): the chain's first node, or the entered node alone
-    SELECT n.run_id, n.rank, s.step, n.node_type, n.stream, n.head_idx AS chain_head, n.idx AS entry_idx,
-           n.head_idx AS first_idx, 0 AS entry_pos, n.idx - n.head_idx AS head_pos,
-           h.pred_type AS next_type, h.pred_id AS next_id, h.via_launch AS next_via_launch
+    -- one row per move: the node it enters (entry_k, at entry_pos) in the chain chain_head, and the
+    -- first node it passes (first_k, at head_pos): the chain's first node, or the entered node alone
+    SELECT s.run_id, s.rank, s.step, e.head_k AS chain_head, e.k AS entry_k, e.head_k AS first_k,
+           0 AS entry_pos, e.k - e.head_k AS head_pos, e.jump_k AS next_k, e.jump_via_launch AS next_via_launch
     FROM starts s
-    JOIN nodes n ON n.run_id = s.run_id AND n.rank = s.rank AND n.node_type = 'gpu' AND n.node_id = s.kernel_id
-    JOIN heads h
-      ON h.run_id = n.run_id AND h.rank = n.rank AND h.node_type = n.node_type
-     AND h.stream IS NOT DISTINCT FROM n.stream AND h.idx = n.head_idx
+    JOIN entries e ON e.run_id = s.run_id AND e.rank = s.rank AND e.k = s.k
     UNION ALL
     -- follow the chosen dependency while it stays in the step (a launch call always does); a node of
     -- another step (a launch call) is entered alone
-    SELECT n.run_id, n.rank, w.step, n.node_type, n.stream, n.head_idx, n.idx,
-           CASE WHEN n.step = w.step THEN n.head_idx ELSE n.idx END,
+    SELECT w.run_id, w.rank, w.step, e.head_k, e.k,
+           CASE WHEN e.step = w.step THEN e.head_k ELSE e.k END,
            w.head_pos + 1,
-           w.head_pos + 1 + CASE WHEN n.step = w.step THEN n.idx - n.head_idx ELSE 0 END,
-           CASE WHEN n.step = w.step THEN h.pred_type ELSE n.pred_type END,
-           CASE WHEN n.step = w.step THEN h.pred_id ELSE n.pred_id END,
-           CASE WHEN n.step = w.step THEN h.via_launch ELSE COALESCE(n.edge = 'launch', FALSE) END
+           w.head_pos + 1 + CASE WHEN e.step = w.step THEN e.k - e.head_k ELSE 0 END,
+           CASE WHEN e.step = w.step THEN e.jump_k ELSE e.own_k END,
+           CASE WHEN e.step = w.step THEN e.jump_via_launch ELSE e.own_via_launch END
     FROM walk w
-    JOIN nodes n
-      ON n.run_id = w.run_id AND n.rank = w.rank AND n.node_type = w.next_type AND n.node_id = w.next_id
-    LEFT JOIN heads h
-      ON h.run_id = n.run_id AND h.rank = n.rank AND h.node_type = n.node_type
-     AND h.stream IS NOT DISTINCT FROM n.stream AND h.idx = n.head_idx
-    WHERE n.step = w.step OR w.next_via_launch
+    JOIN entries e ON e.run_id = w.run_id AND e.rank = w.rank AND e.k = w.next_k
+    WHERE e.step = w.step OR w.next_via_launch
 ),
 path AS (
     -- every node the walk passed, at its position from the end of the step
-    SELECT n.*, w.step AS walk_step, w.entry_pos + (w.entry_idx - n.idx) AS pos
+    SELECT n.*, w.step AS walk_step, w.entry_pos + (w.entry_k - n.k) AS pos
     FROM walk w
     JOIN nodes n
-      ON n.run_id = w.run_id AND n.rank = w.rank AND n.node_type = w.node_type
-     AND n.stream IS NOT DISTINCT FROM w.stream AND n.head_idx = w.chain_head
-     AND n.idx >= w.first_idx AND n.idx <= w.entry_idx
+      ON n.run_id = w.run_id AND n.rank = w.rank AND n.head_k = w.chain_head
+     AND n.k >= w.first_k AND n.k <= w.entry_k
 ),
 step_start AS (
     SELECT run_id, rank, step, MIN(start_ns) AS start_ns FROM step_spans GROUP BY run_id, rank, step
