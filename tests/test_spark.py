@@ -293,18 +293,37 @@ def test_diff_on_spark_same_as_duckdb(engines, warehouse):
         _same_report(fmt, render_diff(duck, fmt), render_diff(spark, fmt))
 
 
-def test_cli_engine_spark(engines, warehouse, cli_runner):
-    """The commands end to end: `report --engine spark` (its own focused catalogue, views computed on first
-    read) prints DuckDB's report; `diff` and `trend` take the options (trend over no runs: cheap, and the
-    same one-line error as DuckDB's)."""
+def test_cli_engine_spark(engines, warehouse, cli_runner, monkeypatch):
+    """The commands end to end: `report --engine spark` opens a Spark connection focused on the run, with
+    the master given, and prints DuckDB's report; `diff` and `trend` take the options (trend over no runs:
+    cheap, and the same one-line error as DuckDB's).
+
+    The report's connection is the module's catalogue, already computed on Spark (the `engines` fixture):
+    computing the report's views again for one run cost 144 s alone on 2 idle cores (352 s in the suite),
+    and that computation is tested where it is made: every view's rows (test_view_same_rows_on_spark), a
+    connection focused on a run (test_engine::test_the_seam_on_spark)."""
+    from tracehouse.warehouse import spark_connection as spark_connection_module
+    from tracehouse.warehouse.catalog import FOCUS, ROOT
+
     from tracehouse.cli import main
 
     wh, ids = warehouse
+    _, catalog, _ = engines
+    opened = []
+
+    def computed_connection(warehouse, runs=None, master=None, spark=None, materialize=True, rules_file=None):
+        opened.append((str(getattr(warehouse, "root", warehouse)), runs, master, materialize))
+        variables = {ROOT: str(wh.root), FOCUS: list(runs) if runs is not None else None}
+        return spark_connection_module.SparkConnection(catalog, variables, rules_file)
+
+    monkeypatch.setattr(spark_connection_module, "spark_connection", computed_connection)
     common = ["--warehouse", str(wh.root)]
     args = common + ["report", "--run", ids["decode"][:8], "--format", "json"]
     duck = cli_runner.invoke(main, args)
     spark = cli_runner.invoke(main, args + ["--engine", "spark", "--master", "local[2]"])
     assert duck.exit_code == 0 and spark.exit_code == 0, (duck.output, spark.output)
+    # the report's own connection: focused on its run, computed once per view (materialized), on the master
+    assert (str(wh.root), [ids["decode"]], "local[2]", True) in opened, opened
     _same_report("json", duck.output, spark.output)
     # a trend over no run is an error (a CI gate over nothing must not pass), on both engines alike
     duck = cli_runner.invoke(main, common + ["trend", "--where", "series=none"])
