@@ -142,11 +142,17 @@ decided AS (
            f.launches AS fused_launches, f.time_ns AS fused_time_ns, f.names_text AS fused_text
     FROM keys AS k
     JOIN fusion_patterns AS p ON p.pattern_id = k.pattern_id
-    LEFT JOIN run_vendor AS v ON v.run_id = k.run_id
     LEFT JOIN chain_stats AS c ON c.run_id = k.run_id AND c.phase = k.phase AND c.pattern_id = k.pattern_id
     LEFT JOIN fused AS f ON f.run_id = k.run_id AND f.phase = k.phase AND f.pattern_id = k.pattern_id
-    -- the vendor gate: a pattern of one vendor gives no row on a run of the other
-    WHERE p.vendor = 'any' OR v.vendor IS NULL OR v.vendor = p.vendor
+    -- the vendor gate: a pattern of one vendor gives no row on a run of the other. NOT EXISTS, not a LEFT
+    -- JOIN of run_vendor: with that join DuckDB estimated this CTE at ~10^12 rows (a GROUP BY is estimated
+    -- at its input's rows), so evidence_chains built its hash table on the chains, wide with their kernel
+    -- names, instead of on the few decided rows (a 4 GB trace's fusion_match ran out of 640MB there)
+    WHERE NOT EXISTS (
+        SELECT 1 FROM run_vendor AS v
+        WHERE v.run_id = k.run_id AND v.vendor IS NOT NULL
+          AND NOT coalesce(p.vendor = 'any' OR v.vendor = p.vendor, FALSE)
+    )
 ),
 evidence_chains AS (
     -- the chains that are the evidence of the decided status (Confirmed: the adjacent ones; Likely: all)
