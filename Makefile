@@ -8,7 +8,9 @@ PY := $(VENV)/bin/python
 # Every test, both tiers (~2,530): 27 min with -n auto on 2 cores from a fresh clone (session 22, .ci/run;
 # 32 min in session 21, 58 min in session 20); 36 min in session 23, the first run with the Spark group in
 # effect (test_spark's views computed once: 548 worker-s, 671 before), its other tests 1.5-1.7x slower each
-# than in session 22, cause not established: over the 15 min it should take.
+# than in session 22 (session 24 found the likely cause: a nice'd benchmark in another terminal session took a
+# full share of a core, the kernel's autogroup scheduling); 45 min in session 24's profile run (bench/results.md
+# "Where the suite's time goes"): over the 15 min it should take.
 # Spark (tests/test_spark.py, the Spark view cases) is about a third of it. --dist loadgroup: every test that
 # needs Spark is in one xdist group (tests/conftest.py), so one worker runs them all in one JVM (pytest < 9.2,
 # pyproject.toml: with 9.2 the group is ignored).
