@@ -312,12 +312,15 @@ def category_gain(r, category: str):
 
 def dominant_category_rule(r, windows, phase) -> _Draft | None:
     """In a phase of at least PHASE_BAR of the run's GPU time (a sliver, such as a kernel outside the steps,
-    is no phase to draw a lesson from), a category of >= DOMINANT_CATEGORY_BAR of its GPU time."""
+    is no phase to draw a lesson from), its largest known category (not `other`), when >= DOMINANT_CATEGORY_BAR
+    of its GPU time."""
     if phase.gpu_time_ns < PHASE_BAR * (r.gpu_time_ns or 1):
         return None
-    if not phase.categories or phase.categories[0].share < DOMINANT_CATEGORY_BAR:
+    # `other` (kernels no rule knows) is no category to draw a lesson from: other_category_rule says how much
+    # is unknown; this rule names the largest known category
+    top = next((c for c in phase.categories if c.category != "other"), None)
+    if top is None or top.share < DOMINANT_CATEGORY_BAR:
         return None
-    top = phase.categories[0]
     kernel = next((k for k in phase.kernels if k.category == top.category), None)
     detail = (
         f"; its largest kernel is {short_name(kernel.name, 80)} ({100 * kernel.share:.1f} %)"

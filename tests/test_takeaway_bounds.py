@@ -128,3 +128,20 @@ def test_interleaved_steps_split_other_steps_work_from_idle(tmp_path):
     report = build_run_report(con, outcome.run_id)
     md = render_run_report(report, "md")
     assert "other steps' work" in md
+
+
+def test_unknown_kernels_are_no_dominant_category(situation_warehouse):
+    """`other` (kernels no category rule knows) is no category to draw a lesson from: where it is the largest,
+    the report says how much GPU time is unknown (the other rule), and the dominant-category takeaway names
+    the largest known category (GEMM here, over its bar), never `other` (synth/situations/takeaway_bounds.py:
+    the shares are the simulated durations)."""
+    wh, runs, expect = situation_warehouse
+    name = "unknown-kernels-dominate"
+    truth = expect[name]
+    report = build_run_report(connect(wh, runs=[runs[name]]), runs[name])
+    texts = [t.text for t in report.takeaways if t.figure == "category_summary"]
+    assert report.other_share == pytest.approx(truth["other_share"], abs=1e-9)
+    assert f"{100 * truth['other_share']:.1f} % of GPU time is in kernels no category rule knows" in texts[-1]
+    [dominant] = [t for t in texts if " of GPU time; " in t or t.endswith("% of GPU time.")]
+    assert f"gemm is {100 * truth['gemm_share']:.0f} % of GPU time" in dominant
+    assert not any("other is" in t or "other 2" in t for t in texts), texts
