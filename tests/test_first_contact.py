@@ -402,7 +402,12 @@ def test_a_closed_pipe_exits_0_quietly(tiny):
     import sys
 
     command = [sys.executable, "-c", "from tracehouse.cli import entry; entry()"]
-    command += ["--warehouse", str(tiny[0]), "sql", "select * from range(3000000)"]
+    command += [
+        "--warehouse",
+        str(tiny[0]),
+        "sql",
+        "select * from range(300000)",
+    ]  # ~2.4 MB: past any pipe buffer
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout.readline()  # the header: the command is writing
     proc.stdout.close()  # the reader leaves
