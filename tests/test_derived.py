@@ -326,3 +326,48 @@ def test_derive_says_each_view_as_it_is_done(own_synth_warehouse):
     assert [line.split(" ")[0] for line in lines] == COMPUTE_ORDER
     assert all(line.endswith(" s") for line in lines)
     _all_kept(wh, [run_id])
+
+
+def test_small_runs_are_derived_together_with_each_runs_own_rows(own_synth_warehouse):
+    """Runs with nothing kept, small enough (derived.BATCH_BYTES), are derived by one connection, each view
+    computed once for all of them and its rows written per run; every run's kept rows are the rows the view
+    computes for it (alone and beside the others)."""
+    from tracehouse.warehouse.derived import batches, forget_derived
+
+    wh, runs = own_synth_warehouse
+    for run_id in runs.values():
+        forget_derived(wh, run_id)
+    assert batches(wh, store_dir(wh), list(runs.values())) == [list(runs.values())]
+    lines: list[str] = []
+    assert derive(wh, progress=lines.append) == {r: None for r in sorted(runs.values())}
+    assert [line.split(" ")[0] for line in lines] == COMPUTE_ORDER  # each view once, for the three runs
+    assert all(f", {len(runs)} runs)" in line for line in lines)
+    _all_kept(wh, None)
+    for run_id in runs.values():
+        _all_kept(wh, [run_id])
+
+
+def test_a_run_the_batch_cannot_derive_leaves_the_others_derived(own_synth_warehouse, monkeypatch):
+    """A batch that fails derives its runs one by one: the run that fails alone says why (one line), the
+    others are derived. (The failure is made by hand: a damaged table file fails every focused reader of the
+    warehouse, as DuckDB reads each file's footer.)"""
+    import duckdb
+    from tracehouse.warehouse import derived
+
+    wh, runs = own_synth_warehouse
+    for run_id in runs.values():
+        derived.forget_derived(wh, run_id)
+    damaged = runs["training"]
+    compute = derived._compute
+
+    def failing(warehouse, store, work, order, missing, run_ids, memory_limit, progress):
+        if damaged in run_ids:
+            raise duckdb.IOException(f"cannot read run {damaged}\nsecond line")
+        return compute(warehouse, store, work, order, missing, run_ids, memory_limit, progress)
+
+    monkeypatch.setattr(derived, "_compute", failing)
+    out = derive(wh)
+    assert out.pop(damaged) == f"cannot read run {damaged}"  # its first line
+    assert out == {r: None for r in runs.values() if r != damaged}
+    assert not is_derived(wh, damaged)
+    _all_kept(wh, [r for r in runs.values() if r != damaged])

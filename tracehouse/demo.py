@@ -48,10 +48,11 @@ def run_demo(folder: str | Path, progress=None) -> DemoResult:
             run_ids.append(outcome.run_id)
             if progress:
                 progress(f"ingested {i}/{len(history)}: {run.series} @ {run.commit}")
-    for i, run_id in enumerate(run_ids, 1):
-        failed = derive(warehouse, [run_id])[run_id]
-        if progress:
-            progress(f"derived {i}/{len(run_ids)}" + (f" (not kept: {failed})" if failed else ""))
+    failed = {r: why for r, why in derive(warehouse, run_ids).items() if why}  # together: small runs
+    if progress:
+        progress(f"derived {len(run_ids) - len(failed)}/{len(run_ids)}")
+        for run_id, why in failed.items():
+            progress(f"  {run_id} not kept: {why}")
     latest = run_ids[len(history) // 2 - 1]  # the newest run of the first series
     result = DemoResult(folder, warehouse.root, len(run_ids), latest)
     result.reports, trend = _write_reports(warehouse, latest, folder / "reports")

@@ -13,8 +13,10 @@ What is kept per run is a view whose SQL header says so: the report's views (gpu
 ...), the step a report shows (report_steps: the rule in SQL) and that step's critical path, the diff's
 facts (run_step_time, step_kernel_time, step_latency, critical_path_summary, request_cost), run_metrics.
 Per run, each view is computed once on a connection focused on that run, in dependency order, and the views
-after it read its kept rows; HELPERS (views several kept views read, or one whose reader computing it would
-run out of memory) are computed once into a work folder for the derive and dropped after.
+after it read its kept rows (small runs with nothing kept are derived together, a batch: one connection
+focused on all of them, each view's rows written per run, BATCH_BYTES); HELPERS (views several kept views
+read, or one whose reader computing it would run out of memory) are computed once into a work folder for
+the derive and dropped after.
 
 Nothing half-written is ever read: a view's rows of a run are written into a folder beside the final one
 (`.run_id=<id>.<pid>.tmp`) and renamed into place whole; the work folder is `.work-<id>.<pid>.tmp`. Each
@@ -29,9 +31,10 @@ import fcntl
 import functools
 import json
 import os
+import re
 import shutil
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import duckdb
@@ -99,6 +102,13 @@ HELPERS = {
     "_fusion_chains": None,
 }
 SPECIAL = (".locks", ".logs")  # the folders of derived/ that are no store
+# Small runs are derived together, each view computed once for all of them (its rows written per run): the
+# fixed cost of planning and running a view's query (~60 ms) is most of a small run's derive (33 views:
+# ~1.5 s a run alone; the demo's 24 runs, 4.5 MB of tables: 37 s one by one, 5.6 s together). A batch holds
+# runs of at most this many bytes of Parquet tables together, so it needs no more memory than one run of
+# that size (a 1 GB trace's run is 20 MB of tables: alone; its derive fits 640MB, bench/results.md).
+BATCH_BYTES = 8 * 10**6
+PLAIN_ID = re.compile(r"[0-9A-Za-z_-]+")  # a run id written as a Hive folder name as it is
 
 
 def derive(
@@ -110,7 +120,8 @@ def derive(
     """Keep the per-run views' rows of these runs (default: every published run); nothing kept already.
 
     memory_limit: DuckDB's (None: the memory policy's, warehouse.memory; TRACEHOUSE_MEMORY_LIMIT).
-    progress: called with a line as each view is done (its name and seconds), or None.
+    progress: called with a line as each view is done (its name and seconds; a batch's number of runs), or
+    None.
     Returns {run: None when derived, else why not (one line)}: a run this process cannot derive (a
     warehouse it may only read, a run too large for the memory limit) is left to its readers to compute."""
     warehouse = warehouse if isinstance(warehouse, Warehouse) else Warehouse(warehouse)
@@ -123,14 +134,55 @@ def derive(
     except OSError:
         pass  # a store this user may only read: each run below says so
     with watching():  # an interrupt stops the derive: Interrupted, what was kept stays, nothing half-kept
-        for run_id in published_runs(warehouse) if run_ids is None else run_ids:
-            try:
-                _derive_run(warehouse, store, views, run_id, memory_limit, progress)
-                out[run_id] = None
-            except (duckdb.Error, OSError, MemoryError) as exc:
-                check_interrupt()  # DuckDB's "INTERRUPT Error": no failed derive, an interrupted one
-                out[run_id] = _why(exc, run_id)
+        runs = published_runs(warehouse) if run_ids is None else list(run_ids)
+        for batch in batches(warehouse, store, runs):
+            if len(batch) > 1:
+                try:
+                    _derive_batch(warehouse, store, views, batch, memory_limit, progress)
+                except (duckdb.Error, OSError, MemoryError):
+                    check_interrupt()
+                    # one run the batch could not derive must not cost the others: each alone below, where
+                    # the one that fails says why
+            for run_id in batch:
+                try:
+                    _derive_run(warehouse, store, views, run_id, memory_limit, progress)
+                    out[run_id] = None
+                except (duckdb.Error, OSError, MemoryError) as exc:
+                    check_interrupt()  # DuckDB's "INTERRUPT Error": no failed derive, an interrupted one
+                    out[run_id] = _why(exc, run_id)
     return out
+
+
+def batches(warehouse: Warehouse, store: Path, run_ids: list[str]) -> list[list[str]]:
+    """The runs in the order given, in batches that one connection derives together: runs with nothing
+    kept yet, each of at most BATCH_BYTES of tables, together at most BATCH_BYTES; every other run (a
+    larger one, one partly derived, an id that is no plain folder name) a batch of its own."""
+    per_run = set(per_run_views())
+    kept = listing(store)
+    out: list[list[str]] = []
+    batch: list[str] = []
+    size = 0
+    for run_id in run_ids:
+        fresh = not any(run_id in kept.get(v, ()) for v in per_run)
+        bytes_ = _table_bytes(warehouse, run_id) if fresh and PLAIN_ID.fullmatch(run_id) else None
+        if bytes_ is None or bytes_ > BATCH_BYTES:
+            out.append([run_id])
+            continue
+        if batch and size + bytes_ > BATCH_BYTES:
+            out.append(batch)
+            batch, size = [], 0
+        batch.append(run_id)
+        size += bytes_
+    return out + ([batch] if batch else [])
+
+
+def _table_bytes(warehouse: Warehouse, run_id: str) -> int:
+    """The bytes of the run's Parquet files, every table."""
+    total = 0
+    for table in os.scandir(warehouse.tables_dir):
+        for root, _, files in os.walk(Path(table.path) / f"run_id={run_id}"):
+            total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+    return total
 
 
 def _why(exc: BaseException, run_id: str) -> str:
@@ -307,12 +359,35 @@ def _derive_run(warehouse: Warehouse, store: Path, order: list[str], run_id: str
         shutil.rmtree(work, ignore_errors=True)
         (work / "spill").mkdir(parents=True)
         try:
-            _compute(warehouse, store, work, order, missing, run_id, memory_limit, progress)
+            _compute(warehouse, store, work, order, missing, [run_id], memory_limit, progress)
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _compute(warehouse, store: Path, work: Path, order, missing, run_id: str, memory_limit, progress) -> None:
+def _derive_batch(
+    warehouse: Warehouse, store: Path, order: list[str], run_ids: list[str], memory_limit, progress
+):
+    """Derive runs that have nothing kept together, under every run's lock (taken in sorted order: two
+    derives of overlapping batches take turns, never deadlock); a run another process derived meanwhile is
+    left out."""
+    with ExitStack() as locks:
+        for run_id in sorted(run_ids):
+            locks.enter_context(_run_lock(warehouse, run_id))
+        kept = listing(store)
+        fresh = [r for r in run_ids if not any(r in kept.get(v, ()) for v in per_run_views())]
+        if not fresh:
+            return
+        store.mkdir(parents=True, exist_ok=True)
+        work = store / f".work-batch.{os.getpid()}.tmp"
+        shutil.rmtree(work, ignore_errors=True)
+        (work / "spill").mkdir(parents=True)
+        try:
+            _compute(warehouse, store, work, order, set(per_run_views()), fresh, memory_limit, progress)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _compute(warehouse, store: Path, work: Path, order, missing, run_ids, memory_limit, progress) -> None:
     # Not locked down (it writes its files; no user SQL runs on it); DuckDB spills to disk beyond the memory
     # limit. Each view is computed once and written to Parquet as its rows stream, and the views after it
     # read that file: nothing is held in memory between views, whatever the run's size.
@@ -320,7 +395,7 @@ def _compute(warehouse, store: Path, work: Path, order, missing, run_id: str, me
     settings = memory.settings(work / "spill", ordered=False)
     if memory_limit:
         settings |= {"memory_limit": memory_limit, "threads": str(memory.threads(memory_limit))}
-    con = connect(warehouse, runs=[run_id], lockdown=False, settings=settings)
+    con = connect(warehouse, runs=run_ids, lockdown=False, settings=settings)
     try:
         for i, view in enumerate(order, 1):
             started = time.perf_counter()
@@ -329,34 +404,69 @@ def _compute(warehouse, store: Path, work: Path, order, missing, run_id: str, me
                 types = _write_rows(con, f"SELECT {', '.join(HELPERS[view] or ['*'])} FROM {view}", target)
                 con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS " + typed_read([target], types))
             elif view in missing:
-                _keep(con, store, view, run_id)
+                _keep(con, store, view, run_ids)
             else:
                 continue  # kept already: the connection reads its rows (catalog.read_kept)
             if progress:
-                progress(f"{view} ({i}/{len(order)}): {time.perf_counter() - started:.1f} s")
+                runs = f", {len(run_ids)} runs" if len(run_ids) > 1 else ""
+                progress(f"{view} ({i}/{len(order)}{runs}): {time.perf_counter() - started:.1f} s")
     finally:
         con.close()
 
 
-def _keep(con, store: Path, view: str, run_id: str) -> None:
-    """The view's rows of this run into its run folder (written aside, renamed), its types.json once; the
-    views after it read them."""
-    final = kept_file(store, view, run_id).parent
-    aside = final.with_name(f".{final.name}.{os.getpid()}.tmp")
+def _keep(con, store: Path, view: str, run_ids: list[str]) -> None:
+    """The view's rows of these runs, each run's into its run folder (written aside, renamed), its
+    types.json once; the views after it read them. Several runs: one query, its rows split by run
+    (PARTITION_BY), a run without rows given an empty file."""
+    folders = {r: kept_file(store, view, r).parent for r in run_ids}
+    aside = store / view / f".rows.{os.getpid()}.tmp"
     shutil.rmtree(aside, ignore_errors=True)
     aside.mkdir(parents=True)
-    rows = f"SELECT * FROM {view} WHERE run_id = {sql_string(run_id)}"
     try:
+        rows = f"SELECT * FROM {view} WHERE run_id IN ({', '.join(sql_string(r) for r in run_ids)})"
         # run_id is the folder's (hive partition), not a column of the file
-        types = _write_rows(con, rows, aside / KEPT_FILE, leave_out=("run_id",))
-        types_file = final.parent / TYPES_FILE
+        if len(run_ids) == 1:
+            (aside / f"run_id={run_ids[0]}").mkdir()
+            types = _write_rows(con, rows, aside / f"run_id={run_ids[0]}" / KEPT_FILE, leave_out=("run_id",))
+        else:
+            types = _write_rows(con, rows, aside, leave_out=("run_id",), split_by="run_id")
+            _one_file_per_run(con, aside, run_ids, view)
+        types_file = store / view / TYPES_FILE
         if not types_file.is_file():
             _into_place(aside / TYPES_FILE, types_file, json.dumps(types))
-        _into_place(aside, final)
-    except BaseException:  # an interrupt, a failure: nothing of this view is left aside (nor in place)
+        for run_id, final in folders.items():
+            _into_place(aside / f"run_id={run_id}", final)
+    finally:  # an interrupt, a failure: nothing of this view is left aside (what is in place is whole)
         shutil.rmtree(aside, ignore_errors=True)
-        raise
-    con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS " + typed_read([final / KEPT_FILE], types, hive=True))
+    files = [final / KEPT_FILE for final in folders.values()]
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS " + typed_read(files, types, hive=True))
+
+
+def _one_file_per_run(con, aside: Path, run_ids: list[str], view: str) -> None:
+    """After a PARTITION_BY write: each run's folder holds its rows as KEPT_FILE; a run without rows gets an
+    empty file of the view's columns."""
+    empty = None
+    for run_id in run_ids:
+        folder = aside / f"run_id={run_id}"
+        files = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
+        if len(files) == 1:
+            files[0].rename(folder / KEPT_FILE)
+        elif files:  # DuckDB split a run's rows over several files: one
+            con.execute(
+                f"COPY (SELECT * FROM read_parquet([{', '.join(sql_string(f) for f in files)}], "
+                "hive_partitioning = false)) "
+                f"TO {sql_string(folder / KEPT_FILE)} (FORMAT parquet, COMPRESSION zstd)"
+            )
+            for f in files:
+                f.unlink()
+        else:
+            if empty is None:
+                empty = aside / ".empty.parquet"
+                _write_rows(con, f"SELECT * FROM {view} WHERE false", empty, leave_out=("run_id",))
+            folder.mkdir(exist_ok=True)
+            shutil.copyfile(empty, folder / KEPT_FILE)
+    if empty is not None:
+        empty.unlink()
 
 
 def _into_place(aside: Path, final: Path, text: str | None = None) -> None:
@@ -373,17 +483,22 @@ def _into_place(aside: Path, final: Path, text: str | None = None) -> None:
         shutil.rmtree(aside, ignore_errors=True) if aside.is_dir() else aside.unlink(missing_ok=True)
 
 
-def _write_rows(con, select: str, target: Path, leave_out: tuple[str, ...] = ()) -> list[list[str]]:
-    """Write a query's rows to one Parquet file; its columns' DuckDB types (every column, also those left
-    out of the file). The one HUGEINT workaround: Parquet has none (DuckDB would write a lossy DOUBLE), so
+def _write_rows(
+    con, select: str, target: Path, leave_out: tuple[str, ...] = (), split_by: str | None = None
+) -> list[list[str]]:
+    """Write a query's rows to one Parquet file (split_by: into the folder `target`, a `<column>=<value>`
+    folder per value, without that column); its columns' DuckDB types (every column, also those left out
+    of the file). The one HUGEINT workaround: Parquet has none (DuckDB would write a lossy DOUBLE), so
     such a column is written as DECIMAL(38, 0) and cast back on reading (catalog.typed_read)."""
     types = [[row[0], row[1]] for row in con.execute(f"DESCRIBE {select}").fetchall()]
     exact = ", ".join(
         f'CAST("{name}" AS DECIMAL(38, 0)) AS "{name}"' if kind == "HUGEINT" else f'"{name}"'
         for name, kind in types
-        if name not in leave_out
+        if name not in leave_out or name == split_by
     )
+    split = f", PARTITION_BY ({split_by}), FILENAME_PATTERN 'rows'" if split_by else ""
     con.execute(
-        f"COPY (SELECT {exact} FROM ({select})) TO {sql_string(target)} (FORMAT parquet, COMPRESSION zstd)"
+        f"COPY (SELECT {exact} FROM ({select})) TO {sql_string(target)} "
+        f"(FORMAT parquet, COMPRESSION zstd{split})"
     )
     return types
