@@ -76,9 +76,10 @@ class FusionRow:
 class WhatIfGain:
     """The report's step replayed with a category `speedup` times faster or a fusion row fused
     (warehouse.whatif.whatif_gains): its GPU span observed and predicted. Where sped-up collectives' peers
-    are not all in the run (peers_missing > 0) there is no prediction (predicted_ns, change_ns, change_pct,
-    path_changes None): the trace cannot tell their wait for a peer from their transfer, and the two ends
-    are given instead: the step if all of their time were waiting, and if all of it were transfer."""
+    are not all in the run (peers_missing > 0) and that changes the step (the two ends differ: the step if
+    all of their time were waiting, and if all of it were transfer) there is no prediction (predicted_ns,
+    change_ns, change_pct, path_changes None): the trace cannot tell their wait for a peer from their
+    transfer."""
 
     kind: str  # category | kernel | fusion
     subject: str  # the category, the kernel name, or the fusion row's pattern_id
@@ -94,7 +95,8 @@ class WhatIfGain:
 
     @property
     def predicted(self) -> bool:
-        return self.peers_missing == 0 and self.change_ns is not None
+        """False where the peers missing from the run leave the step unknown (the two ends differ)."""
+        return self.predicted_ns is not None and self.change_ns is not None
 
     @property
     def text(self) -> str:

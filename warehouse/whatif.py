@@ -221,11 +221,17 @@ def whatif(
 
 
 def _unsure(run: RunGraph, change: Change, durations: dict) -> frozenset:
-    """The activities sped up (or slowed) by `change` whose peers are not all in the run (run.unsure). A
-    fusion changes no collective's transfer (its chain lasts as long as its longest member): none."""
+    """The activities whose time `change` changes (sped up or slowed: not with K = 1) whose peers are not
+    all in the run (run.unsure). A fusion changes no collective's transfer (its chain lasts as long as its
+    longest member): none."""
     if change.fusion:
         return frozenset()
-    return frozenset(k for k in durations if k in run.unsure)
+    out = []
+    for (rank, key), ns in durations.items():
+        node = run.ranks[rank].nodes[key]
+        if (rank, key) in run.unsure and ns != node.end - node.start:
+            out.append((rank, key))
+    return frozenset(out)
 
 
 def _replay_steps(
@@ -235,11 +241,13 @@ def _replay_steps(
 
     A sped-up communication activity whose peers are not all in the run (`unsure`, _unsure) makes the step's
     prediction unknown: its observed time holds its wait for the absent ranks, which a faster transfer does
-    not shorten, and how much is wait the trace cannot tell. Such a step's row has no prediction
-    (predicted_ns, change_ns, change_pct, path_changes NULL), the count of those activities
-    (peers_missing, over the run's ranks: a change on any rank reaches the others through the matched
-    collectives) and the two ends: the step if all of their time were waiting (they keep their time) and
-    if all of it were transfer (as if the absent ranks had arrived no later than those in the run)."""
+    not shorten, and how much is wait the trace cannot tell. A row gives the count of those activities in
+    its step (peers_missing, over the run's ranks: a change on any rank reaches the others through the
+    matched collectives) and the two ends: the step if all of their time were waiting (they keep their
+    time) and if all of it were transfer (as if the absent ranks had arrived no later than those in the
+    run). Where the ends differ, the row has no prediction (predicted_ns, change_ns, change_pct,
+    path_changes NULL); where they agree (those activities are off the step's path), it is the prediction
+    whatever the split."""
     before = run.run({})
     keys = [k for k in before if _wanted(k[1], step)]
     paths = {(r, s): wr.path_time(run.ranks[r].nodes, run.ranks[r].last_of(s, False), False) for r, s in keys}
@@ -252,7 +260,7 @@ def _replay_steps(
         observed, predicted = spans[(r, s)]
         mine = [graph.nodes[k] for rank, k in durations if rank == r and graph.nodes[k].step == s]
         missing = sum(1 for rank, k in unsure if run.ranks[rank].nodes[k].step == s)
-        known = not missing
+        known = waiting[(r, s)][1] == predicted  # the split does not matter (always so with none missing)
         rows.append(
             {
                 "rank": r,

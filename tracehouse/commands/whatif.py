@@ -49,9 +49,9 @@ def command(ctx, run, kernel, category, fusion, speedup, step_text, fmt):
 
     Communication made faster is its transfer: the part of a collective after the last rank of its group
     arrived. Where a sped-up collective's peers are not all in the run (ranks of the world not ingested,
-    an instance not found on every rank of its group), the trace cannot tell its wait from its transfer:
-    the step is not predicted (peers_missing counts those activities) and if_waiting_ms / if_transfer_ms
-    give the step if all of their time were waiting for a peer / were transfer.
+    an instance not found on every rank of its group), the trace cannot tell its wait from its transfer
+    (peers_missing counts those activities): where that changes the step, it is not predicted, and
+    if_waiting_ms / if_transfer_ms give the step if all of their time were waiting for a peer / transfer.
 
     \b
     Example:
@@ -88,8 +88,8 @@ def whatif_text(con, run: str, change: Change, step_text: str | None, fmt: str) 
             r["matched"],
             r["path_changes"],
             r["peers_missing"],
-            _ms(r["predicted_if_waiting_ns"]) if r["peers_missing"] else None,
-            _ms(r["predicted_if_transfer_ns"]) if r["peers_missing"] else None,
+            _ms(r["predicted_if_waiting_ns"]) if r["predicted_ns"] is None else None,
+            _ms(r["predicted_if_transfer_ns"]) if r["predicted_ns"] is None else None,
         )
         for r in rows
     ]
@@ -97,7 +97,7 @@ def whatif_text(con, run: str, change: Change, step_text: str | None, fmt: str) 
         return rows_text(list(SHOWN), out, fmt)
     head = f"run {run_id}: {change.describe()}\n"
     text = head + rows_text(list(SHOWN), [_rounded(r) for r in out], fmt, max_width=None)
-    if any(r["peers_missing"] for r in rows):
+    if any(r["predicted_ns"] is None for r in rows):
         text += _peers_note(con, run_id)
     return text
 
@@ -111,9 +111,9 @@ def _peers_note(con, run_id: str) -> str:
     world, n_ranks = con.execute("SELECT world_size, n_ranks FROM runs WHERE run_id = ?", [run_id]).fetchone()
     held = f"{n_ranks} of {world} ranks in the run" if world and world > (n_ranks or 0) else "peers unmatched"
     return (
-        f"not predicted where peers_missing > 0 ({held}): those collectives' wait for a peer cannot be told "
-        "from their transfer, which alone gets faster; if_waiting_ms / if_transfer_ms: the step if all of "
-        "their time were waiting / transfer\n"
+        f"not predicted where peers_missing > 0 changes the step ({held}): those collectives' wait for a peer "
+        "cannot be told from their transfer, which alone gets faster; if_waiting_ms / if_transfer_ms: the step "
+        "if all of their time were waiting / transfer\n"
     )
 
 
