@@ -352,6 +352,12 @@ def path_changes(before: dict[str, int], after: dict[str, int], min_ns: int = 10
     return "; ".join(f"{label} {a / 1e3:.1f} -> {b / 1e3:.1f} us" for _, label, a, b in diffs)
 
 
+def ranks_held(con, run_id: str) -> tuple[int, int | None]:
+    """(rank files in the run, the trace's world size or None): what a withheld prediction's reason says."""
+    row = con.execute("SELECT n_ranks, world_size FROM runs WHERE run_id = ?", [run_id]).fetchone()
+    return (row[0] or 1, row[1]) if row else (1, None)
+
+
 def report_step(con, run_id: str) -> int:
     """The step the run report shows (report_steps, pick 'all')."""
     row = con.execute("SELECT step FROM report_steps WHERE run_id = ? AND pick = 'all'", [run_id]).fetchone()

@@ -108,8 +108,13 @@ def _ms(ns: int | None) -> float | None:
 
 def _peers_note(con, run_id: str) -> str:
     """Why some steps are not predicted: the sped-up collectives' peers that the run does not hold."""
-    world, n_ranks = con.execute("SELECT world_size, n_ranks FROM runs WHERE run_id = ?", [run_id]).fetchone()
-    held = f"{n_ranks} of {world} ranks in the run" if world and world > (n_ranks or 0) else "peers unmatched"
+    from tracehouse.warehouse.whatif import ranks_held
+
+    n_ranks, world = ranks_held(con, run_id)
+    if world and world > n_ranks:
+        held = f"{n_ranks} of {world} ranks in the run"
+    else:
+        held = "no peer rank in the run" if n_ranks <= 1 else "collectives not on every rank of their group"
     return (
         f"not predicted where peers_missing > 0 changes the step ({held}): those collectives' wait for a peer "
         "cannot be told from their transfer, which alone gets faster; if_waiting_ms / if_transfer_ms: the step "
