@@ -75,23 +75,57 @@ class FusionRow:
 @dataclass
 class WhatIfGain:
     """The report's step replayed with a category `speedup` times faster or a fusion row fused
-    (warehouse.whatif.whatif_gains): its GPU span observed and predicted."""
+    (warehouse.whatif.whatif_gains): its GPU span observed and predicted. Where sped-up collectives' peers
+    are not all in the run (peers_missing > 0) and that changes the step (the two ends differ: the step if
+    all of their time were waiting, and if all of it were transfer) there is no prediction (predicted_ns,
+    change_ns, change_pct, path_changes None): the trace cannot tell their wait for a peer from their
+    transfer."""
 
     kind: str  # category | kernel | fusion
     subject: str  # the category, the kernel name, or the fusion row's pattern_id
     speedup: float | None  # None for a fusion
     observed_ns: int
-    predicted_ns: int
-    change_ns: int
+    predicted_ns: int | None
+    change_ns: int | None
     change_pct: float | None
-    path_changes: str
+    path_changes: str | None
+    peers_missing: int = 0  # sped-up communication activities of the step whose peers are not all in the run
+    predicted_if_waiting_ns: int | None = None  # the step if all of their time were waiting for a peer
+    predicted_if_transfer_ns: int | None = None  # the step if all of it were transfer
+
+    @property
+    def predicted(self) -> bool:
+        """False where the peers missing from the run leave the step unknown (the two ends differ)."""
+        return self.predicted_ns is not None and self.change_ns is not None
 
     @property
     def text(self) -> str:
-        """'−1.234 ms of 25.000 ms, −4.9 %' (the change of the step time, of the observed step time)."""
-        sign = "\u2212" if self.change_ns < 0 else ("+" if self.change_ns > 0 else "\u00b1")
+        """'−1.234 ms of 25.000 ms, −4.9 %' (the change of the step time, of the observed step time); with
+        peers missing, no prediction: 'not predicted, peers missing: ' and range_text."""
+        if not self.predicted:
+            return f"not predicted, peers missing: {self.range_text}"
+        sign = _sign(self.change_ns)
         pct = f", {sign}{abs(self.change_pct):.1f} %" if self.change_pct is not None else ""
         return f"{sign}{abs(self.change_ns) / 1e6:.3f} ms of {self.observed_ns / 1e6:.3f} ms{pct}"
+
+    @property
+    def range_text(self) -> str:
+        """The two ends where the step is not predicted: '±0.000 ms (all waiting) to −1.234 ms (all
+        transfer) of 25.000 ms, ±0.0 to −4.9 %'."""
+        obs = self.observed_ns
+        ends = [
+            (p if p is not None else obs) - obs
+            for p in (self.predicted_if_waiting_ns, self.predicted_if_transfer_ns)
+        ]
+        ms = [f"{_sign(c)}{abs(c) / 1e6:.3f} ms" for c in ends]
+        pct = [f"{_sign(c)}{abs(round(100.0 * c / obs, 2)):.1f}" for c in ends] if obs else []
+        shares = f", {pct[0]} to {pct[1]} %" if pct else ""
+        return f"{ms[0]} (all waiting) to {ms[1]} (all transfer) of {obs / 1e6:.3f} ms{shares}"
+
+
+def _sign(change_ns: int) -> str:
+    """− (the typographic minus), + or ± (no change)."""
+    return "\u2212" if change_ns < 0 else ("+" if change_ns > 0 else "\u00b1")
 
 
 @dataclass

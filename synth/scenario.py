@@ -224,6 +224,7 @@ def write_scenario(
     capture_layout: str = "default",
     slow_node: tuple[int, float] | None = None,
     fuse: tuple[str, ...] | None = None,
+    write_ranks: tuple[int, ...] | None = None,
 ) -> Path:
     """Write the trace files of one synthetic run (plus ground_truth.json) into out_dir; return out_dir.
 
@@ -239,9 +240,14 @@ def write_scenario(
     the replayed decode graph's body (its graph node id: graph_nodes.node_id(index)) runs `factor` times
     longer; the truth's anomalies name it by its node id. fuse (a fusion pattern's step regexes): its
     chains run fused, as the what-if model states a fusion (synth/fused_chains.py); the same seed gives the
-    same run otherwise, so its steps are the truth of `tracehouse whatif --fusion`.
+    same run otherwise, so its steps are the truth of `tracehouse whatif --fusion`. write_ranks: the trace
+    files of these ranks only (all ranks are simulated, and the truth is the simulation's: a run that holds
+    part of its world, as when one rank's trace is shared; the header's `files` names those written).
     """
     _check(scenario, vendor, ranks, layers, steps, target_size, straggler)
+    written = sorted(set(range(ranks) if write_ranks is None else write_ranks))
+    if not written or not all(0 <= r < ranks for r in written):
+        raise InvalidArgument(f"ranks to write {list(write_ranks or [])} must be some of 0..{ranks - 1}")
     if capture_layout not in CAPTURE_LAYOUTS:
         raise ValueError(f"capture_layout must be one of {', '.join(CAPTURE_LAYOUTS)}")
     out = Path(out_dir)
@@ -274,7 +280,8 @@ def write_scenario(
             "fuse": list(fuse) if fuse else None,
         },
         "time_unit": "ns",
-        "files": {str(r): names[r] for r in range(ranks)},
+        "files": {str(r): names[r] for r in written},
+        "ranks_written": written,
         "parallel": dict(zip(("tp", "pp"), megatron_grid(ranks))) if naming == "megatron" else None,
         "streams": streams,
         "device": {str(r): r for r in range(ranks)},
@@ -306,6 +313,9 @@ def write_scenario(
         )
     if progress is not None and hasattr(progress, "note"):  # the ground truth of a large run takes seconds
         progress.note("writing the ground truth")
+    for r in range(ranks):
+        if r not in written:  # simulated with the others (its collectives coupled them), not written
+            (out / names[r]).unlink()
     capture_files: list[str] = []
     if scenario == "serving-decode":
         capture_files = _write_captures(cfg, out, layers, capture_layout)

@@ -36,6 +36,9 @@ COLUMNS = (
     "change_ns",
     "change_pct",
     "path_changes",
+    "peers_missing",
+    "predicted_if_waiting_ns",
+    "predicted_if_transfer_ns",
 )
 
 
@@ -89,11 +92,19 @@ class RankGraph:
 
 class RunGraph:
     """The graphs of a run's ranks, replayed together: a collective instance on several ranks ends after
-    its last arrival (_whatif_collectives)."""
+    its last arrival (_whatif_collectives). `unsure`: the (rank, node key) of the communication activities
+    whose instance does not have every rank it needs in the run (_whatif_collectives.complete false):
+    their time splits into waiting for a peer and transfer only against peers the run does not hold."""
 
-    def __init__(self, ranks: dict[int, RankGraph], groups: list[list[tuple[int, tuple]]]):
+    def __init__(
+        self,
+        ranks: dict[int, RankGraph],
+        groups: list[list[tuple[int, tuple]]],
+        unsure: frozenset[tuple[int, tuple]] = frozenset(),
+    ):
         self.ranks = ranks
         self.units = wr.order_units({r: g.nodes for r, g in ranks.items()}, groups)
+        self.unsure = unsure
 
     def run(self, durations: dict, merged: dict | None = None) -> dict[tuple[int, int], tuple[int, int]]:
         """Replay with durations {(rank, node key): new duration} (others unchanged) and merged {rank: keys};
@@ -127,14 +138,17 @@ def load_graphs(con, run_id: str, step: int | None = None) -> RunGraph:
         for n in graphs[r].nodes.values():
             n.rank = r
     groups: dict[tuple, list] = {}
-    if len(ranks) > 1:
-        for rank, kid, *instance in con.execute(
-            "SELECT rank, kernel_id, step, collective, process_group, instance FROM _whatif_collectives"
-            f" WHERE run_id = ?{where_step}",
-            [run_id],
-        ).fetchall():
+    unsure = set()
+    for rank, kid, complete, present, *instance in con.execute(
+        "SELECT rank, kernel_id, complete, ranks, step, collective, process_group, instance"
+        f" FROM _whatif_collectives WHERE run_id = ?{where_step}",
+        [run_id],
+    ).fetchall():
+        if present >= 2:
             groups.setdefault(tuple(instance), []).append((rank, ("gpu", kid)))
-    return RunGraph(graphs, list(groups.values()))
+        if not complete:
+            unsure.add((rank, ("gpu", kid)))
+    return RunGraph(graphs, list(groups.values()), frozenset(unsure))
 
 
 def fusion_chains(con, run_id: str, pattern: str) -> dict[int, list[list[int]]]:
@@ -199,25 +213,54 @@ def whatif(
         raise InvalidArgument(f"{change.describe()}: no GPU activity of run {run_id} matches")
     rows = [
         {"run_id": run_id, "change": change.describe(), **row}
-        for row in _replay_steps(graph, durations, merged, step)
+        for row in _replay_steps(graph, durations, merged, step, _unsure(graph, change, durations))
     ]
     if step is not None and not rows:
         raise InvalidArgument(f"run {run_id} has no step {step} with GPU activities")
     return [{c: r[c] for c in COLUMNS} for r in rows]
 
 
-def _replay_steps(run: RunGraph, durations: dict, merged: dict, step: int | None) -> list[dict]:
-    """Replay the run's graph unchanged (the observed paths) and changed; one row per (rank, step)."""
+def _unsure(run: RunGraph, change: Change, durations: dict) -> frozenset:
+    """The activities whose time `change` changes (sped up or slowed: not with K = 1) whose peers are not
+    all in the run (run.unsure). A fusion changes no collective's transfer (its chain lasts as long as its
+    longest member): none."""
+    if change.fusion:
+        return frozenset()
+    out = []
+    for (rank, key), ns in durations.items():
+        node = run.ranks[rank].nodes[key]
+        if (rank, key) in run.unsure and ns != node.end - node.start:
+            out.append((rank, key))
+    return frozenset(out)
+
+
+def _replay_steps(
+    run: RunGraph, durations: dict, merged: dict, step: int | None, unsure: frozenset = frozenset()
+) -> list[dict]:
+    """Replay the run's graph unchanged (the observed paths) and changed; one row per (rank, step).
+
+    A sped-up communication activity whose peers are not all in the run (`unsure`, _unsure) makes the step's
+    prediction unknown: its observed time holds its wait for the absent ranks, which a faster transfer does
+    not shorten, and how much is wait the trace cannot tell. A row gives the count of those activities in
+    its step (peers_missing, over the run's ranks: a change on any rank reaches the others through the
+    matched collectives) and the two ends: the step if all of their time were waiting (they keep their
+    time) and if all of it were transfer (as if the absent ranks had arrived no later than those in the
+    run). Where the ends differ, the row has no prediction (predicted_ns, change_ns, change_pct,
+    path_changes NULL); where they agree (those activities are off the step's path), it is the prediction
+    whatever the split."""
     before = run.run({})
     keys = [k for k in before if _wanted(k[1], step)]
     paths = {(r, s): wr.path_time(run.ranks[r].nodes, run.ranks[r].last_of(s, False), False) for r, s in keys}
     spans = run.run(durations, merged)
+    after = {(r, s): wr.path_time(run.ranks[r].nodes, run.ranks[r].last_of(s, True), True) for r, s in keys}
+    waiting = run.run({k: v for k, v in durations.items() if k not in unsure}, merged) if unsure else spans
     rows = []
     for r, s in sorted(keys):
         graph = run.ranks[r]
         observed, predicted = spans[(r, s)]
-        after = wr.path_time(graph.nodes, graph.last_of(s, True), True)
         mine = [graph.nodes[k] for rank, k in durations if rank == r and graph.nodes[k].step == s]
+        missing = sum(1 for rank, k in unsure if run.ranks[rank].nodes[k].step == s)
+        known = waiting[(r, s)][1] == predicted  # the split does not matter (always so with none missing)
         rows.append(
             {
                 "rank": r,
@@ -225,10 +268,15 @@ def _replay_steps(run: RunGraph, durations: dict, merged: dict, step: int | None
                 "matched": len(mine),
                 "matched_ns": sum(n.end - n.start for n in mine),
                 "observed_ns": observed,
-                "predicted_ns": predicted,
-                "change_ns": predicted - observed,
-                "change_pct": round(100.0 * (predicted - observed) / observed, 2) if observed else None,
-                "path_changes": path_changes(paths[(r, s)], after),
+                "predicted_ns": predicted if known else None,
+                "change_ns": predicted - observed if known else None,
+                "change_pct": (round(100.0 * (predicted - observed) / observed, 2) if observed else None)
+                if known
+                else None,
+                "path_changes": path_changes(paths[(r, s)], after[(r, s)]) if known else None,
+                "peers_missing": missing,
+                "predicted_if_waiting_ns": waiting[(r, s)][1],
+                "predicted_if_transfer_ns": predicted,
             }
         )
     return rows
@@ -248,7 +296,9 @@ def whatif_gains(
     replayed, so collectives wait for their peers): per category and per kernel name, the step time with
     those activities `speedup` times faster; per fusion row (pattern_id), with its chains fused. One row
     per subject that has activities in the step: kind ('category' | 'kernel' | 'fusion'), subject,
-    speedup (None for a fusion), observed_ns, predicted_ns, change_ns, change_pct, path_changes."""
+    speedup (None for a fusion), observed_ns, predicted_ns, change_ns, change_pct, path_changes,
+    peers_missing, predicted_if_waiting_ns, predicted_if_transfer_ns (_replay_steps: no prediction where
+    sped-up collectives' peers are missing from the run, the two ends instead)."""
     graph = load_graphs(con, run_id, step=step)
     if rank not in graph.ranks or not graph.ranks[rank].gpu:
         return []
@@ -261,7 +311,8 @@ def whatif_gains(
         durations, merged = _plan(graph, change, chains)
         if not any(r == rank and graph.ranks[r].nodes[k].step == step for r, k in durations):
             continue
-        [row] = [x for x in _replay_steps(graph, durations, merged, step) if x["rank"] == rank]
+        unsure = _unsure(graph, change, durations)
+        [row] = [x for x in _replay_steps(graph, durations, merged, step, unsure) if x["rank"] == rank]
         out.append(
             {
                 "kind": kind,
@@ -269,7 +320,16 @@ def whatif_gains(
                 "speedup": None if kind == "fusion" else speedup,
                 **{
                     k: row[k]
-                    for k in ("observed_ns", "predicted_ns", "change_ns", "change_pct", "path_changes")
+                    for k in (
+                        "observed_ns",
+                        "predicted_ns",
+                        "change_ns",
+                        "change_pct",
+                        "path_changes",
+                        "peers_missing",
+                        "predicted_if_waiting_ns",
+                        "predicted_if_transfer_ns",
+                    )
                 },
             }
         )
@@ -290,6 +350,12 @@ def path_changes(before: dict[str, int], after: dict[str, int], min_ns: int = 10
             diffs.append((abs(b - a), label, a, b))
     diffs.sort(reverse=True)
     return "; ".join(f"{label} {a / 1e3:.1f} -> {b / 1e3:.1f} us" for _, label, a, b in diffs)
+
+
+def ranks_held(con, run_id: str) -> tuple[int, int | None]:
+    """(rank files in the run, the trace's world size or None): what a withheld prediction's reason says."""
+    row = con.execute("SELECT n_ranks, world_size FROM runs WHERE run_id = ?", [run_id]).fetchone()
+    return (row[0] or 1, row[1]) if row else (1, None)
 
 
 def report_step(con, run_id: str) -> int:

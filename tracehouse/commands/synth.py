@@ -40,6 +40,11 @@ from tracehouse.commands.common import CONTEXT_SETTINGS
 @click.option("--straggler-rank", help="R:US - rank R arrives US µs late at every collective.")
 @click.option("--host-stall-us", default=0.0, help="A host stall of this many µs before some steps.")
 @click.option("--slow-kernel", help="REGEX:FACTOR - kernels matching REGEX run FACTOR times longer.")
+@click.option(
+    "--write-ranks",
+    metavar="R,R...",
+    help="Write only these ranks' trace files (every rank is simulated): a run holding part of its world.",
+)
 def command(scenario, list_all, out, **shape):
     """Write a realistic synthetic run, plus ground_truth.json with every figure it should give.
 
@@ -53,6 +58,7 @@ def command(scenario, list_all, out, **shape):
     Example:
       tracehouse synth serving-decode --ranks 4 --slow-kernel 'nvjet:1.08' -o /tmp/decode-run
       tracehouse ingest /tmp/decode-run
+      tracehouse synth training --ranks 8 --straggler-rank 3:900 --write-ranks 0 -o /tmp/rank0-of-8
       tracehouse synth --list
       tracehouse synth blocking-d2h-copy -o /tmp/blocking-copy
     """
@@ -95,7 +101,18 @@ def _list(list_all: bool) -> None:
 
 
 def _write_run(
-    scenario, out, ranks, steps, layers, vendor, seed, target_size, straggler_rank, host_stall_us, slow_kernel
+    scenario,
+    out,
+    ranks,
+    steps,
+    layers,
+    vendor,
+    seed,
+    target_size,
+    straggler_rank,
+    host_stall_us,
+    slow_kernel,
+    write_ranks,
 ) -> Path:
     from tracehouse.synth import truth_path, write_scenario
     from tracehouse.synth.progress import size_progress
@@ -118,12 +135,25 @@ def _write_run(
             host_stall_us=host_stall_us,
             slow_kernel=slow,
             progress=progress,
+            write_ranks=_ranks(write_ranks),
         )
     except ValueError as exc:
         raise click.BadParameter(str(exc))
     if progress is not None:
         progress.done(f"; ground truth: {truth_path(path).name}")
     return path
+
+
+def _ranks(text: str | None) -> tuple[int, ...] | None:
+    """'0,2' -> (0, 2), for --write-ranks."""
+    if not text:
+        return None
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r}: give rank numbers separated by commas", param_hint="--write-ranks"
+        )
 
 
 def _pair(text: str | None, what: str, cast=float):

@@ -9,7 +9,19 @@ from tracehouse.errors import InvalidArgument
 from tracehouse.output import rows_text
 from tracehouse.warehouse.whatif import Change
 
-SHOWN = ("rank", "step", "observed_ms", "predicted_ms", "change_ms", "change_pct", "matched", "path_changes")
+SHOWN = (
+    "rank",
+    "step",
+    "observed_ms",
+    "predicted_ms",
+    "change_ms",
+    "change_pct",
+    "matched",
+    "path_changes",
+    "peers_missing",
+    "if_waiting_ms",
+    "if_transfer_ms",
+)
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -34,6 +46,12 @@ def command(ctx, run, kernel, category, fusion, speedup, step_text, fmt):
     become one kernel as long as their longest member (--speedup does not apply).
 
     The step time is the step's GPU span (its first activity's start to its last activity's end).
+
+    Communication made faster is its transfer: the part of a collective after the last rank of its group
+    arrived. Where a sped-up collective's peers are not all in the run (ranks of the world not ingested,
+    an instance not found on every rank of its group), the trace cannot tell its wait from its transfer
+    (peers_missing counts those activities): where that changes the step, it is not predicted, and
+    if_waiting_ms / if_transfer_ms give the step if all of their time were waiting for a peer / transfer.
 
     \b
     Example:
@@ -63,19 +81,45 @@ def whatif_text(con, run: str, change: Change, step_text: str | None, fmt: str) 
         (
             r["rank"],
             r["step"],
-            r["observed_ns"] / 1e6,
-            r["predicted_ns"] / 1e6,
-            r["change_ns"] / 1e6,
+            _ms(r["observed_ns"]),
+            _ms(r["predicted_ns"]),
+            _ms(r["change_ns"]),
             r["change_pct"],
             r["matched"],
             r["path_changes"],
+            r["peers_missing"],
+            _ms(r["predicted_if_waiting_ns"]) if r["predicted_ns"] is None else None,
+            _ms(r["predicted_if_transfer_ns"]) if r["predicted_ns"] is None else None,
         )
         for r in rows
     ]
     if fmt != "table":
         return rows_text(list(SHOWN), out, fmt)
     head = f"run {run_id}: {change.describe()}\n"
-    return head + rows_text(list(SHOWN), [_rounded(r) for r in out], fmt, max_width=None)
+    text = head + rows_text(list(SHOWN), [_rounded(r) for r in out], fmt, max_width=None)
+    if any(r["predicted_ns"] is None for r in rows):
+        text += _peers_note(con, run_id)
+    return text
+
+
+def _ms(ns: int | None) -> float | None:
+    return None if ns is None else ns / 1e6
+
+
+def _peers_note(con, run_id: str) -> str:
+    """Why some steps are not predicted: the sped-up collectives' peers that the run does not hold."""
+    from tracehouse.warehouse.whatif import ranks_held
+
+    n_ranks, world = ranks_held(con, run_id)
+    if world and world > n_ranks:
+        held = f"{n_ranks} of {world} ranks in the run"
+    else:
+        held = "no peer rank in the run" if n_ranks <= 1 else "collectives not on every rank of their group"
+    return (
+        f"not predicted where peers_missing > 0 changes the step ({held}): those collectives' wait for a peer "
+        "cannot be told from their transfer, which alone gets faster; if_waiting_ms / if_transfer_ms: the step "
+        "if all of their time were waiting / transfer\n"
+    )
 
 
 def _step(con, run_id: str, text: str | None) -> int | None:
@@ -92,5 +136,21 @@ def _step(con, run_id: str, text: str | None) -> int | None:
 
 
 def _rounded(row: tuple) -> tuple:
-    rank, step, obs, pred, change, pct, matched, path = row
-    return (rank, step, f"{obs:.3f}", f"{pred:.3f}", f"{change:+.3f}", f"{pct:+.2f}", matched, path)
+    rank, step, obs, pred, change, pct, matched, path, missing, waiting, transfer = row
+
+    def f(v, spec):
+        return None if v is None else format(v, spec)
+
+    return (
+        rank,
+        step,
+        f(obs, ".3f"),
+        f(pred, ".3f"),
+        f(change, "+.3f"),
+        f(pct, "+.2f"),
+        matched,
+        path,
+        missing,
+        f(waiting, ".3f"),
+        f(transfer, ".3f"),
+    )
