@@ -56,8 +56,20 @@ def tiny(tmp_path_factory):
     )
     trace = write_trace(root / "profile" / "rank0.json.gz", events)
     wh = root / "wh"
+    # --wait: derived, as a user's ingest leaves it (the suite's CLI ingests default to none): `runs` reads
+    # its kept run_metrics rather than computing them at each call
     result = _run(
-        ["--warehouse", str(wh), "ingest", str(trace.parent), "--label", "series=tiny", "--commit", "c1"]
+        [
+            "--warehouse",
+            str(wh),
+            "ingest",
+            str(trace.parent),
+            "--label",
+            "series=tiny",
+            "--commit",
+            "c1",
+            "--wait",
+        ]
     )
     assert result.exit_code == 0, result.output
     run_id = result.stdout.split("\t")[0]
