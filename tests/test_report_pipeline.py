@@ -147,6 +147,9 @@ def situation_runs(tmp_path_factory):
     for name in ("report-step-figures", "dataloader-stall"):
         [outcome] = ingest_paths(wh, [write_situation(name, root / name)], analyse=False)
         ids.append(outcome.run_id)
+    from tracehouse.warehouse.derived import derive
+
+    assert derive(wh) == dict.fromkeys(sorted(ids))  # derived, as ingest leaves runs: one batch
     return wh, ids
 
 

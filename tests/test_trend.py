@@ -353,6 +353,9 @@ def node_history(tmp_path_factory):
             assert out[0].run_id and not out[0].problems, out[0].problems
         out = ingest_paths(wh, [plain], labels={"series": "plain"}, analyse=False)
         assert out[0].run_id
+    from tracehouse.warehouse.derived import derive
+
+    assert not any(derive(wh).values())  # derived, as ingest leaves runs (one batch)
     slow_node, factor = load_truth(runs[-1].path)["anomalies"]["slow_node"]
     assert factor == 1.5 and load_truth(runs[0].path)["anomalies"]["slow_node"] is None
     return wh, runs, slow_node
