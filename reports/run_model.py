@@ -180,6 +180,9 @@ class PathComm:
     transfer_ns: int  # after every rank had arrived
     unknown_ns: int  # instances no other rank of the run ran: waiting or transfer cannot be told
     waited_for: list[dict]  # {rank, wait_ns}: the ranks waited for, the longest wait first
+    # instances whose group has ranks not in the run: the part after the last arrival in the run (waiting
+    # for a rank not in the run, or transfer: cannot be told); their wait_ns counts the ranks in the run only
+    open_ns: int = 0
     text: str = ""
 
 

@@ -113,7 +113,8 @@ def path_comm(con, key: list) -> PathComm | None:
         con,
         """
         SELECT waited_for_rank AS rank, wait_ns IS NULL AS unknown, sum(dur_ns) AS time_ns,
-               sum(wait_ns) AS wait_ns, sum(transfer_ns) AS transfer_ns
+               sum(wait_ns) AS wait_ns, coalesce(sum(transfer_ns), 0) AS transfer_ns,
+               coalesce(sum(dur_ns - wait_ns) FILTER (WHERE transfer_ns IS NULL), 0) AS open_ns
         FROM path_comm_split WHERE run_id = ? AND rank = ? AND step = ?
         GROUP BY waited_for_rank, wait_ns IS NULL
         ORDER BY wait_ns DESC NULLS LAST, rank""",
@@ -126,6 +127,7 @@ def path_comm(con, key: list) -> PathComm | None:
         time_ns=int(sum(r["time_ns"] for r in rows)),
         wait_ns=int(sum(r["wait_ns"] for r in known)),
         transfer_ns=int(sum(r["transfer_ns"] for r in known)),
+        open_ns=int(sum(r["open_ns"] for r in known)),
         unknown_ns=int(sum(r["time_ns"] for r in rows if r["unknown"])),
         waited_for=[
             {"rank": r["rank"], "wait_ns": int(r["wait_ns"])} for r in known if r["rank"] is not None
@@ -135,30 +137,40 @@ def path_comm(con, key: list) -> PathComm | None:
 
 def describe_path_comm(r) -> None:
     """The step section's sentence: "communication on the path 3.1 ms: 2.4 ms waiting for rank 3, 0.7 ms
-    transfer", and what cannot be split with the peers missing from the run."""
+    transfer", and what cannot be split with the peers missing from the run: the whole of an instance no
+    other rank of the run ran, the part after the last arrival in the run of one whose group has ranks
+    not in the run (its wait for the ranks in the run is at least its wait)."""
     s = r.step
     pc = s.path_comm if s is not None else None
     if pc is None:
         return
     parts = []
-    if pc.time_ns > pc.unknown_ns:
+    present, missing = missing_ranks(r, s.rank)
+    tell = f" (ingest ranks {', '.join(missing)} with it to tell)" if missing else ""
+    if pc.time_ns > pc.unknown_ns + pc.open_ns or pc.wait_ns:
         ranks = [f"rank {w['rank']}" for w in pc.waited_for]
         if not pc.wait_ns:
-            waiting = "no waiting for peers (this rank arrived last)"
+            among = " in the run" if pc.open_ns else ""
+            waiting = f"no waiting for peers{among} (this rank arrived last{among})"
         elif len(ranks) > 1:
             shares = ", ".join(f"{x} {fmt_ns(w['wait_ns'])}" for x, w in zip(ranks, pc.waited_for))
             waiting = f"{fmt_ns(pc.wait_ns)} waiting for peers ({shares})"
         else:
             waiting = f"{fmt_ns(pc.wait_ns)} waiting for {ranks[0] if ranks else 'peers'}"
-        parts.append(f"{waiting}, {fmt_ns(pc.transfer_ns)} transfer")
+        if pc.open_ns and pc.wait_ns:
+            waiting = f"at least {waiting}"
+        parts.append(f"{waiting}, {fmt_ns(pc.transfer_ns)} transfer" if pc.transfer_ns else waiting)
+    if pc.open_ns:
+        parts.append(
+            f"{fmt_ns(pc.open_ns)} after the last arrival in the run, with {present} of {r.world_size} ranks "
+            f"in it: it may be waiting for a rank not in the run, not transfer{tell}"
+        )
     if pc.unknown_ns:
-        present, missing = missing_ranks(r, s.rank)
         alone = (
             f"with {present} of {r.world_size} ranks in the run"
             if missing
             else "with no peer rank in the run"
         )
-        tell = f" (ingest ranks {', '.join(missing)} with it to tell)" if missing else ""
         parts.append(f"{fmt_ns(pc.unknown_ns)} {alone}: it may be waiting for a peer, not transfer{tell}")
     pc.text = f"Communication on the path {fmt_ns(pc.time_ns)}: {'; '.join(parts)}."
 

@@ -203,17 +203,22 @@ def missing_ranks(r, rank: int) -> tuple[int, list[str]]:
 
 
 def _peer_wait(r, rank: int) -> str:
-    """How much of the rank's collective time is waiting for a peer (rank_skew_summary), or, with one rank
-    of a larger world in the run, that it may be and which ranks would tell."""
+    """How much of the rank's collective time is waiting for a peer (rank_skew_summary: against the ranks in
+    the run, so at least that much where ranks of the world are missing), or, with one rank of a larger
+    world in the run, that it may be; and which ranks would tell."""
     row = next((x for x in r.rank_skew if x.rank == rank), None)
+    present, missing = missing_ranks(r, rank)
     if len(r.rank_skew) > 1 and row is not None and row.wait_share is not None:
         straggler = next((x for x in r.rank_skew if x.rank != rank and _is_straggler(x)), None)
         by = f", mostly for rank {straggler.rank}" if straggler else ""
-        return (
-            f"; {100 * row.wait_share:.0f} % of rank {rank}'s collective time over the run is waiting for "
-            f"peers to arrive{by}, the rest transfer"
-        )
-    present, missing = missing_ranks(r, rank)
+        share = f"{100 * row.wait_share:.0f} % of rank {rank}'s collective time over the run"
+        if missing:  # waiting for the ranks in the run only: the rest may be waiting for the others
+            return (
+                f"; at least {share} is waiting for peers to arrive{by}; with {present} of {r.world_size} "
+                f"ranks in the run the rest may be waiting for a rank not in the run, not transfer: ingest "
+                f"ranks {', '.join(missing)} with it to tell"
+            )
+        return f"; {share} is waiting for peers to arrive{by}, the rest transfer"
     if missing:
         return (
             f"; with {present} of {r.world_size} ranks in the run it may be waiting for a peer, "

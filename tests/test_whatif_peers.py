@@ -211,3 +211,52 @@ def test_mi300_rank0_of_8_withholds_communication_2x_faster(warehouses):
         if r["rank"] == report.step.rank
     ]
     assert same["peers_missing"] == 0 and same["predicted_ns"] == same["observed_ns"] == obs
+
+
+# ---------------------------------------------------------------------------------------------------
+# the split of a collective's time on the path, with ranks of its group missing (sql/path_comm_split)
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_waiting_for_a_rank_not_in_the_run_is_not_called_transfer(runs):
+    """Ranks 0-2 of four, the straggler (rank 3) missing: against the ranks in the run rank 0 hardly waits,
+    and what follows the last arrival in the run is mostly waiting for rank 3 (the simulator's split). The
+    path's split keeps the wait for the ranks in the run as a lower bound and calls the rest unknown, not
+    transfer; the step section and the exposed-communication takeaway say so and name rank 3."""
+    from tracehouse.reports.run import build_run_report
+    from tracehouse.warehouse.catalog import connect
+
+    wh, _, ids, expect = runs
+    con = connect(wh, runs=[ids["three"]])
+    rows = con.execute(
+        "SELECT step, wait_ns, transfer_ns, dur_ns, complete FROM path_comm_split WHERE run_id = ? AND rank = 0",
+        [ids["three"]],
+    ).fetchall()
+    assert rows and all(complete is False and transfer is None for _, _, transfer, _, complete in rows)
+    # the simulator's truth of rank 0 (the same simulation as the situation's): per step, its collectives'
+    # wait and transfer; what the ranks in the run show as waiting is at most the true wait, and what the
+    # old split called transfer (the rest) is several times the true transfer
+    truth = {i: t for i, t in enumerate(expect["steps"])}
+    steps = sorted({r[0] for r in rows})
+    for i, step in enumerate(steps):
+        on_path = [r for r in rows if r[0] == step]
+        seen_wait = sum(w or 0 for _, w, _, _, _ in on_path)
+        rest = sum(d - (w or 0) for _, w, _, d, _ in on_path)
+        assert seen_wait <= truth[i]["wait_ns"]
+        assert rest > 2 * truth[i]["transfer_ns"], (rest, truth[i])
+    report = build_run_report(con, ids["three"])
+    pc = report.step.path_comm
+    assert pc.open_ns > 0 and pc.transfer_ns == 0
+    assert (
+        "may be waiting for a rank not in the run, not transfer (ingest ranks 3 with it to tell)" in pc.text
+    )
+    for t in report.takeaways:
+        assert "the rest transfer" not in t.text, t.text
+    # every rank in the run: the split is whole, as before
+    con_all = connect(wh, runs=[ids["all"]])
+    whole = con_all.execute(
+        "SELECT bool_and(complete), count(*) FILTER (WHERE transfer_ns IS NULL) FROM path_comm_split "
+        "WHERE run_id = ?",
+        [ids["all"]],
+    ).fetchone()
+    assert whole == (True, 0)

@@ -15,7 +15,9 @@
 --   group_ranks              BIGINT  ranks the instance needs: the trace's group size (`Group size`, the
 --                            largest over the instance's activities), else the run's world size, else the
 --                            ranks of the run but at least 2 (a collective has a peer)
---   complete                 BOOLEAN  ranks >= group_ranks: every peer's arrival is in the run
+--   complete                 BOOLEAN  every peer's arrival is in the run: ranks >= group_ranks, or the run
+--                            holds every rank of its world (runs.n_ranks >= world_size: an instance of a
+--                            smaller group whose size the trace does not state is then whole too)
 CREATE OR REPLACE VIEW _whatif_collectives AS
 WITH numbered AS (
     SELECT run_id, rank, kernel_id, step, group_size,
@@ -34,10 +36,11 @@ counted AS (
 ),
 needed AS (
     SELECT c.*,
-           CAST(coalesce(c.stated, r.world_size, greatest(coalesce(r.n_ranks, 1), 2)) AS BIGINT) AS group_ranks
+           CAST(coalesce(c.stated, r.world_size, greatest(coalesce(r.n_ranks, 1), 2)) AS BIGINT) AS group_ranks,
+           coalesce(r.n_ranks >= r.world_size, false) AS whole_world
     FROM counted c
     LEFT JOIN runs r ON r.run_id = c.run_id
 )
 SELECT run_id, rank, kernel_id, step, collective, process_group, instance, ranks, group_ranks,
-       ranks >= group_ranks AS complete
+       ranks >= group_ranks OR whole_world AS complete
 FROM needed
