@@ -20,7 +20,7 @@ test: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q -n auto --dist loadgroup
 
-# for development (~2.3 min on 2 cores): unit, view and synthesized-situation tests (~1,290), not those marked
+# for development (~90 s on 2 cores, session 25): unit, view and synthesized-situation tests (~1,400), not those marked
 # slow by what it needs (the real traces of ../shared, Spark, the browser, killed processes, whole reports,
 # diffs, trends and exports of whole runs: tests/conftest.py SLOW_NEEDS), nor any test over 1 s in a measured
 # run (tests/slow_tests.txt, kept by tests/tier.py); its time: bench/results.md
