@@ -354,14 +354,8 @@ def _derive_run(warehouse: Warehouse, store: Path, order: list[str], run_id: str
         missing = missing_views(warehouse, run_id, store)  # derived by the process we waited for?
         if not missing:
             return
-        store.mkdir(parents=True, exist_ok=True)
-        work = store / f".work-{run_id}.{os.getpid()}.tmp"
-        shutil.rmtree(work, ignore_errors=True)
-        (work / "spill").mkdir(parents=True)
-        try:
+        with _work_folder(store, run_id) as work:
             _compute(warehouse, store, work, order, missing, [run_id], memory_limit, progress)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 def _derive_batch(
@@ -377,14 +371,22 @@ def _derive_batch(
         fresh = [r for r in run_ids if not any(r in kept.get(v, ()) for v in per_run_views())]
         if not fresh:
             return
-        store.mkdir(parents=True, exist_ok=True)
-        work = store / f".work-batch.{os.getpid()}.tmp"
-        shutil.rmtree(work, ignore_errors=True)
-        (work / "spill").mkdir(parents=True)
-        try:
+        with _work_folder(store, "batch") as work:
             _compute(warehouse, store, work, order, set(per_run_views()), fresh, memory_limit, progress)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+
+
+@contextmanager
+def _work_folder(store: Path, name: str):
+    """A derive's work folder in the store (`.work-<name>.<pid>.tmp`, its spill folder inside), removed
+    after; one a killed derive left is removed by the next (remove_abandoned)."""
+    store.mkdir(parents=True, exist_ok=True)
+    work = store / f".work-{name}.{os.getpid()}.tmp"
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "spill").mkdir(parents=True)
+    try:
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _compute(warehouse, store: Path, work: Path, order, missing, run_ids, memory_limit, progress) -> None:

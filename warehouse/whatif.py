@@ -24,13 +24,8 @@ from tracehouse.warehouse.runs import resolve_run
 
 from tracehouse.errors import InvalidArgument
 
-COLUMNS = (
-    "run_id",
-    "rank",
-    "step",
-    "change",
-    "matched",
-    "matched_ns",
+# a step's figures, observed and predicted (_replay_steps), in whatif's rows and whatif_gains' alike
+STEP_FIGURES = (
     "observed_ns",
     "predicted_ns",
     "change_ns",
@@ -40,6 +35,7 @@ COLUMNS = (
     "predicted_if_waiting_ns",
     "predicted_if_transfer_ns",
 )
+COLUMNS = ("run_id", "rank", "step", "change", "matched", "matched_ns", *STEP_FIGURES)
 
 
 @dataclass(frozen=True)
@@ -318,19 +314,7 @@ def whatif_gains(
                 "kind": kind,
                 "subject": subject,
                 "speedup": None if kind == "fusion" else speedup,
-                **{
-                    k: row[k]
-                    for k in (
-                        "observed_ns",
-                        "predicted_ns",
-                        "change_ns",
-                        "change_pct",
-                        "path_changes",
-                        "peers_missing",
-                        "predicted_if_waiting_ns",
-                        "predicted_if_transfer_ns",
-                    )
-                },
+                **{k: row[k] for k in STEP_FIGURES},
             }
         )
     return out
