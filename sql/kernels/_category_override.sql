@@ -133,32 +133,44 @@ key_hits AS (
        OR (n.op_shape = 'on_scores' AND (coalesce(f.on_scores_4d, false) OR coalesce(f.is_scores_3d, false)))
        OR (n.op_shape = 'scores_matmul' AND coalesce(f.is_scores_matmul, false))
 ),
-d0 AS (
-    SELECT r.run_id, r.rank, r.op_id, h.rule_order
+-- The walks below read each level once: Spark copies a CTE's plan at every reference, so a level read by
+-- the next level and again by a final union doubled the plan at each level (6,551 lines, ~900 Parquet
+-- scans). A level holds every (op, rule) found so far, `fresh` on those it found; the next level keeps
+-- them and adds the children of the fresh ones (a LEFT JOIN, then one row for the parent and one for the
+-- child from the two-row table `down`).
+w0 AS (
+    SELECT r.run_id, r.rank, r.op_id, h.rule_order, true AS fresh
     FROM roots_raw AS r
     JOIN key_hits AS h ON h.run_id = r.run_id AND h.name = r.name AND h.dims = r.dims
 ),
 -- the host ranges below a matching op, level by level (cpu_ops.parent_op_id), 4 levels down
-d1 AS (
-    SELECT c.run_id, c.rank, c.op_id, d.rule_order
-    FROM ops AS c JOIN d0 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.op_id = c.parent_op_id
+w1 AS (
+    SELECT DISTINCT d.run_id, d.rank, CASE WHEN s.down THEN c.op_id ELSE d.op_id END AS op_id, d.rule_order,
+           s.down AS fresh
+    FROM w0 AS d
+    LEFT JOIN ops AS c ON d.fresh AND c.run_id = d.run_id AND c.rank = d.rank AND c.parent_op_id = d.op_id
+    JOIN (VALUES (false), (true)) AS s (down) ON NOT s.down OR c.op_id IS NOT NULL
 ),
-d2 AS (
-    SELECT c.run_id, c.rank, c.op_id, d.rule_order
-    FROM ops AS c JOIN d1 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.op_id = c.parent_op_id
+w2 AS (
+    SELECT DISTINCT d.run_id, d.rank, CASE WHEN s.down THEN c.op_id ELSE d.op_id END AS op_id, d.rule_order,
+           s.down AS fresh
+    FROM w1 AS d
+    LEFT JOIN ops AS c ON d.fresh AND c.run_id = d.run_id AND c.rank = d.rank AND c.parent_op_id = d.op_id
+    JOIN (VALUES (false), (true)) AS s (down) ON NOT s.down OR c.op_id IS NOT NULL
 ),
-d3 AS (
-    SELECT c.run_id, c.rank, c.op_id, d.rule_order
-    FROM ops AS c JOIN d2 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.op_id = c.parent_op_id
+w3 AS (
+    SELECT DISTINCT d.run_id, d.rank, CASE WHEN s.down THEN c.op_id ELSE d.op_id END AS op_id, d.rule_order,
+           s.down AS fresh
+    FROM w2 AS d
+    LEFT JOIN ops AS c ON d.fresh AND c.run_id = d.run_id AND c.rank = d.rank AND c.parent_op_id = d.op_id
+    JOIN (VALUES (false), (true)) AS s (down) ON NOT s.down OR c.op_id IS NOT NULL
 ),
-d4 AS (
-    SELECT c.run_id, c.rank, c.op_id, d.rule_order
-    FROM ops AS c JOIN d3 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.op_id = c.parent_op_id
-),
-under AS (
-    SELECT DISTINCT run_id, rank, op_id, rule_order
-    FROM (SELECT * FROM d0 UNION ALL SELECT * FROM d1 UNION ALL SELECT * FROM d2
-          UNION ALL SELECT * FROM d3 UNION ALL SELECT * FROM d4) AS levels
+w4 AS (
+    SELECT DISTINCT d.run_id, d.rank, CASE WHEN s.down THEN c.op_id ELSE d.op_id END AS op_id, d.rule_order,
+           s.down AS fresh
+    FROM w3 AS d
+    LEFT JOIN ops AS c ON d.fresh AND c.run_id = d.run_id AND c.rank = d.rank AND c.parent_op_id = d.op_id
+    JOIN (VALUES (false), (true)) AS s (down) ON NOT s.down OR c.op_id IS NOT NULL
 ),
 -- module rules: the innermost nn.Module frame around the launch (python_frames), reached by walking down
 -- from the matching module frames through frames that are not modules themselves, 6 levels
@@ -173,85 +185,110 @@ mod_names AS (
               OR list_bool_or(list_transform(r.module_pattern_literals, lambda l: contains(lower(n.name), l)))
              THEN regexp_matches(n.name, r.module_pattern) ELSE false END
 ),
-f0 AS (
-    SELECT f.run_id, f.rank, f.frame_id, m.rule_order
+m0 AS (
+    SELECT f.run_id, f.rank, f.frame_id, m.rule_order, true AS fresh
     FROM frames AS f JOIN mod_names AS m ON m.name = f.name
 ),
-f1 AS (
-    SELECT c.run_id, c.rank, c.frame_id, d.rule_order
-    FROM frames AS c JOIN f0 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.frame_id = c.parent_frame_id
-    WHERE NOT c.is_module
+m1 AS (
+    SELECT DISTINCT d.run_id, d.rank, CASE WHEN s.down THEN c.frame_id ELSE d.frame_id END AS frame_id,
+           d.rule_order, s.down AS fresh
+    FROM m0 AS d
+    LEFT JOIN frames AS c
+        ON d.fresh AND c.run_id = d.run_id AND c.rank = d.rank AND c.parent_frame_id = d.frame_id AND NOT c.is_module
+    JOIN (VALUES (false), (true)) AS s (down) ON NOT s.down OR c.frame_id IS NOT NULL
 ),
-f2 AS (
-    SELECT c.run_id, c.rank, c.frame_id, d.rule_order
-    FROM frames AS c JOIN f1 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.frame_id = c.parent_frame_id
-    WHERE NOT c.is_module
+m2 AS (
+    SELECT DISTINCT d.run_id, d.rank, CASE WHEN s.down THEN c.frame_id ELSE d.frame_id END AS frame_id,
+           d.rule_order, s.down AS fresh
+    FROM m1 AS d
+    LEFT JOIN frames AS c
+        ON d.fresh AND c.run_id = d.run_id AND c.rank = d.rank AND c.parent_frame_id = d.frame_id AND NOT c.is_module
+    JOIN (VALUES (false), (true)) AS s (down) ON NOT s.down OR c.frame_id IS NOT NULL
 ),
-f3 AS (
-    SELECT c.run_id, c.rank, c.frame_id, d.rule_order
-    FROM frames AS c JOIN f2 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.frame_id = c.parent_frame_id
-    WHERE NOT c.is_module
+m3 AS (
+    SELECT DISTINCT d.run_id, d.rank, CASE WHEN s.down THEN c.frame_id ELSE d.frame_id END AS frame_id,
+           d.rule_order, s.down AS fresh
+    FROM m2 AS d
+    LEFT JOIN frames AS c
+        ON d.fresh AND c.run_id = d.run_id AND c.rank = d.rank AND c.parent_frame_id = d.frame_id AND NOT c.is_module
+    JOIN (VALUES (false), (true)) AS s (down) ON NOT s.down OR c.frame_id IS NOT NULL
 ),
-f4 AS (
-    SELECT c.run_id, c.rank, c.frame_id, d.rule_order
-    FROM frames AS c JOIN f3 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.frame_id = c.parent_frame_id
-    WHERE NOT c.is_module
+m4 AS (
+    SELECT DISTINCT d.run_id, d.rank, CASE WHEN s.down THEN c.frame_id ELSE d.frame_id END AS frame_id,
+           d.rule_order, s.down AS fresh
+    FROM m3 AS d
+    LEFT JOIN frames AS c
+        ON d.fresh AND c.run_id = d.run_id AND c.rank = d.rank AND c.parent_frame_id = d.frame_id AND NOT c.is_module
+    JOIN (VALUES (false), (true)) AS s (down) ON NOT s.down OR c.frame_id IS NOT NULL
 ),
-f5 AS (
-    SELECT c.run_id, c.rank, c.frame_id, d.rule_order
-    FROM frames AS c JOIN f4 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.frame_id = c.parent_frame_id
-    WHERE NOT c.is_module
+m5 AS (
+    SELECT DISTINCT d.run_id, d.rank, CASE WHEN s.down THEN c.frame_id ELSE d.frame_id END AS frame_id,
+           d.rule_order, s.down AS fresh
+    FROM m4 AS d
+    LEFT JOIN frames AS c
+        ON d.fresh AND c.run_id = d.run_id AND c.rank = d.rank AND c.parent_frame_id = d.frame_id AND NOT c.is_module
+    JOIN (VALUES (false), (true)) AS s (down) ON NOT s.down OR c.frame_id IS NOT NULL
 ),
-f6 AS (
-    SELECT c.run_id, c.rank, c.frame_id, d.rule_order
-    FROM frames AS c JOIN f5 AS d ON d.run_id = c.run_id AND d.rank = c.rank AND d.frame_id = c.parent_frame_id
-    WHERE NOT c.is_module
-),
-in_module AS (
-    SELECT DISTINCT run_id, rank, frame_id, rule_order
-    FROM (SELECT * FROM f0 UNION ALL SELECT * FROM f1 UNION ALL SELECT * FROM f2 UNION ALL SELECT * FROM f3
-          UNION ALL SELECT * FROM f4 UNION ALL SELECT * FROM f5 UNION ALL SELECT * FROM f6) AS levels
+m6 AS (
+    SELECT DISTINCT d.run_id, d.rank, CASE WHEN s.down THEN c.frame_id ELSE d.frame_id END AS frame_id,
+           d.rule_order, s.down AS fresh
+    FROM m5 AS d
+    LEFT JOIN frames AS c
+        ON d.fresh AND c.run_id = d.run_id AND c.rank = d.rank AND c.parent_frame_id = d.frame_id AND NOT c.is_module
+    JOIN (VALUES (false), (true)) AS s (down) ON NOT s.down OR c.frame_id IS NOT NULL
 ),
 hit_activities AS (
+    -- (activity, rule) for every op rule reaching the activity's launch: through its launching op, or its
+    -- innermost Python frame (the same pair may come twice)
     SELECT k.run_id, k.rank, k.kernel_id, k.name, k.kind, u.rule_order
     FROM kernels AS k
-    JOIN under AS u ON u.run_id = k.run_id AND u.rank = k.rank AND u.op_id = k.cpu_op_id
+    JOIN (SELECT DISTINCT run_id, rank, op_id, rule_order FROM w4) AS u
+        ON u.run_id = k.run_id AND u.rank = k.rank AND u.op_id = k.cpu_op_id
     WHERE k.kind NOT IN ('memcpy', 'memset')
     UNION ALL
     SELECT k.run_id, k.rank, k.kernel_id, k.name, k.kind, m.rule_order
     FROM kernels AS k
-    JOIN in_module AS m ON m.run_id = k.run_id AND m.rank = k.rank AND m.frame_id = k.python_frame_id
+    JOIN (SELECT DISTINCT run_id, rank, frame_id, rule_order FROM m6) AS m
+        ON m.run_id = k.run_id AND m.rank = k.rank AND m.frame_id = k.python_frame_id
     WHERE k.kind NOT IN ('memcpy', 'memset')
 ),
+-- Below, each CTE is read once too: a name's pattern is tried on the first row of each distinct name (a
+-- window's row_number) and its answer given to the name's other rows by a window, rather than by a
+-- DISTINCT of the names joined back (a second read of everything above)
 hit_names AS (
     -- the op rule's name pattern, tried once per distinct (name, kind, rule)
-    SELECT h.name, h.kind, h.rule_order
-    FROM (SELECT DISTINCT name, kind, rule_order FROM hit_activities) AS h
-    JOIN category_rules AS r ON r.rule_order = h.rule_order
-    WHERE CASE WHEN coalesce(array_length(r.pattern_literals), 0) = 0
-              OR list_bool_or(list_transform(r.pattern_literals, lambda l: contains(lower(h.name), l)))
-             THEN regexp_matches(h.name, r.pattern) ELSE false END
+    SELECT a.run_id, a.rank, a.kernel_id, a.name, a.kind, a.rule_order,
+           bool_or(CASE WHEN a.nth = 1 THEN
+                   CASE WHEN coalesce(array_length(r.pattern_literals), 0) = 0
+                         OR list_bool_or(list_transform(r.pattern_literals, lambda l: contains(lower(a.name), l)))
+                        THEN regexp_matches(a.name, r.pattern) ELSE false END
+               END) OVER (PARTITION BY a.name, a.kind, a.rule_order) AS name_ok
+    FROM (SELECT *, row_number() OVER (PARTITION BY name, kind, rule_order ORDER BY run_id, rank, kernel_id) AS nth
+          FROM hit_activities) AS a
+    JOIN category_rules AS r ON r.rule_order = a.rule_order
 ),
 best_op AS (
-    SELECT a.run_id, a.rank, a.kernel_id, a.name, a.kind, min(a.rule_order) AS rule_order
-    FROM hit_activities AS a
-    JOIN hit_names AS n ON n.name = a.name AND n.kind = a.kind AND n.rule_order = a.rule_order
-    GROUP BY a.run_id, a.rank, a.kernel_id, a.name, a.kind
+    SELECT run_id, rank, kernel_id, name, kind, min(rule_order) AS rule_order
+    FROM hit_names
+    WHERE name_ok
+    GROUP BY run_id, rank, kernel_id, name, kind
 ),
 plain AS (
     -- the rule_order kernel_category gives these names (its first name-only rule), for the few names here
-    -- (not a join with kernel_category, which would list every name of the run again)
-    SELECT h.name, h.kind, min(r.rule_order) AS rule_order
-    FROM (SELECT DISTINCT name, kind FROM best_op) AS h
+    -- (not a join with kernel_category, which would list every name of the run again), tried once per
+    -- distinct (name, kind): name_order
+    SELECT b.run_id, b.rank, b.kernel_id, b.rule_order,
+           min(min(r.rule_order)) OVER (PARTITION BY b.name, b.kind) AS name_order
+    FROM (SELECT *, row_number() OVER (PARTITION BY name, kind ORDER BY run_id, rank, kernel_id) AS nth
+          FROM best_op) AS b
     LEFT JOIN category_rules AS r
-        ON r.op_pattern IS NULL AND r.module_pattern IS NULL
+        ON b.nth = 1 AND r.op_pattern IS NULL AND r.module_pattern IS NULL
         AND CASE WHEN coalesce(array_length(r.pattern_literals), 0) = 0
-              OR list_bool_or(list_transform(r.pattern_literals, lambda l: contains(lower(h.name), l)))
-             THEN regexp_matches(h.name, r.pattern) ELSE false END
-    GROUP BY h.name, h.kind
+              OR list_bool_or(list_transform(r.pattern_literals, lambda l: contains(lower(b.name), l)))
+             THEN regexp_matches(b.name, r.pattern) ELSE false END
+    GROUP BY b.run_id, b.rank, b.kernel_id, b.name, b.kind, b.rule_order
 )
-SELECT b.run_id, b.rank, b.kernel_id, r.category, r.rule_name
-FROM best_op AS b
-JOIN category_rules AS r ON r.rule_order = b.rule_order
-JOIN plain AS p ON p.name = b.name AND p.kind = b.kind
-WHERE p.rule_order IS NULL OR b.rule_order < p.rule_order;
+SELECT p.run_id, p.rank, p.kernel_id, r.category, r.rule_name
+FROM plain AS p
+JOIN category_rules AS r ON r.rule_order = p.rule_order
+WHERE p.name_order IS NULL OR p.rule_order < p.name_order;
