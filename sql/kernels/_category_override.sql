@@ -31,18 +31,17 @@ name_rules AS (
               OR list_bool_or(list_transform(r.op_pattern_literals, lambda l: contains(lower(n.name), l)))
              THEN regexp_matches(n.name, r.op_pattern) ELSE false END
 ),
-roots_raw AS (
-    SELECT o.run_id, o.rank, o.op_id, o.name, coalesce(replace(o.input_dims, ' ', ''), '') AS dims
+keyed AS (
+    -- per (run, op name, dims, op rule) of the ops an op rule's op_pattern matches
+    SELECT DISTINCT o.run_id, o.name, coalesce(replace(o.input_dims, ' ', ''), '') AS dims, n.rule_order, n.op_shape
     FROM cpu_ops AS o
-    WHERE o.cat = 'cpu_op' AND o.name IN (SELECT name FROM name_rules)
-),
-root_keys AS (
-    SELECT DISTINCT run_id, name, dims FROM roots_raw
+    JOIN name_rules AS n ON n.name = o.name
+    WHERE o.cat = 'cpu_op'
 ),
 parsed AS (
     -- input 0 as 4-D (s_*) and as 3-D (t_*), and the first two inputs as a batched matmul of 3-D or 4-D
     -- tensors (m*_*; baddbmm's first input, the added mask, is skipped: batch1 x batch2 is the product)
-    SELECT run_id, name, dims,
+    SELECT run_id, name, dims, rule_order, op_shape,
            CAST(nullif(regexp_extract(dims, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+)[^0-9,]', 1), '') AS BIGINT) AS t_n,
            CAST(nullif(regexp_extract(dims, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+)[^0-9,]', 2), '') AS BIGINT) AS t_x,
            CAST(nullif(regexp_extract(dims, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+)[^0-9,]', 3), '') AS BIGINT) AS t_y,
@@ -54,7 +53,7 @@ parsed AS (
            regexp_extract(mm_dims, '^[^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)[^0-9,][^0-9][^0-9]([0-9]+),([0-9]+),([0-9]+),([0-9]+)[^0-9,]', 0) AS m4
     FROM (SELECT *, CASE WHEN name LIKE 'aten::baddbmm%' THEN regexp_replace(dims, '^\[\[[0-9,]*\],', '[')
                          ELSE dims END AS mm_dims
-          FROM root_keys) AS keyed
+          FROM keyed) AS k
 ),
 matmuls AS (
     SELECT p.*,
@@ -77,7 +76,7 @@ matmuls AS (
 ),
 shaped AS (
     -- a batched matmul A [N, X, Y] x B [N, Y, Z] as (mm_n, mm_x, mm_y, mm_z); NULL when the inputs are not one
-    SELECT run_id, name, dims, s_b, s_h, s_q, s_k, t_n, t_x, t_y,
+    SELECT run_id, name, dims, rule_order, op_shape, s_b, s_h, s_q, s_k, t_n, t_x, t_y,
            CASE WHEN mm_rank = 3 THEN CAST(regexp_extract(m3, '^[^0-9][^0-9]([0-9]+)', 1) AS BIGINT)
                 WHEN mm_rank = 4 THEN CAST(regexp_extract(m4, '^[^0-9][^0-9]([0-9]+)', 1) AS BIGINT)
                                       * CAST(regexp_extract(m4, '^[^0-9][^0-9]([0-9]+),([0-9]+)', 2) AS BIGINT) END AS mm_n,
@@ -93,45 +92,44 @@ scores AS (
     -- the run's attention score tensors [B, H, Sq, Sk]: input 0 of the ops that a `scores` rule matches,
     -- 4-D; or 3-D [N, Sq, Sk] (kept as B = N, H = 1) when a batched matmul that a `scores_matmul` rule
     -- matches produces exactly that shape (QK^T: [N, Sq, d] x [N, d, Sk]), as CLIP-style attention and
-    -- nn.MultiheadAttention compute them; a 3-D softmax that no such product feeds (logits) is no score
-    SELECT DISTINCT s.run_id, s.s_b AS b, s.s_h AS h, s.s_q AS sq, s.s_k AS sk
+    -- nn.MultiheadAttention compute them; a 3-D softmax that no such product feeds (logits) is no score.
+    -- One read of `shaped` for both (a row of the two-row table `three` for each: 4-D, 3-D)
+    SELECT DISTINCT s.run_id,
+           CASE WHEN v.three THEN s.t_n ELSE s.s_b END AS b,
+           CASE WHEN v.three THEN 1 ELSE s.s_h END AS h,
+           CASE WHEN v.three THEN s.t_x ELSE s.s_q END AS sq,
+           CASE WHEN v.three THEN s.t_y ELSE s.s_k END AS sk
     FROM shaped AS s
-    JOIN name_rules AS n ON n.name = s.name AND n.op_shape = 'scores'
-    WHERE s.s_b IS NOT NULL
-    UNION
-    SELECT DISTINCT s.run_id, s.t_n, 1, s.t_x, s.t_y
-    FROM shaped AS s
-    JOIN name_rules AS n ON n.name = s.name AND n.op_shape = 'scores'
-    JOIN shaped AS m ON m.run_id = s.run_id AND m.mm_n = s.t_n AND m.mm_x = s.t_x AND m.mm_z = s.t_y
-    JOIN name_rules AS mn ON mn.name = m.name AND mn.op_shape = 'scores_matmul'
-    WHERE s.t_n IS NOT NULL
-),
-score_keys AS (
-    -- per (run, op name, dims), against the run's score tensors (one pass, so that an engine that inlines
-    -- CTEs does not copy `shaped` once per condition): input 0 is a 3-D score tensor (is_scores_3d); a 4-D
-    -- tensor of a score's shape, or the 4-D view [B, H, Sq, Sk] of a 3-D one with N = B * H (on_scores_4d);
-    -- a batched matmul over a score tensor, B*H = N and {Sq, Sk} = {X, Z} or {X, Y} (is_scores_matmul)
-    SELECT k.run_id, k.name, k.dims,
-           bool_or(s.h = 1 AND s.b = k.t_n AND s.sq = k.t_x AND s.sk = k.t_y) AS is_scores_3d,
-           bool_or(s.sq = k.s_q AND s.sk = k.s_k
-                   AND ((s.b = k.s_b AND s.h = k.s_h) OR (s.h = 1 AND s.b = k.s_b * k.s_h))) AS on_scores_4d,
-           bool_or(s.b * s.h = k.mm_n
-                   AND ((s.sq = k.mm_x AND (s.sk = k.mm_y OR s.sk = k.mm_z))
-                     OR (s.sk = k.mm_x AND (s.sq = k.mm_y OR s.sq = k.mm_z)))) AS is_scores_matmul
-    FROM shaped AS k
-    JOIN scores AS s ON s.run_id = k.run_id
-    GROUP BY k.run_id, k.name, k.dims
+    LEFT JOIN shaped AS m
+        ON m.op_shape = 'scores_matmul' AND m.run_id = s.run_id AND m.mm_n = s.t_n AND m.mm_x = s.t_x AND m.mm_z = s.t_y
+    JOIN (VALUES (false), (true)) AS v (three)
+        ON CASE WHEN v.three THEN m.run_id IS NOT NULL ELSE s.s_b IS NOT NULL END
+    WHERE s.op_shape = 'scores'
 ),
 key_hits AS (
-    -- (run, op name, dims) that satisfy an op rule: op_pattern and op_shape
-    SELECT k.run_id, k.name, k.dims, n.rule_order
-    FROM shaped AS k
-    JOIN name_rules AS n ON n.name = k.name
-    LEFT JOIN score_keys AS f ON f.run_id = k.run_id AND f.name = k.name AND f.dims = k.dims
-    WHERE n.op_shape IS NULL
-       OR (n.op_shape = 'scores' AND (k.s_b IS NOT NULL OR coalesce(f.is_scores_3d, false)))
-       OR (n.op_shape = 'on_scores' AND (coalesce(f.on_scores_4d, false) OR coalesce(f.is_scores_3d, false)))
-       OR (n.op_shape = 'scores_matmul' AND coalesce(f.is_scores_matmul, false))
+    -- (run, op name, dims, op rule) that satisfy the rule: op_pattern and op_shape, against the run's score
+    -- tensors (one pass): input 0 is a 3-D score tensor (is_scores_3d); a 4-D tensor of a score's shape, or
+    -- the 4-D view [B, H, Sq, Sk] of a 3-D one with N = B * H (on_scores_4d); a batched matmul over a score
+    -- tensor, B*H = N and {Sq, Sk} = {X, Z} or {X, Y} (is_scores_matmul)
+    SELECT run_id, name, dims, rule_order
+    FROM (
+        SELECT k.run_id, k.name, k.dims, k.rule_order, k.op_shape, k.s_b,
+               coalesce(bool_or(s.h = 1 AND s.b = k.t_n AND s.sq = k.t_x AND s.sk = k.t_y), false) AS is_scores_3d,
+               coalesce(bool_or(s.sq = k.s_q AND s.sk = k.s_k
+                                AND ((s.b = k.s_b AND s.h = k.s_h) OR (s.h = 1 AND s.b = k.s_b * k.s_h))), false)
+                   AS on_scores_4d,
+               coalesce(bool_or(s.b * s.h = k.mm_n
+                                AND ((s.sq = k.mm_x AND (s.sk = k.mm_y OR s.sk = k.mm_z))
+                                  OR (s.sk = k.mm_x AND (s.sq = k.mm_y OR s.sq = k.mm_z)))), false)
+                   AS is_scores_matmul
+        FROM shaped AS k
+        LEFT JOIN scores AS s ON s.run_id = k.run_id
+        GROUP BY k.run_id, k.name, k.dims, k.rule_order, k.op_shape, k.s_b
+    ) AS f
+    WHERE op_shape IS NULL
+       OR (op_shape = 'scores' AND (s_b IS NOT NULL OR is_scores_3d))
+       OR (op_shape = 'on_scores' AND (on_scores_4d OR is_scores_3d))
+       OR (op_shape = 'scores_matmul' AND is_scores_matmul)
 ),
 -- The walks below read each level once: Spark copies a CTE's plan at every reference, so a level read by
 -- the next level and again by a final union doubled the plan at each level (6,551 lines, ~900 Parquet
@@ -139,9 +137,11 @@ key_hits AS (
 -- them and adds the children of the fresh ones (a LEFT JOIN, then one row for the parent and one for the
 -- child from the two-row table `down`).
 w0 AS (
-    SELECT r.run_id, r.rank, r.op_id, h.rule_order, true AS fresh
-    FROM roots_raw AS r
-    JOIN key_hits AS h ON h.run_id = r.run_id AND h.name = r.name AND h.dims = r.dims
+    SELECT o.run_id, o.rank, o.op_id, h.rule_order, true AS fresh
+    FROM cpu_ops AS o
+    JOIN key_hits AS h
+        ON h.run_id = o.run_id AND h.name = o.name AND h.dims = coalesce(replace(o.input_dims, ' ', ''), '')
+    WHERE o.cat = 'cpu_op' AND o.name IN (SELECT name FROM name_rules)  -- the dims cleaned of these ops only
 ),
 -- the host ranges below a matching op, level by level (cpu_ops.parent_op_id), 4 levels down
 w1 AS (
