@@ -13,7 +13,7 @@ WITH op_rules AS (
     WHERE op_pattern IS NOT NULL
 ),
 ops AS (
-    -- the host ranges' nesting, read once (narrow) for the walks below
+    -- the host ranges' nesting (narrow), read by each level of the walk below
     SELECT run_id, rank, op_id, parent_op_id FROM cpu_ops
 ),
 frames AS (
@@ -131,11 +131,11 @@ key_hits AS (
        OR (op_shape = 'on_scores' AND (on_scores_4d OR is_scores_3d))
        OR (op_shape = 'scores_matmul' AND is_scores_matmul)
 ),
--- The walks below read each level once: Spark copies a CTE's plan at every reference, so a level read by
--- the next level and again by a final union doubled the plan at each level (6,551 lines, ~900 Parquet
--- scans). A level holds every (op, rule) found so far, `fresh` on those it found; the next level keeps
--- them and adds the children of the fresh ones (a LEFT JOIN, then one row for the parent and one for the
--- child from the two-row table `down`).
+-- The walks below read each level once, and every CTE from here down is read once: Spark copies a CTE's
+-- plan at each reference, so a level read by the next level and again by a union of the levels would double
+-- the plan at each level. A level holds every (op, rule) found so far, `fresh` on those it found; the next
+-- level keeps them and adds the children of the fresh ones (a LEFT JOIN, then a row for the parent and a
+-- row for each child from the two-row table `down`).
 w0 AS (
     SELECT o.run_id, o.rank, o.op_id, h.rule_order, true AS fresh
     FROM cpu_ops AS o
@@ -252,9 +252,9 @@ hit_activities AS (
         ON m.run_id = k.run_id AND m.rank = k.rank AND m.frame_id = k.python_frame_id
     WHERE k.kind NOT IN ('memcpy', 'memset')
 ),
--- Below, each CTE is read once too: a name's pattern is tried on the first row of each distinct name (a
--- window's row_number) and its answer given to the name's other rows by a window, rather than by a
--- DISTINCT of the names joined back (a second read of everything above)
+-- A name's pattern is tried on the first row of each distinct name (a window's row_number) and its answer
+-- given to the name's other rows by a window, rather than by a DISTINCT of the names joined back (a second
+-- read of everything above)
 hit_names AS (
     -- the op rule's name pattern, tried once per distinct (name, kind, rule)
     SELECT a.run_id, a.rank, a.kernel_id, a.name, a.kind, a.rule_order,
