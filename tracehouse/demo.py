@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracehouse.ingest.load import Ingestor
+from tracehouse.ingest.run import capture_folder
 from tracehouse.synth.history import write_history
 from tracehouse.warehouse.derived import derive
 from tracehouse.warehouse.engine import open as open_connection
@@ -44,7 +45,8 @@ def run_demo(folder: str | Path, progress=None) -> DemoResult:
     # tries on it afterwards reads kept rows (the trend reads each run's kept run_metrics)
     with Ingestor(warehouse, analyse=False) as ingestor:
         for i, run in enumerate(history, 1):
-            [outcome] = ingestor.ingest([run.path], run.labels)
+            # the capture traces named, as the demo wrote them: no "capture traces found" line per run
+            [outcome] = ingestor.ingest([run.path], run.labels, capture=capture_folder(run.path))
             run_ids.append(outcome.run_id)
             if progress:
                 progress(f"ingested {i}/{len(history)}: {run.series} @ {run.commit}")
