@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 .PHONY: test test-fast demo bench lint format clean fuzz screenshots
 # the lint and the format first (the pinned ruff's default rules and its formatter, pyproject.toml): a
 # finding or an unformatted file fails the tests, in CI too (`make format` rewrites the files).
-# Every test, both tiers (~2,550): 22-24 min with -n auto on 2 cores from a fresh clone in session 25 (.ci/run);
+# Every test, both tiers (~2,550): 19-24 min with -n auto on 2 cores from a fresh clone in session 25 (.ci/run);
 # 27 min in session 22 (.ci/run;
 # 32 min in session 21, 58 min in session 20); 36 min in session 23, the first run with the Spark group in
 # effect (test_spark's views computed once: 548 worker-s, 671 before), its other tests 1.5-1.7x slower each
