@@ -367,12 +367,12 @@ def _derive_batch(
     with ExitStack() as locks:
         for run_id in sorted(run_ids):
             locks.enter_context(_run_lock(warehouse, run_id))
-        kept = listing(store)
-        fresh = [r for r in run_ids if not any(r in kept.get(v, ()) for v in per_run_views())]
+        kept, views = listing(store), set(per_run_views())  # per_run_views reads every view file's header
+        fresh = [r for r in run_ids if not any(r in kept.get(v, ()) for v in views)]
         if not fresh:
             return
         with _work_folder(store, "batch") as work:
-            _compute(warehouse, store, work, order, set(per_run_views()), fresh, memory_limit, progress)
+            _compute(warehouse, store, work, order, views, fresh, memory_limit, progress)
 
 
 @contextmanager
