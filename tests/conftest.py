@@ -239,9 +239,10 @@ def spark():
         java = None
     if java is None or java.returncode != 0:
         pytest.skip("`java -version` fails: Spark needs a working Java 17+")
-    from tracehouse.warehouse.spark import spark_session
+    from tracehouse.warehouse.spark import SMALL_DATA_CONF, spark_session
 
-    return spark_session("local[2]", app_name="tracehouse-tests")
+    # the tests' runs are a few hundred rows: executed as small data (the rows do not depend on it)
+    return spark_session("local[2]", app_name="tracehouse-tests", conf=SMALL_DATA_CONF)
 
 
 def require_shared() -> Path:
