@@ -291,16 +291,22 @@ def _store_analyses(warehouse: Warehouse, run_id: str, progress) -> bool:
 
 
 def derive_one(warehouse: Warehouse, run_id: str, progress=None) -> bool:
-    """The derived rows of one published run (warehouse.derived.derive), bounded by the memory policy.
-    If that fails (a run too large for that limit, a warehouse this user may only read), its readers
-    compute what is not kept: False, with a note. progress: called with a line as each view is done."""
-    failed = derived.derive(warehouse, [run_id], progress=progress)[run_id]
-    if failed:
-        eprint(
-            f"note: run {run_id} is stored; its derived rows were not ({failed}): its readers compute them"
-        )
-        return False
-    return True
+    """The derived rows of one published run: derive_runs of that run alone."""
+    return derive_runs(warehouse, [run_id], progress)[run_id]
+
+
+def derive_runs(warehouse: Warehouse, run_ids: list[str], progress=None) -> dict[str, bool]:
+    """The derived rows of published runs (warehouse.derived.derive: small runs together, in batches),
+    bounded by the memory policy. A run that cannot be derived (one too large for that limit, a warehouse
+    this user may only read) is left to its readers, who compute what is not kept: False, with a note.
+    progress: called with a line as each view is done."""
+    failures = derived.derive(warehouse, run_ids, progress=progress)
+    for run_id, failed in failures.items():
+        if failed:
+            eprint(
+                f"note: run {run_id} is stored; its derived rows were not ({failed}): its readers compute them"
+            )
+    return {run_id: not failed for run_id, failed in failures.items()}
 
 
 def eprint(*args) -> None:

@@ -1,4 +1,4 @@
-"""`tracehouse derive`: compute runs' derived rows now (ingest.load.derive_one)."""
+"""`tracehouse derive`: compute runs' derived rows now (ingest.load.derive_runs)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,15 @@ from tracehouse.errors import TracehouseError
 def command(ctx, runs):
     """Compute runs' derived rows now: the kept rows of the `materialized: per_run` views (the report's
     views and step, the diff's facts, run_metrics; nothing that is there already). Ingest derives its new runs before it
-    returns; this derives the runs ingested with --no-derive; two at once on one run take turns.
+    returns; this derives the runs ingested with --no-derive, and every run again after an upgrade (small
+    runs together, on one connection); two at once on one run take turns.
     RUNS: run ids (default: every run).
 
     \b
     Example:
       tracehouse derive 3f2a9c1d0b7e4a55
     """
-    from tracehouse.ingest.load import derive_one
+    from tracehouse.ingest.load import derive_runs
     from tracehouse.warehouse.catalog import published_runs
 
     store = open_warehouse(ctx)
@@ -31,17 +32,16 @@ def command(ctx, runs):
         raise TracehouseError(
             f"no run {unknown[0]} in the warehouse", hint="`tracehouse runs` lists the run ids"
         )
-    failed = 0
-    for run_id in runs or known:
-        ok = derive_one(store, run_id, _progress(run_id))
-        failed += not ok
+    wanted = list(runs or known)
+    outcomes = derive_runs(store, wanted, _progress(wanted[0] if len(wanted) == 1 else f"{len(wanted)} runs"))
+    for run_id, ok in outcomes.items():
         click.echo(f"{run_id}\t{'derived' if ok else 'not derived'}")
-    if failed:
+    if not all(outcomes.values()):
         ctx.exit(1)
 
 
-def _progress(run_id: str):
+def _progress(what: str):
     """On a terminal: each view as it is kept (a 1 GB run takes minutes); None when stderr is piped."""
     if not progress_enabled():
         return None
-    return lambda message: click.echo(f"  {run_id}: {message}", err=True)
+    return lambda message: click.echo(f"  {what}: {message}", err=True)
