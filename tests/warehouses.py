@@ -114,17 +114,37 @@ def build_unit(source: tuple, folder: Path) -> dict:
     return {"root": str(wh.root), "run_ids": [outcome.run_id], "truths": [truth], "inputs": [str(out)]}
 
 
-def derive_unit(base: dict, folder: Path) -> dict:
+def derive_unit(base: dict, folder: Path, batch: dict | None = None) -> dict:
     """A unit's run derived (its kept rows computed, as `tracehouse ingest` does), in folder/wh: the base
-    unit's files linked, then the run derived there."""
+    unit's files linked, then the run derived there. batch: a warehouse where the run was derived with
+    others (derive_together): its kept rows are linked from there, and the derive finds nothing to do."""
     from tracehouse.ingest.load import derive_one
     from tracehouse.warehouse.store import Warehouse
 
     wh = Warehouse(folder / "wh")
     link_tree(Path(base["root"]), wh.root)
     [run_id] = base["run_ids"]
+    if batch is not None:
+        derived = Path(batch["root"]) / "derived"
+        for kept in derived.glob(f"*/*/run_id={run_id}"):
+            link_tree(kept, wh.root / "derived" / kept.relative_to(derived))
     assert derive_one(wh, run_id), f"run {run_id} of {base['inputs']} could not be derived"
     return {**base, "root": str(wh.root)}
+
+
+def derive_together(bases: list[dict], folder: Path) -> dict:
+    """Several units' runs derived at once, in folder/wh (their files linked): small runs share one
+    connection's views (warehouse.derived.derive's batches), ~5x faster than each alone on the real traces."""
+    from tracehouse.warehouse.derived import derive
+    from tracehouse.warehouse.store import Warehouse
+
+    wh = Warehouse(folder / "wh")
+    for base in bases:
+        link_tree(Path(base["root"]), wh.root)
+    run_ids = [b["run_ids"][0] for b in bases]
+    failed = {r: why for r, why in derive(wh, run_ids).items() if why}
+    assert not failed, f"runs that could not be derived: {failed}"
+    return {"root": str(wh.root), "run_ids": run_ids}
 
 
 def assemble(units: list[dict], folder: Path) -> dict:
@@ -164,18 +184,20 @@ def key_of(sources: list[tuple], derived: bool) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def built_once(tmp_path_factory, name: str, make, wait: bool = True):
+def built_once(tmp_path_factory, name: str, make, wait: bool = True, probe: bool = False):
     """make(folder) -> a JSON-able result, run once per test session, also under pytest-xdist: the first
     worker to get here builds in a folder all workers share, the others wait for it and read its result
     (wait=False: None while another worker builds it). Each name has its own lock: workers build
     different names side by side. The folder's contents are then read-only for the tests (a test that
-    changes a warehouse copies it)."""
+    changes a warehouse copies it). probe: only whether it is built (nothing is made)."""
     if os.environ.get("PYTEST_XDIST_WORKER") is None:
         base = tmp_path_factory.getbasetemp()
     else:
         base = tmp_path_factory.getbasetemp().parent  # the session's folder, above each worker's
     folder = base / f"shared-{name}"
     done = folder / "built.json"
+    if probe:  # only whether it is built
+        return done.is_file()
     if done.is_file():  # renamed into place whole: built
         return json.loads(done.read_text())
     with open(base / f"shared-{name}.lock", "w") as lock:
@@ -203,22 +225,42 @@ class Warehouses:
         self.tmp_path_factory = tmp_path_factory
         self.seen: dict[str, Built] = {}
 
-    def unit(self, source: tuple, derived: bool, wait: bool = True) -> dict | None:
+    def unit(self, source: tuple, derived: bool, wait: bool = True, batch: dict | None = None) -> dict | None:
         """The warehouse of this one source's run (built once per session: ingested once, derived once);
-        wait=False: None while another worker builds it (or the run it derives)."""
+        wait=False: None while another worker builds it (or the run it derives). batch: where the run was
+        derived with others (derive_together), if it was."""
         if derived:
             base = self.unit(source, False, wait)
             if base is None:
                 return None
-            make = lambda folder: derive_unit(base, folder)
+            make = lambda folder: derive_unit(base, folder, batch)
         else:
             make = lambda folder: build_unit(source, folder)
         return built_once(self.tmp_path_factory, "unit-" + key_of([source], derived), make, wait)
 
+    def _is_built(self, source: tuple, derived: bool) -> bool:
+        return built_once(self.tmp_path_factory, "unit-" + key_of([source], derived), None, probe=True)
+
+    def derived_units(self, sources: list[tuple]) -> list[dict]:
+        """Each source's derived unit, in order; those not derived yet are derived together first (one
+        batch, built once by one worker; the others wait for it)."""
+        unique = {key_of([s], True): s for s in sources}.values()  # a source is a tuple of lists: unhashable
+        todo = [s for s in unique if not self._is_built(s, True)]
+        batch = None
+        if len(todo) > 1:
+            bases = self.units(todo, False)
+            batch = built_once(
+                self.tmp_path_factory, "batch-" + key_of(todo, True), lambda f: derive_together(bases, f)
+            )
+        return [self.unit(s, True, batch=batch) for s in sources]
+
     def units(self, sources: list[tuple], derived: bool) -> list[dict]:
         """Each source's unit, in order. Under pytest-xdist the units another worker is building are
         left for later, and this worker builds the next free one: two workers asking for the same
-        warehouse of many sources build its units side by side rather than one after the other."""
+        warehouse of many sources build its units side by side rather than one after the other. Derived
+        units are derived together (derived_units)."""
+        if derived and len(sources) > 1:
+            return self.derived_units(sources)
         got: dict[int, dict] = {}
         while len(got) < len(sources):
             pending = [i for i in range(len(sources)) if i not in got]
