@@ -126,8 +126,11 @@ def derive_unit(base: dict, folder: Path, batch: dict | None = None) -> dict:
     [run_id] = base["run_ids"]
     if batch is not None:
         derived = Path(batch["root"]) / "derived"
-        for kept in derived.glob(f"*/*/run_id={run_id}"):
+        for kept in derived.glob(f"*/*/run_id={run_id}"):  # <store>/<view>/run_id=<id>/
             link_tree(kept, wh.root / "derived" / kept.relative_to(derived))
+            for file in kept.parent.iterdir():  # the view's own files (its column types)
+                if file.is_file() and not (wh.root / "derived" / file.relative_to(derived)).exists():
+                    os.link(file, wh.root / "derived" / file.relative_to(derived))
     assert derive_one(wh, run_id), f"run {run_id} of {base['inputs']} could not be derived"
     return {**base, "root": str(wh.root)}
 
