@@ -4,7 +4,7 @@
     python bench/cold_sql.py --code /tmp/before --reps 9  # and another checkout, interleaved
     python bench/cold_sql.py --importtime                 # also where the process's imports go
 
-Builds a warehouse once (`synth serving-decode`, `ingest`, which derives it), then times whole processes,
+Builds a warehouse once (`synth serving-decode`, `ingest` with TRACEHOUSE_DERIVE=wait: derived), then times whole processes,
 interleaved (A, B, C, A, B, C, ...), as a user runs them: `python cli.py --warehouse W sql "select count(*)
 from kernels"` of each checkout (its own code on PYTHONPATH; TRACEHOUSE_SERVE=off, so that a checkout that
 still has a query server answers in its own process too), and the floor of any such process: a Python

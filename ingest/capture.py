@@ -53,7 +53,17 @@ from tracehouse.ingest.capture_windows import (
 from tracehouse.ingest.files import files_size
 from tracehouse.warehouse import local_db
 from tracehouse.warehouse.quoting import sql_string
-from tracehouse.warehouse.schema import COLUMNS, I32, I64, STR, cast_select, list_of, rows_select, write_rows
+from tracehouse.warehouse.schema import (
+    COLUMNS,
+    I32,
+    I64,
+    STR,
+    cast_select,
+    list_of,
+    rows_select,
+    scratch,
+    write_rows,
+)
 
 from tracehouse.errors import TracehouseError
 
@@ -367,9 +377,6 @@ def coverage(out_dir: Path) -> tuple[int, int]:
     sites = out_dir / TABLE
     if not sites.is_dir() or not any(sites.glob("*.parquet")):
         write_empty(out_dir)
-    con = local_db.connect()
-    try:
+    with scratch() as con:  # the process's one scratch database, not one more (~0.02 CPU-s to open)
         n, ns = con.execute(COVERAGE_SQL, [str(kernels / "*.parquet"), str(sites / "*.parquet")]).fetchone()
-    finally:
-        con.close()
     return int(n), int(ns)

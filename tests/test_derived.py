@@ -234,9 +234,11 @@ def test_session_reads_rows_kept_after_it_opened(own_synth_warehouse):
         assert "UNION" not in _temp_views(th.con)["gpu_timeline"]
 
 
-def test_ingest_derives_in_its_own_process(tmp_path, cli_runner, monkeypatch):
-    """`tracehouse ingest` derives the run it published before it returns, in its own process (nothing
-    outlives the command); a later derive has nothing to do."""
+def test_ingest_does_not_derive_by_default_and_says_how(tmp_path, cli_runner, monkeypatch):
+    """Issue 35: ingest never waits for derived rows. As a user runs it (no TRACEHOUSE_DERIVE), `tracehouse
+    ingest` publishes the run and returns with no kept rows at all, and its closing line says what keeps
+    them; the first `report` derives the run before reading; `--wait` derives in ingest's own process
+    (nothing outlives the command), after which a derive has nothing to do."""
     from tracehouse.cli import main
 
     monkeypatch.delenv("TRACEHOUSE_DERIVE", raising=False)
@@ -244,7 +246,21 @@ def test_ingest_derives_in_its_own_process(tmp_path, cli_runner, monkeypatch):
     wh = tmp_path / "wh"
     res = cli_runner.invoke(main, ["--warehouse", str(wh), "ingest", str(run)])
     assert res.exit_code == 0, res.output
-    run_id = res.output.split()[0]
+    run_id = res.stdout.split()[0]
+    assert res.stdout == f"{run_id}\tstored\t1 file(s)\n", res.stdout  # stdout: the run ids only
+    assert not is_derived(Warehouse(wh), run_id)
+    assert missing_views(Warehouse(wh), run_id) == per_run_views()  # not one view kept
+    assert not list((wh / "derived").glob("*/*/run_id=*")), "a fresh ingest keeps no derived rows"
+    assert f"`tracehouse derive {run_id}`" in res.stderr and "tracehouse report" in res.stderr, res.stderr
+    res = cli_runner.invoke(main, ["--warehouse", str(wh), "report", run_id])
+    assert res.exit_code == 0, res.output
+    assert is_derived(Warehouse(wh), run_id), "the first report derives its run before reading"
+
+    wh = tmp_path / "wh-wait"
+    res = cli_runner.invoke(main, ["--warehouse", str(wh), "ingest", str(run), "--wait"])
+    assert res.exit_code == 0, res.output
+    run_id = res.stdout.split()[0]
+    assert "not derived" not in res.stderr
     assert is_derived(Warehouse(wh), run_id)  # in ingest's own process, before it returned
     _all_kept(Warehouse(wh), [run_id])
     res = cli_runner.invoke(main, ["--warehouse", str(wh), "derive", run_id])

@@ -56,7 +56,7 @@ def tiny(tmp_path_factory):
     )
     trace = write_trace(root / "profile" / "rank0.json.gz", events)
     wh = root / "wh"
-    # --wait: derived, as a user's ingest leaves it (the suite's CLI ingests default to none): `runs` reads
+    # --wait: derived, as `tracehouse derive` or a first report leaves it (ingest's default is none): `runs` reads
     # its kept run_metrics rather than computing them at each call
     result = _run(
         [

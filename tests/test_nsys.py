@@ -320,7 +320,7 @@ def real_nsys(tmp_path_factory):
         runs[name] = outcome.run_id
     from tracehouse.warehouse.derived import derive
 
-    assert not any(derive(wh).values())  # derived, as ingest leaves runs: the reports below read kept rows
+    assert not any(derive(wh).values())  # derived (`tracehouse derive`): the reports below read kept rows
     return wh, connect(wh), runs
 
 

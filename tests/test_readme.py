@@ -50,7 +50,7 @@ def test_project_stands_on_its_own():
 def test_readme_commands_run_as_written(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a fresh folder: nothing of the checkout's state is used
     runner = CliRunner()
-    # as a user runs them: ingest derives its runs (the suite's other CLI ingests leave that to readers)
+    # as a user runs them: ingest's own default (none: `report` derives the run it shows before reading)
     env: dict[str, str | None] = {"TRACEHOUSE_DERIVE": None}
     outputs = {}
     for line in _commands():

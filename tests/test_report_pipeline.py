@@ -149,7 +149,7 @@ def situation_runs(tmp_path_factory):
         ids.append(outcome.run_id)
     from tracehouse.warehouse.derived import derive
 
-    assert derive(wh) == dict.fromkeys(sorted(ids))  # derived, as ingest leaves runs: one batch
+    assert derive(wh) == dict.fromkeys(sorted(ids))  # derived, as `tracehouse derive` leaves runs: one batch
     return wh, ids
 
 

@@ -190,12 +190,14 @@ def test_unwritable_store_computes_for_the_report_alone(own_synth_warehouse, mon
     assert derive(wh, [run_id]) == {run_id: None}
 
 
-def test_cli_ingest_derives_unless_asked_not_to(tmp_path, cli_runner):
+def test_cli_ingest_derives_only_when_asked(tmp_path, cli_runner, monkeypatch):
     from tracehouse.cli import main
 
+    monkeypatch.delenv("TRACEHOUSE_DERIVE", raising=False)  # ingest's own default: none (issue 35)
     run = write_scenario("serving-decode", tmp_path / "run", ranks=1, steps=2, layers=1)
-    for flag, expected in (["--no-analyses"], False), (["--no-derive"], False), (["--wait"], True):
-        wh = tmp_path / f"wh{flag[0]}"
+    cases = ([], False), (["--no-analyses"], False), (["--no-derive"], False), (["--wait"], True)
+    for flag, expected in cases:
+        wh = tmp_path / f"wh{''.join(flag)}"
         res = cli_runner.invoke(main, ["--warehouse", str(wh), "ingest", str(run), *flag])
         assert res.exit_code == 0, res.output
         run_id = res.output.split()[0]

@@ -355,7 +355,7 @@ def node_history(tmp_path_factory):
         assert out[0].run_id
     from tracehouse.warehouse.derived import derive
 
-    assert not any(derive(wh).values())  # derived, as ingest leaves runs (one batch)
+    assert not any(derive(wh).values())  # derived, as `tracehouse derive` leaves runs (one batch)
     slow_node, factor = load_truth(runs[-1].path)["anomalies"]["slow_node"]
     assert factor == 1.5 and load_truth(runs[0].path)["anomalies"]["slow_node"] is None
     return wh, runs, slow_node

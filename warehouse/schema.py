@@ -438,6 +438,12 @@ def _writer_settings() -> dict[str, str]:
     return now
 
 
+def scratch():
+    """A cursor on this process's one in-memory DuckDB database (write_rows's), for a small read of staged
+    files (ingest.capture.coverage): a database of its own would cost another 10-40 ms to open."""
+    return _writer()
+
+
 def _writer():
     """A cursor on this process's one in-memory DuckDB database for write_rows: opening a database costs
     10-40 ms, and an ingest writes a dozen small files (the zero-row files of a new warehouse, the runs

@@ -220,7 +220,7 @@ def analysis_tracks(ctx: ExportContext) -> None:
     counts["takeaways"] = max(drawn or 0, 0)
     if drawn is not None and drawn < 0:
         summary.notes.append(
-            "no report takeaways: the run is not derived (ingested with --no-derive, or its derive "
+            "no report takeaways: the run is not derived (ingest does not derive, or its derive "
             "failed); run `tracehouse derive RUN` or `tracehouse report` once, then export again"
         )
     summary.counts.update(counts)
@@ -239,7 +239,7 @@ def _takeaways(ctx: ExportContext) -> int:
 def _report_of(ctx: ExportContext):
     """The run report, built on a connection of its own within the export's memory and spill (it reads views
     that are not kept too, the serving section's, over the whole run); None where the run is not derived
-    (derived at ingest; `ingest --no-derive` leaves it to `tracehouse derive` or the first report)."""
+    (`tracehouse derive`, the first report or `ingest --wait` derives it)."""
     if not is_derived(ctx.warehouse, ctx.run_id):
         return None
     ctx.say("the run report's takeaways")

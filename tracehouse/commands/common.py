@@ -180,12 +180,14 @@ def labels_text(labels: dict) -> str:
 
 
 def default_derive() -> str:
-    """What ingest and label do with a run's derived rows: $TRACEHOUSE_DERIVE (wait or none), else wait."""
+    """What ingest and label do with a run's derived rows: $TRACEHOUSE_DERIVE (wait or none), else none:
+    ingest publishes and returns, and `tracehouse derive` or the run's first report keeps its rows (the
+    readers before it compute the same rows; issue 35: ingest never waits for derived rows)."""
     import os
 
     from tracehouse.ingest.load import DERIVE_CHOICES
 
-    value = os.environ.get("TRACEHOUSE_DERIVE") or "wait"
+    value = os.environ.get("TRACEHOUSE_DERIVE") or "none"
     if value not in DERIVE_CHOICES:
         raise TracehouseError(
             f"TRACEHOUSE_DERIVE={value}: not a choice", hint="one of " + ", ".join(DERIVE_CHOICES)

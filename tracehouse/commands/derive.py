@@ -13,9 +13,9 @@ from tracehouse.errors import TracehouseError
 @click.pass_context
 def command(ctx, runs):
     """Compute runs' derived rows now: the kept rows of the `materialized: per_run` views (the report's
-    views and step, the diff's facts, run_metrics; nothing that is there already). Ingest derives its new runs before it
-    returns; this derives the runs ingested with --no-derive, and every run again after an upgrade (small
-    runs together, on one connection); two at once on one run take turns.
+    views and step, the diff's facts, run_metrics; nothing that is there already). Ingest returns without deriving
+    its new runs (unless --wait): this derives them, as a run's first report does, and every run again after
+    an upgrade (small runs together, on one connection); two at once on one run take turns.
     RUNS: run ids (default: every run).
 
     \b

@@ -1,5 +1,6 @@
-"""`tracehouse ingest`: trace files or profile folders into the warehouse (ingest.load.ingest_paths), each
-new run derived in this process once it is published (ingest.load.derive_one) unless --no-derive."""
+"""`tracehouse ingest`: trace files or profile folders into the warehouse (ingest.load.ingest_paths). Each new
+run is published and left underived (its readers compute; `tracehouse derive` or its first report keeps the
+rows), or derived in this process before returning with --wait (ingest.load.derive_one)."""
 
 from __future__ import annotations
 
@@ -33,14 +34,16 @@ from tracehouse.errors import TracehouseError
     "--wait",
     "derive",
     flag_value="wait",
-    help="Derive the new runs' rows (kept views, report steps) before returning (the default).",
+    help="Derive the new runs' rows (kept views, report steps) before returning (default: not; "
+    "$TRACEHOUSE_DERIVE=wait makes it the default).",
 )
 @click.option(
     "--no-derive",
     "--no-analyses",
     "derive",
     flag_value="none",
-    help="Derive nothing (readers compute; `tracehouse derive` or the first report derives the run).",
+    help="Derive nothing (the default): readers compute; `tracehouse derive` or the first report derives "
+    "the run.",
 )
 @click.option(
     "--requests",
@@ -63,10 +66,11 @@ def command(ctx, paths, labels, commit, capture, derive, requests_file, one_run)
     together, are grouped by what they say (session id and time in the name, rank and world size,
     process, Nsight Systems session), each group said on stderr; --one-run keeps them one run.
     The same files ingested twice give the same run id and store nothing new. Prints the run ids.
-    Once a run is published, ingest derives its rows before returning (the kept rows of every
-    `materialized: per_run` view: the report's, the diff's, run_metrics), which later queries and
-    reports read. --no-derive leaves them to `tracehouse derive RUN` or the first reader, which
-    computes the same rows (default: derive, or $TRACEHOUSE_DERIVE: wait or none).
+    Ingest publishes each run and returns without deriving it: every query reads the same views at
+    once, computed; `tracehouse derive` (or the run's first `tracehouse report`, which derives its
+    runs before reading) keeps the rows of every `materialized: per_run` view (the report's, the
+    diff's, run_metrics), which later queries and reports then read: the same rows either way.
+    --wait derives the new runs before returning (default: $TRACEHOUSE_DERIVE, wait or none; else none).
 
     \b
     Example:
@@ -83,12 +87,15 @@ def command(ctx, paths, labels, commit, capture, derive, requests_file, one_run)
     # with --requests, the run is derived once they are attached (its diff facts read them)
     outcomes = _ingest(store, paths, label_map, capture, "none" if requests is not None else derive, one_run)
     failed = 0
+    new_runs = []
     for outcome in outcomes:
         for problem in outcome.problems:
             click.echo(f"error: {problem.message}", err=True)
             failed += 1
         if outcome.run_id is None:
             continue
+        if outcome.stored:
+            new_runs.append(outcome.run_id)
         state = "stored" if outcome.stored else "already in the warehouse"
         click.echo(f"{outcome.run_id}\t{state}\t{len(outcome.files) - len(outcome.problems)} file(s)")
         if not outcome.stored and label_map:
@@ -98,8 +105,20 @@ def command(ctx, paths, labels, commit, capture, derive, requests_file, one_run)
         if requests is not None:
             _attach_requests(store, outcome.run_id, requests, requests_file, replaced=not outcome.stored)
             derive_runs(store, [outcome.run_id], derive)  # what was derived before them is forgotten
+    if derive == "none" and new_runs:
+        _note_not_derived(new_runs)
     if failed:
         ctx.exit(1)
+
+
+def _note_not_derived(run_ids: list[str]) -> None:
+    """The closing lines (stderr: stdout keeps the run ids): the new runs are not derived, and what derives them."""
+    derive = "tracehouse derive " + " ".join(run_ids) if len(run_ids) <= 3 else "tracehouse derive"  # all
+    click.echo(
+        f"  not derived yet: queries compute the report views; `{derive}` (or the first "
+        "`tracehouse report`) keeps their rows for later readers (`ingest --wait`: derive before returning)",
+        err=True,
+    )
 
 
 def _check_paths(paths, capture) -> None:

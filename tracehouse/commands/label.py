@@ -25,8 +25,8 @@ def command(ctx, run, labels):
     Ingesting the same files again stores nothing, new labels included: this changes them. Keys with
     meaning (model, commit, commit_time, series, framework, hardware) update their column too; phase
     cannot change after ingest. What was derived from the run is computed anew (labels give batch sizes,
-    `hardware` the device peaks): before returning, as after ingest ($TRACEHOUSE_DERIVE=none: left to
-    `tracehouse derive` or the first reader).
+    `hardware` the device peaks): as after ingest, left to `tracehouse derive` or the next report
+    (readers compute meanwhile; $TRACEHOUSE_DERIVE=wait: before returning).
 
     \b
     Example:
