@@ -12,6 +12,7 @@ from tracebuilder import simple_events, write_trace
 from tracehouse.warehouse.catalog import connect
 from tracehouse.warehouse.derived import is_derived
 from tracehouse.warehouse.store import Warehouse
+from warehouses import built_once
 
 from tracehouse.cli import main
 
@@ -101,25 +102,30 @@ def test_broken_kind_has_its_documented_outcome(kind, warehouse, template, tmp_p
 @pytest.fixture(scope="module")
 def broken_runs_derived(template, tmp_path_factory, cli_runner):
     """Every kind's run (what its trace leaves) in one warehouse, then one `tracehouse derive` of them all, as
-    after an upgrade: {kind: its run id, or None where the kind leaves no run}, the derive's result. Small
-    runs are derived together, and a batch that fails derives its runs one by one, so each kind's outcome is
-    still its own (~5 CPU-s a run alone; the batch is ~0.3 s a run)."""
-    folder = tmp_path_factory.mktemp("broken-derive")
-    shutil.copytree(template[0], folder / "wh")
-    wh = ["--warehouse", str(folder / "wh")]
-    runs: dict[str, str | None] = {}
-    for kind in sorted(KINDS):
-        case = make_case(kind, folder / kind)
-        before = set(_run_ids(folder / "wh"))
-        ingested = cli_runner.invoke(main, [*wh, "ingest", "--no-derive", *map(str, case.paths)])
-        new = sorted(set(_run_ids(folder / "wh")) - before)
-        if case.outcome.kind == "error" and not case.outcome.n_kernels:
-            assert ingested.exit_code == case.outcome.exit_code and not new, (kind, ingested.output)
-            runs[kind] = None
-        else:
-            [runs[kind]] = new
-    derived = cli_runner.invoke(main, [*wh, "derive", *sorted({r for r in runs.values() if r})])
-    return folder / "wh", runs, derived
+    after an upgrade: (the warehouse, {kind: its run id, or None where the kind leaves no run}, the derive's
+    stdout). Small runs are derived together, and a batch that fails derives its runs one by one, so each
+    kind's outcome is still its own (~5 CPU-s a run alone; the batch is ~0.3 s a run). Built once per test
+    session, also when two workers run this module's tests (tests/warehouses.py built_once)."""
+
+    def make(folder: Path) -> dict:
+        shutil.copytree(template[0], folder / "wh")
+        wh = ["--warehouse", str(folder / "wh")]
+        runs: dict[str, str | None] = {}
+        for kind in sorted(KINDS):
+            case = make_case(kind, folder / kind)
+            before = set(_run_ids(folder / "wh"))
+            ingested = cli_runner.invoke(main, [*wh, "ingest", "--no-derive", *map(str, case.paths)])
+            new = sorted(set(_run_ids(folder / "wh")) - before)
+            if case.outcome.kind == "error" and not case.outcome.n_kernels:
+                assert ingested.exit_code == case.outcome.exit_code and not new, (kind, ingested.output)
+                runs[kind] = None
+            else:
+                [runs[kind]] = new
+        derived = cli_runner.invoke(main, [*wh, "derive", *sorted({r for r in runs.values() if r})])
+        return {"root": str(folder / "wh"), "runs": runs, "output": derived.output, "stdout": derived.stdout}
+
+    built = built_once(tmp_path_factory, "broken-kinds-derived", make)
+    return Path(built["root"]), built["runs"], built
 
 
 def _run_ids(warehouse: Path) -> list[str]:
@@ -138,8 +144,8 @@ def test_broken_run_derives_cleanly(kind, broken_runs_derived):
     run_id = runs[kind]
     if run_id is None:
         return  # no run: nothing to derive (the fixture checked the ingest's exit code)
-    assert "Traceback" not in derived.output, derived.output
-    assert f"{run_id}\tderived\n" in derived.stdout, derived.output
+    assert "Traceback" not in derived["output"], derived["output"]
+    assert f"{run_id}\tderived\n" in derived["stdout"], derived["output"]
     assert is_derived(Warehouse(warehouse), run_id)
 
 
