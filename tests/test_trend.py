@@ -28,6 +28,7 @@ from datetime import datetime, timedelta, timezone
 import pyarrow as pa
 import pytest
 from tracehouse.synth.history import commit_sha, write_history
+from warehouses import built_once
 
 N_RUNS, DRIFT_FROM = 30, 10
 SHIFT_AT = {2: 20, 5: 27}  # seed -> index of the regressed commit
@@ -46,13 +47,17 @@ def _series(seed: int) -> str:
 
 @pytest.fixture(scope="module")
 def history(tmp_path_factory):
+    """(the warehouse of SEEDS' histories, derived; {seed: its runs}), built once per test session."""
+    return built_once(tmp_path_factory, "trend-history", _history)
+
+
+def _history(root):
     import tracehouse.ingest.run  # noqa: F401
     from tracehouse.ingest.load import ingest_paths
     from tracehouse.warehouse.store import Warehouse
 
     from tracehouse import ingest
 
-    root = tmp_path_factory.mktemp("trend")
     wh = Warehouse(root / "wh")
     runs = {}
     with pytest.MonkeyPatch.context() as mp:
@@ -323,6 +328,12 @@ NODE_RUNS, NODE_SHIFT, NODE_INDEX = 12, 8, 25
 
 @pytest.fixture(scope="module")
 def node_history(tmp_path_factory):
+    """(the warehouse of a history whose graph node slows at NODE_SHIFT, derived; its runs; the node),
+    built once per test session."""
+    return built_once(tmp_path_factory, "trend-node-history", _node_history)
+
+
+def _node_history(root):
     import tracehouse.ingest.run  # noqa: F401
     from tracehouse.ingest.load import ingest_paths
     from tracehouse.synth import write_scenario
@@ -331,7 +342,6 @@ def node_history(tmp_path_factory):
 
     from tracehouse import ingest
 
-    root = tmp_path_factory.mktemp("node_trend")
     wh = Warehouse(root / "wh")
     runs = write_history(
         root / "traces",

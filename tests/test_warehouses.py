@@ -3,7 +3,7 @@ key is what it holds (the sources in order and whether derived), not how a test 
 
 from __future__ import annotations
 
-import json
+import pickle
 
 import pytest
 from warehouses import built_once, key_of, real, scenario, situation
@@ -49,7 +49,7 @@ def test_built_once_per_session_across_workers(tmp_path, monkeypatch, worker):
     got = [built_once(_Factory(base), "k", make) for base in bases]
     assert len(calls) == 1 and got[0] == got[1] == {"root": str(calls[0] / "wh"), "n": 1}
     assert calls[0].parent == session
-    assert json.loads((session / "shared-k" / "built.json").read_text()) == got[0]
+    assert pickle.loads((session / "shared-k" / "built.pickle").read_bytes()) == got[0]
     assert (session / "shared-builds.log").read_text().count("\tk\n") == 1
 
 

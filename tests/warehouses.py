@@ -26,6 +26,7 @@ import fcntl
 import hashlib
 import json
 import os
+import pickle
 import shutil
 import time
 from dataclasses import dataclass
@@ -188,7 +189,7 @@ def key_of(sources: list[tuple], derived: bool) -> str:
 
 
 def built_once(tmp_path_factory, name: str, make, wait: bool = True, probe: bool = False):
-    """make(folder) -> a JSON-able result, run once per test session, also under pytest-xdist: the first
+    """make(folder) -> a result (anything pickle keeps), run once per test session, also under pytest-xdist: the first
     worker to get here builds in a folder all workers share, the others wait for it and read its result
     (wait=False: None while another worker builds it). Each name has its own lock: workers build
     different names side by side. The folder's contents are then read-only for the tests (a test that
@@ -198,11 +199,11 @@ def built_once(tmp_path_factory, name: str, make, wait: bool = True, probe: bool
     else:
         base = tmp_path_factory.getbasetemp().parent  # the session's folder, above each worker's
     folder = base / f"shared-{name}"
-    done = folder / "built.json"
+    done = folder / "built.pickle"
     if probe:  # only whether it is built
         return done.is_file()
     if done.is_file():  # renamed into place whole: built
-        return json.loads(done.read_text())
+        return pickle.loads(done.read_bytes())
     with open(base / f"shared-{name}.lock", "w") as lock:
         try:  # released when the file closes
             fcntl.flock(lock, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -216,9 +217,9 @@ def built_once(tmp_path_factory, name: str, make, wait: bool = True, probe: bool
             result = make(folder)
             with open(base / "shared-builds.log", "a") as log:  # read by conftest's terminal summary
                 log.write(f"{time.monotonic() - started:.1f}\t{name}\n")
-            (folder / "built.json.part").write_text(json.dumps(result))
-            (folder / "built.json.part").rename(done)
-    return json.loads(done.read_text())
+            (folder / "built.pickle.part").write_bytes(pickle.dumps(result))
+            (folder / "built.pickle.part").rename(done)
+    return pickle.loads(done.read_bytes())
 
 
 class Warehouses:
