@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import TRACES, query_rows, require_shared
+from warehouses import built_once
 
 NSYS = ["h100_2gpu_1s.sqlite", "mfu_2gpu_before.sqlite", "mfu_2gpu_after.sqlite"]
 OLDER = ["cloverleaf_a100_nsys2024.5.sqlite", "con_kernel_gtx1060_nsys2022.1.sqlite"]
@@ -305,23 +306,31 @@ def independent(path: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def real_nsys(tmp_path_factory):
+    """(the warehouse of the real Nsight exports, derived; a connection; {name: run id}), built once per
+    test session."""
     require_shared()
     from tracehouse.warehouse.catalog import connect
+
+    for name in NSYS:
+        if not (TRACES / "nsys" / name).is_file():
+            pytest.skip(f"{TRACES / 'nsys' / name} not found")
+    wh, runs = built_once(tmp_path_factory, "nsys-real", _real_nsys)
+    return wh, connect(wh), runs
+
+
+def _real_nsys(folder):
     from tracehouse.warehouse.store import Warehouse
 
-    wh = Warehouse(tmp_path_factory.mktemp("nsys-real") / "wh")
+    wh = Warehouse(folder / "wh")
     runs = {}
     for name in NSYS:
-        path = TRACES / "nsys" / name
-        if not path.is_file():
-            pytest.skip(f"{path} not found")
-        [outcome] = _ingest(wh, [path])
+        [outcome] = _ingest(wh, [TRACES / "nsys" / name])
         assert not outcome.problems, outcome.problems
         runs[name] = outcome.run_id
     from tracehouse.warehouse.derived import derive
 
     assert not any(derive(wh).values())  # derived (`tracehouse derive`): the reports below read kept rows
-    return wh, connect(wh), runs
+    return wh, runs
 
 
 @pytest.mark.parametrize("name", NSYS)
