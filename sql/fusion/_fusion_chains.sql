@@ -55,15 +55,12 @@ WITH launched AS (
 facts AS (
     -- first_dims: the first input's dims ('[[16,559,2816],[...]]' -> '[16,559,2816]'); NULL when the op has
     -- no dims or its first input is a list of tensors (string functions, no regex: the same on Spark)
+    -- pos: the activity's place on its stream (numbered here, not joined back: 1.4M activities at 1 GB)
     SELECT *,
            CASE WHEN op_dims LIKE '[[%' AND substr(op_dims, 3, 1) <> '['
-                THEN substr(op_dims, 2, strpos(op_dims, ']') - 1) END AS first_dims
-    FROM launched
-),
-positioned AS (
-    SELECT run_id, rank, kernel_id,
+                THEN substr(op_dims, 2, strpos(op_dims, ']') - 1) END AS first_dims,
            row_number() OVER (PARTITION BY run_id, rank, device, stream ORDER BY start_ns, kernel_id) AS pos
-    FROM facts
+    FROM launched
 ),
 per_name AS (
     -- launches and GPU time per name (and category) in each run and phase
@@ -93,10 +90,9 @@ step_ops AS (
 candidates AS (
     -- activities that can be evidence for a step: name + category (the activity's own: a name's category can
     -- depend on the launching op), and the launching op where both are known
-    SELECT f.*, s.pattern_id, s.step, x.pos
+    SELECT f.*, s.pattern_id, s.step
     FROM facts AS f
     JOIN step_names AS s ON s.name = f.name AND s.category = f.category
-    JOIN positioned AS x ON x.run_id = f.run_id AND x.rank = f.rank AND x.kernel_id = f.kernel_id
     LEFT JOIN step_ops AS so ON so.pattern_id = s.pattern_id AND so.step = s.step AND so.op_name = f.op_name
     WHERE s.ops IS NULL OR f.op_name IS NULL OR so.op_name IS NOT NULL
 ),
@@ -107,6 +103,8 @@ gaps AS (
 ),
 pairs AS (
     -- steps 1 and 2 of a chain: the same stream, step and graph replay, step 2 at most 3 positions later
+    -- (the place wanted, next_pos, a column: a join key; `b.pos = a.pos + g.o` was a filter after the join,
+    -- which met every step-1 candidate with every step-2 candidate of its stream and step: 6.2M rows at 1 GB)
     SELECT a.run_id, a.rank, a.device, a.stream, a.step_key, a.replay_key, a.phase, a.pattern_id,
            p.n_splits, p.shape_rule, p.requires_category,
            a.kernel_id AS kernel_id_1, a.name AS name_1, a.dur_ns AS dur_ns_1, a.start_ns AS start_ns_1,
@@ -115,34 +113,32 @@ pairs AS (
            b.kernel_id AS kernel_id_2, b.name AS name_2, b.dur_ns AS dur_ns_2, b.start_ns AS start_ns_2,
            b.op_name AS op_2,
            b.op_dims AS dims_2, b.first_dims AS first_2, b.pos AS pos_2
-    FROM candidates AS a
+    FROM (SELECT c.*, c.pos + g.o AS next_pos FROM candidates AS c CROSS JOIN gaps AS g WHERE c.step = 1) AS a
     JOIN fusion_patterns AS p ON p.pattern_id = a.pattern_id
-    CROSS JOIN gaps AS g
     JOIN candidates AS b
       ON b.run_id = a.run_id AND b.rank = a.rank AND b.device = a.device AND b.stream = a.stream
      AND b.pattern_id = a.pattern_id AND b.step = 2
      AND b.step_key = a.step_key AND b.replay_key = a.replay_key
-     AND b.pos = a.pos + g.o
-    WHERE a.step = 1
+     AND b.pos = a.next_pos
 ),
 sequences AS (
     -- complete sequences: the pairs of two-step patterns, and the pairs followed by their step 3
-    SELECT x.*, CAST(NULL AS BIGINT) AS kernel_id_3, CAST(NULL AS VARCHAR) AS name_3,
+    SELECT x.*, CAST(NULL AS BIGINT) AS next_pos,
+           CAST(NULL AS BIGINT) AS kernel_id_3, CAST(NULL AS VARCHAR) AS name_3,
            CAST(NULL AS BIGINT) AS dur_ns_3, CAST(NULL AS BIGINT) AS start_ns_3,
            CAST(NULL AS VARCHAR) AS op_3, CAST(NULL AS VARCHAR) AS dims_3,
            CAST(NULL AS VARCHAR) AS first_3, CAST(NULL AS BIGINT) AS pos_3
     FROM pairs AS x
     WHERE x.n_splits = 2
     UNION ALL
-    SELECT x.*, c.kernel_id, c.name, c.dur_ns, c.start_ns, c.op_name, c.op_dims, c.first_dims, c.pos
-    FROM pairs AS x
-    CROSS JOIN gaps AS g
+    SELECT x.*, c.kernel_id, c.name, c.dur_ns, c.start_ns, c.op_name, c.op_dims,
+           c.first_dims, c.pos
+    FROM (SELECT p.*, p.pos_2 + g.o AS next_pos FROM pairs AS p CROSS JOIN gaps AS g WHERE p.n_splits = 3) AS x
     JOIN candidates AS c
       ON c.run_id = x.run_id AND c.rank = x.rank AND c.device = x.device AND c.stream = x.stream
      AND c.pattern_id = x.pattern_id AND c.step = 3
      AND c.step_key = x.step_key AND c.replay_key = x.replay_key
-     AND c.pos = x.pos_2 + g.o
-    WHERE x.n_splits = 3
+     AND c.pos = x.next_pos
 ),
 raw_chains AS (
     SELECT q.run_id, q.rank, q.phase, q.pattern_id, q.n_splits, q.shape_rule,
@@ -176,21 +172,25 @@ raw_chains AS (
               SELECT 1 FROM per_name AS r
               WHERE r.run_id = q.run_id AND r.phase = q.phase AND r.category = q.requires_category)
 ),
-chains AS (
-    -- one chain per first activity: the nearest one whose shapes do not contradict the rule
-    SELECT *
-    FROM (
-        SELECT *, row_number() OVER (PARTITION BY run_id, rank, pattern_id, kernel_id_1
-                                     ORDER BY span, kernel_id_2, kernel_id_3) AS rn
-        FROM raw_chains
-        WHERE shape_ok IS NULL OR shape_ok
-    ) AS r
-    WHERE rn = 1
-
+shaped AS (
+    SELECT * FROM raw_chains WHERE shape_ok IS NULL OR shape_ok
+),
+nearest AS (
+    -- one chain per first activity: the nearest one whose shapes do not contradict the rule (least span,
+    -- then kernel_id_2, then kernel_id_3; of one pattern, kernel_id_3 is NULL on every chain or on none).
+    -- An aggregate and a join back rather than a row_number window over the wide chains (1.3M at 1 GB: the
+    -- window was the view's largest cost)
+    SELECT run_id, rank, pattern_id, kernel_id_1,
+           min({'span': span, 'kernel_id_2': kernel_id_2, 'kernel_id_3': kernel_id_3}) AS pick
+    FROM shaped
+    GROUP BY run_id, rank, pattern_id, kernel_id_1
 )
-SELECT run_id, rank, phase, pattern_id, n_splits,
-       kernel_id_1, name_1, dur_ns_1, kernel_id_2, name_2, dur_ns_2, kernel_id_3, name_3, dur_ns_3,
-       gap_ns_1, gap_ns_2,
-       op_1, dims_1, op_2, dims_2, op_3, dims_3, ops_known, adjacent
-FROM chains
-WHERE rn = 1
+SELECT c.run_id, c.rank, c.phase, c.pattern_id, c.n_splits,
+       c.kernel_id_1, c.name_1, c.dur_ns_1, c.kernel_id_2, c.name_2, c.dur_ns_2, c.kernel_id_3, c.name_3, c.dur_ns_3,
+       c.gap_ns_1, c.gap_ns_2,
+       c.op_1, c.dims_1, c.op_2, c.dims_2, c.op_3, c.dims_3, c.ops_known, c.adjacent
+FROM shaped AS c
+JOIN nearest AS n
+  ON n.run_id = c.run_id AND n.rank = c.rank AND n.pattern_id = c.pattern_id AND n.kernel_id_1 = c.kernel_id_1
+ AND n.pick.span = c.span AND n.pick.kernel_id_2 = c.kernel_id_2
+ AND n.pick.kernel_id_3 IS NOT DISTINCT FROM c.kernel_id_3
