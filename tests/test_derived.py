@@ -242,6 +242,9 @@ def test_ingest_does_not_derive_by_default_and_says_how(tmp_path, cli_runner, mo
     from tracehouse.cli import main
 
     monkeypatch.delenv("TRACEHOUSE_DERIVE", raising=False)
+    monkeypatch.setattr(
+        "tracehouse.commands.ingest.progress_enabled", lambda: True
+    )  # the hint is a terminal's
     run = write_scenario("serving-decode", tmp_path / "run", ranks=1, steps=2, layers=1)
     wh = tmp_path / "wh"
     res = cli_runner.invoke(main, ["--warehouse", str(wh), "ingest", str(run)])

@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 from conftest import TRACES, query_rows, require_shared
+from tracehouse.warehouse.catalog import connect
+from tracehouse.warehouse.derived import derive
+from tracehouse.warehouse.store import Warehouse
 from warehouses import built_once
 
 NSYS = ["h100_2gpu_1s.sqlite", "mfu_2gpu_before.sqlite", "mfu_2gpu_after.sqlite"]
@@ -25,8 +28,6 @@ def _ingest(wh, paths):
 @pytest.fixture(scope="module", params=SCHEMAS)
 def synth_run(tmp_path_factory, request):
     from tracehouse.synth.nsys import write_export
-    from tracehouse.warehouse.catalog import connect
-    from tracehouse.warehouse.store import Warehouse
 
     root = tmp_path_factory.mktemp("nsys-synth")
     truth = write_export(root / "synth.sqlite", schema=request.param)
@@ -231,8 +232,6 @@ def test_nsys_folder_and_mixed_run(tmp_path):
     is a run of its own (its own session), or with --one-run skipped, with a warning, the PyTorch traces
     being the run."""
     from tracehouse.synth.nsys import write_export
-    from tracehouse.warehouse.catalog import connect
-    from tracehouse.warehouse.store import Warehouse
 
     folder = tmp_path / "ranks"
     write_export(folder / "a.sqlite")
@@ -306,31 +305,21 @@ def independent(path: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def real_nsys(tmp_path_factory):
-    """(the warehouse of the real Nsight exports, derived; a connection; {name: run id}), built once per
-    test session."""
+    """(the real Nsight exports' warehouse, derived, built once per session; a connection; {name: run id})."""
     require_shared()
-    from tracehouse.warehouse.catalog import connect
 
-    for name in NSYS:
-        if not (TRACES / "nsys" / name).is_file():
-            pytest.skip(f"{TRACES / 'nsys' / name} not found")
+    for missing in [n for n in NSYS if not (TRACES / "nsys" / n).is_file()][:1]:
+        pytest.skip(f"{TRACES / 'nsys' / missing} not found")
     wh, runs = built_once(tmp_path_factory, "nsys-real", _real_nsys)
     return wh, connect(wh), runs
 
 
 def _real_nsys(folder):
-    from tracehouse.warehouse.store import Warehouse
-
     wh = Warehouse(folder / "wh")
-    runs = {}
-    for name in NSYS:
-        [outcome] = _ingest(wh, [TRACES / "nsys" / name])
-        assert not outcome.problems, outcome.problems
-        runs[name] = outcome.run_id
-    from tracehouse.warehouse.derived import derive
-
+    outcomes = {name: _ingest(wh, [TRACES / "nsys" / name])[0] for name in NSYS}
+    assert not any(o.problems for o in outcomes.values()), outcomes
     assert not any(derive(wh).values())  # derived (`tracehouse derive`): the reports below read kept rows
-    return wh, runs
+    return wh, {name: o.run_id for name, o in outcomes.items()}
 
 
 @pytest.mark.parametrize("name", NSYS)
@@ -439,8 +428,6 @@ def test_real_diff_and_reports(real_nsys, cli_runner):
 def test_synth_cuda_application_is_framework_cuda(tmp_path):
     """A process with no PyTorch operator range and no ATen kernel is a CUDA application: framework cuda."""
     from tracehouse.synth.nsys import build, write_export
-    from tracehouse.warehouse.catalog import connect
-    from tracehouse.warehouse.store import Warehouse
 
     x = build()
     x.nvtx = [n for n in x.nvtx if not n[3].startswith("aten::")]
@@ -478,8 +465,6 @@ def independent_older(path: Path) -> dict:
 @pytest.fixture(scope="module")
 def older_nsys(tmp_path_factory):
     require_shared()
-    from tracehouse.warehouse.catalog import connect
-    from tracehouse.warehouse.store import Warehouse
 
     wh = Warehouse(tmp_path_factory.mktemp("nsys-older") / "wh")
     outcomes = {}
@@ -540,8 +525,6 @@ def test_host_bound_remedy_names_torch_compile_only_for_pytorch(tmp_path):
     from tracehouse.reports.run import _Windows, build_run_report
     from tracehouse.reports.takeaways import takeaways
     from tracehouse.synth.situations import write_situation
-    from tracehouse.warehouse.catalog import connect
-    from tracehouse.warehouse.store import Warehouse
 
     out = write_situation("overlap-host-bound", tmp_path / "sit")
     wh = Warehouse(tmp_path / "wh")
@@ -562,8 +545,6 @@ def test_export_without_gpu_rows_beside_one_with_is_skipped_and_counted(tmp_path
     """In a folder, the export recorded without CUDA tracing is skipped with its one-line reason (one
     problem, counted in the run's skipped files) and the other export is the run."""
     from tracehouse.synth.nsys import write_export, write_no_gpu_export
-    from tracehouse.warehouse.catalog import connect
-    from tracehouse.warehouse.store import Warehouse
 
     folder = tmp_path / "ranks"
     truth = write_export(folder / "a.sqlite", schema="3.13")
@@ -582,8 +563,6 @@ def test_a_cuda_applications_flags_name_no_pytorch_remedy(tmp_path):
     ranges, cudaProfilerApi capture ranges), no torch API, and no nsys_no_host_ops flag (it has no PyTorch
     operator to record); the same export with PyTorch's ranges keeps the PyTorch remedies."""
     from tracehouse.synth.nsys import build, write_export
-    from tracehouse.warehouse.catalog import connect
-    from tracehouse.warehouse.store import Warehouse
 
     messages = {}
     for framework, keep_aten in (("cuda", False), ("pytorch", True)):

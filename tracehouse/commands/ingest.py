@@ -105,14 +105,15 @@ def command(ctx, paths, labels, commit, capture, derive, requests_file, one_run)
         if requests is not None:
             _attach_requests(store, outcome.run_id, requests, requests_file, replaced=not outcome.stored)
             derive_runs(store, [outcome.run_id], derive)  # what was derived before them is forgotten
-    if derive == "none" and new_runs:
+    if derive == "none" and new_runs and progress_enabled():  # a hint for a person: quiet when piped
         _note_not_derived(new_runs)
     if failed:
         ctx.exit(1)
 
 
 def _note_not_derived(run_ids: list[str]) -> None:
-    """The closing lines (stderr: stdout keeps the run ids): the new runs are not derived, and what derives them."""
+    """The closing line on a terminal (stderr: stdout keeps the run ids): the new runs are not derived, and what
+    derives them."""
     derive = "tracehouse derive " + " ".join(run_ids) if len(run_ids) <= 3 else "tracehouse derive"  # all
     click.echo(
         f"  not derived yet: queries compute the report views; `{derive}` (or the first "
