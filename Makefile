@@ -5,7 +5,8 @@ PY := $(VENV)/bin/python
 .PHONY: test test-fast demo bench lint format clean fuzz screenshots
 # the lint and the format first (the pinned ruff's default rules and its formatter, pyproject.toml): a
 # finding or an unformatted file fails the tests, in CI too (`make format` rewrites the files).
-# Every test, both tiers (~2,550): 19-24 min with -n auto on 2 cores from a fresh clone in session 25 (.ci/run);
+# Every test, both tiers (~2,550): 20-21 min with -n auto on 2 cores from a fresh clone in session 26 (.ci/run;
+# 19-24 min in session 25);
 # 27 min in session 22 (.ci/run;
 # 32 min in session 21, 58 min in session 20); 36 min in session 23, the first run with the Spark group in
 # effect (test_spark's views computed once: 548 worker-s, 671 before), its other tests 1.5-1.7x slower each
@@ -21,7 +22,7 @@ test: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q -n auto --dist loadgroup
 
-# for development (~90 s on 2 cores, session 25): unit, view and synthesized-situation tests (~1,400), not those marked
+# for development (90-100 s on 2 cores, session 26): unit, view and synthesized-situation tests (~1,400), not those marked
 # slow by what it needs (the real traces of ../shared, Spark, the browser, killed processes, whole reports,
 # diffs, trends and exports of whole runs: tests/conftest.py SLOW_NEEDS), nor any test over 1 s in a measured
 # run (tests/slow_tests.txt, kept by tests/tier.py); its time: bench/results.md
