@@ -24,6 +24,7 @@ rows' time per launch weighted by their mean launches: Σ w p_target / Σ w p_ba
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -268,12 +269,21 @@ def _critical_path(base: dict, target: dict) -> tuple[bool, list[CriticalPathRow
 
 
 def build_diff(
-    con: Connection, base: str, target: str, *, top: int = 10, critical_path: bool = True
+    con: Connection,
+    base: str,
+    target: str,
+    *,
+    top: int = 10,
+    critical_path: bool = True,
+    before_reading: Callable[[list[str]], None] | None = None,
 ) -> DiffReport:
     """The diff of two runs, on a connection of warehouse.engine.open that sees both: each run's facts
     (warehouse.diff_facts.run_facts) on `con` focused on the two runs, read from their kept rows where the
-    runs are derived (warehouse.derived), computed otherwise."""
+    runs are derived (warehouse.derived), computed otherwise. before_reading(run ids) is called once the
+    runs are resolved (the CLI derives them there, as a report does: reports.write.derive_first)."""
     base_id, target_id = resolve_run(con, base), resolve_run(con, target)
+    if before_reading is not None:
+        before_reading([base_id, target_id])
     with focused(con, [base_id, target_id], compute_once=True) as on:
         bf, tf = run_facts(on, base_id), run_facts(on, target_id)
     binfo, bk = _run_info(con, bf, base)
@@ -420,6 +430,7 @@ class DiffParams:
     target: str
     top: int = 10
     critical_path: bool = True
+    before_reading: Callable[[list[str]], None] | None = None  # the resolved run ids, before any figure
 
 
 def build(con, params: DiffParams) -> DiffReport:
@@ -430,6 +441,7 @@ def build(con, params: DiffParams) -> DiffReport:
         params.target,
         top=params.top,
         critical_path=params.critical_path,
+        before_reading=params.before_reading,
     )
 
 

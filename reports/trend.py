@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -196,11 +197,15 @@ def _metric_filter(patterns: list[str], names: list[str]) -> list[str]:
 
 
 def trend_inputs(
-    con: Connection, where: dict[str, str] | None = None, warehouse=None
+    con: Connection,
+    where: dict[str, str] | None = None,
+    warehouse=None,
+    before_reading: Callable[[list[str]], None] | None = None,
 ) -> tuple[pa.Table, pa.Table | None]:
     """The selected runs and their run_metrics rows of rank NULL, as `evaluate` takes them. With
-    `warehouse`, the rows come from the per-run store (warehouse.metrics: computed once per run); else
-    from the run_metrics view of `con`."""
+    `warehouse`, the rows come from the per-run store (warehouse.metrics: kept per run where it is
+    derived); else from the run_metrics view of `con`. before_reading(run ids) is called once the runs are
+    selected (the CLI derives them there, as a report does: reports.write.derive_first)."""
     where = dict(where or {})
     clauses = " AND ".join(
         "(labels[?] = ? OR (? = 'series' AND series = ?) OR (? = 'commit' AND commit = ?))" for _ in where
@@ -218,6 +223,8 @@ def trend_inputs(
     run_ids = runs.column("run_id").to_pylist()
     if not run_ids:
         return runs, None
+    if before_reading is not None:
+        before_reading(run_ids)
     if warehouse is not None:
         from tracehouse.warehouse.metrics import run_metric_rows
 
@@ -240,13 +247,14 @@ def build_trend(
     last: int | None = None,
     warehouse=None,
     graph_nodes: tuple[str, ...] | None = None,
+    before_reading: Callable[[list[str]], None] | None = None,
 ) -> TrendReport:
     """The trend report. With `warehouse`, run metrics come from the per-run store
     (warehouse.metrics: computed once per run); else from the run_metrics view of `con`.
     graph_nodes: the lines are CUDA-graph nodes instead (reports.graph_node_trend; () every node, else the
     node ids to follow), with each run's step_time_median_ns beside them."""
     metrics = list(metrics or [])
-    runs, rows = trend_inputs(con, where, warehouse)
+    runs, rows = trend_inputs(con, where, warehouse, before_reading)
     if runs.num_rows == 0:
         raise _no_runs(con, where)
     about: dict[str, str] = {}
@@ -428,6 +436,7 @@ class TrendParams:
     last: int | None = None
     store: Any = None  # warehouse.store.Warehouse
     graph_nodes: tuple[str, ...] | None = None  # None: run metrics; (): every CUDA-graph node; else these
+    before_reading: Callable[[list[str]], None] | None = None  # the selected run ids, before any figure
 
 
 def build(con, params: TrendParams) -> TrendReport:
@@ -440,6 +449,7 @@ def build(con, params: TrendParams) -> TrendReport:
         params.last,
         warehouse=params.store,
         graph_nodes=params.graph_nodes,
+        before_reading=params.before_reading,
     )
 
 

@@ -12,6 +12,8 @@ and its takeaways drawn into the trace.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from tracehouse.reports.export import export_run, export_settings
@@ -92,6 +94,13 @@ def derive_first(warehouse: Warehouse, runs: list[str]) -> None:
             "computing them for this report only (slower)",
             file=sys.stderr,
         )
+
+
+def derives_first(con) -> Callable[[list[str]], None] | None:
+    """A diff's or a trend's before_reading on `con`: its runs derived first (derive_first) where `con`
+    reads a local warehouse, as a report's are; None for another engine, which computes every figure."""
+    store = store_of(con)
+    return None if store is None else partial(derive_first, store)
 
 
 def write_triage_report(

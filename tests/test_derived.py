@@ -258,6 +258,24 @@ def test_ingest_does_not_derive_by_default_and_says_how(tmp_path, cli_runner, mo
     res = cli_runner.invoke(main, ["--warehouse", str(wh), "report", run_id])
     assert res.exit_code == 0, res.output
     assert is_derived(Warehouse(wh), run_id), "the first report derives its run before reading"
+    # a diff and a trend derive their runs before reading too (kept rows for every later reader)
+    ids = []
+    for steps, series in ((3, "a"), (4, "b")):
+        other = write_scenario("serving-decode", tmp_path / series, ranks=1, steps=steps, layers=1)
+        res = cli_runner.invoke(
+            main, ["--warehouse", str(wh), "ingest", str(other), "--label", f"series={series}"]
+        )
+        assert res.exit_code == 0, res.output
+        ids.append(res.stdout.split()[0])
+    assert not any(is_derived(Warehouse(wh), i) for i in ids)
+    res = cli_runner.invoke(main, ["--warehouse", str(wh), "trend", "--where", "series=a"])
+    assert res.exit_code == 0, res.output
+    assert is_derived(Warehouse(wh), ids[0]) and not is_derived(Warehouse(wh), ids[1]), (
+        "the trend's runs only"
+    )
+    res = cli_runner.invoke(main, ["--warehouse", str(wh), "diff", ids[0], ids[1]])
+    assert res.exit_code == 0, res.output
+    assert is_derived(Warehouse(wh), ids[1]), "a diff derives both its runs before reading"
 
     wh = tmp_path / "wh-wait"
     res = cli_runner.invoke(main, ["--warehouse", str(wh), "ingest", str(run), "--wait"])

@@ -47,8 +47,10 @@ def command(ctx, base, target, fmt, output, template_dir, engine, master):
 
 def diff_text(con, base: str, target: str, fmt: str, template_dir=None) -> str:
     """The diff of two runs in this format (md, html, json), its comparability verdict first: what `tracehouse
-    diff` (and `tracehouse mcp`'s diff) writes. Each run's figures from its kept rows where the run is
-    derived (warehouse.derived), computed otherwise."""
+    diff` (and `tracehouse mcp`'s diff) writes. The two runs are derived first where they are not
+    (reports.write.derives_first), so each run's figures come from its kept rows (warehouse.derived)."""
     from tracehouse.reports.diff import DiffParams, build, render_diff
+    from tracehouse.reports.write import derives_first
 
-    return render_diff(build(con, DiffParams(base, target)), fmt, template_dir)
+    params = DiffParams(base, target, before_reading=derives_first(con))
+    return render_diff(build(con, params), fmt, template_dir)

@@ -105,6 +105,16 @@ def trend_report(
     store where the engine's are kept there (DuckDB's), else computed on con. graph_nodes: the lines are
     CUDA-graph nodes instead (() every node, else these node ids)."""
     from tracehouse.reports.trend import TrendParams, build
+    from tracehouse.reports.write import derives_first
     from tracehouse.warehouse.engine import store_of
 
-    return build(con, TrendParams(where, metrics, since, last, store=store_of(con), graph_nodes=graph_nodes))
+    params = TrendParams(
+        where,
+        metrics,
+        since,
+        last,
+        store=store_of(con),
+        graph_nodes=graph_nodes,
+        before_reading=derives_first(con),  # the selected runs derived first, as a report's are
+    )
+    return build(con, params)
