@@ -9,7 +9,7 @@ import json
 import shutil
 
 import pytest
-from conftest import REPORT_SCENARIOS, TRACES, require_shared
+from conftest import REPORT_SCENARIOS, require_shared
 from tracehouse.ingest.load import ingest_paths
 from tracehouse.reports.run import build_run_report, render_run_report, report_json
 from tracehouse.synth import write_scenario
@@ -17,6 +17,7 @@ from tracehouse.warehouse.catalog import connect, kept_file, per_run_views, stor
 from tracehouse.warehouse.derived import derive, is_derived
 from tracehouse.warehouse.engine import open as open_connection
 from tracehouse.warehouse.store import Warehouse
+from warehouses import real
 
 RUN_VIEWS = per_run_views()
 STEP_PICKS = [None, "decode", "prefill", "mixed", "unknown"]  # report_steps' picks (None: 'all')
@@ -72,13 +73,12 @@ def test_stored_report_equals_live_report_synth(synth_warehouse, scenario):
 
 
 @pytest.mark.parametrize("rel", REAL)
-def test_stored_report_equals_live_report_real(tmp_path, rel):
+def test_stored_report_equals_live_report_real(warehouses, rel):
     require_shared()
-    wh = Warehouse(tmp_path / "wh")
-    [outcome] = ingest_paths(wh, [TRACES / rel])
-    assert not outcome.problems and is_derived(wh, outcome.run_id)
-    _same(wh, outcome.run_id)
-    _picks_follow_the_rule(wh, outcome.run_id)
+    wh, runs, _ = warehouses.named({rel: real(rel)}, derived=True)  # the session's derived unit of the trace
+    assert is_derived(wh, runs[rel])
+    _same(wh, runs[rel])
+    _picks_follow_the_rule(wh, runs[rel])
 
 
 def _rule_in_python(con, run_id: str, phase: str | None) -> tuple | None:
