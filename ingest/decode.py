@@ -140,6 +140,7 @@ W_UNREADABLE = "unreadable events skipped"
 W_NO_DUR = "complete events (ph X) without a duration, read as 0"
 W_ABSURD = "durations over one day set to 0"
 W_TS_RANGE = "timestamps out of range skipped"
+W_LONG_NAME = "names over 65,536 characters cut (their md5 kept)"
 
 
 def load_raw_events(
@@ -212,10 +213,11 @@ def load_raw_events(
 
 def event_warnings(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     """Repairs counted on the typed `events` table (after sql/10_events.sql)."""
-    absurd, out_of_range = con.execute(
-        "SELECT count(*) FILTER (WHERE dur_absurd), count(*) FILTER (WHERE ts_out_of_range) FROM events"
+    absurd, out_of_range, cut = con.execute(
+        "SELECT count(*) FILTER (WHERE dur_absurd), count(*) FILTER (WHERE ts_out_of_range), "
+        "count(*) FILTER (WHERE name_cut) FROM events"
     ).fetchone()
-    return {k: v for k, v in {W_ABSURD: absurd, W_TS_RANGE: out_of_range}.items() if v}
+    return {k: v for k, v in {W_ABSURD: absurd, W_TS_RANGE: out_of_range, W_LONG_NAME: cut}.items() if v}
 
 
 def _first_line(exc: Exception) -> str:

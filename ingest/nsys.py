@@ -81,7 +81,7 @@ EVENTS_DDL = """
 CREATE OR REPLACE TABLE events (
     ev_id BIGINT, ph VARCHAR, cat VARCHAR, cat_lc VARCHAR, name VARCHAR, pid VARCHAR, tid VARCHAR,
     start_ns BIGINT, dur_ns BIGINT, dur_clamped BOOLEAN DEFAULT false, dur_absurd BOOLEAN DEFAULT false,
-    ts_out_of_range BOOLEAN DEFAULT false, flow_id VARCHAR, bp VARCHAR, gpu_kind VARCHAR, external_id BIGINT,
+    ts_out_of_range BOOLEAN DEFAULT false, name_cut BOOLEAN DEFAULT false, flow_id VARCHAR, bp VARCHAR, gpu_kind VARCHAR, external_id BIGINT,
     correlation BIGINT, stream BIGINT, device INTEGER, grid VARCHAR, block VARCHAR, registers INTEGER,
     shared_memory BIGINT, occupancy DOUBLE, bytes BIGINT, python_id BIGINT, python_parent_id BIGINT,
     input_dims VARCHAR, input_types VARCHAR, collective_name VARCHAR, in_msg_nelems BIGINT,

@@ -3,6 +3,7 @@ CLI, and the warehouse's other runs are untouched. Then: hostile run ids, labels
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from pathlib import Path
 
@@ -94,6 +95,12 @@ def test_broken_kind_has_its_documented_outcome(kind, warehouse, template, tmp_p
     if expect.n_kernels is not None:
         assert n_kernels == expect.n_kernels
     assert con.execute("SELECT count(*) FROM kernels WHERE run_id = ?", [run_id]).fetchone()[0] == n_kernels
+    if kind == "huge_kernel_name":  # cut, the md5 of the whole kept (hashlib's, not the SQL's own md5)
+        whole = hashlib.md5(b"k" * (100 << 20)).hexdigest()
+        long = "SELECT name FROM kernels WHERE run_id = ? AND length(name) > 1000"
+        assert con.execute(long, [run_id]).fetchall() == [
+            ("k" * 65536 + f" [cut; md5 of the whole: {whole}]",)
+        ]
     # the warnings are printed too
     for key in warnings:
         assert f"warning: {key}:" in result.stderr

@@ -6,6 +6,9 @@
 -- Out of range (never from a real profiler; the guards keep int64 ns from overflowing): a timestamp
 -- beyond ±9e15 µs (year 2255) is dropped like a missing one (ts_out_of_range), a duration over one day
 -- (8.64e10 µs) is set to 0 (dur_absurd); both are counted (ingest/decode.py event_warnings).
+-- name_cut: a name over 65,536 characters (no profiler writes one; a 100 MB name made every rule that
+-- reads names take seconds per view) is cut to its first 65,536 and the md5 of the whole, so two such
+-- names stay two (counted).
 -- dur_missing: a complete event (ph X) without a duration (read as 0, counted). Extra `args` columns a
 -- caller asked for (ingest/capture.py) are appended to the select list (ingest/decode.py type_events_sql).
 -- cat is the category in its one modern spelling (kineto_category, ingest/sql/categories.sql), whatever
@@ -19,7 +22,8 @@ SELECT
     ph,
     kineto_category(ph, cat, pid) AS cat,
     lower(coalesce(kineto_category(ph, cat, pid), '')) AS cat_lc,
-    coalesce(name, '') AS name,
+    CASE WHEN length(name) > 65536 THEN left(name, 65536) || ' [cut; md5 of the whole: ' || md5(name) || ']'
+         ELSE coalesce(name, '') END AS name,
     pid,
     tid,
     CASE WHEN abs(ts) < 9000000000000000 THEN CAST(ts * 1000 AS BIGINT) END AS start_ns,
@@ -27,6 +31,7 @@ SELECT
     coalesce(dur < 0, false) AS dur_clamped,
     coalesce(dur > 86400000000, false) AS dur_absurd,
     coalesce(abs(ts) >= 9000000000000000, false) AS ts_out_of_range,
+    coalesce(length(name) > 65536, false) AS name_cut,
     id AS flow_id,
     bp,
     CASE
