@@ -35,7 +35,7 @@ from tracehouse.reports.step_path import describe_path_comm
 from tracehouse.reports.step_path import fill as fill_step_path
 from tracehouse.reports.takeaways import FindingWindow, Takeaway, export_command, takeaways
 from tracehouse.warehouse.engine import Connection, focused, step_scope
-from tracehouse.warehouse.stored import representative_step
+from tracehouse.warehouse.stored import reads_report_rows, representative_step
 
 from tracehouse.errors import TracehouseError
 
@@ -491,16 +491,22 @@ def _lanes(con, key: list, streams: list[StreamRow], critical_ids: set, wall: tu
     """The timeline's lanes, one per stream: the step's activities, and the other steps' activities that run
     on that stream inside the step's wall (a previous step's GPU work still running: not idle)."""
     lanes = []
+    kept = reads_report_rows(con, "report_lanes", key[0], key[2])  # the step's rows, kept: report_lanes
     for stream in streams:
-        rows = _rows(
-            con,
-            """
+        if kept:
+            sql = """
+            SELECT kernel_id, name, category, start_ns, end_ns, activity_step AS step FROM report_lanes
+            WHERE run_id = ? AND rank = ? AND step = ? AND stream IS NOT DISTINCT FROM ?
+            ORDER BY start_ns, kernel_id LIMIT 8000"""
+            params = key + [stream.stream]
+        else:  # the same rows, computed over the whole run
+            sql = """
             SELECT kernel_id, name, category, start_ns, end_ns, step FROM _kernel_facts
             WHERE run_id = ? AND rank = ? AND stream IS NOT DISTINCT FROM ?
               AND (step = ? OR (step IS DISTINCT FROM ? AND end_ns > ? AND start_ns < ?))
-            ORDER BY start_ns, kernel_id LIMIT 8000""",
-            key[:2] + [stream.stream, key[2], key[2], wall[0], wall[1]],
-        )
+            ORDER BY start_ns, kernel_id LIMIT 8000"""
+            params = key[:2] + [stream.stream, key[2], key[2], wall[0], wall[1]]
+        rows = _rows(con, sql, params)
         acts = [
             TimelineActivity(
                 r["name"], r["category"], r["start_ns"], r["end_ns"], r["kernel_id"] in critical_ids

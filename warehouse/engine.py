@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import duckdb
 from tracehouse.warehouse import local_db
-from tracehouse.warehouse.catalog import FOCUS, ROOT, connect, focus, materialize, view_files
+from tracehouse.warehouse.catalog import FOCUS, ROOT, connect, focus, materialize, read_kept, view_files
 from tracehouse.warehouse.query import run_query as run_duckdb_query
 from tracehouse.warehouse.store import Warehouse
 
@@ -141,13 +141,15 @@ def open_resolved(
     Spark's connection is focused when it is made: a lookup connection first, then the report's."""
     if engine == "duckdb" and not is_uri(str(warehouse)):
         store = warehouse if isinstance(warehouse, Warehouse) else Warehouse(str(warehouse))
-        con = open(store, engine, settings=settings)
+        # no kept rows read before the focus (resolve reads the runs table): read_kept once, for the runs
+        con = connect(store, settings=settings, kept=False) if store.root.is_dir() else open(store, engine)
         try:
             found = resolve(con)
             runs = [r for r in found if r]
             if before_reading is not None:
                 before_reading(store, runs)
             focus(con, runs)
+            read_kept(con, store)
         except BaseException:
             con.close()
             raise
@@ -193,7 +195,11 @@ def focused(con: Connection, runs: list[str], compute_once: bool = False) -> Ite
         from tracehouse.warehouse.derived import drop_computed
 
         before = con.execute(f"SELECT getvariable('{FOCUS}')").fetchone()[0]
-        focus(con, list(runs))
+        # focused on these runs already (a report's connection): no focus again (each reads the kept rows'
+        # listing and makes every per-run view anew)
+        same = before is not None and set(before) == set(runs)
+        if not same:
+            focus(con, list(runs))
         made: list[str] = []
         try:
             if compute_once:
@@ -201,7 +207,8 @@ def focused(con: Connection, runs: list[str], compute_once: bool = False) -> Ite
             yield con
         finally:
             drop_computed(con, made)
-            focus(con, before)
+            if made or not same:  # a kept view that compute_once replaced is made again
+                focus(con, before)
         return
     with con.focused(list(runs)) as inner:
         yield inner

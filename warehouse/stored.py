@@ -4,13 +4,16 @@ The pick is a rule of sql/ (report_steps: the median step of the run's lowest ra
 --phase), kept per run with the other `materialized: per_run` views (warehouse.derived), so a report of a
 derived run reads it; `representative_step` gives the report that step's step_breakdown row. The step's
 critical path is kept with the run (critical_path is a per-run view); for a run that is not derived,
-`scope_step_views` computes it once for that step, over the rank's rows only.
+`scope_step_views` computes it once for that step, over the rank's rows only. The step's what-if inputs
+and timeline lanes are kept too, for the report steps only (report_whatif_edges, ...: the views they
+restrict are over the whole run); `reads_report_rows` says where a reader reads them.
 
 In warehouse/ and not reports/: the engines' step scope (warehouse.engine.step_scope) stands on it.
 """
 
 from __future__ import annotations
 
+import duckdb
 from tracehouse.warehouse.catalog import is_kept, materialize
 from tracehouse.warehouse.quoting import sql_string
 
@@ -66,6 +69,28 @@ def scope_step_views(con, key: list) -> list[str]:
         for table in RANK_TABLES:
             con.execute(f"DROP VIEW IF EXISTS temp.{table}")
     return [f"TABLE temp.{name}" for name in views]
+
+
+def reads_report_rows(con, view: str, run_id: str, step: int | None) -> bool:
+    """Whether a reader of this run's `step` reads the report view `view` (report_whatif_edges,
+    report_whatif_collectives, report_fusion_chains, report_lanes: rows of the steps report_steps picks)
+    rather than the view they restrict (_whatif_edges, ..., _kernel_facts): where `con` holds that view's
+    rows of the run, kept (a derived run) or computed once for the report (engine.focused's compute_once),
+    and report_steps picks `step`. The rows read are the same either way; the report view's are few and
+    kept, the others are computed over the whole run. A DuckDB connection only (Spark computes each view
+    once per connection: it reads the views they restrict)."""
+    if step is None or not isinstance(con, duckdb.DuckDBPyConnection):
+        return False
+    if not is_kept(con, view, run_id):
+        (computed,) = con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = ?", [view]
+        ).fetchone()
+        if not computed:
+            return False
+    (picked,) = con.execute(
+        "SELECT count(*) FROM report_steps WHERE run_id = ? AND step = ?", [run_id, int(step)]
+    ).fetchone()
+    return picked > 0
 
 
 def unscope(con, scoped: list[str]) -> None:

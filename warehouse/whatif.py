@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from tracehouse.warehouse import whatif_replay as wr
 from tracehouse.warehouse.runs import resolve_run
+from tracehouse.warehouse.stored import reads_report_rows
 
 from tracehouse.errors import InvalidArgument
 
@@ -116,9 +117,21 @@ class RunGraph:
 
 def load_graphs(con, run_id: str, step: int | None = None) -> RunGraph:
     """The run's graph (with `step`: the nodes of that step only; a dependency outside it keeps its
-    observed ready time)."""
+    observed ready time). A step a report shows is read from the report's kept rows where the connection
+    holds them (report_whatif_edges, report_whatif_collectives: warehouse.stored.reads_report_rows), any
+    other from _whatif_edges and _whatif_collectives, which compute the whole run: the same rows."""
     cols = ", ".join(wr.EDGE_FIELDS)
     where_step = "" if step is None else f" AND step = {int(step)}"
+    edges = (
+        "report_whatif_edges"
+        if reads_report_rows(con, "report_whatif_edges", run_id, step)
+        else "_whatif_edges"
+    )
+    collectives = (
+        "report_whatif_collectives"
+        if reads_report_rows(con, "report_whatif_collectives", run_id, step)
+        else "_whatif_collectives"
+    )
     ranks = [
         r
         for (r,) in con.execute(
@@ -128,7 +141,7 @@ def load_graphs(con, run_id: str, step: int | None = None) -> RunGraph:
     graphs = {}
     for r in ranks:
         rows = con.execute(
-            f"SELECT {cols} FROM _whatif_edges WHERE run_id = ? AND rank = ?{where_step}", [run_id, r]
+            f"SELECT {cols} FROM {edges} WHERE run_id = ? AND rank = ?{where_step}", [run_id, r]
         ).fetchall()
         graphs[r] = RankGraph(rows)
         for n in graphs[r].nodes.values():
@@ -137,7 +150,7 @@ def load_graphs(con, run_id: str, step: int | None = None) -> RunGraph:
     unsure = set()
     for rank, kid, complete, present, *instance in con.execute(
         "SELECT rank, kernel_id, complete, ranks, step, collective, process_group, instance"
-        f" FROM _whatif_collectives WHERE run_id = ?{where_step}",
+        f" FROM {collectives} WHERE run_id = ?{where_step}",
         [run_id],
     ).fetchall():
         if present >= 2:
@@ -147,8 +160,10 @@ def load_graphs(con, run_id: str, step: int | None = None) -> RunGraph:
     return RunGraph(graphs, list(groups.values()), frozenset(unsure))
 
 
-def fusion_chains(con, run_id: str, pattern: str) -> dict[int, list[list[int]]]:
-    """Per rank, the chains (kernel ids in order) the fusion row `pattern` replays as fused."""
+def fusion_chains(con, run_id: str, pattern: str, step: int | None = None) -> dict[int, list[list[int]]]:
+    """Per rank, the chains (kernel ids in order) the fusion row `pattern` replays as fused (with `step`: at
+    least those of that step; a step a report shows reads the report's kept chains, report_fusion_chains,
+    where the connection holds them: warehouse.stored.reads_report_rows)."""
     row = con.execute(
         "SELECT status FROM fusion_match WHERE run_id = ? AND pattern_id = ? LIMIT 1", [run_id, pattern]
     ).fetchone()
@@ -158,9 +173,13 @@ def fusion_chains(con, run_id: str, pattern: str) -> dict[int, list[list[int]]]:
         )
     if row[0] == "Fused":
         raise InvalidArgument(f"fusion row {pattern!r} is already fused in run {run_id}: nothing to replay")
+    if reads_report_rows(con, "report_fusion_chains", run_id, step):
+        chains, where_step = "report_fusion_chains", f" AND step = {int(step)}"
+    else:  # every chain of the run: a replay of one step finds no node of another step's chains
+        chains, where_step = "_fusion_chains", ""
     rows = con.execute(
-        "SELECT rank, kernel_id_1, kernel_id_2, kernel_id_3 FROM _fusion_chains"
-        " WHERE run_id = ? AND pattern_id = ? AND (adjacent OR ?)",
+        f"SELECT rank, kernel_id_1, kernel_id_2, kernel_id_3 FROM {chains}"
+        f" WHERE run_id = ? AND pattern_id = ? AND (adjacent OR ?){where_step}",
         [run_id, pattern, row[0] != "Confirmed"],
     ).fetchall()
     chains: dict[int, list[list[int]]] = {}
@@ -303,7 +322,7 @@ def whatif_gains(
     subjects += [("kernel", k, Change(kernel=f"^{re.escape(k)}$", speedup=speedup)) for k in kernels]
     subjects += [("fusion", f, Change(fusion=f)) for f in fusions]
     for kind, subject, change in subjects:
-        chains = fusion_chains(con, run_id, subject) if kind == "fusion" else {}
+        chains = fusion_chains(con, run_id, subject, step) if kind == "fusion" else {}
         durations, merged = _plan(graph, change, chains)
         if not any(r == rank and graph.ranks[r].nodes[k].step == step for r, k in durations):
             continue

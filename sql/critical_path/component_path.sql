@@ -21,6 +21,7 @@
 --                        minus its path time there; ties: the lower id); NULL when nothing is hidden
 --   hidden_stream_ns     BIGINT  the hidden time on that stream (NULL when hidden_stream is NULL)
 --   streams              BIGINT  streams on which the component ran in the step
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`): the report's step section (reports/step_path.py)
 CREATE OR REPLACE VIEW component_path AS
 WITH by_stream AS (
     SELECT run_id, rank, step, category, stream, sum(dur_ns) AS gpu_ns

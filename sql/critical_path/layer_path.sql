@@ -20,6 +20,7 @@
 --   path_ns              BIGINT  the part of gpu_ns on the critical path (sum of dur_ns of the `gpu` segments
 --                        of these activities; NULL: the step has no path)
 --   path_share           DOUBLE  path_ns / gpu_ns (NULL when gpu_ns is 0 or there is no path)
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`): the report's step section (reports/step_path.py)
 CREATE OR REPLACE VIEW layer_path AS
 WITH all_path AS (SELECT * FROM critical_path),
 seq AS (

@@ -25,6 +25,7 @@
 --   waited_for_rank     INTEGER  last_rank when wait_ns > 0 (the rank this one waited for), else NULL
 --   complete            BOOLEAN  every rank of the instance's group is in the run (_whatif_collectives);
 --                       NULL when the activity has no instance
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`): the report's step section (reports/step_path.py)
 CREATE OR REPLACE VIEW path_comm_split AS
 WITH on_path AS (
     SELECT run_id, rank, step, seq, kernel_id, name, start_ns, dur_ns

@@ -14,6 +14,7 @@
 --                        NULL: the step has no path)
 --   hidden_ns            BIGINT  gpu_ns − path_ns: its time beside the path (NULL: no path)
 --   path_share           DOUBLE  path_ns / the path's span (NULL when the span is 0 or there is no path)
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`): the report's step section (reports/step_path.py)
 CREATE OR REPLACE VIEW stream_path AS
 WITH work AS (
     SELECT run_id, rank, step, device, stream, count(*) AS activities, sum(dur_ns) AS gpu_ns

@@ -28,6 +28,7 @@
 --             fractions of 1; a time in the step as an offset from its path's start: a DOUBLE holds it
 --             exactly)
 --   message   VARCHAR  one line: what is wrong and what to do about it
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`): the report's flags
 CREATE OR REPLACE VIEW data_quality AS
 SELECT * FROM _data_quality_tables
 UNION ALL

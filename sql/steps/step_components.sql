@@ -11,6 +11,7 @@
 --   categories           VARCHAR[]  the categories the row sums (one for a named component), largest first
 --   gpu_time_ns          BIGINT  sum of dur_ns of the step's activities in those categories
 --   share_of_wall        DOUBLE  gpu_time_ns / step_breakdown.wall_ns (NULL when the wall is 0)
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`): the report's step section
 CREATE OR REPLACE VIEW step_components AS
 WITH named AS (
     SELECT * FROM (VALUES ('attention'), ('moe'), ('gemm'), ('communication'), ('norm'), ('other')) AS v(component)

@@ -21,6 +21,7 @@
 --   busy_ns              BIGINT  GPU busy time in the part (union of the step's activities)
 --   comm_ns              BIGINT  busy time of its communication activities alone (union) in the part
 --   utilization          DOUBLE  busy_ns / dur_ns (NULL when dur_ns is 0)
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`): the report's step section (reports/step_path.py)
 CREATE OR REPLACE VIEW step_parts AS
 WITH all_kernel_facts AS (SELECT * FROM _kernel_facts),
 main AS (

@@ -15,6 +15,7 @@
 --                        durations: a stream runs one activity at a time, so this is its busy time); the
 --                        families of a stream sum to 1 (NULL when the stream's time is 0)
 --   rank_in_stream       BIGINT  1 for the family with the most time on the stream (ties: family name)
+-- materialized: per_run   rows kept per run (warehouse/derived.py: `tracehouse derive`): the report's step section (reports/step_path.py)
 CREATE OR REPLACE VIEW stream_families AS
 WITH acts AS (
     SELECT f.run_id, f.rank, f.step, f.device, f.stream, coalesce(n.normalized_name, f.name) AS family,
