@@ -271,7 +271,12 @@ def _case_session(spark) -> _CaseSession:
     if key not in _CASE_SESSIONS:
         session = new_session(spark)
         register_rule_tables(session)
-        _CASE_SESSIONS[key] = _CaseSession(session, {n: session.table(n) for n in SPARK_RULE_TABLES})
+        # the rule tables are Python rows (createDataFrame): kept as computed rows, a query that reads
+        # them starts no Python worker to unpickle them
+        shipped = {n: session.table(n).localCheckpoint(eager=True) for n in SPARK_RULE_TABLES}
+        for name, frame in shipped.items():
+            frame.createOrReplaceTempView(name)
+        _CASE_SESSIONS[key] = _CaseSession(session, shipped)
     return _CASE_SESSIONS[key]
 
 
