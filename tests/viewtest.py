@@ -241,27 +241,64 @@ def _spark_schema(session, name: str):
     return _SPARK_SCHEMAS[name]
 
 
-@functools.cache
 def _spark_text(name: str) -> str:
-    """The view's CREATE statement as Spark runs it (sqlglot transpiles each view once per process)."""
+    """The view's CREATE statement as Spark runs it (to_spark_sql transpiles each text once per process)."""
     from tracehouse.warehouse.spark import to_spark_sql
 
     return to_spark_sql(_graph()[1][name])
 
 
-def spark_views(spark, views: list[str], inputs: dict[str, Rows], materialize: bool = False):
-    """The same on Spark: a new session of `spark` (its own temporary views) holding the inputs (as data
-    frames, spark_frame), the rule tables and the views, transpiled by warehouse.spark. Returns the
-    session. materialize: each view computed once as it is made (a local checkpoint, as
-    warehouse.spark.connect_spark(materialize=True) does), so the views above it read its rows and
-    Spark's analyzer never holds the whole tree (fusion_match over kernel_summary outgrows a 2 GB heap)."""
+@dataclass
+class _CaseSession:
+    """The session that the view cases share (one per Spark application): its rule tables and empty
+    inputs are made once, as data frames of that session, and each case replaces the temporary views it
+    reads. `replaced`: the rule tables a case gave, to be given their shipped rows again."""
+
+    session: Any
+    shipped: dict[str, Any] = field(default_factory=dict)  # rule table -> its shipped rows' frame
+    empty: dict[str, Any] = field(default_factory=dict)  # table -> its empty frame
+    replaced: set[str] = field(default_factory=set)
+
+
+_CASE_SESSIONS: dict[int, _CaseSession] = {}
+
+
+def _case_session(spark) -> _CaseSession:
+    from tracehouse.warehouse.spark import RULE_TABLES as SPARK_RULE_TABLES
     from tracehouse.warehouse.spark import new_session, register_rule_tables
 
+    key = id(spark.sparkContext)
+    if key not in _CASE_SESSIONS:
+        session = new_session(spark)
+        register_rule_tables(session)
+        # the rule tables are Python rows (createDataFrame): kept as computed rows, a query that reads
+        # them starts no Python worker to unpickle them
+        shipped = {n: session.table(n).localCheckpoint(eager=True) for n in SPARK_RULE_TABLES}
+        for name, frame in shipped.items():
+            frame.createOrReplaceTempView(name)
+        _CASE_SESSIONS[key] = _CaseSession(session, shipped)
+    return _CASE_SESSIONS[key]
+
+
+def spark_views(spark, views: list[str], inputs: dict[str, Rows], materialize: bool = False):
+    """The same on Spark: a session of `spark` holding the inputs (as data frames, spark_frame), the rule
+    tables and the views, transpiled by warehouse.spark, as temporary views. Returns the session, valid
+    until the next call: the calls share one session (a session and its rule tables cost ~1 s to make),
+    and each call makes again every temporary view that its views read (its inputs, the empty tables,
+    the rule tables a previous call replaced, the views), so what an earlier call left is never read.
+    materialize: each view computed once as it is made (a local checkpoint, as
+    warehouse.spark.connect_spark(materialize=True) does), so the views above it read its rows and
+    Spark's analyzer never holds the whole tree (fusion_match over kernel_summary outgrows a 2 GB heap)."""
     build, read = plan(views, set(inputs))
-    session = new_session(spark)
-    register_rule_tables(session)
+    shared = _case_session(spark)
+    session = shared.session
+    for name in sorted(shared.replaced - set(inputs)):
+        shared.shipped[name].createOrReplaceTempView(name)
+    shared.replaced = {n for n in inputs if n in shared.shipped}
     for name in read:
-        spark_frame(session, name, []).createOrReplaceTempView(name)
+        if name not in shared.empty:
+            shared.empty[name] = spark_frame(session, name, [])
+        shared.empty[name].createOrReplaceTempView(name)
     for name, rows in inputs.items():
         # replaces a shipped rule table that the case gives
         spark_frame(session, name, rows).createOrReplaceTempView(name)

@@ -7,6 +7,8 @@ warehouse.spark builds the catalogue on Spark with it.
 
 from __future__ import annotations
 
+import functools
+
 import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
@@ -404,8 +406,19 @@ def _transform_all(node: exp.Expression) -> exp.Expression:
 
 def to_spark_sql(sql: str | exp.Expression) -> str:
     """One DuckDB statement (text, or parsed with READ_DIALECT) in Spark's dialect (CREATE VIEW becomes
-    CREATE TEMPORARY VIEW)."""
-    statement = sqlglot.parse_one(sql, read=READ_DIALECT) if isinstance(sql, str) else sql.copy()
+    CREATE TEMPORARY VIEW). A text is transpiled once per process: each catalogue on Spark (a connection,
+    a test's) makes the same views again, and transpiling all of sql/ costs ~4 CPU-s."""
+    if isinstance(sql, str):
+        return _text_to_spark(sql)
+    return _statement_to_spark(sql.copy())
+
+
+@functools.lru_cache(maxsize=1024)
+def _text_to_spark(sql: str) -> str:
+    return _statement_to_spark(sqlglot.parse_one(sql, read=READ_DIALECT))
+
+
+def _statement_to_spark(statement: exp.Expression) -> str:
     statement = statement.transform(_transform_all, copy=False)
     if isinstance(statement, exp.Create) and statement.kind == "VIEW":
         props = statement.args.get("properties") or exp.Properties(expressions=[])
