@@ -107,6 +107,34 @@ def test_one_environment_per_kind_and_folder(tmp_path):
     assert environment(True, tmp_path) is not environment(True)
 
 
+def test_compiled_templates_are_kept_and_follow_their_source(tmp_path, monkeypatch):
+    """A process compiles a template once for every later process (the cache folder), per autoescape
+    setting; an edited template is compiled again (Jinja checks the source), and a cache folder that
+    cannot be written only costs the compile."""
+    from tracehouse.reports.render import _environment
+
+    user = tmp_path / "templates"
+    user.mkdir()
+    monkeypatch.setenv("TRACEHOUSE_CACHE", str(tmp_path / "cache"))
+    _environment.cache_clear()
+    try:
+        (user / "diff.md.j2").write_text("first {{ r.base.run_id }}\n")
+        assert render("diff", _diff(), "md", user) == f"first {'a' * 16}\n"
+        assert render("diff", _diff(), "html") == render("diff", _diff(), "html")
+        assert list((tmp_path / "cache" / "templates" / "text").iterdir())
+        assert list((tmp_path / "cache" / "templates" / "html").iterdir())
+        _environment.cache_clear()  # as a new process: the kept code, unless the source changed
+        (user / "diff.md.j2").write_text("second {{ r.base.run_id }}\n")
+        assert render("diff", _diff(), "md", user) == f"second {'a' * 16}\n"
+        (tmp_path / "ro").write_text("a file where the cache folder would be")
+        monkeypatch.setenv("TRACEHOUSE_CACHE", str(tmp_path / "ro"))
+        _environment.cache_clear()
+        assert render("diff", _diff(), "md", user) == f"second {'a' * 16}\n"
+    finally:
+        monkeypatch.undo()
+        _environment.cache_clear()
+
+
 def test_each_report_is_build_connection_params_to_a_dataclass():
     for module, params in (
         (run_report, run_report.RunParams),
